@@ -1,0 +1,33 @@
+# Entry points. `make demo` and `make test` install what they need (scripts/install-deps.sh).
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build demo test bench format clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/ubfuse demo --mode both
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	bash scripts/extra-tests.sh $(BUILD)
+
+bench: build
+	./$(BUILD)/ubfuse_bench
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+clean:
+	rm -rf $(BUILD)

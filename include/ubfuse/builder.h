@@ -1,0 +1,94 @@
+// C++ builder API:
+//   ubfuse::GraphBuilder b;
+//   auto x = b.input("x", ubfuse::f32, {"batch", 2048, 4096});
+//   auto y = b.silu(b.layer_norm(b.add(x, r), w, bias, 1e-5));
+//   b.output("y", y);
+//   ubfuse::Graph g = b.build();
+// Every call checks its operands at once and throws ubfuse::Error naming the op and shapes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ubfuse/graph.h"
+
+namespace ubfuse {
+
+class GraphBuilder {
+ public:
+  using V = Value*;
+  GraphBuilder();
+
+  V input(const std::string& name, DType dtype, Shape shape);
+  void output(const std::string& name, V v);
+  V constant(const Tensor& t, const std::string& name = "");
+  V scalar(double v, DType dtype = DType::f32);
+
+  // Unary
+  V neg(V x);
+  V abs(V x);
+  V exp(V x);
+  V log(V x);
+  V sqrt(V x);
+  V rsqrt(V x);
+  V reciprocal(V x);
+  V tanh(V x);
+  V sigmoid(V x);
+  V relu(V x);
+  V silu(V x);
+  V gelu(V x, bool tanh_approx = false);
+  V erf(V x);
+  V pow(V x, double exponent);
+  V cast(V x, DType to);
+  V logical_not(V x);
+  // Binary (numpy broadcasting); a double operand becomes a scalar of the other's dtype.
+  V add(V a, V b);
+  V sub(V a, V b);
+  V mul(V a, V b);
+  V div(V a, V b);
+  V max(V a, V b);
+  V min(V a, V b);
+  V add(V a, double b) { return add(a, scalar_like(b, a)); }
+  V sub(V a, double b) { return sub(a, scalar_like(b, a)); }
+  V mul(V a, double b) { return mul(a, scalar_like(b, a)); }
+  V div(V a, double b) { return div(a, scalar_like(b, a)); }
+  V equal(V a, V b);
+  V less(V a, V b);
+  V greater(V a, V b);
+  V where(V cond, V a, V b);
+  // Row ops over the last axis. weight/bias may be null.
+  V layer_norm(V x, V weight, V bias, double eps = 1e-5);
+  V rms_norm(V x, V weight, double eps = 1e-6);
+  V softmax(V x);
+  V reduce_sum(V x, bool keepdims = true);
+  V reduce_mean(V x, bool keepdims = true);
+  V reduce_max(V x, bool keepdims = true);
+  // Matrices and data movement
+  V matmul(V a, V b);
+  V gather(V data, V indices, int64_t axis = 0);
+  // Reshape: -1 infers one dim, 0 keeps the input's dim at that position (symbols survive).
+  V reshape(V x, std::vector<int64_t> shape);
+  V transpose(V x, std::vector<int64_t> perm);
+  V slice(V x, std::vector<int64_t> starts, std::vector<int64_t> ends, std::vector<int64_t> axes,
+          std::vector<int64_t> steps = {});
+  V concat(std::vector<V> xs, int64_t axis);
+  V expand(V x, Shape shape);
+  // A user callback mid-graph (e.g. a print): a host sync point.
+  V host(V x, HostFn fn, const std::string& name = "");
+
+  // Generic form used by importers: any op with attributes.
+  V op(OpKind kind, std::vector<V> inputs, Attrs attrs = {}, const std::string& name = "");
+  // Names the most recently added node (names must be unique).
+  void name_last(const std::string& name);
+
+  Graph& graph() { return *graph_; }
+  // Finishes the graph (verifies it) and hands it over; the builder is empty afterwards.
+  Graph build();
+
+ private:
+  V scalar_like(double v, V like);
+  std::unique_ptr<Graph> graph_;
+  Node* last_ = nullptr;
+};
+
+}  // namespace ubfuse

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ubfuse needs. Idempotent and quick when all are present.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libdnnl-dev libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  graphviz python3-torch python3-numpy python3-onnx
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,93 @@
+// compile(): the pipeline as one readable function (after Halide's Lower.cpp).
+//   UBFUSE_DUMP_IR=1     prints the graph after each pass
+//   UBFUSE_TIME_PASSES=1 prints each pass's time
+#include "ubfuse/compile.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "compiler/eager_kernels.h"
+#include "compiler/pipeline.h"
+#include "fusion/fusion.h"
+#include "runtime/compiled_model_impl.h"
+#include "ubfuse/error.h"
+
+namespace ubfuse {
+
+namespace {
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::string_view fusion_reason_name(FusionReason r) {
+  switch (r) {
+    case FusionReason::Fused: return "Fused";
+    case FusionReason::HostSync: return "HostSync";
+    case FusionReason::DynamicShape: return "DynamicShape";
+    case FusionReason::BufferCapacity: return "BufferCapacity";
+    case FusionReason::NotFusible: return "NotFusible";
+    case FusionReason::DisabledByRule: return "DisabledByRule";
+    case FusionReason::ShapeMismatch: return "ShapeMismatch";
+    case FusionReason::Cycle: return "Cycle";
+    case FusionReason::GroupLimit: return "GroupLimit";
+  }
+  return "?";
+}
+
+CompiledModel compile(const Graph& g, const Options& options) {
+  auto t_start = std::chrono::steady_clock::now();
+  auto impl = std::make_shared<CompiledModelImpl>();
+  impl->config = parse_options(options);
+  CompileConfig& config = impl->config;
+  if (config.ub_bytes == 0) config.ub_bytes = default_ub_bytes();
+  impl->pool = config.num_threads > 0 ? &ThreadPool::with_threads(config.num_threads)
+                                      : &ThreadPool::global();
+  impl->graph = g.clone();
+  Graph& graph = impl->graph;
+
+  const bool dump = env_on("UBFUSE_DUMP_IR"), time = env_on("UBFUSE_TIME_PASSES");
+  for (auto& pass : make_pipeline(config)) {
+    auto t0 = std::chrono::steady_clock::now();
+    bool changed = pass->run(graph, config);
+    double ms = ms_since(t0);
+    impl->compile_stats.pass_ms.emplace_back(pass->name(), ms);
+    if (time) std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms%s\n", pass->name().c_str(), ms,
+                           changed ? " (changed)" : "");
+    if (dump) std::fprintf(stderr, "[ubfuse] after %s:\n%s", pass->name().c_str(),
+                           print_graph(graph).c_str());
+  }
+
+  auto t_lower = std::chrono::steady_clock::now();
+  if (config.fusion) {
+    impl->kernels = build_fused_kernels(graph, config, &impl->decisions);
+  } else {
+    impl->kernels = build_eager_kernels(graph);
+  }
+  double lower_ms = ms_since(t_lower);
+  impl->compile_stats.pass_ms.emplace_back(config.fusion ? "fuse+codegen" : "lower_eager",
+                                           lower_ms);
+  if (time) std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms\n",
+                         config.fusion ? "fuse+codegen" : "lower_eager", lower_ms);
+  for (auto& k : impl->kernels) impl->kernel_infos.push_back(k->info);
+
+  prepare_plans(*impl);
+  impl->compile_stats.compilations = 1;
+  impl->compile_stats.compile_ms = ms_since(t_start);
+  return CompiledModel(impl);
+}
+
+std::map<std::string, Tensor> run_eager(const Graph& g,
+                                        const std::map<std::string, Tensor>& inputs) {
+  return compile(g, {{"ge.exec.enableOperatorFusion", "0"}}).run(inputs);
+}
+
+}  // namespace ubfuse

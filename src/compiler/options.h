@@ -1,0 +1,40 @@
+// Parsed compile options. Keys accept the GE names users already write and native aliases; see
+// docs/options.md (generated from the same table as option_table()).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ubfuse/compile.h"
+
+namespace ubfuse {
+
+struct CompileConfig {
+  bool fusion = true;            // ge.exec.enableOperatorFusion, fusion
+  bool graph_optimizer = true;   // ge.common_graph_optimizer: simplify + canonicalize passes
+  std::string rules_path;        // ge.fusion_optimizer_config_path, ge.fusionSwitchFile, rules
+  int64_t ub_bytes = 0;          // 0: derived from the core's cache at compile time
+  int num_threads = 0;           // 0: the global pool
+  std::string codegen = "cpp";   // cpp | interpreter
+  std::string dynamic_dims;      // ge.dynamic_dims / ge.dynamicDims: "1,128;4,512"
+  std::string input_shape;       // ge.inputShape: "x:-1,-1,4096;r:-1,-1,4096"
+  bool dynamic_dims_strict = false;
+  int64_t memory_limit = 0;      // bytes; 0: none
+  std::string cache_dir;         // generated kernel cache; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
+};
+
+struct OptionSpec {
+  std::string key;
+  std::string values;  // what it accepts
+  std::string help;
+};
+const std::vector<OptionSpec>& option_table();
+
+// Throws Error naming the key, the value and the valid keys/values.
+CompileConfig parse_options(const Options& opts);
+
+// The default UB size: a share of the per-core L2 cache, clamped to [64 KiB, 1 MiB].
+int64_t default_ub_bytes();
+
+}  // namespace ubfuse

@@ -1,0 +1,17 @@
+// Graph mode lowering: partition the graph into fused groups (analysis, with a FusionDecision for
+// every edge that crosses a group boundary), then build one Kernel per group (codegen or the tile
+// interpreter) in launch order.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "compiler/options.h"
+#include "runtime/kernel.h"
+
+namespace ubfuse {
+
+std::vector<std::unique_ptr<Kernel>> build_fused_kernels(const Graph& g, const CompileConfig& c,
+                                                         std::vector<FusionDecision>* decisions);
+
+}  // namespace ubfuse

@@ -1,0 +1,48 @@
+// A fused group: the unit graph mode launches as one kernel. The grouping analysis
+// (fusion/partition.cc) builds groups; fusion/group_kernels.cc turns each into a Kernel.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/options.h"
+#include "runtime/kernel.h"
+#include "ubfuse/graph.h"
+
+namespace ubfuse {
+
+enum class GroupKind : uint8_t {
+  Single,          // one node run by its eager kernel (MatMul alone, Gather, movement, Host)
+  Elementwise,     // elementwise/broadcast chain over one iteration domain
+  RowReduction,    // elementwise prologue -> last-axis row reductions -> elementwise epilogue
+  MatMulEpilogue,  // MatMul whose output tiles get an elementwise epilogue while in cache
+};
+
+struct FusedGroup {
+  GroupKind kind = GroupKind::Single;
+  std::string name;                   // "FusedAddLayerNormSilu", or the op name for Single
+  std::vector<const Node*> nodes;     // topological order; Constant nodes are never members
+  std::vector<const Value*> inputs;   // read from outside: graph inputs, constants, other groups
+  std::vector<const Value*> outputs;  // needed outside: graph outputs or read by other groups
+  // Iteration domain of Elementwise/RowReduction groups: the (symbolic) shape of the widest
+  // value; rows = product of all but the last dim, cols = last dim. Every member's output is
+  // this shape, or this shape with the last dim reduced (1 or dropped) for a row reduction.
+  Shape domain;
+  // Set when the planner found at compile time that the UB cannot hold what this group keeps
+  // per row: the kernel must re-read its inputs (two-pass variant) instead of keeping the row.
+  bool reread = false;
+};
+
+// Bytes of UB one row of `cols` columns needs for what the group keeps between its phases
+// (0 for groups that keep nothing). Implemented next to the kernel lowering, which decides
+// what it materializes.
+int64_t ub_bytes_per_row(const FusedGroup& g, int64_t cols);
+
+// One Kernel per group, in the given (launch) order. Single groups use the eager kernel;
+// the others are generated C++ (config.codegen == "cpp", all groups of the model compiled in one
+// translation unit) or the tile interpreter.
+std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedGroup>& groups,
+                                                        const CompileConfig& config);
+
+}  // namespace ubfuse

@@ -1,0 +1,164 @@
+#include "ubfuse/builder.h"
+
+#include "ubfuse/error.h"
+
+namespace ubfuse {
+
+GraphBuilder::GraphBuilder() : graph_(std::make_unique<Graph>()) {}
+
+GraphBuilder::V GraphBuilder::input(const std::string& name, DType dtype, Shape shape) {
+  return graph_->add_input(name, dtype, std::move(shape));
+}
+
+void GraphBuilder::output(const std::string& name, V v) {
+  if (!v) throw Error("output '" + name + "' is null");
+  graph_->add_output(name, v);
+}
+
+GraphBuilder::V GraphBuilder::constant(const Tensor& t, const std::string& name) {
+  if (!t.defined()) throw Error("constant '" + name + "' has no data");
+  Node* n = graph_->add_node(OpKind::Constant, {}, {}, name);
+  n->payload = t;
+  infer_node(*n);
+  last_ = n;
+  return n->out();
+}
+
+GraphBuilder::V GraphBuilder::scalar(double v, DType dtype) {
+  Tensor t(dtype, {});
+  t.set(0, v);
+  return constant(t);
+}
+
+GraphBuilder::V GraphBuilder::scalar_like(double v, V like) {
+  if (!like) throw Error("scalar operand paired with a null value");
+  return scalar(v, like->dtype);
+}
+
+GraphBuilder::V GraphBuilder::op(OpKind kind, std::vector<V> inputs, Attrs attrs,
+                                 const std::string& name) {
+  Node* n = graph_->add_node(kind, std::move(inputs), std::move(attrs), name);
+  try {
+    infer_node(*n);
+  } catch (...) {
+    graph_->remove_node(n);
+    throw;
+  }
+  last_ = n;
+  return n->out();
+}
+
+void GraphBuilder::name_last(const std::string& name) {
+  if (!last_) throw Error("name_last: no node yet");
+  if (graph_->node_by_name(name)) throw Error("node name '" + name + "' is used twice");
+  last_->name = name;
+  if (last_->outputs.size() == 1) last_->out()->name = name;
+}
+
+#define UBF_UNARY(fn, kind) \
+  GraphBuilder::V GraphBuilder::fn(V x) { return op(OpKind::kind, {x}); }
+UBF_UNARY(neg, Neg)
+UBF_UNARY(abs, Abs)
+UBF_UNARY(exp, Exp)
+UBF_UNARY(log, Log)
+UBF_UNARY(sqrt, Sqrt)
+UBF_UNARY(rsqrt, Rsqrt)
+UBF_UNARY(reciprocal, Reciprocal)
+UBF_UNARY(tanh, Tanh)
+UBF_UNARY(sigmoid, Sigmoid)
+UBF_UNARY(relu, Relu)
+UBF_UNARY(silu, Silu)
+UBF_UNARY(erf, Erf)
+UBF_UNARY(logical_not, Not)
+UBF_UNARY(softmax, Softmax)
+#undef UBF_UNARY
+
+#define UBF_BINARY(fn, kind) \
+  GraphBuilder::V GraphBuilder::fn(V a, V b) { return op(OpKind::kind, {a, b}); }
+UBF_BINARY(add, Add)
+UBF_BINARY(sub, Sub)
+UBF_BINARY(mul, Mul)
+UBF_BINARY(div, Div)
+UBF_BINARY(max, Max)
+UBF_BINARY(min, Min)
+UBF_BINARY(equal, Equal)
+UBF_BINARY(less, Less)
+UBF_BINARY(greater, Greater)
+UBF_BINARY(matmul, MatMul)
+#undef UBF_BINARY
+
+GraphBuilder::V GraphBuilder::gelu(V x, bool tanh_approx) {
+  return op(OpKind::Gelu, {x}, {{"approximate", std::string(tanh_approx ? "tanh" : "none")}});
+}
+GraphBuilder::V GraphBuilder::pow(V x, double e) { return op(OpKind::Pow, {x}, {{"exponent", e}}); }
+GraphBuilder::V GraphBuilder::cast(V x, DType to) {
+  return op(OpKind::Cast, {x}, {{"to", std::string(dtype_name(to))}});
+}
+GraphBuilder::V GraphBuilder::where(V c, V a, V b) { return op(OpKind::Where, {c, a, b}); }
+
+GraphBuilder::V GraphBuilder::layer_norm(V x, V weight, V bias, double eps) {
+  if (bias && !weight) throw Error("layer_norm: a bias needs a weight (pass a ones weight)");
+  std::vector<V> in{x};
+  if (weight) in.push_back(weight);
+  if (bias) in.push_back(bias);
+  return op(OpKind::LayerNorm, in, {{"eps", eps}});
+}
+GraphBuilder::V GraphBuilder::rms_norm(V x, V weight, double eps) {
+  std::vector<V> in{x};
+  if (weight) in.push_back(weight);
+  return op(OpKind::RMSNorm, in, {{"eps", eps}});
+}
+GraphBuilder::V GraphBuilder::reduce_sum(V x, bool k) {
+  return op(OpKind::ReduceSum, {x}, {{"keepdims", int64_t(k)}});
+}
+GraphBuilder::V GraphBuilder::reduce_mean(V x, bool k) {
+  return op(OpKind::ReduceMean, {x}, {{"keepdims", int64_t(k)}});
+}
+GraphBuilder::V GraphBuilder::reduce_max(V x, bool k) {
+  return op(OpKind::ReduceMax, {x}, {{"keepdims", int64_t(k)}});
+}
+GraphBuilder::V GraphBuilder::gather(V data, V indices, int64_t axis) {
+  return op(OpKind::Gather, {data, indices}, {{"axis", axis}});
+}
+GraphBuilder::V GraphBuilder::reshape(V x, std::vector<int64_t> shape) {
+  return op(OpKind::Reshape, {x}, {{"shape", std::move(shape)}});
+}
+GraphBuilder::V GraphBuilder::transpose(V x, std::vector<int64_t> perm) {
+  return op(OpKind::Transpose, {x}, {{"perm", std::move(perm)}});
+}
+GraphBuilder::V GraphBuilder::slice(V x, std::vector<int64_t> starts, std::vector<int64_t> ends,
+                                    std::vector<int64_t> axes, std::vector<int64_t> steps) {
+  Attrs a{{"starts", std::move(starts)}, {"ends", std::move(ends)}, {"axes", std::move(axes)}};
+  if (!steps.empty()) a["steps"] = std::move(steps);
+  return op(OpKind::Slice, {x}, a);
+}
+GraphBuilder::V GraphBuilder::concat(std::vector<V> xs, int64_t axis) {
+  return op(OpKind::Concat, std::move(xs), {{"axis", axis}});
+}
+GraphBuilder::V GraphBuilder::expand(V x, Shape shape) {
+  std::vector<int64_t> s;
+  for (auto& d : shape) s.push_back(d.is_static() ? d.value() : -1);
+  return op(OpKind::Expand, {x}, {{"shape", s}});
+}
+GraphBuilder::V GraphBuilder::host(V x, HostFn fn, const std::string& name) {
+  Node* n = graph_->add_node(OpKind::Host, {x}, {}, name);
+  n->host = std::move(fn);
+  try {
+    infer_node(*n);
+  } catch (...) {
+    graph_->remove_node(n);
+    throw;
+  }
+  last_ = n;
+  return n->out();
+}
+
+Graph GraphBuilder::build() {
+  verify(*graph_);
+  Graph g = std::move(*graph_);
+  graph_ = std::make_unique<Graph>();
+  last_ = nullptr;
+  return g;
+}
+
+}  // namespace ubfuse

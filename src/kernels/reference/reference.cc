@@ -1,0 +1,419 @@
+// Slow, obvious double-precision kernels: the oracle every fast kernel is tested against.
+#include "kernels/reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ir/shape_util.h"
+#include "ubfuse/error.h"
+
+namespace ubfuse::ref {
+
+namespace {
+
+using Fn1 = double (*)(double, const Node&);
+
+double round_to(DType t, double v) {
+  switch (t) {
+    case DType::f32: return double(float(v));
+    case DType::bf16: return bf16_to_f32(f32_to_bf16(float(v)));
+    case DType::f16: return f16_to_f32(f32_to_f16(float(v)));
+    case DType::i64: return std::isfinite(v) ? double(int64_t(v)) : 0.0;
+    case DType::i32: return std::isfinite(v) ? double(int32_t(v)) : 0.0;
+    case DType::boolean: return v != 0 ? 1.0 : 0.0;
+  }
+  return v;
+}
+
+double unary(const Node& n, double x) {
+  switch (n.op) {
+    case OpKind::Neg: return -x;
+    case OpKind::Abs: return std::fabs(x);
+    case OpKind::Exp: return std::exp(x);
+    case OpKind::Log: return std::log(x);
+    case OpKind::Sqrt: return std::sqrt(x);
+    case OpKind::Rsqrt: return 1.0 / std::sqrt(x);
+    case OpKind::Reciprocal: return 1.0 / x;
+    case OpKind::Tanh: return std::tanh(x);
+    case OpKind::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case OpKind::Relu: return x > 0 ? x : (std::isnan(x) ? x : 0.0);
+    case OpKind::Silu: return x / (1.0 + std::exp(-x));
+    case OpKind::Erf: return std::erf(x);
+    case OpKind::Gelu:
+      if (n.attr_str("approximate", "none") == "tanh") {
+        return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+      }
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case OpKind::Pow: return std::pow(x, n.attr_float("exponent", 1));
+    case OpKind::Cast: return x;
+    case OpKind::Not: return x != 0 ? 0.0 : 1.0;
+    default: break;
+  }
+  UBF_CHECK(false, "ref unary: " + std::string(op_name(n.op)));
+}
+
+double binary(OpKind op, double a, double b) {
+  switch (op) {
+    case OpKind::Add: return a + b;
+    case OpKind::Sub: return a - b;
+    case OpKind::Mul: return a * b;
+    case OpKind::Div: return a / b;
+    case OpKind::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case OpKind::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case OpKind::Equal: return a == b ? 1 : 0;
+    case OpKind::Less: return a < b ? 1 : 0;
+    case OpKind::Greater: return a > b ? 1 : 0;
+    default: break;
+  }
+  UBF_CHECK(false, "ref binary");
+}
+
+// Index of `flat` (in `out` sizes) into an input via broadcast strides.
+int64_t bcast_index(int64_t flat, const Sizes& out, const std::vector<int64_t>& strides) {
+  int64_t idx = 0;
+  for (size_t d = out.size(); d-- > 0;) {
+    int64_t c = flat % out[d];
+    flat /= out[d];
+    idx += c * strides[d];
+  }
+  return idx;
+}
+
+std::vector<int64_t> strides_of(const Sizes& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+RefTensor make(const Node& n, Sizes sizes, int out = 0) {
+  RefTensor r;
+  r.sizes = std::move(sizes);
+  r.data.assign(size_t(numel(r.sizes)), 0.0);
+  r.dtype = n.outputs[size_t(out)]->dtype;
+  return r;
+}
+
+RefTensor row_op(const Node& n, const std::vector<RefTensor>& in) {
+  const RefTensor& x = in[0];
+  int64_t c = x.sizes.back();
+  int64_t rows = c ? int64_t(x.data.size()) / c : 0;
+  bool keep = n.attr_int("keepdims", 1) != 0;
+  bool reduce = n.op == OpKind::ReduceSum || n.op == OpKind::ReduceMean ||
+                n.op == OpKind::ReduceMax;
+  Sizes os = x.sizes;
+  if (reduce) {
+    if (keep) {
+      os.back() = 1;
+    } else {
+      os.pop_back();
+    }
+  }
+  RefTensor y = make(n, os);
+  double eps = n.attr_float("eps", 1e-5);
+  for (int64_t r = 0; r < rows; r++) {
+    const double* xr = x.data.data() + r * c;
+    double* yr = y.data.data() + (reduce ? r : r * c);
+    switch (n.op) {
+      case OpKind::LayerNorm: {
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < c; j++) mean += xr[j];
+        mean /= double(c);
+        for (int64_t j = 0; j < c; j++) var += (xr[j] - mean) * (xr[j] - mean);
+        var /= double(c);
+        double rstd = 1.0 / std::sqrt(var + eps);
+        for (int64_t j = 0; j < c; j++) {
+          double v = (xr[j] - mean) * rstd;
+          if (in.size() > 1) v *= in[1].data[size_t(j)];
+          if (in.size() > 2) v += in[2].data[size_t(j)];
+          yr[j] = v;
+        }
+        break;
+      }
+      case OpKind::RMSNorm: {
+        double ms = 0;
+        for (int64_t j = 0; j < c; j++) ms += xr[j] * xr[j];
+        double rr = 1.0 / std::sqrt(ms / double(c) + eps);
+        for (int64_t j = 0; j < c; j++) {
+          yr[j] = xr[j] * rr * (in.size() > 1 ? in[1].data[size_t(j)] : 1.0);
+        }
+        break;
+      }
+      case OpKind::Softmax: {
+        double m = -std::numeric_limits<double>::infinity(), s = 0;
+        for (int64_t j = 0; j < c; j++) m = std::max(m, xr[j]);
+        for (int64_t j = 0; j < c; j++) s += std::exp(xr[j] - m);
+        for (int64_t j = 0; j < c; j++) yr[j] = std::exp(xr[j] - m) / s;
+        break;
+      }
+      case OpKind::ReduceSum:
+      case OpKind::ReduceMean: {
+        double s = 0;
+        for (int64_t j = 0; j < c; j++) s += xr[j];
+        yr[0] = n.op == OpKind::ReduceMean ? s / double(c) : s;
+        break;
+      }
+      case OpKind::ReduceMax: {
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < c; j++) m = std::isnan(xr[j]) || std::isnan(m) ? NAN : std::max(m, xr[j]);
+        yr[0] = m;
+        break;
+      }
+      default: UBF_CHECK(false, "ref row op");
+    }
+  }
+  return y;
+}
+
+RefTensor matmul(const Node& n, const std::vector<RefTensor>& in) {
+  Sizes sa = in[0].sizes, sb = in[1].sizes;
+  bool a1 = sa.size() == 1, b1 = sb.size() == 1;
+  if (a1) sa.insert(sa.begin(), 1);
+  if (b1) sb.push_back(1);
+  int64_t m = sa[sa.size() - 2], k = sa.back(), nn = sb.back();
+  Sizes ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
+  Sizes batch(std::max(ba.size(), bb.size()));
+  for (size_t i = 0; i < batch.size(); i++) {
+    int64_t x = i < batch.size() - ba.size() ? 1 : ba[i - (batch.size() - ba.size())];
+    int64_t y = i < batch.size() - bb.size() ? 1 : bb[i - (batch.size() - bb.size())];
+    batch[i] = std::max(x, y);
+  }
+  auto sta = broadcast_strides(ba, batch), stb = broadcast_strides(bb, batch);
+  Sizes os = batch;
+  if (!a1) os.push_back(m);
+  if (!b1) os.push_back(nn);
+  RefTensor y = make(n, os);
+  int64_t nb = numel(batch);
+  for (int64_t b = 0; b < nb; b++) {
+    int64_t ia = bcast_index(b, batch, sta) * m * k, ib = bcast_index(b, batch, stb) * k * nn;
+    for (int64_t i = 0; i < m; i++) {
+      for (int64_t j = 0; j < nn; j++) {
+        double s = 0;
+        for (int64_t p = 0; p < k; p++) s += in[0].data[size_t(ia + i * k + p)] * in[1].data[size_t(ib + p * nn + j)];
+        y.data[size_t(b * m * nn + i * nn + j)] = s;
+      }
+    }
+  }
+  return y;
+}
+
+// Generic gather of output coordinates from one input: fn maps output coords to input coords.
+template <typename F>
+RefTensor remap(const Node& n, const RefTensor& x, Sizes os, F fn) {
+  RefTensor y = make(n, os);
+  auto xs = strides_of(x.sizes);
+  Sizes coord(os.size());
+  for (int64_t f = 0; f < int64_t(y.data.size()); f++) {
+    int64_t t = f;
+    for (size_t d = os.size(); d-- > 0;) {
+      coord[d] = t % os[d];
+      t /= os[d];
+    }
+    Sizes ic = fn(coord);
+    int64_t idx = 0;
+    for (size_t d = 0; d < ic.size(); d++) idx += ic[d] * xs[d];
+    y.data[size_t(f)] = x.data[size_t(idx)];
+  }
+  return y;
+}
+
+}  // namespace
+
+RefTensor from_tensor(const Tensor& t) {
+  RefTensor r;
+  r.sizes = t.sizes();
+  r.dtype = t.dtype();
+  r.data.resize(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); i++) r.data[size_t(i)] = t.get(i);
+  return r;
+}
+
+std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in) {
+  FusionClass fc = fusion_class(n.op);
+  if (fc == FusionClass::Elementwise) {
+    RefTensor y = make(n, in[0].sizes);
+    for (size_t i = 0; i < y.data.size(); i++) y.data[i] = round_to(y.dtype, unary(n, in[0].data[i]));
+    return {y};
+  }
+  if (fc == FusionClass::Broadcast) {
+    Sizes os = in[0].sizes;
+    for (size_t i = 1; i < in.size(); i++) {
+      Shape s = *broadcast_shapes(to_shape(os), to_shape(in[i].sizes), nullptr);
+      os = static_sizes(s);
+    }
+    RefTensor y = make(n, os);
+    std::vector<std::vector<int64_t>> st;
+    for (auto& t : in) st.push_back(broadcast_strides(t.sizes, os));
+    for (int64_t f = 0; f < int64_t(y.data.size()); f++) {
+      double a = in[0].data[size_t(bcast_index(f, os, st[0]))];
+      double b = in[1].data[size_t(bcast_index(f, os, st[1]))];
+      double v;
+      if (n.op == OpKind::Where) {
+        v = a != 0 ? b : in[2].data[size_t(bcast_index(f, os, st[2]))];
+      } else {
+        v = binary(n.op, a, b);
+      }
+      y.data[size_t(f)] = round_to(y.dtype, v);
+    }
+    return {y};
+  }
+  switch (n.op) {
+    case OpKind::LayerNorm:
+    case OpKind::RMSNorm:
+    case OpKind::Softmax:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceMax: return {row_op(n, in)};
+    case OpKind::MatMul: return {matmul(n, in)};
+    case OpKind::Gather: {
+      const RefTensor& x = in[0];
+      const RefTensor& idx = in[1];
+      int64_t ax = n.attr_int("axis", 0);
+      Sizes os(x.sizes.begin(), x.sizes.begin() + ax);
+      os.insert(os.end(), idx.sizes.begin(), idx.sizes.end());
+      os.insert(os.end(), x.sizes.begin() + ax + 1, x.sizes.end());
+      size_t q = idx.sizes.size();
+      auto ist = strides_of(idx.sizes);
+      return {remap(n, x, os, [&](const Sizes& c) {
+        Sizes ic(c.begin(), c.begin() + ax);
+        int64_t f = 0;
+        for (size_t d = 0; d < q; d++) f += c[size_t(ax) + d] * ist[d];
+        int64_t v = int64_t(idx.data[size_t(f)]);
+        if (v < 0) v += x.sizes[size_t(ax)];
+        if (v < 0 || v >= x.sizes[size_t(ax)]) {
+          throw Error(n.describe() + ": index " + std::to_string(int64_t(idx.data[size_t(f)])) +
+                      " is out of range for axis size " + std::to_string(x.sizes[size_t(ax)]));
+        }
+        ic.push_back(v);
+        ic.insert(ic.end(), c.begin() + ax + q, c.end());
+        return ic;
+      })};
+    }
+    case OpKind::Reshape: {
+      RefTensor y = in[0];
+      Shape s = *reshape_target(to_shape(in[0].sizes), n.attr_ints("shape"), nullptr);
+      y.sizes = static_sizes(s);
+      y.dtype = n.out()->dtype;
+      return {y};
+    }
+    case OpKind::Transpose: {
+      auto perm = n.attr_ints("perm");
+      Sizes os;
+      for (auto p : perm) os.push_back(in[0].sizes[size_t(p)]);
+      return {remap(n, in[0], os, [&](const Sizes& c) {
+        Sizes ic(c.size());
+        for (size_t d = 0; d < c.size(); d++) ic[size_t(perm[d])] = c[d];
+        return ic;
+      })};
+    }
+    case OpKind::Slice: {
+      auto starts = n.attr_ints("starts"), ends = n.attr_ints("ends");
+      auto axes = n.attr_ints("axes"), steps = n.attr_ints("steps");
+      Sizes os = in[0].sizes, st(os.size(), 0), sp(os.size(), 1);
+      for (size_t i = 0; i < starts.size(); i++) {
+        size_t a = size_t(axes[i]);
+        int64_t d = in[0].sizes[a];
+        os[a] = slice_length(d, starts[i], ends[i], steps[i]);
+        st[a] = slice_start(d, starts[i], steps[i]);
+        sp[a] = steps[i];
+      }
+      return {remap(n, in[0], os, [&](const Sizes& c) {
+        Sizes ic(c.size());
+        for (size_t d = 0; d < c.size(); d++) ic[d] = st[d] + c[d] * sp[d];
+        return ic;
+      })};
+    }
+    case OpKind::Concat: {
+      int64_t ax = n.attr_int("axis", 0);
+      Sizes os = in[0].sizes;
+      os[size_t(ax)] = 0;
+      for (auto& t : in) os[size_t(ax)] += t.sizes[size_t(ax)];
+      RefTensor y = make(n, os);
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < ax; d++) outer *= os[size_t(d)];
+      for (size_t d = size_t(ax) + 1; d < os.size(); d++) inner *= os[d];
+      int64_t off = 0;
+      for (auto& t : in) {
+        int64_t len = t.sizes[size_t(ax)] * inner;
+        for (int64_t o = 0; o < outer; o++) {
+          for (int64_t j = 0; j < len; j++) {
+            y.data[size_t(o * os[size_t(ax)] * inner + off + j)] = t.data[size_t(o * len + j)];
+          }
+        }
+        off += len;
+      }
+      return {y};
+    }
+    case OpKind::Expand: {
+      Sizes os = in[0].sizes;
+      auto tgt = n.attr_ints("shape");
+      Shape t;
+      for (auto v : tgt) t.push_back(Dim(v == -1 ? 1 : v));
+      os = static_sizes(*broadcast_shapes(to_shape(os), t, nullptr));
+      auto st = broadcast_strides(in[0].sizes, os);
+      RefTensor y = make(n, os);
+      for (int64_t f = 0; f < int64_t(y.data.size()); f++) {
+        y.data[size_t(f)] = in[0].data[size_t(bcast_index(f, os, st))];
+      }
+      return {y};
+    }
+    case OpKind::Constant: return {from_tensor(n.payload)};
+    case OpKind::Host: {
+      Tensor t(in[0].dtype, in[0].sizes);
+      for (int64_t i = 0; i < t.numel(); i++) t.set(i, in[0].data[size_t(i)]);
+      n.host(t);
+      return {from_tensor(t)};
+    }
+    default: break;
+  }
+  UBF_CHECK(false, "ref eval_node: unhandled op " + std::string(op_name(n.op)));
+}
+
+std::map<std::string, RefTensor> run_graph(const Graph& g,
+                                           const std::map<std::string, Tensor>& inputs) {
+  std::map<const Value*, RefTensor> vals;
+  for (auto* in : g.inputs()) {
+    auto it = inputs.find(in->name);
+    if (it == inputs.end()) throw Error("reference: missing input '" + in->name + "'");
+    vals[in] = from_tensor(it->second);
+  }
+  for (Node* n : g.topo_order()) {
+    std::vector<RefTensor> ins;
+    for (auto* v : n->inputs) ins.push_back(vals.at(v));
+    auto outs = eval_node(*n, ins);
+    for (size_t i = 0; i < outs.size(); i++) {
+      outs[i].dtype = n->outputs[i]->dtype;
+      vals[n->outputs[i]] = std::move(outs[i]);
+    }
+  }
+  std::map<std::string, RefTensor> out;
+  for (auto& [name, v] : g.outputs()) out[name] = vals.at(v);
+  return out;
+}
+
+double tolerance(DType t) {
+  switch (t) {
+    case DType::f32: return 1e-4;
+    case DType::bf16: return 3e-2;
+    case DType::f16: return 4e-3;
+    default: return 0;
+  }
+}
+
+double max_abs_diff(const Tensor& got, const RefTensor& want) {
+  if (got.sizes() != want.sizes) {
+    throw Error("max_abs_diff: sizes " + sizes_str(got.sizes()) + " vs " + sizes_str(want.sizes));
+  }
+  double m = 0;
+  for (int64_t i = 0; i < got.numel(); i++) {
+    double a = got.get(i), b = want.data[size_t(i)];
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (std::isinf(a) && std::isinf(b) && (a > 0) == (b > 0)) continue;
+    double d = std::fabs(a - b);
+    if (std::isnan(d)) return INFINITY;
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+}  // namespace ubfuse::ref

@@ -1,0 +1,35 @@
+// What the executor launches: a Kernel reads tensors and writes tensors. Eager op kernels, fused
+// group kernels (generated or interpreted) and Host callbacks all implement it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "runtime/thread_pool.h"
+#include "ubfuse/compile.h"
+#include "ubfuse/tensor.h"
+
+namespace ubfuse {
+
+// Per-call scratch: one unified buffer (UB) per worker thread of the pool.
+struct ExecContext {
+  ThreadPool* pool = nullptr;
+  std::vector<float*> ub;     // ub[worker], each ub_bytes long
+  int64_t ub_bytes = 0;
+  int64_t extra_bytes_read = 0;  // kernels that re-read inputs (two-pass variants) add here
+  std::string variant_used;      // set by kernels that pick a variant at run time
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  KernelInfo info;
+  std::vector<const Value*> inputs;   // in the order run() receives them
+  std::vector<const Value*> outputs;
+  // Outputs arrive allocated with this call's concrete sizes.
+  virtual void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                   ExecContext& ctx) const = 0;
+};
+
+}  // namespace ubfuse

@@ -1,0 +1,70 @@
+// Shared helpers for tests: running a graph in a mode and comparing with the double reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "kernels/reference/reference.h"
+#include "ubfuse/ubfuse.h"
+
+namespace ubfuse::testing {
+
+inline Options eager_opts() { return {{"ge.exec.enableOperatorFusion", "0"}}; }
+inline Options graph_opts() { return {{"ge.exec.enableOperatorFusion", "1"}}; }
+
+// |got - want| <= atol + rtol * |want| elementwise, with atol/rtol from the dtype.
+inline ::testing::AssertionResult close_to_ref(const Tensor& got, const ref::RefTensor& want,
+                                               double scale = 1.0) {
+  if (got.sizes() != want.sizes) {
+    return ::testing::AssertionFailure()
+           << "sizes " << sizes_str(got.sizes()) << " vs reference " << sizes_str(want.sizes);
+  }
+  double tol = ref::tolerance(got.dtype()) * scale;
+  for (int64_t i = 0; i < got.numel(); i++) {
+    double a = got.get(i), b = want.data[size_t(i)];
+    if (std::isnan(b) && std::isnan(a)) continue;
+    if (std::isinf(b) && a == b) continue;
+    double lim = tol + tol * std::fabs(b);
+    if (!(std::fabs(a - b) <= lim)) {
+      return ::testing::AssertionFailure() << "element " << i << ": got " << a << ", reference "
+                                           << b << " (tolerance " << lim << ", dtype "
+                                           << dtype_name(got.dtype()) << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Runs g with options and checks every output against the reference.
+inline ::testing::AssertionResult matches_reference(const Graph& g,
+                                                    const std::map<std::string, Tensor>& inputs,
+                                                    const Options& opts, double scale = 1.0) {
+  auto want = ref::run_graph(g, inputs);
+  auto got = compile(g, opts).run(inputs);
+  for (auto& [name, w] : want) {
+    auto r = close_to_ref(got.at(name), w, scale);
+    if (!r) return r << " (output '" << name << "')";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Expects `fn` to throw ubfuse::Error whose message contains every fragment.
+template <typename F>
+::testing::AssertionResult throws_with(F fn, std::initializer_list<std::string> fragments) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    for (auto& f : fragments) {
+      if (msg.find(f) == std::string::npos) {
+        return ::testing::AssertionFailure() << "message \"" << msg << "\" lacks \"" << f << "\"";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "did not throw ubfuse::Error";
+}
+
+}  // namespace ubfuse::testing

@@ -1,0 +1,49 @@
+#include "cli_util.h"
+
+namespace ubfuse::cli {
+
+Sizes parse_sizes(const std::string& s, const std::string& flag) {
+  Sizes out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    std::string part = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t used = 0;
+    int64_t v = -1;
+    try {
+      v = std::stoll(part, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != part.size() || part.empty() || v <= 0) {
+      throw Error(flag + " '" + s + "': '" + part + "' is not a positive integer; e.g. 2,2048,4096");
+    }
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+Options parse_kv_options(const std::vector<std::string>& kvs) {
+  Options o;
+  for (auto& kv : kvs) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error("--option '" + kv + "' must have the form key=value");
+    }
+    o[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return o;
+}
+
+nlohmann::json kernels_json(const CompiledModel& m) {
+  nlohmann::json ks = nlohmann::json::array();
+  for (auto& k : m.kernels()) {
+    ks.push_back({{"name", k.name}, {"nodes", k.node_names}, {"ops", k.op_types},
+                  {"variant", k.variant}});
+  }
+  return ks;
+}
+
+}  // namespace ubfuse::cli
