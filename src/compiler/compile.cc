@@ -10,6 +10,7 @@
 #include "compiler/eager_kernels.h"
 #include "compiler/pipeline.h"
 #include "fusion/fusion.h"
+#include "fusion/rules.h"
 #include "runtime/compiled_model_impl.h"
 #include "ubfuse/error.h"
 
@@ -49,6 +50,9 @@ CompiledModel compile(const Graph& g, const Options& options) {
   impl->config = parse_options(options);
   CompileConfig& config = impl->config;
   if (config.ub_bytes == 0) config.ub_bytes = default_ub_bytes();
+  if (!config.rules_path.empty()) {
+    config.rules = std::make_shared<FusionRules>(load_fusion_rules(config.rules_path));
+  }
   impl->pool = config.num_threads > 0 ? &ThreadPool::with_threads(config.num_threads)
                                       : &ThreadPool::global();
   impl->graph = g.clone();
@@ -56,6 +60,12 @@ CompiledModel compile(const Graph& g, const Options& options) {
 
   const bool dump = env_on("UBFUSE_DUMP_IR"), time = env_on("UBFUSE_TIME_PASSES");
   for (auto& pass : make_pipeline(config)) {
+    if (config.rules && !config.rules->pass_enabled(pass->name())) {
+      impl->decisions.push_back({FusionReason::DisabledByRule, "", "",
+                                 "graph pass " + pass->name() + " is off in " + config.rules->source,
+                                 "switch it on in the GraphFusion section"});
+      continue;
+    }
     auto t0 = std::chrono::steady_clock::now();
     bool changed = pass->run(graph, config);
     double ms = ms_since(t0);

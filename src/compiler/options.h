@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ubfuse/compile.h"
 
 namespace ubfuse {
+
+struct FusionRules;
 
 struct CompileConfig {
   bool fusion = true;            // ge.exec.enableOperatorFusion, fusion
@@ -22,6 +25,8 @@ struct CompileConfig {
   bool dynamic_dims_strict = false;
   int64_t memory_limit = 0;      // bytes; 0: none
   std::string cache_dir;         // generated kernel cache; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
+  // Loaded by compile() from rules_path (null: every rule on, no patterns).
+  std::shared_ptr<const FusionRules> rules;
 };
 
 struct OptionSpec {

@@ -1,0 +1,16 @@
+#include "fusion/fusion.h"
+
+#include "fusion/partition.h"
+#include "fusion/rules.h"
+
+namespace ubfuse {
+
+std::vector<std::unique_ptr<Kernel>> build_fused_kernels(const Graph& g, const CompileConfig& c,
+                                                         std::vector<FusionDecision>* decisions) {
+  static const FusionRules kDefaults;
+  Partition part = partition_graph(g, c, c.rules ? *c.rules : kDefaults);
+  if (decisions) decisions->insert(decisions->end(), part.decisions.begin(), part.decisions.end());
+  return make_group_kernels(part.groups, c);
+}
+
+}  // namespace ubfuse
