@@ -195,6 +195,13 @@ class Partitioner {
                     !has(b, is_reduction);
     if (!epilogue && (!is_fusible(p) || !is_fusible(n) || has(b, is_matmul) ||
                       (has(a, is_matmul) && has(b, is_reduction)))) {
+      if (is_fusible(p) && is_fusible(n)) {
+        return no(FusionReason::NotFusible, p, n,
+                  "'" + n->name + "' is in a MatMul epilogue" +
+                      std::string(has(b, is_reduction) ? " and a row reduction" : "") +
+                      "; '" + p->name + "' is computed before it as its own kernel",
+                  "a MatMul epilogue takes elementwise ops on the MatMul's output only");
+      }
       const Node* bad = !is_fusible(n) ? n : p;
       std::string cls(fusion_class_name(fusion_class(bad->op)));
       std::string why = is_matmul(bad) ? " (a MatMul takes an elementwise epilogue, no prologue)"
@@ -258,13 +265,13 @@ class Partitioner {
                     "' would need a value computed outside the group from inside it",
                 "the two ops are linked through another kernel; they stay apart");
     }
-    if (reductions > 0 && dom->back().is_static()) {
+    // A prologue makes the reduction keep computed rows in the UB; when they don't fit, split
+    // here (the prologue writes its result, the reduction re-reads it). Epilogues add nothing
+    // the UB must hold, so they always fuse.
+    bool prologue = has(b, is_reduction) && !has(a, is_reduction);
+    if (prologue && !dom->empty() && dom->back().is_static()) {
       int64_t need = ub_bytes_per_row(fg, dom->back().value());
-      int64_t alone = ub_bytes_per_row(describe(b.nodes, b.domain),
-                                       b.domain.empty() ? 1 : b.domain.back().is_static()
-                                                                  ? b.domain.back().value()
-                                                                  : 1);
-      if (need > config_.ub_bytes && need > alone) {
+      if (need > config_.ub_bytes) {
         return no(FusionReason::BufferCapacity, p, n,
                   "the fused row of '" + names_of(nodes) + "' needs " + std::to_string(need) +
                       " bytes of unified buffer per thread, ub_bytes is " +
