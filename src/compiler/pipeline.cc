@@ -1,5 +1,7 @@
 #include "compiler/pipeline.h"
 
+#include <algorithm>
+
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -14,22 +16,114 @@ std::vector<std::unique_ptr<Pass>> make_pipeline(const CompileConfig& config) {
   return p;
 }
 
-void prepare_plans(CompiledModelImpl& impl) {
-  bool all_static = true;
-  for (auto* in : impl.graph.inputs()) all_static &= is_static(in->shape);
-  if (all_static) {
-    auto plan = impl.build_plan({});
-    int64_t total = plan->arena_bytes;
-    for (auto& [name, v] : impl.graph.outputs()) {
-      total += numel(plan->sizes.at(v)) * int64_t(dtype_size(v->dtype));
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    size_t k = s.find(sep, pos);
+    out.push_back(s.substr(pos, k == std::string::npos ? std::string::npos : k - pos));
+    if (k == std::string::npos) break;
+    pos = k + 1;
+  }
+  return out;
+}
+
+int64_t to_int(const std::string& s, const std::string& what) {
+  size_t used = 0;
+  int64_t v = -2;
+  try {
+    v = std::stoll(s, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used != s.size() || s.empty()) throw Error(what + ": '" + s + "' is not an integer");
+  return v;
+}
+
+// The symbols the gears fill, in order: the -1 dims of ge.inputShape ("x:-1,-1,4096;r:...") or,
+// without it, the symbolic dims of the graph inputs in order of first appearance.
+std::vector<std::string> gear_symbols(const CompiledModelImpl& impl) {
+  std::vector<std::string> syms;
+  auto add = [&](const std::string& s) {
+    if (std::find(syms.begin(), syms.end(), s) == syms.end()) syms.push_back(s);
+  };
+  const std::string& spec = impl.config.input_shape;
+  if (spec.empty()) {
+    for (auto* in : impl.graph.inputs()) {
+      for (auto& d : in->shape) {
+        if (!d.is_static() && d.symbol().find('*') == std::string::npos) add(d.symbol());
+      }
     }
-    if (impl.config.memory_limit > 0 && total > impl.config.memory_limit) {
-      throw Error("planned memory " + std::to_string(total) + " bytes (intermediates " +
-                  std::to_string(plan->arena_bytes) + " + outputs) exceeds memory_limit " +
-                  std::to_string(impl.config.memory_limit) +
-                  " bytes; hint: raise memory_limit or use smaller shapes");
+    return syms;
+  }
+  for (auto& entry : split(spec, ';')) {
+    auto colon = entry.rfind(':');
+    if (colon == std::string::npos) {
+      throw Error("ge.inputShape entry '" + entry + "' must be name:d,d,...");
+    }
+    std::string name = entry.substr(0, colon);
+    const Value* in = nullptr;
+    for (auto* v : impl.graph.inputs()) {
+      if (v->name == name) in = v;
+    }
+    if (!in) throw Error("ge.inputShape names unknown input '" + name + "'");
+    auto dims = split(entry.substr(colon + 1), ',');
+    if (dims.size() != in->shape.size()) {
+      throw Error("ge.inputShape gives " + std::to_string(dims.size()) + " dims for input '" +
+                  name + "' of shape " + shape_str(in->shape));
+    }
+    for (size_t i = 0; i < dims.size(); i++) {
+      int64_t v = to_int(dims[i], "ge.inputShape");
+      const Dim& d = in->shape[i];
+      if (v == -1) {
+        if (d.is_static()) {
+          throw Error("ge.inputShape marks dim " + std::to_string(i) + " of '" + name +
+                      "' dynamic (-1) but the model fixes it to " + d.str());
+        }
+        add(d.symbol());
+      } else if (d.is_static() && d.value() != v) {
+        throw Error("ge.inputShape gives " + std::to_string(v) + " for dim " + std::to_string(i) +
+                    " of '" + name + "' but the model fixes it to " + d.str());
+      }
     }
   }
+  return syms;
+}
+
+}  // namespace
+
+void prepare_plans(CompiledModelImpl& impl) {
+  std::vector<SymbolBindings> to_plan;
+  bool all_static = true;
+  for (auto* in : impl.graph.inputs()) all_static &= is_static(in->shape);
+  if (all_static) to_plan.push_back({});
+  if (!impl.config.dynamic_dims.empty()) {
+    auto syms = gear_symbols(impl);
+    for (auto& gear : split(impl.config.dynamic_dims, ';')) {
+      auto vals = split(gear, ',');
+      if (vals.size() != syms.size()) {
+        std::string names;
+        for (auto& s : syms) names += (names.empty() ? "" : ", ") + s;
+        throw Error("ge.dynamic_dims gear '" + gear + "' has " + std::to_string(vals.size()) +
+                    " values but the model has " + std::to_string(syms.size()) +
+                    " dynamic dims (" + names + ")");
+      }
+      SymbolBindings b;
+      for (size_t i = 0; i < syms.size(); i++) {
+        int64_t v = to_int(vals[i], "ge.dynamic_dims gear '" + gear + "'");
+        if (v <= 0) throw Error("ge.dynamic_dims gear '" + gear + "' has a non-positive size");
+        b[syms[i]] = v;
+      }
+      impl.gears.push_back(b);
+      to_plan.push_back(b);
+    }
+  } else if (impl.config.dynamic_dims_strict) {
+    throw Error("ge.dynamic_dims_strict=1 needs ge.dynamic_dims (the gears to accept)");
+  }
+  // Building a plan also enforces memory_limit, so a static model that cannot fit fails here.
+  for (auto& b : to_plan) impl.plan_for(b);
 }
 
 }  // namespace ubfuse

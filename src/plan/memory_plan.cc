@@ -102,6 +102,17 @@ std::shared_ptr<const Plan> CompiledModelImpl::build_plan(const SymbolBindings& 
     plan->offset[bi.v] = off;
     plan->arena_bytes = std::max(plan->arena_bytes, off + bi.bytes);
   }
+  int64_t total = plan->arena_bytes;
+  for (auto& [name, v] : graph.outputs()) {
+    total += numel(plan->sizes.at(v)) * int64_t(dtype_size(v->dtype));
+  }
+  if (config.memory_limit > 0 && total > config.memory_limit) {
+    throw Error("planned memory " + std::to_string(total) + " bytes (intermediates " +
+                std::to_string(plan->arena_bytes) + " + outputs) exceeds memory_limit " +
+                std::to_string(config.memory_limit) + " bytes" +
+                (b.empty() ? std::string() : " for this shape") +
+                "; hint: raise memory_limit or use smaller shapes");
+  }
   return plan;
 }
 

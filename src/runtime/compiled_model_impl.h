@@ -38,7 +38,7 @@ class CompiledModelImpl {
   std::vector<FusionDecision> decisions;
   CompileStats compile_stats;
   ThreadPool* pool = nullptr;
-  std::vector<std::vector<SymbolBindings>> gears;  // pre-planned shapes (ge.dynamic_dims)
+  std::vector<SymbolBindings> gears;  // pre-planned shapes (ge.dynamic_dims)
 
   void run(const std::map<std::string, Tensor>& inputs, std::map<std::string, Tensor>& outputs,
            bool allocate_outputs, RunStats* stats) const;

@@ -74,24 +74,13 @@ SymbolBindings CompiledModelImpl::bind_inputs(const std::map<std::string, Tensor
   }
   if (config.dynamic_dims_strict && !gears.empty()) {
     bool ok = false;
-    for (auto& gear : gears) {
-      bool match = true;
-      for (auto& g : gear) {
-        for (auto& [k, v] : g) {
-          auto it = b.find(k);
-          match &= it != b.end() && it->second == v;
-        }
-      }
-      ok |= match;
-    }
+    for (auto& gear : gears) ok |= gear == b;
     if (!ok) {
       std::string have, list;
       for (auto& [k, v] : b) have += (have.empty() ? "" : ", ") + k + "=" + std::to_string(v);
       for (auto& gear : gears) {
         std::string one;
-        for (auto& g : gear) {
-          for (auto& [k, v] : g) one += (one.empty() ? "" : ",") + k + "=" + std::to_string(v);
-        }
+        for (auto& [k, v] : gear) one += (one.empty() ? "" : ",") + k + "=" + std::to_string(v);
         list += (list.empty() ? "" : "; ") + one;
       }
       throw Error("shape " + have + " is not one of the gears (" + list +
