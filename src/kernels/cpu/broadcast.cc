@@ -1,0 +1,244 @@
+// Binary arithmetic eager kernels (Add, Sub, Mul, Div, Max, Min) with numpy broadcasting. The
+// output is walked as runs (broadcast_plan.h); each run is one vector loop with every operand
+// either contiguous or a broadcast scalar, so bias / per-row-scalar / scalar operands run at the
+// speed of the same-shape case. Float storage computes in f32; i32/i64 use plain loops.
+#include "kernels/cpu/hwy_targets.h"  // before any Highway header
+
+#ifndef UBFUSE_KERNELS_CPU_BROADCAST_CODES_
+#define UBFUSE_KERNELS_CPU_BROADCAST_CODES_
+namespace ubfuse::cpu {
+enum BinaryCode : int { kAdd, kSub, kMul, kDiv, kMax, kMin };
+}  // namespace ubfuse::cpu
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/broadcast.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/loops-inl.h"
+#include "kernels/cpu/vecmath.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+
+struct BAdd {
+  template <class D, class V>
+  HWY_INLINE V operator()(D, V a, V b) const {
+    return hn::Add(a, b);
+  }
+};
+struct BSub {
+  template <class D, class V>
+  HWY_INLINE V operator()(D, V a, V b) const {
+    return hn::Sub(a, b);
+  }
+};
+struct BMul {
+  template <class D, class V>
+  HWY_INLINE V operator()(D, V a, V b) const {
+    return hn::Mul(a, b);
+  }
+};
+struct BDiv {
+  template <class D, class V>
+  HWY_INLINE V operator()(D, V a, V b) const {
+    return hn::Div(a, b);
+  }
+};
+struct BMax {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V a, V b) const {
+    return MaxF(d, a, b);
+  }
+};
+struct BMin {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V a, V b) const {
+    return MinF(d, a, b);
+  }
+};
+
+template <typename T>
+HWY_INLINE float ScalarF32(const T* p) {
+  if constexpr (hwy::IsSame<T, float>()) {
+    return *p;
+  } else if constexpr (hwy::IsSame<T, hwy::bfloat16_t>()) {
+    return hwy::F32FromBF16(*p);
+  } else {
+    uint16_t bits;
+    memcpy(&bits, p, 2);
+    return F32FromF16Bits(bits);
+  }
+}
+
+// out[i] = op(a[i or 0], b[i or 0]) for a run of n elements; kAS/kBS: operand is a scalar.
+template <class Op, bool kAS, bool kBS, typename T>
+HWY_NOINLINE void BinaryLoop(const T* HWY_RESTRICT a, const T* HWY_RESTRICT b, T* HWY_RESTRICT out,
+                             size_t n, bool stream) {
+  const hn::ScalableTag<float> d;
+  const Op op;
+  const auto as = hn::Set(d, kAS ? ScalarF32(a) : 0.0f);
+  const auto bs = hn::Set(d, kBS ? ScalarF32(b) : 0.0f);
+  MapStore(d, out, n, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
+    const auto va = kAS ? as : LoadAt<kFull>(d, a, i, count);
+    const auto vb = kBS ? bs : LoadAt<kFull>(d, b, i, count);
+    return op(d, va, vb);
+  });
+}
+
+template <class Op, typename T>
+void BinaryModes(const void* a, bool as, const void* b, bool bs, void* out, size_t n,
+                 bool stream) {
+  const T* pa = static_cast<const T*>(a);
+  const T* pb = static_cast<const T*>(b);
+  T* po = static_cast<T*>(out);
+  if (as) return BinaryLoop<Op, true, false>(pa, pb, po, n, stream);
+  if (bs) return BinaryLoop<Op, false, true>(pa, pb, po, n, stream);
+  return BinaryLoop<Op, false, false>(pa, pb, po, n, stream);
+}
+
+template <typename T>
+void BinaryTyped(int op, const void* a, bool as, const void* b, bool bs, void* out, size_t n,
+                 bool stream) {
+  switch (op) {
+    case cpu::kAdd: return BinaryModes<BAdd, T>(a, as, b, bs, out, n, stream);
+    case cpu::kSub: return BinaryModes<BSub, T>(a, as, b, bs, out, n, stream);
+    case cpu::kMul: return BinaryModes<BMul, T>(a, as, b, bs, out, n, stream);
+    case cpu::kDiv: return BinaryModes<BDiv, T>(a, as, b, bs, out, n, stream);
+    case cpu::kMax: return BinaryModes<BMax, T>(a, as, b, bs, out, n, stream);
+    case cpu::kMin: return BinaryModes<BMin, T>(a, as, b, bs, out, n, stream);
+    default: break;
+  }
+}
+
+// One run: n output elements; a/b point at the run's first element (or the scalar). Both scalar
+// only happens for n == 1 and is handled as contiguous.
+void BinaryRun(int op, int code, const void* a, bool as, const void* b, bool bs, void* out,
+               size_t n, bool stream) {
+  if (as && bs) as = bs = false;  // n == 1
+  switch (code) {
+    case 0: return BinaryTyped<float>(op, a, as, b, bs, out, n, stream);
+    case 1: return BinaryTyped<hwy::bfloat16_t>(op, a, as, b, bs, out, n, stream);
+    case 2: return BinaryTyped<hwy::float16_t>(op, a, as, b, bs, out, n, stream);
+    default: break;
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "hwy/cache_control.h"
+#include "kernels/cpu/broadcast_plan.h"
+#include "kernels/cpu/kernel_util.h"
+
+namespace ubfuse {
+HWY_EXPORT(BinaryRun);
+
+namespace cpu {
+namespace {
+
+constexpr int64_t kBlock = 64;  // chunk boundaries fall on whole cache lines
+
+template <typename T>
+bool int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = a[as ? 0 : i], y = b[bs ? 0 : i];
+    T r;
+    switch (op) {
+      case kAdd: r = T(x + y); break;
+      case kSub: r = T(x - y); break;
+      case kMul: r = T(x * y); break;
+      case kDiv:
+        if (y == 0) return false;
+        r = T(x / y);
+        break;
+      case kMax: r = x > y ? x : y; break;
+      default: r = x < y ? x : y; break;
+    }
+    out[i] = r;
+  }
+  return true;
+}
+
+class BinaryKernel : public KernelBase {
+ public:
+  BinaryKernel(const Node& n, int code) : KernelBase(n), code_(code) {}
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 2, 2, out);
+    const Tensor& a = in[0];
+    const Tensor& b = in[1];
+    const Tensor& y = out[0];
+    const DType dt = y.dtype();
+    if (a.dtype() != dt || b.dtype() != dt) {
+      fail("operand and output dtypes differ: " + tensors_str({a, b, y}),
+           "insert a Cast so both operands have the same dtype");
+    }
+    const bool is_int = dt == DType::i32 || dt == DType::i64;
+    if (!is_float(dt) && !is_int) {
+      fail("is not defined for " + std::string(dtype_name(dt)), "Cast to a numeric dtype first");
+    }
+    const int64_t n = y.numel();
+    if (n == 0) return;
+    const BroadcastPlan plan = plan_broadcast({a.sizes(), b.sizes()}, y.sizes(), who_);
+    const size_t es = dtype_size(dt);
+    const char* pa = static_cast<const char*>(a.data());
+    const char* pb = static_cast<const char*>(b.data());
+    char* po = static_cast<char*>(y.data());
+    const bool stream = use_stream(y.nbytes());
+    const int fc = is_int ? -1 : float_code(dt);
+    const int64_t nblocks = (n + kBlock - 1) / kBlock;
+    pool.parallel_for(nblocks, kMinParallelElems / kBlock, [&](int64_t lo, int64_t hi, int) {
+      for_each_run(plan, lo * kBlock, std::min(n, hi * kBlock),
+                   [&](int64_t pos, const int64_t* offs, int64_t len) {
+                     const void* ra = pa + offs[0] * int64_t(es);
+                     const void* rb = pb + offs[1] * int64_t(es);
+                     void* ro = po + pos * int64_t(es);
+                     const bool as = plan.inner_scalar[0], bs = plan.inner_scalar[1];
+                     if (fc >= 0) {
+                       HWY_DYNAMIC_DISPATCH(BinaryRun)(code_, fc, ra, as, rb, bs, ro, size_t(len),
+                                                       stream);
+                       return;
+                     }
+                     const bool ok =
+                         dt == DType::i32
+                             ? int_binary(code_, static_cast<const int32_t*>(ra), as,
+                                          static_cast<const int32_t*>(rb), bs,
+                                          static_cast<int32_t*>(ro), len)
+                             : int_binary(code_, static_cast<const int64_t*>(ra), as,
+                                          static_cast<const int64_t*>(rb), bs,
+                                          static_cast<int64_t*>(ro), len);
+                     if (!ok) fail("integer division by zero", "guard the divisor or Cast to f32");
+                   });
+      if (stream) hwy::FlushStream();
+    });
+  }
+
+ private:
+  int code_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_binary_kernel(const Node& n) {
+  int code = kAdd;
+  switch (n.op) {
+    case OpKind::Add: code = kAdd; break;
+    case OpKind::Sub: code = kSub; break;
+    case OpKind::Mul: code = kMul; break;
+    case OpKind::Div: code = kDiv; break;
+    case OpKind::Max: code = kMax; break;
+    case OpKind::Min: code = kMin; break;
+    default: UBF_CHECK(false, "make_binary_kernel: not a binary arithmetic op: " + n.describe());
+  }
+  return std::make_unique<BinaryKernel>(n, code);
+}
+
+}  // namespace cpu
+}  // namespace ubfuse
+#endif  // HWY_ONCE

@@ -1,0 +1,125 @@
+// Per-target loop skeletons shared by the eager kernels (a Highway per-target header like
+// vecmath.h): MapStore walks one contiguous output run with full vectors, a partial tail, and
+// optional non-temporal stores (after peeling to the store alignment); RowSum / RowMax reduce one
+// contiguous row in f32 with 4 independent accumulators.
+#if defined(UBFUSE_KERNELS_CPU_LOOPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef UBFUSE_KERNELS_CPU_LOOPS_INL_H_
+#undef UBFUSE_KERNELS_CPU_LOOPS_INL_H_
+#else
+#define UBFUSE_KERNELS_CPU_LOOPS_INL_H_
+#endif
+
+#include <stdint.h>
+
+#include <limits>
+
+#include "hwy/highway.h"
+#include "kernels/cpu/vecmath.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+
+// Storage type for a dtype code (see kernels/cpu/kernel_util.h: 0 f32, 1 bf16, 2 f16).
+template <int kCode>
+struct StorageOf;
+template <>
+struct StorageOf<0> {
+  using type = float;
+};
+template <>
+struct StorageOf<1> {
+  using type = hwy::bfloat16_t;
+};
+template <>
+struct StorageOf<2> {
+  using type = hwy::float16_t;
+};
+
+// Writes out[0, n) from f: f.template operator()<kFull>(i, count) returns the vector of results
+// for elements [i, i + count), where count == Lanes(d) when kFull (f may then use full loads) and
+// count < Lanes(d) otherwise (f must use LoadNF32). With `stream`, the body uses non-temporal
+// stores once out + i is aligned to the stored vector's width.
+template <class D, typename TO, class F>
+HWY_INLINE void MapStore(D d, TO* HWY_RESTRICT out, size_t n, bool stream, const F& f) {
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  if (stream && n >= 4 * N) {
+    const size_t align = N * sizeof(TO);
+    const size_t mis = reinterpret_cast<uintptr_t>(out) % align;
+    if (mis % sizeof(TO) == 0) {
+      if (mis != 0) {
+        const size_t head = (align - mis) / sizeof(TO);
+        StoreNF32(f.template operator()<false>(0, head), d, out, head);
+        i = head;
+      }
+      for (; i + 2 * N <= n; i += 2 * N) {
+        const auto v0 = f.template operator()<true>(i, N);
+        const auto v1 = f.template operator()<true>(i + N, N);
+        StreamF32(v0, d, out + i);
+        StreamF32(v1, d, out + i + N);
+      }
+    }
+  }
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const auto v0 = f.template operator()<true>(i, N);
+    const auto v1 = f.template operator()<true>(i + N, N);
+    StoreF32(v0, d, out + i);
+    StoreF32(v1, d, out + i + N);
+  }
+  for (; i + N <= n; i += N) StoreF32(f.template operator()<true>(i, N), d, out + i);
+  if (i < n) StoreNF32(f.template operator()<false>(i, n - i), d, out + i, n - i);
+}
+
+// Loads elements [i, i + count) of p as f32 (full vector when kFull).
+template <bool kFull, class D, typename T>
+HWY_INLINE hn::VFromD<D> LoadAt(D d, const T* HWY_RESTRICT p, size_t i, size_t count) {
+  if constexpr (kFull) {
+    (void)count;
+    return LoadF32(d, p + i);
+  } else {
+    return LoadNF32(d, p + i, count);
+  }
+}
+
+// Sum of x[0, n) in f32.
+template <class D, typename T>
+HWY_INLINE float RowSum(D d, const T* HWY_RESTRICT x, size_t n) {
+  const size_t N = hn::Lanes(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    s0 = hn::Add(s0, LoadF32(d, x + i));
+    s1 = hn::Add(s1, LoadF32(d, x + i + N));
+    s2 = hn::Add(s2, LoadF32(d, x + i + 2 * N));
+    s3 = hn::Add(s3, LoadF32(d, x + i + 3 * N));
+  }
+  for (; i + N <= n; i += N) s0 = hn::Add(s0, LoadF32(d, x + i));
+  if (i < n) s1 = hn::Add(s1, LoadNF32(d, x + i, n - i));
+  return ReduceSumF(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
+}
+
+// Max of x[0, n) (n >= 1) in f32.
+template <class D, typename T>
+HWY_INLINE float RowMax(D d, const T* HWY_RESTRICT x, size_t n) {
+  const size_t N = hn::Lanes(d);
+  const auto ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  auto m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    m0 = hn::Max(m0, LoadF32(d, x + i));
+    m1 = hn::Max(m1, LoadF32(d, x + i + N));
+    m2 = hn::Max(m2, LoadF32(d, x + i + 2 * N));
+    m3 = hn::Max(m3, LoadF32(d, x + i + 3 * N));
+  }
+  for (; i + N <= n; i += N) m0 = hn::Max(m0, LoadF32(d, x + i));
+  if (i < n) m1 = hn::Max(m1, hn::IfThenElse(hn::FirstN(d, n - i), LoadNF32(d, x + i, n - i), ninf));
+  return ReduceMaxF(d, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3)));
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#endif  // UBFUSE_KERNELS_CPU_LOOPS_INL_H_

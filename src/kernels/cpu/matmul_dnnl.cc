@@ -1,0 +1,286 @@
+// MatMul on oneDNN 2.6 (numpy semantics: batched, broadcast batch dims, 1-D operands).
+//
+// * When B has no batch dims (or only 1s), A's batch dims fold into M: one 2-D GEMM
+//   [batch*M, K] x [K, N], the fast case of transformer projections.
+// * A constant B (produced by a Constant node) is prepacked once, at make_op_kernel time, into the
+//   layout oneDNN prefers (format_tag::any) for a representative M; run() uses the packed weights
+//   whenever oneDNN accepts that layout for the concrete M (else the plain copy).
+// * f32 runs in f32; bf16 x bf16 runs natively (AVX512-BF16 / AMX when present, f32 accumulate,
+//   bf16 output); f16 (and bf16 where the CPU lacks a bf16 kernel) converts through f32.
+// * Primitives are cached per concrete shape under a mutex; each call has its own stream and a
+//   user-provided scratchpad, so concurrent run() calls are safe.
+// oneDNN threads with its own OpenMP runtime (Debian's build), not with the ThreadPool.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "kernels/cpu/kernel_util.h"
+
+namespace ubfuse::cpu {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dims plain_strides(const dims& d) {
+  dims s(d.size(), 1);
+  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
+  return s;
+}
+
+dnnl::memory::desc plain_md(const dims& d, dt t) { return {d, t, plain_strides(d)}; }
+
+// Shapes of one call after numpy normalization.
+struct Geometry {
+  dims a, b, c;  // oneDNN dims (same rank >= 2)
+  bool two_d = false;
+};
+
+// Computes the oneDNN shapes for A (sa) x B (sb) -> out; throws via fail on mismatch.
+template <class Fail>
+Geometry geometry(const Sizes& sa_in, const Sizes& sb_in, const Sizes& out, Fail&& fail) {
+  Sizes sa = sa_in, sb = sb_in;
+  if (sa.empty() || sb.empty()) fail("operands must have at least 1 dim");
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  const int64_t K = sa.back(), M = sa[sa.size() - 2], N = sb.back();
+  if (sb[sb.size() - 2] != K) {
+    fail("inner dims differ: " + std::to_string(K) + " vs " + std::to_string(sb[sb.size() - 2]));
+  }
+  Geometry g;
+  bool b_batched = false;
+  for (size_t i = 0; i + 2 < sb.size(); ++i) b_batched = b_batched || sb[i] != 1;
+  int64_t batch_a = 1;
+  for (size_t i = 0; i + 2 < sa.size(); ++i) batch_a *= sa[i];
+  // Expected output element count: batch dims broadcast.
+  const size_t R = std::max(sa.size(), sb.size());
+  Sizes pa(R - sa.size(), 1), pb(R - sb.size(), 1);
+  pa.insert(pa.end(), sa.begin(), sa.end());
+  pb.insert(pb.end(), sb.begin(), sb.end());
+  Sizes full;
+  for (size_t i = 0; i + 2 < R; ++i) {
+    if (pa[i] != pb[i] && pa[i] != 1 && pb[i] != 1) {
+      fail("batch dims do not broadcast: " + sizes_str(sa_in) + " x " + sizes_str(sb_in));
+    }
+    full.push_back(std::max(pa[i], pb[i]));
+  }
+  full.push_back(M);
+  full.push_back(N);
+  if (numel(full) != numel(out)) {
+    fail("output " + sizes_str(out) + " does not match " + sizes_str(sa_in) + " x " +
+         sizes_str(sb_in));
+  }
+  if (!b_batched) {
+    g.two_d = true;
+    g.a = {batch_a * M, K};
+    g.b = {K, N};
+    g.c = {batch_a * M, N};
+    return g;
+  }
+  g.a.assign(pa.begin(), pa.end());
+  g.b.assign(pb.begin(), pb.end());
+  g.c.assign(full.begin(), full.end());
+  return g;
+}
+
+struct Prim {
+  dnnl::matmul prim;
+  dnnl::memory::desc src, wei, dst;
+  size_t scratch_bytes = 0;
+  bool packed = false;  // uses the prepacked weights
+};
+
+class MatMulKernel : public KernelBase {
+ public:
+  explicit MatMulKernel(const Node& n) : KernelBase(n) {
+    const Value* bv = n.inputs.size() > 1 ? n.inputs[1] : nullptr;
+    if (bv && bv->producer && bv->producer->op == OpKind::Constant &&
+        bv->producer->payload.defined()) {
+      prepack(n, bv->producer->payload);
+    }
+  }
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 2, 2, out);
+    const Tensor& a = in[0];
+    const Tensor& b = in[1];
+    const Tensor& y = out[0];
+    const DType dta = a.dtype();
+    if (!is_float(dta) || b.dtype() != dta || y.dtype() != dta) {
+      fail("needs float operands and output of one dtype, got " + tensors_str({a, b, y}),
+           "Cast the operands to f32 or bf16");
+    }
+    auto f = [&](const std::string& m) { fail(m + " (operands " + tensors_str({a, b}) + ")"); };
+    const Geometry g = geometry(a.sizes(), b.sizes(), y.sizes(), f);
+    if (y.numel() == 0) return;
+    if (g.a[g.a.size() - 1] == 0) {  // K == 0: zeros
+      std::memset(y.data(), 0, y.nbytes());
+      return;
+    }
+    const bool use_packed = has_packed_ && g.two_d && b.sizes() == packed_sizes_;
+    std::shared_ptr<Prim> p;
+    if (dta == DType::bf16) p = get_prim(g, dt::bf16, use_packed && packed_bf16_);
+    if (!p) p = get_prim(g, dt::f32, use_packed && packed_f32_);
+    if (!p) fail("oneDNN has no matmul for " + tensors_str({a, b}));
+    const bool f32_path = p->src.data_type() == dt::f32;
+    // Operands in the compute dtype.
+    std::vector<float> a32, b32, c32;
+    const void* pa = a.data();
+    const void* pb = b.data();
+    void* pc = y.data();
+    if (f32_path && dta != DType::f32) {
+      a32.resize(size_t(a.numel()));
+      convert_floats(dta, a.data(), DType::f32, a32.data(), a.numel(), pool);
+      pa = a32.data();
+      if (!p->packed) {
+        b32.resize(size_t(b.numel()));
+        convert_floats(dta, b.data(), DType::f32, b32.data(), b.numel(), pool);
+        pb = b32.data();
+      }
+      c32.resize(size_t(y.numel()));
+      pc = c32.data();
+    }
+    if (p->packed) pb = (f32_path ? packed_f32_ : packed_bf16_)->get_data_handle();
+    dnnl::engine& eng = cpu_engine();
+    dnnl::stream s(eng);
+    std::vector<uint8_t> scratch(p->scratch_bytes);
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<void*>(pa))},
+        {DNNL_ARG_WEIGHTS, dnnl::memory(p->wei, eng, const_cast<void*>(pb))},
+        {DNNL_ARG_DST, dnnl::memory(p->dst, eng, pc)},
+    };
+    if (p->scratch_bytes) {
+      args.emplace(DNNL_ARG_SCRATCHPAD,
+                   dnnl::memory(dnnl::memory::desc({int64_t(p->scratch_bytes)}, dt::u8,
+                                                   dnnl::memory::format_tag::a),
+                                eng, scratch.data()));
+    }
+    p->prim.execute(s, args);
+    s.wait();
+    if (pc != y.data()) convert_floats(DType::f32, pc, dta, y.data(), y.numel(), pool);
+  }
+
+ private:
+  // Builds (or finds) the primitive for geometry g in compute dtype cdt; null if unsupported.
+  std::shared_ptr<Prim> get_prim(const Geometry& g, dt cdt, bool packed) const {
+    std::vector<int64_t> key{int64_t(cdt), packed ? 1 : 0, int64_t(g.a.size())};
+    key.insert(key.end(), g.a.begin(), g.a.end());
+    key.insert(key.end(), g.b.begin(), g.b.end());
+    key.insert(key.end(), g.c.begin(), g.c.end());
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    std::shared_ptr<Prim> p;
+    const dnnl::memory::desc* wpacked =
+        packed ? (cdt == dt::f32 ? &packed_f32_md_ : &packed_bf16_md_) : nullptr;
+    p = create(g, cdt, wpacked);
+    if (!p && wpacked) p = create(g, cdt, nullptr);
+    if (cache_.size() > 256) cache_.clear();  // bound memory for many distinct shapes
+    cache_[key] = p;
+    return p;
+  }
+
+  static std::shared_ptr<Prim> create(const Geometry& g, dt cdt, const dnnl::memory::desc* wmd) {
+    try {
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const auto src = plain_md(g.a, cdt);
+      const auto dst = plain_md(g.c, cdt);
+      const auto wei = wmd ? *wmd : plain_md(g.b, cdt);
+      dnnl::matmul::desc d(src, wei, dst);
+      dnnl::matmul::primitive_desc pd(d, attr, cpu_engine(), /*allow_empty=*/true);
+      if (!pd) return nullptr;
+      if (wmd && pd.weights_desc() != *wmd) return nullptr;
+      auto p = std::make_shared<Prim>();
+      p->prim = dnnl::matmul(pd);
+      p->src = src;
+      p->wei = pd.weights_desc();
+      p->dst = dst;
+      p->scratch_bytes = pd.scratchpad_desc().get_size();
+      p->packed = wmd != nullptr;
+      return p;
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+  }
+
+  // Reorders constant B into oneDNN's preferred layout for a representative M.
+  void prepack(const Node& n, const Tensor& bt) {
+    const Value* av = n.inputs[0];
+    if (!is_float(bt.dtype()) || bt.rank() < 1) return;
+    Sizes sb = bt.sizes();
+    if (sb.size() == 1) sb.push_back(1);
+    for (size_t i = 0; i + 2 < sb.size(); ++i) {
+      if (sb[i] != 1) return;  // batched weights: plain path
+    }
+    const int64_t K = sb[sb.size() - 2], N = sb.back();
+    int64_t M = 256;
+    if (!av->shape.empty() && av->shape.size() >= 2 && av->shape[av->shape.size() - 2].is_static()) {
+      M = av->shape[av->shape.size() - 2].value();
+      for (size_t i = 0; i + 2 < av->shape.size(); ++i) {
+        if (av->shape[i].is_static()) M *= av->shape[i].value();
+      }
+    }
+    M = std::max<int64_t>(1, M);
+    Geometry g;
+    g.two_d = true;
+    g.a = {M, K};
+    g.b = {K, N};
+    g.c = {M, N};
+    // f32 copy of the weights (always: the fallback for non-bf16 CPUs and f16 inputs).
+    std::vector<float> w32(size_t(K * N));
+    convert_floats(bt.dtype(), bt.data(), DType::f32, w32.data(), K * N);
+    packed_f32_ = pack(g, dt::f32, w32.data(), &packed_f32_md_);
+    if (bt.dtype() == DType::bf16) packed_bf16_ = pack(g, dt::bf16, bt.data(), &packed_bf16_md_);
+    packed_sizes_ = bt.sizes();
+    has_packed_ = packed_f32_ != nullptr || packed_bf16_ != nullptr;
+  }
+
+  std::shared_ptr<dnnl::memory> pack(const Geometry& g, dt cdt, const void* plain,
+                                     dnnl::memory::desc* md_out) {
+    try {
+      const auto src = plain_md(g.a, cdt);
+      const auto dst = plain_md(g.c, cdt);
+      const dnnl::memory::desc any(g.b, cdt, dnnl::memory::format_tag::any);
+      dnnl::matmul::desc d(src, any, dst);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::primitive_desc pd(d, attr, cpu_engine(), /*allow_empty=*/true);
+      if (!pd) return nullptr;
+      *md_out = pd.weights_desc();
+      auto mem = std::make_shared<dnnl::memory>(*md_out, cpu_engine());
+      dnnl::memory user(plain_md(g.b, cdt), cpu_engine(), const_cast<void*>(plain));
+      dnnl::stream s(cpu_engine());
+      dnnl::reorder(user, *mem).execute(s, user, *mem);
+      s.wait();
+      return mem;
+    } catch (const dnnl::error&) {
+      return nullptr;
+    }
+  }
+
+  bool has_packed_ = false;
+  Sizes packed_sizes_;  // B's sizes the packed weights were made from
+  std::shared_ptr<dnnl::memory> packed_bf16_, packed_f32_;
+  dnnl::memory::desc packed_bf16_md_, packed_f32_md_;
+  mutable std::mutex mu_;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<Prim>> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_matmul_kernel(const Node& n) {
+  UBF_CHECK(n.op == OpKind::MatMul, "make_matmul_kernel: " + n.describe());
+  return std::make_unique<MatMulKernel>(n);
+}
+
+}  // namespace ubfuse::cpu

@@ -1,0 +1,121 @@
+// ReduceSum / ReduceMean / ReduceMax over the last axis (keepdims only changes the output's
+// sizes, not its memory). f32 accumulation; rows are split over the pool.
+#include "kernels/cpu/hwy_targets.h"  // before any Highway header
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/reduce.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/loops-inl.h"
+#include "kernels/cpu/vecmath.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+
+// op: 0 sum, 1 mean, 2 max.
+template <typename T>
+HWY_NOINLINE void ReduceRows(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
+                             size_t cols) {
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 1> d1;
+  const float inv = 1.0f / float(cols);
+  for (size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    float v;
+    if (op == 2) {
+      v = RowMax(d, xr, cols);
+    } else {
+      v = RowSum(d, xr, cols);
+      if (op == 1) v *= inv;
+    }
+    StoreNF32(hn::Set(d1, v), d1, y + r, 1);
+  }
+}
+
+void ReduceRun(int op, int code, const void* x, void* y, size_t rows, size_t cols) {
+  switch (code) {
+    case 0:
+      return ReduceRows(op, static_cast<const float*>(x), static_cast<float*>(y), rows, cols);
+    case 1:
+      return ReduceRows(op, static_cast<const hwy::bfloat16_t*>(x),
+                        static_cast<hwy::bfloat16_t*>(y), rows, cols);
+    case 2:
+      return ReduceRows(op, static_cast<const hwy::float16_t*>(x), static_cast<hwy::float16_t*>(y),
+                        rows, cols);
+    default: break;
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <cmath>
+
+#include "kernels/cpu/kernel_util.h"
+
+namespace ubfuse {
+HWY_EXPORT(ReduceRun);
+
+namespace cpu {
+namespace {
+
+class ReduceKernel : public KernelBase {
+ public:
+  ReduceKernel(const Node& n, int op) : KernelBase(n), rop_(op) {}
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 1, 1, out);
+    const Tensor& x = in[0];
+    const Tensor& y = out[0];
+    if (!is_float(x.dtype()) || y.dtype() != x.dtype() || x.rank() == 0) {
+      fail("needs a float input of rank >= 1 and a like output, got " + tensors_str({x, y}));
+    }
+    const int64_t cols = x.dim(-1);
+    int64_t rows = 1;
+    for (int i = 0; i + 1 < x.rank(); ++i) rows *= x.dim(i);
+    if (y.numel() != rows) {
+      fail("output " + sizes_str(y.sizes()) + " does not match the rows of " +
+           sizes_str(x.sizes()));
+    }
+    if (rows == 0) return;
+    if (cols == 0) {  // empty rows (numpy): sum 0, mean NaN, max -inf
+      const double v = rop_ == 0 ? 0.0 : rop_ == 1 ? std::nan("") : -HUGE_VAL;
+      Tensor yv = y;  // shares the buffer
+      for (int64_t i = 0; i < rows; ++i) yv.set(i, v);
+      return;
+    }
+    const int fc = float_code(x.dtype());
+    const size_t es = dtype_size(x.dtype());
+    const char* px = static_cast<const char*>(x.data());
+    char* py = static_cast<char*>(y.data());
+    pool.parallel_for(rows, grain_for(cols), [&](int64_t lo, int64_t hi, int) {
+      HWY_DYNAMIC_DISPATCH(ReduceRun)(rop_, fc, px + lo * cols * es, py + lo * es,
+                                      size_t(hi - lo), size_t(cols));
+    });
+  }
+
+ private:
+  int rop_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_reduce_kernel(const Node& n) {
+  int op = 0;
+  switch (n.op) {
+    case OpKind::ReduceSum: op = 0; break;
+    case OpKind::ReduceMean: op = 1; break;
+    case OpKind::ReduceMax: op = 2; break;
+    default: UBF_CHECK(false, "make_reduce_kernel: " + n.describe());
+  }
+  return std::make_unique<ReduceKernel>(n, op);
+}
+
+}  // namespace cpu
+}  // namespace ubfuse
+#endif  // HWY_ONCE

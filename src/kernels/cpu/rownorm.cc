@@ -1,0 +1,203 @@
+// LayerNorm and RMSNorm over the last axis. One row at a time: the first pass streams the row in
+// from memory, the later passes re-read it from L1 (a 4096-float row is 16 KiB) while prefetching
+// the next row, so each input byte comes from DRAM once. f32 accumulation with 4 independent
+// vector accumulators; LayerNorm's variance is a second pass over (x - mean)^2 (no cancellation).
+#include "kernels/cpu/hwy_targets.h"  // before any Highway header
+
+#include <cmath>
+
+#include "hwy/cache_control.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/rownorm.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/loops-inl.h"
+#include "kernels/cpu/vecmath.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+
+// Sum of (x - c)^2 over x[0, n) in f32, prefetching `next` (the next row) as it goes.
+template <class D, typename T>
+HWY_INLINE float RowSumSq(D d, const T* HWY_RESTRICT x, size_t n, float c, const T* next) {
+  const size_t N = hn::Lanes(d);
+  const auto vc = hn::Set(d, c);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    if (next) hwy::Prefetch(next + i);
+    if (next && sizeof(T) == 4) hwy::Prefetch(next + i + 2 * N);
+    const auto a0 = hn::Sub(LoadF32(d, x + i), vc);
+    const auto a1 = hn::Sub(LoadF32(d, x + i + N), vc);
+    const auto a2 = hn::Sub(LoadF32(d, x + i + 2 * N), vc);
+    const auto a3 = hn::Sub(LoadF32(d, x + i + 3 * N), vc);
+    s0 = hn::MulAdd(a0, a0, s0);
+    s1 = hn::MulAdd(a1, a1, s1);
+    s2 = hn::MulAdd(a2, a2, s2);
+    s3 = hn::MulAdd(a3, a3, s3);
+  }
+  for (; i + N <= n; i += N) {
+    const auto a = hn::Sub(LoadF32(d, x + i), vc);
+    s0 = hn::MulAdd(a, a, s0);
+  }
+  if (i < n) {
+    const auto a = hn::IfThenElseZero(hn::FirstN(d, n - i), hn::Sub(LoadNF32(d, x + i, n - i), vc));
+    s1 = hn::MulAdd(a, a, s1);
+  }
+  return ReduceSumF(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
+}
+
+template <typename T, bool kW, bool kB>
+HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
+                                size_t cols, const float* HWY_RESTRICT w,
+                                const float* HWY_RESTRICT b, float eps, bool stream,
+                                bool prefetch_last) {
+  const hn::ScalableTag<float> d;
+  for (size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    const T* next = (r + 1 < rows || prefetch_last) ? xr + cols : nullptr;
+    const float mean = RowSum(d, xr, cols) / float(cols);
+    const float var = RowSumSq(d, xr, cols, mean, next) / float(cols);
+    const auto vmean = hn::Set(d, mean);
+    const auto vrstd = hn::Set(d, 1.0f / std::sqrt(var + eps));
+    MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
+      auto v = hn::Mul(hn::Sub(LoadAt<kFull>(d, xr, i, count), vmean), vrstd);
+      if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
+      if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
+      return v;
+    });
+  }
+}
+
+template <typename T, bool kW>
+HWY_NOINLINE void RMSNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows, size_t cols,
+                              const float* HWY_RESTRICT w, float eps, bool stream,
+                              bool prefetch_last) {
+  const hn::ScalableTag<float> d;
+  for (size_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    const T* next = (r + 1 < rows || prefetch_last) ? xr + cols : nullptr;
+    const float ms = RowSumSq(d, xr, cols, 0.0f, next) / float(cols);
+    const auto vrstd = hn::Set(d, 1.0f / std::sqrt(ms + eps));
+    MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
+      auto v = hn::Mul(LoadAt<kFull>(d, xr, i, count), vrstd);
+      if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
+      return v;
+    });
+  }
+}
+
+template <typename T>
+void NormTyped(bool rms, const void* x, void* y, size_t rows, size_t cols, const float* w,
+               const float* b, float eps, bool stream, bool pl) {
+  const T* px = static_cast<const T*>(x);
+  T* py = static_cast<T*>(y);
+  if (rms) {
+    if (w) return RMSNormRows<T, true>(px, py, rows, cols, w, eps, stream, pl);
+    return RMSNormRows<T, false>(px, py, rows, cols, w, eps, stream, pl);
+  }
+  if (w && b) return LayerNormRows<T, true, true>(px, py, rows, cols, w, b, eps, stream, pl);
+  if (w) return LayerNormRows<T, true, false>(px, py, rows, cols, w, b, eps, stream, pl);
+  if (b) return LayerNormRows<T, false, true>(px, py, rows, cols, w, b, eps, stream, pl);
+  return LayerNormRows<T, false, false>(px, py, rows, cols, w, b, eps, stream, pl);
+}
+
+// Normalizes `rows` rows of `cols` elements; w/b (f32, may be null) cover one row. With
+// prefetch_last, the row after the last one is prefetched too (it belongs to the next chunk).
+void NormRun(bool rms, int code, const void* x, void* y, size_t rows, size_t cols, const float* w,
+             const float* b, float eps, bool stream, bool prefetch_last) {
+  switch (code) {
+    case 0: return NormTyped<float>(rms, x, y, rows, cols, w, b, eps, stream, prefetch_last);
+    case 1:
+      return NormTyped<hwy::bfloat16_t>(rms, x, y, rows, cols, w, b, eps, stream, prefetch_last);
+    case 2:
+      return NormTyped<hwy::float16_t>(rms, x, y, rows, cols, w, b, eps, stream, prefetch_last);
+    default: break;
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "hwy/cache_control.h"
+#include "kernels/cpu/kernel_util.h"
+
+namespace ubfuse {
+HWY_EXPORT(NormRun);
+
+namespace cpu {
+namespace {
+
+class NormKernel : public KernelBase {
+ public:
+  NormKernel(const Node& n, bool rms, float eps) : KernelBase(n), rms_(rms), eps_(eps) {}
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 1, rms_ ? 2 : 3, out);
+    const Tensor& x = in[0];
+    const Tensor& y = out[0];
+    if (!is_float(x.dtype()) || y.dtype() != x.dtype() || y.numel() != x.numel() ||
+        x.rank() == 0) {
+      fail("needs a float input of rank >= 1 and a like output, got " + tensors_str({x, y}));
+    }
+    const int64_t cols = x.dim(-1);
+    const int64_t rows = cols == 0 ? 0 : x.numel() / cols;
+    if (rows == 0) return;
+    // Weight and bias as f32 rows (converted per call when stored narrower: cols values).
+    std::vector<float> wb[2];
+    const float* params[2] = {nullptr, nullptr};
+    for (size_t k = 1; k < in.size(); ++k) {
+      const Tensor& p = in[k];
+      if (!p.defined() && p.numel() != 0) continue;  // absent optional input
+      if (p.numel() != cols || !is_float(p.dtype())) {
+        fail(std::string(k == 1 ? "weight" : "bias") + " must have " + std::to_string(cols) +
+                 " float values (the last axis), got " + tensors_str({p}),
+             "weight and bias cover the normalized last axis");
+      }
+      if (p.dtype() == DType::f32) {
+        params[k - 1] = p.data_as<float>();
+      } else {
+        wb[k - 1].resize(size_t(cols));
+        convert_floats(p.dtype(), p.data(), DType::f32, wb[k - 1].data(), cols);
+        params[k - 1] = wb[k - 1].data();
+      }
+    }
+    const int fc = float_code(x.dtype());
+    const size_t es = dtype_size(x.dtype());
+    const bool stream = use_stream(y.nbytes());
+    const char* px = static_cast<const char*>(x.data());
+    char* py = static_cast<char*>(y.data());
+    pool.parallel_for(rows, grain_for(cols), [&](int64_t lo, int64_t hi, int) {
+      HWY_DYNAMIC_DISPATCH(NormRun)(rms_, fc, px + lo * cols * es, py + lo * cols * es,
+                                    size_t(hi - lo), size_t(cols), params[0], params[1], eps_,
+                                    stream, false);
+      if (stream) hwy::FlushStream();
+    });
+  }
+
+ private:
+  bool rms_;
+  float eps_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_norm_kernel(const Node& n) {
+  const bool rms = n.op == OpKind::RMSNorm;
+  UBF_CHECK(rms || n.op == OpKind::LayerNorm, "make_norm_kernel: " + n.describe());
+  const double eps = n.attr_float("eps", rms ? 1e-6 : 1e-5);
+  if (!(eps >= 0)) kernel_fail(n.describe(), "eps must be >= 0, got " + std::to_string(eps));
+  return std::make_unique<NormKernel>(n, rms, float(eps));
+}
+
+}  // namespace cpu
+}  // namespace ubfuse
+#endif  // HWY_ONCE

@@ -1,0 +1,387 @@
+// Vector math for f32 lanes: the ONE source of elementwise math for eager kernels, the fused-kernel
+// code generator (generated C++ includes this header, compiled with -O3 -march=native as
+// HWY_STATIC_TARGET) and the tile interpreter.
+//
+// A Highway per-target header: it may be included once per target (foreach_target.h) or once for
+// the static target; it depends only on Highway headers. Everything lives in
+// ubfuse::HWY_NAMESPACE. Functions take a float descriptor `d` (e.g. hn::ScalableTag<float>) and
+// vectors of it; names end in F so they never collide with Highway's own Exp/Log through ADL.
+//
+// Accuracy (f32, vs the exact result; measured in tests/kernels_cpu_test.cc): ExpF <= 2 ulp,
+// LogF <= 4 ulp, TanhF <= 4 ulp, ErfF <= ~4e-7 absolute / few ulp, the rest exact or composed of
+// these. NaN in gives NaN out unless stated.
+
+// Per-target include guard (Highway idiom): toggled each time foreach_target re-includes us.
+#if defined(UBFUSE_KERNELS_CPU_VECMATH_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef UBFUSE_KERNELS_CPU_VECMATH_H_
+#undef UBFUSE_KERNELS_CPU_VECMATH_H_
+#else
+#define UBFUSE_KERNELS_CPU_VECMATH_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---------------------------------------------------------------------------------------------
+// Scalar storage conversions (target-independent code, but defined per target so the header stays
+// a pure per-target header).
+
+// f32 -> IEEE half bits, round to nearest even; overflow -> inf, NaN -> quiet NaN.
+HWY_INLINE uint16_t F16BitsFromF32(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // NaN
+  if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (ax < 0x38800000u) {                                 // below the smallest normal half
+    if (ax < 0x33000000u) return uint16_t(sign);          // < 2^-25: rounds to zero
+    const uint32_t e = ax >> 23;                          // 102..112
+    const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - e;  // 14..24: m >> shift is in units of 2^-24
+    uint32_t r = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return uint16_t(sign | r);
+  }
+  uint32_t r = ax - 0x38000000u;  // rebias exponent 127 -> 15
+  r += 0xfffu + ((r >> 13) & 1u);
+  return uint16_t(sign | (r >> 13));
+}
+
+// IEEE half bits -> f32 (exact).
+HWY_INLINE float F32FromF16Bits(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  uint32_t x;
+  if (e == 0) {
+    float f = float(m) * (1.0f / 16777216.0f);  // m * 2^-24
+    memcpy(&x, &f, 4);
+    x |= sign;
+  } else if (e == 31) {
+    x = sign | 0x7f800000u | (m << 13);
+  } else {
+    x = sign | ((e + 112) << 23) | (m << 13);
+  }
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+// f32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN.
+HWY_INLINE uint16_t BF16BitsFromF32(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loads and stores: storage dtype f32 / bf16 / f16 <-> f32 vector of Lanes(d).
+// Pointers need no alignment unless the name says Stream (aligned to the stored bytes' width).
+
+// Loads Lanes(d) floats.
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadF32(D d, const float* HWY_RESTRICT p) {
+  return hn::LoadU(d, p);
+}
+// Loads Lanes(d) bf16 values widened to f32 (exact).
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadF32(D d, const hwy::bfloat16_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint16_t, D> du16;
+  const hn::RebindToUnsigned<D> du32;
+  const auto bits = hn::PromoteTo(du32, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p)));
+  return hn::BitCast(d, hn::ShiftLeft<16>(bits));
+}
+// Loads Lanes(d) f16 values widened to f32 (exact).
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadF32(D d, const hwy::float16_t* HWY_RESTRICT p) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const hn::Rebind<hwy::float16_t, D> df16;
+  return hn::PromoteTo(d, hn::LoadU(df16, p));
+#else
+  HWY_ALIGN float tmp[hn::MaxLanes(d)];
+  const uint16_t* u = reinterpret_cast<const uint16_t*>(p);
+  for (size_t i = 0; i < hn::Lanes(d); ++i) tmp[i] = F32FromF16Bits(u[i]);
+  return hn::Load(d, tmp);
+#endif
+}
+
+// Narrows f32 lanes to bf16 bits with round-to-nearest-even (Highway 1.0.3's DemoteTo truncates).
+template <class D>
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> BF16BitsFromF32V(D d, hn::VFromD<D> v) {
+  const hn::RebindToUnsigned<D> du32;
+  const hn::RebindToSigned<D> di32;
+  const hn::Rebind<uint16_t, D> du16;
+  const auto u = hn::BitCast(du32, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
+  auto r = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du32, 0x7fffu), lsb)));
+  const auto nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40u));
+  r = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), nan, r);
+  (void)d;
+  return hn::DemoteTo(du16, hn::BitCast(di32, r));  // values < 2^16: exact
+}
+
+// Stores Lanes(d) floats.
+template <class D>
+HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, float* HWY_RESTRICT p) {
+  hn::StoreU(v, d, p);
+}
+// Stores Lanes(d) values rounded to bf16 (nearest even).
+template <class D>
+HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, hwy::bfloat16_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint16_t, D> du16;
+  hn::StoreU(BF16BitsFromF32V(d, v), du16, reinterpret_cast<uint16_t*>(p));
+}
+// Stores Lanes(d) values rounded to f16 (nearest even; overflow -> inf).
+template <class D>
+HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, hwy::float16_t* HWY_RESTRICT p) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const hn::Rebind<hwy::float16_t, D> df16;
+  hn::StoreU(hn::DemoteTo(df16, v), df16, p);
+#else
+  HWY_ALIGN float tmp[hn::MaxLanes(d)];
+  hn::Store(v, d, tmp);
+  uint16_t* u = reinterpret_cast<uint16_t*>(p);
+  for (size_t i = 0; i < hn::Lanes(d); ++i) u[i] = F16BitsFromF32(tmp[i]);
+#endif
+}
+
+// Non-temporal store of Lanes(d) floats; p aligned to the vector width. Call hwy::FlushStream()
+// before other threads read the data.
+template <class D>
+HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, float* HWY_RESTRICT p) {
+  hn::Stream(v, d, p);
+}
+// Non-temporal store as bf16; p aligned to Lanes(d) * 2 bytes.
+template <class D>
+HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, hwy::bfloat16_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint16_t, D> du16;
+  hn::Stream(BF16BitsFromF32V(d, v), du16, reinterpret_cast<uint16_t*>(p));
+}
+// Non-temporal store as f16 (plain store where the target has no F16C); p aligned to Lanes*2.
+template <class D>
+HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, hwy::float16_t* HWY_RESTRICT p) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const hn::Rebind<hwy::float16_t, D> df16;
+  const hn::Rebind<uint16_t, D> du16;
+  hn::Stream(hn::BitCast(du16, hn::DemoteTo(df16, v)), du16, reinterpret_cast<uint16_t*>(p));
+#else
+  StoreF32(v, d, p);
+#endif
+}
+
+// Loads the first n (< Lanes(d) allowed, also 0) elements; other lanes are 0. Never reads past
+// p[n-1].
+template <class D, typename T>
+HWY_INLINE hn::VFromD<D> LoadNF32(D d, const T* HWY_RESTRICT p, size_t n) {
+  HWY_ALIGN T tmp[hn::MaxLanes(d)];
+  memset(tmp, 0, sizeof(tmp));
+  memcpy(tmp, p, n * sizeof(T));
+  return LoadF32(d, tmp);
+}
+// Stores the first n lanes; never writes past p[n-1].
+template <class D, typename T>
+HWY_INLINE void StoreNF32(hn::VFromD<D> v, D d, T* HWY_RESTRICT p, size_t n) {
+  HWY_ALIGN T tmp[hn::MaxLanes(d)];
+  StoreF32(v, d, tmp);
+  memcpy(p, tmp, n * sizeof(T));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Math on f32 vectors.
+
+// -x.
+template <class D, class V>
+HWY_INLINE V NegF(D, V x) {
+  return hn::Neg(x);
+}
+// |x|.
+template <class D, class V>
+HWY_INLINE V AbsF(D, V x) {
+  return hn::Abs(x);
+}
+// max(a, b), min(a, b) (x86 semantics for NaN: the second operand is returned).
+template <class D, class V>
+HWY_INLINE V MaxF(D, V a, V b) {
+  return hn::Max(a, b);
+}
+template <class D, class V>
+HWY_INLINE V MinF(D, V a, V b) {
+  return hn::Min(a, b);
+}
+// sqrt(x), correctly rounded.
+template <class D, class V>
+HWY_INLINE V SqrtF(D, V x) {
+  return hn::Sqrt(x);
+}
+// 1/sqrt(x) as a correctly rounded sqrt and divide (<= 1 ulp); 0 -> inf.
+template <class D, class V>
+HWY_INLINE V RsqrtF(D d, V x) {
+  return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(x));
+}
+// 1/x, correctly rounded.
+template <class D, class V>
+HWY_INLINE V ReciprocalF(D d, V x) {
+  return hn::Div(hn::Set(d, 1.0f), x);
+}
+// max(x, 0); NaN stays NaN, -0 stays -0.
+template <class D, class V>
+HWY_INLINE V ReluF(D d, V x) {
+  return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x);
+}
+
+// e^x, <= 2 ulp for all finite x including results in the subnormal range; +inf for
+// x > 88.72, 0 for x < -104 and -inf. Cody-Waite reduction and a degree-6 polynomial (cephes).
+template <class D, class V>
+HWY_INLINE V ExpF(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  const V xc = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 88.8f));
+  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
+  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), xc);
+  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+  V p = hn::Set(d, 1.9875691500e-4f);
+  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
+  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
+  const V y = hn::Add(hn::MulAdd(hn::Mul(p, r), r, r), hn::Set(d, 1.0f));
+  // 2^n as 2^(n/2) * 2^(n - n/2): both factors stay normal for n in [-150, 129].
+  const auto ni = hn::ConvertTo(di, n);
+  const auto n1 = hn::ShiftRight<1>(ni);
+  const auto n2 = hn::Sub(ni, n1);
+  const auto bias = hn::Set(di, 127);
+  const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
+  const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n2, bias)));
+  const V res = hn::Mul(hn::Mul(y, s1), s2);
+  return hn::IfThenElse(hn::IsNaN(x), x, res);
+}
+
+// ln(x), <= 4 ulp (Highway's Log, subnormals handled); 0 -> -inf, x < 0 -> NaN, +inf -> +inf.
+template <class D, class V>
+HWY_INLINE V LogF(D d, V x) {
+  const V zero = hn::Zero(d);
+  const V inf = hn::Set(d, hwy::HighestValue<float>() * 2.0f);
+  V r = hn::Log(d, hn::IfThenElse(hn::Gt(x, zero), x, hn::Set(d, 1.0f)));
+  r = hn::IfThenElse(hn::Eq(x, zero), hn::Neg(inf), r);
+  r = hn::IfThenElse(hn::Eq(x, inf), inf, r);
+  const V nan = hn::BitCast(d, hn::Set(hn::RebindToUnsigned<D>(), 0x7fc00000u));
+  return hn::IfThenElse(hn::Lt(x, zero), nan, hn::IfThenElse(hn::IsNaN(x), x, r));
+}
+
+// tanh(x), <= 4 ulp (Highway's Tanh via expm1: accurate near 0).
+template <class D, class V>
+HWY_INLINE V TanhF(D d, V x) {
+  return hn::Tanh(d, x);
+}
+
+// 1 / (1 + e^-x); 0 and 1 at the extremes, relative error a few ulp.
+template <class D, class V>
+HWY_INLINE V SigmoidF(D d, V x) {
+  const V one = hn::Set(d, 1.0f);
+  return hn::Div(one, hn::Add(one, ExpF(d, hn::Neg(x))));
+}
+
+// x * sigmoid(x) = x / (1 + e^-x).
+template <class D, class V>
+HWY_INLINE V SiluF(D d, V x) {
+  return hn::Div(x, hn::Add(hn::Set(d, 1.0f), ExpF(d, hn::Neg(x))));
+}
+
+// erf(x): odd rational minimax (Eigen's generic_fast_erf_float) on x clamped to [-4, 4]; about
+// 1e-7 absolute and a few ulp relative error; erf(+-inf) = +-1.
+template <class D, class V>
+HWY_INLINE V ErfF(D d, V x) {
+  const V xc = hn::Min(hn::Max(x, hn::Set(d, -4.0f)), hn::Set(d, 4.0f));
+  const V x2 = hn::Mul(xc, xc);
+  V p = hn::MulAdd(x2, hn::Set(d, -2.72614225801306e-10f), hn::Set(d, 2.77068142495902e-08f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -2.10102402082508e-06f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -5.69250639462346e-05f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -7.34990630326855e-04f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -2.95459980854025e-03f));
+  p = hn::MulAdd(x2, p, hn::Set(d, -1.60960333262415e-02f));
+  p = hn::Mul(xc, p);
+  V q = hn::MulAdd(x2, hn::Set(d, -1.45660718464996e-05f), hn::Set(d, -2.13374055278905e-04f));
+  q = hn::MulAdd(x2, q, hn::Set(d, -1.68282697438203e-03f));
+  q = hn::MulAdd(x2, q, hn::Set(d, -7.37332916720468e-03f));
+  q = hn::MulAdd(x2, q, hn::Set(d, -1.42647390514189e-02f));
+  const V r = hn::Div(p, q);
+  return hn::IfThenElse(hn::IsNaN(x), x, r);
+}
+
+// GELU, exact form: 0.5 x (1 + erf(x / sqrt 2)).
+template <class D, class V>
+HWY_INLINE V GeluErfF(D d, V x) {
+  const V e = ErfF(d, hn::Mul(x, hn::Set(d, 0.70710678118654752f)));
+  return hn::Mul(hn::Mul(hn::Set(d, 0.5f), x), hn::Add(hn::Set(d, 1.0f), e));
+}
+
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <class D, class V>
+HWY_INLINE V GeluTanhF(D d, V x) {
+  const V x3 = hn::Mul(hn::Mul(x, x), x);
+  const V inner =
+      hn::Mul(hn::Set(d, 0.79788456080286536f), hn::MulAdd(hn::Set(d, 0.044715f), x3, x));
+  return hn::Mul(hn::Mul(hn::Set(d, 0.5f), x), hn::Add(hn::Set(d, 1.0f), TanhF(d, inner)));
+}
+
+// x^e for a scalar exponent e (uniform over lanes, so the branches are free). Exact fast paths
+// for e = 0, 1, 2, 3, -1, 0.5; otherwise exp(e ln|x|) with the sign of x for odd integer e, NaN
+// for x < 0 and non-integer e, and IEEE pow's results at x = 0 / inf (|x|^e -> 0 or inf).
+template <class D, class V>
+HWY_INLINE V PowF(D d, V x, float e) {
+  if (e == 2.0f) return hn::Mul(x, x);
+  if (e == 1.0f) return x;
+  if (e == 0.5f) return hn::Sqrt(x);
+  if (e == -1.0f) return ReciprocalF(d, x);
+  if (e == 3.0f) return hn::Mul(hn::Mul(x, x), x);
+  if (e == 0.0f) return hn::Set(d, 1.0f);  // pow(NaN, 0) = 1 too
+  if (e != e) return hn::Set(d, e);        // NaN exponent
+  const float ae = e < 0.0f ? -e : e;
+  bool is_int = true, odd = false;  // every float >= 2^24 is an even integer
+  if (ae < 16777216.0f) {
+    const int64_t k = int64_t(e);
+    is_int = float(k) == e;
+    odd = is_int && (k & 1) != 0;
+  }
+  V r = ExpF(d, hn::Mul(hn::Set(d, e), LogF(d, hn::Abs(x))));  // |x| = 0 or inf: exp(+-inf)
+  if (odd) {
+    r = hn::CopySign(r, x);  // odd integer: sign of x (also -0 -> -0, -inf)
+  } else if (!is_int) {
+    const V nan = hn::BitCast(d, hn::Set(hn::RebindToUnsigned<D>(), 0x7fc00000u));
+    r = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), nan, r);
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Horizontal reductions of one vector (f32).
+
+// Sum of all lanes.
+template <class D, class V>
+HWY_INLINE float ReduceSumF(D d, V v) {
+  return hn::GetLane(hn::SumOfLanes(d, v));
+}
+// Max of all lanes.
+template <class D, class V>
+HWY_INLINE float ReduceMaxF(D d, V v) {
+  return hn::GetLane(hn::MaxOfLanes(d, v));
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#endif  // UBFUSE_KERNELS_CPU_VECMATH_H_
