@@ -1,0 +1,151 @@
+// Every op, through compile() in eager and graph mode, against the double reference: f32/bf16/f16,
+// odd sizes (1, 3, 4097), size-1 dims and broadcasting (after ggml's test-backend-ops).
+#include <functional>
+
+#include "test_util.h"
+
+namespace ubfuse {
+namespace {
+
+struct OpCase {
+  std::string name;
+  // Builds the op on inputs of dtype t; returns output. Inputs are declared inside.
+  std::function<GraphBuilder::V(GraphBuilder&, DType, const Sizes&)> build;
+  double lo = -2, hi = 2;  // input range
+  bool float_only = true;
+};
+
+GraphBuilder::V in(GraphBuilder& b, const std::string& n, DType t, const Sizes& s) {
+  return b.input(n, t, to_shape(s));
+}
+
+std::vector<OpCase> cases() {
+  auto un = [](OpKind k, double lo = -2, double hi = 2) {
+    return OpCase{std::string(op_name(k)),
+                  [k](GraphBuilder& b, DType t, const Sizes& s) { return b.op(k, {in(b, "x", t, s)}); },
+                  lo, hi};
+  };
+  auto bin = [](OpKind k, double lo = -2, double hi = 2) {
+    return OpCase{std::string(op_name(k)),
+                  [k](GraphBuilder& b, DType t, const Sizes& s) {
+                    Sizes last{s.back()};  // second operand broadcast along the last axis
+                    return b.op(k, {in(b, "a", t, s), in(b, "b", t, last)});
+                  },
+                  lo, hi};
+  };
+  std::vector<OpCase> c = {
+      un(OpKind::Neg), un(OpKind::Abs), un(OpKind::Exp), un(OpKind::Log, 0.1, 4),
+      un(OpKind::Sqrt, 0.01, 4), un(OpKind::Rsqrt, 0.1, 4), un(OpKind::Reciprocal, 0.5, 4),
+      un(OpKind::Tanh), un(OpKind::Sigmoid), un(OpKind::Relu), un(OpKind::Silu), un(OpKind::Erf),
+      bin(OpKind::Add), bin(OpKind::Sub), bin(OpKind::Mul), bin(OpKind::Div, 0.5, 3),
+      bin(OpKind::Max), bin(OpKind::Min),
+      {"GeluErf", [](GraphBuilder& b, DType t, const Sizes& s) { return b.gelu(in(b, "x", t, s)); }},
+      {"GeluTanh",
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.gelu(in(b, "x", t, s), true); }},
+      {"Pow2", [](GraphBuilder& b, DType t, const Sizes& s) { return b.pow(in(b, "x", t, s), 2); }},
+      {"Pow1.5", [](GraphBuilder& b, DType t, const Sizes& s) { return b.pow(in(b, "x", t, s), 1.5); },
+       0.1, 3},
+      {"CastF32",
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.cast(in(b, "x", t, s), f32); }},
+      {"WhereGreater",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto a = in(b, "a", t, s), c = in(b, "c", t, Sizes{s.back()});
+         return b.where(b.greater(a, c), a, b.mul(c, 2.0));
+       }},
+      {"LayerNorm",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.layer_norm(in(b, "x", t, s), in(b, "w", t, {s.back()}), in(b, "b", t, {s.back()}));
+       }},
+      {"LayerNormNoAffine",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.layer_norm(in(b, "x", t, s), nullptr, nullptr);
+       }},
+      {"RMSNorm",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.rms_norm(in(b, "x", t, s), in(b, "w", t, {s.back()}));
+       }},
+      {"Softmax", [](GraphBuilder& b, DType t, const Sizes& s) { return b.softmax(in(b, "x", t, s)); }},
+      {"ReduceSum",
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.reduce_sum(in(b, "x", t, s)); }},
+      {"ReduceMeanNoKeep",
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.reduce_mean(in(b, "x", t, s), false); }},
+      {"ReduceMax",
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.reduce_max(in(b, "x", t, s)); }},
+      {"MatMul",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.matmul(in(b, "a", t, s), in(b, "w", t, {s.back(), 5}));
+       }},
+      {"Transpose",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<int64_t> perm;
+         for (int64_t i = int64_t(s.size()) - 1; i >= 0; i--) perm.push_back(i);
+         return b.transpose(in(b, "x", t, s), perm);
+       }},
+      {"Reshape",
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.reshape(in(b, "x", t, s), {-1}); }},
+      {"Slice",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.slice(in(b, "x", t, s), {-1}, {-1000000}, {int64_t(s.size()) - 1}, {-2});
+       }},
+      {"Concat",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         return b.concat({x, b.neg(x)}, 0);
+       }},
+      {"Expand",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         Sizes one = s;
+         one[0] = 1;
+         Shape target = to_shape(s);
+         target.insert(target.begin(), Dim(int64_t(2)));
+         return b.expand(in(b, "x", t, one), target);
+       }},
+      {"Gather",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         Tensor idx = Tensor::from_floats(i64, {3}, {0, -1, 0});
+         return b.gather(in(b, "x", t, s), b.constant(idx), 0);
+       }},
+  };
+  return c;
+}
+
+class OpConformance : public ::testing::TestWithParam<std::tuple<int, DType, int>> {};
+
+const std::vector<Sizes> kShapes = {{1}, {3}, {4097}, {2, 1, 3}, {3, 1}, {2, 3, 17}};
+
+TEST_P(OpConformance, MatchesReference) {
+  auto [ci, dt, si] = GetParam();
+  OpCase c = cases()[size_t(ci)];
+  Sizes s = kShapes[size_t(si)];
+  GraphBuilder b;
+  auto y = c.build(b, dt, s);
+  b.output("y", y);
+  Graph g = b.build();
+  std::map<std::string, Tensor> inputs;
+  uint64_t seed = 1;
+  for (auto* v : g.inputs()) {
+    inputs[v->name] = Tensor::random(v->dtype, static_sizes(v->shape), seed++, c.lo, c.hi);
+  }
+  // MatMul sums K products; its tolerance grows with K.
+  double scale = c.name == "MatMul" ? 1 + double(s.back()) / 64 : 1;
+  EXPECT_TRUE(testing::matches_reference(g, inputs, testing::eager_opts(), scale)) << "eager";
+  EXPECT_TRUE(testing::matches_reference(g, inputs, testing::graph_opts(), scale)) << "graph";
+}
+
+std::string case_name(const ::testing::TestParamInfo<OpConformance::ParamType>& info) {
+  auto [ci, dt, si] = info.param;
+  std::string n = cases()[size_t(ci)].name + "_" + std::string(dtype_name(dt)) + "_" +
+                  sizes_str(kShapes[size_t(si)]);
+  std::string out;
+  for (char ch : n) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpConformance,
+                         ::testing::Combine(::testing::Range(0, int(cases().size())),
+                                            ::testing::Values(f32, bf16, f16),
+                                            ::testing::Range(0, int(kShapes.size()))),
+                         case_name);
+
+}  // namespace
+}  // namespace ubfuse
