@@ -11,7 +11,12 @@ std::vector<std::unique_ptr<Pass>> make_pipeline(const CompileConfig& config) {
   p.push_back(make_verify_pass());
   p.push_back(make_infer_shapes_pass());
   p.push_back(make_dce_pass());
-  (void)config;
+  if (config.graph_optimizer) {
+    p.push_back(make_simplify_pass());  // folds constants the patterns compare against
+    p.push_back(make_canonicalize_pass());
+    p.push_back(make_dce_pass());
+    p.push_back(make_simplify_pass());  // no-op reshapes/casts the rewrites exposed
+  }
   p.push_back(make_verify_pass());
   return p;
 }

@@ -20,5 +20,9 @@ class Pass {
 std::unique_ptr<Pass> make_verify_pass();
 std::unique_ptr<Pass> make_infer_shapes_pass();
 std::unique_ptr<Pass> make_dce_pass();
+// Constant folding, algebraic identities, no-op casts/reshapes/transposes (simplify.cc).
+std::unique_ptr<Pass> make_simplify_pass();
+// Recovers Silu, Gelu, LayerNorm, RMSNorm and Softmax from decomposed forms (canonicalize.cc).
+std::unique_ptr<Pass> make_canonicalize_pass();
 
 }  // namespace ubfuse

@@ -1,0 +1,133 @@
+// Algebraic identities and no-op data movement. An identity applies only when the result keeps
+// x's shape (x * ones[3,4] with x of shape [4] broadcasts, so it is not a no-op). x + 0 may turn
+// -0 into +0; like XLA's simplifier we accept that sign-of-zero difference, and nothing else:
+// x * 0, x - x and x / x stay, since NaN and Inf make them differ from 0 and 1.
+#include <numeric>
+
+#include "ir/shape_util.h"
+#include "passes/rewrite_util.h"
+#include "passes/simplify_rules.h"
+#include "ubfuse/error.h"
+
+namespace ubfuse::passes {
+
+namespace {
+
+bool is_uniform(const Value* v, double want) {
+  auto c = uniform_constant(v);
+  return c && *c == want;  // 0 matches -0 too
+}
+
+// Makes every read of n's output read x instead (x has the same dtype and shape).
+bool bypass(Graph& g, Node* n, Value* x) {
+  if (x->dtype != n->out()->dtype || x->shape != n->out()->shape) return false;
+  g.replace_uses(n->out(), x);
+  return true;
+}
+
+// Reshape attribute that turns x's shape into `target` directly: static dims as numbers, a
+// symbolic dim equal to x's at the same position as 0 (copy), at most one other as -1.
+std::optional<std::vector<int64_t>> reshape_attr_for(const Shape& x, const Shape& target) {
+  std::vector<int64_t> attr;
+  bool inferred = false;
+  for (size_t i = 0; i < target.size(); i++) {
+    const Dim& d = target[i];
+    if (d.is_static() && d.value() != 0) {
+      attr.push_back(d.value());
+    } else if (i < x.size() && x[i] == d) {
+      attr.push_back(0);
+    } else if (!d.is_static() && !inferred) {
+      attr.push_back(-1);
+      inferred = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  auto got = reshape_target(x, attr, nullptr);
+  if (!got || *got != target) return std::nullopt;
+  return attr;
+}
+
+// Re-infers n after an in-place edit: true when its output type stayed the same.
+bool keeps_type(Node* n) {
+  DType dt = n->out()->dtype;
+  Shape s = n->out()->shape;
+  try {
+    infer_node(*n);
+  } catch (const Error&) {
+    return false;
+  }
+  return n->out()->dtype == dt && n->out()->shape == s;
+}
+
+bool merge_reshapes(Node* n) {
+  Node* inner = producer_if(n->inputs[0], OpKind::Reshape);
+  if (!inner) return false;
+  auto attr = reshape_attr_for(inner->inputs[0]->shape, n->out()->shape);
+  if (!attr) return false;
+  Value* old_in = n->inputs[0];
+  AttrValue old_attr = n->attrs["shape"];
+  n->inputs[0] = inner->inputs[0];
+  n->attrs["shape"] = *attr;
+  if (keeps_type(n)) return true;
+  n->inputs[0] = old_in;
+  n->attrs["shape"] = old_attr;
+  infer_node(*n);
+  return false;
+}
+
+bool merge_transposes(Node* n) {
+  Node* inner = producer_if(n->inputs[0], OpKind::Transpose);
+  if (!inner) return false;
+  auto p1 = inner->attr_ints("perm"), p2 = n->attr_ints("perm");
+  std::vector<int64_t> q;
+  for (int64_t i : p2) q.push_back(p1.at(size_t(i)));  // out[i] = inner[p2[i]] = x[p1[p2[i]]]
+  Value* old_in = n->inputs[0];
+  n->inputs[0] = inner->inputs[0];
+  n->attrs["perm"] = q;
+  if (keeps_type(n)) return true;
+  n->inputs[0] = old_in;
+  n->attrs["perm"] = p2;
+  infer_node(*n);
+  return false;
+}
+
+}  // namespace
+
+bool simplify_identity(Graph& g, Node* n) {
+  auto in = [&](size_t i) { return n->inputs[i]; };
+  switch (n->op) {
+    case OpKind::Add:
+      if (is_uniform(in(1), 0) && bypass(g, n, in(0))) return true;
+      return is_uniform(in(0), 0) && bypass(g, n, in(1));
+    case OpKind::Sub: return is_uniform(in(1), 0) && bypass(g, n, in(0));
+    case OpKind::Mul:
+      if (is_uniform(in(1), 1) && bypass(g, n, in(0))) return true;
+      return is_uniform(in(0), 1) && bypass(g, n, in(1));
+    case OpKind::Div: return is_uniform(in(1), 1) && bypass(g, n, in(0));
+    case OpKind::Pow: return n->attr_float("exponent", 0) == 1 && bypass(g, n, in(0));
+    case OpKind::Neg: {
+      Node* inner = producer_if(in(0), OpKind::Neg);
+      return inner && bypass(g, n, inner->inputs[0]);
+    }
+    case OpKind::Cast: return bypass(g, n, in(0));  // only when `to` is x's dtype
+    default: return false;
+  }
+}
+
+bool simplify_data_movement(Graph& g, Node* n) {
+  switch (n->op) {
+    case OpKind::Reshape:
+    case OpKind::Expand:
+      return bypass(g, n, n->inputs[0]) || (n->op == OpKind::Reshape && merge_reshapes(n));
+    case OpKind::Transpose: {
+      auto perm = n->attr_ints("perm");
+      std::vector<int64_t> iota(perm.size());
+      std::iota(iota.begin(), iota.end(), 0);
+      return (perm == iota && bypass(g, n, n->inputs[0])) || merge_transposes(n);
+    }
+    default: return false;
+  }
+}
+
+}  // namespace ubfuse::passes

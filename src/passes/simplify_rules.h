@@ -1,0 +1,27 @@
+// The rules of the simplify pass, one family per file. Each looks at one node and rewrites the
+// graph when it applies, returning whether it did. None changes what the graph computes: a rule
+// applies only where the result is the same for every input, NaN and Inf included.
+#pragma once
+
+#include "ubfuse/graph.h"
+
+namespace ubfuse::passes {
+
+// Named limits of constant folding (simplify_fold.cc).
+inline constexpr int64_t kMaxFoldElements = int64_t(1) << 20;  // largest folded constant
+// A fold may produce more elements than its inputs hold (an Expand, a broadcast) only up to this:
+// beyond it the folded constant would cost more memory traffic than computing it.
+inline constexpr int64_t kMaxFoldGrowth = int64_t(1) << 16;
+inline constexpr double kMaxFoldWork = double(int64_t(1) << 26);  // MatMul multiply-adds
+
+// A node whose inputs are all Constants becomes a Constant (evaluated with the double reference
+// and rounded to the output dtype).
+bool fold_constant_node(Graph& g, Node* n);
+// x*1, 1*x, x/1, x+0, 0+x, x-0, pow(x,1), neg(neg(x)), Cast to the same dtype: reads of the
+// result read x. Never x*0 (NaN*0 is NaN) or x-x.
+bool simplify_identity(Graph& g, Node* n);
+// Reshape/Expand to the same shape, identity Transpose: bypassed. Reshape of Reshape and
+// Transpose of Transpose: merged into one node.
+bool simplify_data_movement(Graph& g, Node* n);
+
+}  // namespace ubfuse::passes
