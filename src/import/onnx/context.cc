@@ -1,0 +1,305 @@
+#include "import/onnx/context.h"
+
+#include <algorithm>
+
+#include "import/onnx/fold.h"
+
+namespace ubfuse::onnx_import {
+
+namespace {
+
+using AP = onnx::AttributeProto;
+
+std::string attr_type_name(int t) {
+  if (!AP::AttributeType_IsValid(t)) return "invalid(" + std::to_string(t) + ")";
+  return AP::AttributeType_Name(static_cast<AP::AttributeType>(t));
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), ::tolower);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> symbols_of(const std::vector<Dim>& dims) {
+  std::vector<std::string> out;
+  for (auto& d : dims) {
+    if (!d.is_static() && std::find(out.begin(), out.end(), d.symbol()) == out.end()) {
+      out.push_back(d.symbol());
+    }
+  }
+  return out;
+}
+
+NodeCtx::NodeCtx(ImportState& st, const onnx::NodeProto& node)
+    : st_(st), node_(node), outputs_set_(size_t(node.output_size()), false) {
+  name_ = node.name();
+  if (name_.empty()) {
+    for (auto& o : node.output()) {
+      if (!o.empty()) {
+        name_ = o;
+        break;
+      }
+    }
+  }
+  if (name_.empty()) name_ = node.op_type();
+}
+
+std::string NodeCtx::where() const { return "node '" + name_ + "' (" + op_type() + ")"; }
+
+void NodeCtx::unsupported(const std::string& msg) const {
+  throw OnnxUnsupportedError(where() + ": " + msg);
+}
+
+void NodeCtx::invalid(const std::string& msg) const {
+  throw Error(where() + ": " + msg + " (the model is not valid ONNX)");
+}
+
+void NodeCtx::needs_static(const std::vector<Dim>& dims, const std::string& what) const {
+  auto syms = symbols_of(dims);
+  std::string names, binds;
+  for (auto& s : syms) {
+    names += (names.empty() ? "'" : ", '") + s + "'";
+    binds += (binds.empty() ? "" : " ") + std::string("--dim ") + s + "=N";
+  }
+  throw OnnxNeedsStaticDimsError(
+      where() + ": " + what + " depends on the run-time size of symbolic dim(s) " + names +
+          "; hint: fix them at import (ImportOptions::static_dims, or `ubfuse run " + binds + "`)",
+      syms);
+}
+
+int64_t NodeCtx::norm_axis(int64_t axis, int64_t rank, const std::string& attr) const {
+  if (axis < -rank || axis >= rank) {
+    if (!(rank == 0 && axis == 0)) {
+      invalid(attr + " " + std::to_string(axis) + " is out of range for rank " +
+              std::to_string(rank));
+    }
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// ---- inputs
+
+bool NodeCtx::has_input(int i) const {
+  return i >= 0 && i < node_.input_size() && !node_.input(i).empty();
+}
+
+const IValue& NodeCtx::input(int i) const {
+  if (!has_input(i)) invalid("input " + std::to_string(i) + " is missing");
+  auto it = st_.values.find(node_.input(i));
+  if (it == st_.values.end()) {
+    throw Error(where() + ": input '" + node_.input(i) +
+                "' is not defined by any graph input, initializer or earlier node (nodes must be "
+                "topologically sorted)");
+  }
+  return it->second;
+}
+
+Value* NodeCtx::value(int i) {
+  input(i);  // checks
+  IValue& iv = st_.values[node_.input(i)];
+  if (iv.v) return iv.v;
+  if (iv.konst.defined()) {
+    std::string n = node_.input(i);
+    if (st_.graph.node_by_name(n)) n = st_.graph.unique_name(n + "_");
+    Node* c = st_.graph.add_node(OpKind::Constant, {}, {}, n);
+    c->payload = iv.konst;
+    infer_node(*c);
+    iv.v = c->out();
+    return iv.v;
+  }
+  UBF_CHECK(iv.dims.has_value(), "IValue with neither value, constant nor dims");
+  needs_static(*iv.dims, "using shape values as tensor data");
+}
+
+const Tensor& NodeCtx::const_input(int i, const std::string& what) const {
+  const IValue& iv = input(i);
+  if (iv.konst.defined()) return iv.konst;
+  if (iv.dims) needs_static(*iv.dims, what);
+  unsupported(what + " (input " + std::to_string(i) + ", '" + node_.input(i) +
+              "') must be a constant (an initializer or computed from constants and static "
+              "shapes)");
+}
+
+std::vector<int64_t> NodeCtx::const_ints(int i, const std::string& what) const {
+  const Tensor& t = const_input(i, what);
+  if (t.dtype() != DType::i64 && t.dtype() != DType::i32) {
+    invalid(what + " must be int64 or int32, got " + std::string(dtype_name(t.dtype())));
+  }
+  if (t.rank() > 1) invalid(what + " must be a scalar or 1-D, got rank " + std::to_string(t.rank()));
+  std::vector<int64_t> out(size_t(t.numel()));
+  for (int64_t k = 0; k < t.numel(); k++) {
+    out[size_t(k)] = t.dtype() == DType::i64 ? t.data_as<int64_t>()[k] : t.data_as<int32_t>()[k];
+  }
+  return out;
+}
+
+std::vector<Dim> NodeCtx::dims_input(int i, const std::string& what) const {
+  const IValue& iv = input(i);
+  if (iv.dims) return *iv.dims;
+  std::vector<Dim> out;
+  for (auto v : const_ints(i, what)) out.push_back(Dim(v));
+  return out;
+}
+
+// ---- attributes
+
+const onnx::AttributeProto* NodeCtx::find_attr(const std::string& n) const {
+  const onnx::AttributeProto* found = nullptr;
+  for (const auto& a : node_.attribute()) {
+    if (a.name() == n) {
+      if (found) invalid("attribute '" + n + "' is given twice");
+      found = &a;
+    }
+  }
+  return found;
+}
+
+bool NodeCtx::has_attr(const std::string& n) const { return find_attr(n) != nullptr; }
+
+const onnx::AttributeProto* NodeCtx::typed_attr(const std::string& n, AP::AttributeType t) {
+  used_attrs_.insert(n);
+  const AP* a = find_attr(n);
+  if (!a) return nullptr;
+  if (!a->ref_attr_name().empty()) unsupported("attribute '" + n + "' refers to a function attribute");
+  if (a->type() != t) {
+    invalid("attribute '" + n + "' must be " + attr_type_name(t) + ", got " +
+            attr_type_name(a->type()));
+  }
+  return a;
+}
+
+int64_t NodeCtx::attr_int(const std::string& n, int64_t dflt) {
+  const AP* a = typed_attr(n, AP::INT);
+  return a ? a->i() : dflt;
+}
+
+double NodeCtx::attr_float(const std::string& n, double dflt) {
+  const AP* a = typed_attr(n, AP::FLOAT);
+  return a ? double(a->f()) : dflt;
+}
+
+std::string NodeCtx::attr_str(const std::string& n, const std::string& dflt) {
+  const AP* a = typed_attr(n, AP::STRING);
+  return a ? a->s() : dflt;
+}
+
+std::vector<int64_t> NodeCtx::attr_ints(const std::string& n, std::vector<int64_t> dflt) {
+  const AP* a = typed_attr(n, AP::INTS);
+  if (!a) return dflt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+const onnx::TensorProto* NodeCtx::attr_tensor(const std::string& n) {
+  const AP* a = typed_attr(n, AP::TENSOR);
+  return a ? &a->t() : nullptr;
+}
+
+void NodeCtx::check_attrs_used() const {
+  for (const auto& a : node_.attribute()) {
+    if (!used_attrs_.count(a.name())) {
+      unsupported("attribute '" + a.name() + "' is not supported for " + op_type());
+    }
+  }
+}
+
+// ---- outputs
+
+IValue& NodeCtx::out_slot(int i) {
+  UBF_CHECK(i >= 0 && i < node_.output_size(), where() + ": output index out of range");
+  outputs_set_[size_t(i)] = true;
+  return st_.values[node_.output(i)];
+}
+
+void NodeCtx::set_output(int i, Value* v) {
+  if (!output_used(i)) return;
+  if (v->producer && v->producer->op == OpKind::Constant) {
+    set_output_const(i, v->producer->payload);
+    out_slot(i).v = v;
+    return;
+  }
+  IValue& o = out_slot(i);
+  o = IValue{};
+  o.v = v;
+  o.dtype = v->dtype;
+  o.shape = v->shape;
+}
+
+void NodeCtx::set_output_const(int i, Tensor t) {
+  if (!output_used(i)) return;
+  IValue& o = out_slot(i);
+  o = IValue{};
+  o.dtype = t.dtype();
+  o.shape = to_shape(t.sizes());
+  o.konst = std::move(t);
+}
+
+void NodeCtx::set_output_dims(int i, std::vector<Dim> d, bool scalar) {
+  if (!output_used(i)) return;
+  bool all_static = std::all_of(d.begin(), d.end(), [](const Dim& x) { return x.is_static(); });
+  if (all_static) {
+    Tensor t(DType::i64, scalar ? Sizes{} : Sizes{int64_t(d.size())});
+    for (size_t k = 0; k < d.size(); k++) t.data_as<int64_t>()[k] = d[k].value();
+    set_output_const(i, t);
+    return;
+  }
+  UBF_CHECK(!scalar || d.size() == 1, "scalar dims with several elements");
+  IValue& o = out_slot(i);
+  o = IValue{};
+  o.dtype = DType::i64;
+  o.shape = scalar ? Shape{} : Shape{Dim(int64_t(d.size()))};
+  o.dims = std::move(d);
+}
+
+void NodeCtx::set_output_like(int i, const IValue& iv) {
+  if (!output_used(i)) return;
+  IValue copy = iv;
+  out_slot(i) = std::move(copy);
+}
+
+void NodeCtx::check_outputs_set() const {
+  for (int i = 0; i < node_.output_size(); i++) {
+    if (!node_.output(i).empty() && !outputs_set_[size_t(i)]) {
+      unsupported("output " + std::to_string(i) + " ('" + node_.output(i) +
+                  "') is not supported; only the first output(s) can be used");
+    }
+  }
+}
+
+// ---- emitting
+
+Value* NodeCtx::emit(OpKind k, std::vector<Value*> in, Attrs attrs) {
+  Graph& g = st_.graph;
+  std::string n = name_;
+  if (emitted_++ > 0 || g.node_by_name(n)) n = g.unique_name(name_ + "/" + lower(op_name(k)));
+  Node* node = g.add_node(k, std::move(in), std::move(attrs), n);
+  try {
+    infer_node(*node);
+  } catch (...) {
+    g.remove_node(node);
+    throw;
+  }
+  if (auto t = fold_node(*node)) {
+    g.remove_node(node);
+    return constant(*t);
+  }
+  return node->out();
+}
+
+Value* NodeCtx::constant(const Tensor& t) {
+  Graph& g = st_.graph;
+  Node* c = g.add_node(OpKind::Constant, {}, {}, g.unique_name(name_ + "/const"));
+  c->payload = t;
+  infer_node(*c);
+  return c->out();
+}
+
+Value* NodeCtx::scalar(double v, DType dt) {
+  Tensor t(dt, {});
+  t.set(0, v);
+  return constant(t);
+}
+
+}  // namespace ubfuse::onnx_import

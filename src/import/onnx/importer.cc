@@ -1,0 +1,242 @@
+// import_onnx: parse the ModelProto, declare graph inputs (dim_param -> symbolic Dim), load
+// initializers as constants, convert the nodes in order through the op table, declare outputs.
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "import/onnx/context.h"
+#include "import/onnx/registry.h"
+
+namespace ubfuse {
+
+namespace {
+
+using namespace onnx_import;
+
+constexpr int64_t kMinOpset = 1, kMaxOpset = 17;
+
+std::string supported_list() {
+  std::string s;
+  for (auto& n : onnx_supported_ops()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// A symbol name ubfuse can print and parse back ("*" would read as a product).
+std::string clean_symbol(std::string s) {
+  for (char& ch : s) {
+    if (ch == '*' || ch == ' ' || ch == ',') ch = '_';
+  }
+  return s;
+}
+
+Shape input_shape(const onnx::ValueInfoProto& vi, const ImportOptions& o, int* fresh) {
+  const auto& tt = vi.type().tensor_type();
+  if (!tt.has_shape()) {
+    throw OnnxUnsupportedError("graph input '" + vi.name() +
+                               "' has no shape; ubfuse needs the rank of every input");
+  }
+  Shape s;
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0) {
+        throw Error("graph input '" + vi.name() + "' has a negative dim " +
+                    std::to_string(d.dim_value()));
+      }
+      s.push_back(Dim(d.dim_value()));
+      continue;
+    }
+    std::string sym = d.has_dim_param() && !d.dim_param().empty()
+                          ? clean_symbol(d.dim_param())
+                          : clean_symbol(vi.name()) + "_dim" + std::to_string((*fresh)++);
+    auto it = o.static_dims.find(sym);
+    s.push_back(it != o.static_dims.end() ? Dim(it->second) : Dim(sym));
+  }
+  return s;
+}
+
+void check_opsets(const onnx::ModelProto& m, ImportState& st) {
+  bool found = false;
+  for (const auto& os : m.opset_import()) {
+    if (os.domain().empty() || os.domain() == "ai.onnx") {
+      st.opset = os.version();
+      found = true;
+    }
+  }
+  if (!found) {
+    // IR version 2 models may omit the opset; ONNX then means opset 1.
+    st.opset = 1;
+  }
+  if (st.opset < kMinOpset || st.opset > kMaxOpset) {
+    throw OnnxUnsupportedError("the model's default-domain opset is " + std::to_string(st.opset) +
+                               "; ubfuse supports opsets " + std::to_string(kMinOpset) + " to " +
+                               std::to_string(kMaxOpset) + " (13 to 17 are the target)");
+  }
+}
+
+void convert_node(ImportState& st, const onnx::NodeProto& node) {
+  NodeCtx c(st, node);
+  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+    throw OnnxUnsupportedError(c.where() + ": domain '" + node.domain() +
+                               "' is not supported (only the default ONNX domain); supported "
+                               "ops: " + supported_list());
+  }
+  auto& table = converters();
+  auto it = table.find(node.op_type());
+  if (it == table.end()) {
+    throw OnnxUnsupportedError(c.where() + ": op '" + node.op_type() +
+                               "' is not supported; supported ops: " + supported_list());
+  }
+  for (const auto& out : node.output()) {
+    if (!out.empty() && st.values.count(out)) {
+      throw Error(c.where() + ": output '" + out +
+                  "' is already defined (ONNX values are assigned once)");
+    }
+  }
+  it->second(c);
+  c.check_attrs_used();
+  c.check_outputs_set();
+}
+
+// Graph outputs must be distinct computed values: an output that is a graph input, another
+// output, or a constant gets its own copy.
+void declare_outputs(const onnx::GraphProto& g, ImportState& st) {
+  std::set<const Value*> used;
+  for (const auto& o : g.output()) {
+    auto it = st.values.find(o.name());
+    if (it == st.values.end()) {
+      throw Error("graph output '" + o.name() + "' is not computed by any node");
+    }
+    onnx::NodeProto fake;
+    fake.set_op_type("Output");
+    fake.set_name(o.name());
+    NodeCtx c(st, fake);
+    IValue& iv = it->second;
+    if (iv.dims) c.needs_static(*iv.dims, "a graph output that is a shape vector");
+    Value* v = iv.v;
+    if (!v) {
+      Node* n = st.graph.add_node(OpKind::Constant, {}, {}, st.graph.unique_name(o.name() + "_const"));
+      n->payload = iv.konst;
+      infer_node(*n);
+      v = n->out();
+    }
+    bool is_input = !v->producer;
+    if (is_input || used.count(v)) v = c.reshape_to(v, v->shape);
+    used.insert(v);
+    if (o.type().has_tensor_type() && o.type().tensor_type().elem_type() != 0) {
+      int32_t et = o.type().tensor_type().elem_type();
+      DType want = et == onnx::TensorProto::DOUBLE ? DType::f32
+                                                   : dtype_from_onnx(et, "graph output '" + o.name() + "'");
+      if (want != v->dtype) {
+        throw Error("graph output '" + o.name() + "' is declared " + onnx_type_name(et) +
+                    " but computes " + std::string(dtype_name(v->dtype)));
+      }
+    }
+    st.graph.add_output(o.name(), v);
+  }
+}
+
+OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
+                       const std::string& base_dir) {
+  ImportState st;
+  st.options = options;
+  st.tensor_options.base_dir = base_dir;
+  st.tensor_options.notes = &st.notes;
+  check_opsets(m, st);
+  if (!m.has_graph()) throw Error("ONNX model has no graph");
+  const onnx::GraphProto& g = m.graph();
+  if (g.sparse_initializer_size()) throw OnnxUnsupportedError("sparse initializers are not supported");
+
+  for (const auto& init : g.initializer()) {
+    if (init.name().empty()) throw Error("an initializer has no name");
+    if (st.values.count(init.name())) throw Error("initializer '" + init.name() + "' is given twice");
+    IValue iv;
+    iv.konst = tensor_from_proto(init, init.name(), st.tensor_options);
+    iv.dtype = iv.konst.dtype();
+    iv.shape = to_shape(iv.konst.sizes());
+    st.values[init.name()] = std::move(iv);
+  }
+  int fresh = 0;
+  for (const auto& in : g.input()) {
+    if (st.values.count(in.name())) continue;  // an initializer listed as input (IR < 4)
+    if (in.name().empty()) throw Error("a graph input has no name");
+    if (!in.type().has_tensor_type()) {
+      throw OnnxUnsupportedError("graph input '" + in.name() + "' is not a tensor (sequences, maps "
+                                 "and optionals are not supported)");
+    }
+    DType dt = dtype_from_onnx(in.type().tensor_type().elem_type(), "graph input '" + in.name() + "'");
+    Value* v = st.graph.add_input(in.name(), dt, input_shape(in, options, &fresh));
+    IValue iv;
+    iv.v = v;
+    iv.dtype = dt;
+    iv.shape = v->shape;
+    st.values[in.name()] = std::move(iv);
+  }
+  for (const auto& node : g.node()) convert_node(st, node);
+  if (g.output_size() == 0) throw Error("ONNX graph has no outputs");
+  declare_outputs(g, st);
+  st.graph.remove_dead_nodes();
+  verify(st.graph);
+
+  OnnxModel out;
+  out.graph = std::move(st.graph);
+  out.opset = st.opset;
+  out.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+  out.notes = std::move(st.notes);
+  return out;
+}
+
+onnx::ModelProto parse_model(const std::string& bytes, const std::string& what) {
+  if (bytes.size() > size_t(std::numeric_limits<int>::max())) {
+    throw OnnxUnsupportedError(what + ": models over 2 GiB must keep weights as external data");
+  }
+  onnx::ModelProto m;
+  if (!m.ParseFromArray(bytes.data(), int(bytes.size()))) {
+    throw Error(what + ": not a valid ONNX model (protobuf parse failed)");
+  }
+  return m;
+}
+
+}  // namespace
+
+OnnxModel import_onnx_model(const std::string& path, const ImportOptions& options) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("ONNX model '" + path + "': cannot open the file");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  std::string what = "ONNX model '" + path + "'";
+  onnx::ModelProto m = parse_model(ss.str(), what);
+  std::string dir = options.external_data_dir.empty()
+                        ? std::filesystem::path(path).parent_path().string()
+                        : options.external_data_dir;
+  try {
+    return import_model(m, options, dir);
+  } catch (const OnnxNeedsStaticDimsError& e) {
+    throw OnnxNeedsStaticDimsError(what + ": " + e.what(), e.symbols);
+  } catch (const OnnxUnsupportedError& e) {
+    throw OnnxUnsupportedError(what + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
+  }
+}
+
+OnnxModel import_onnx_model_from_bytes(const std::string& bytes, const ImportOptions& options) {
+  return import_model(parse_model(bytes, "ONNX model"), options, options.external_data_dir);
+}
+
+}  // namespace ubfuse
+
+namespace ubfuse {
+
+std::vector<std::string> onnx_model_op_types(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("ONNX model '" + path + "': cannot open the file");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  onnx::ModelProto m = parse_model(ss.str(), "ONNX model '" + path + "'");
+  std::set<std::string> ops;
+  for (const auto& n : m.graph().node()) ops.insert(n.op_type());
+  return {ops.begin(), ops.end()};
+}
+
+}  // namespace ubfuse

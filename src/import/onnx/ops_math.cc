@@ -1,0 +1,279 @@
+// Elementwise arithmetic, comparisons, logic, casts: mostly one ubfuse op each. Integer vectors
+// that carry symbolic dims (shape arithmetic) are combined here symbolically where they can be.
+#include <algorithm>
+
+#include "import/onnx/registry.h"
+
+namespace ubfuse::onnx_import {
+
+namespace {
+
+template <OpKind K, bool kFloatOnly>
+void unary(NodeCtx& c) {
+  if (kFloatOnly) require_float(c, 0);
+  if (K == OpKind::Not && c.dtype(0) != DType::boolean) c.invalid("Not needs a bool input");
+  c.set_output(0, c.emit(K, {c.value(0)}));
+}
+
+// Broadcast two rank-0/1 dims vectors; nullopt when their lengths clash.
+bool broadcast_dims(const std::vector<Dim>& a, const std::vector<Dim>& b, size_t* n) {
+  if (a.size() != b.size() && a.size() != 1 && b.size() != 1) return false;
+  *n = std::max(a.size(), b.size());
+  return true;
+}
+
+const Dim& at(const std::vector<Dim>& v, size_t i) { return v.size() == 1 ? v[0] : v[i]; }
+
+// Shape arithmetic on vectors holding symbolic dims. Returns false when no input is symbolic.
+bool dims_binary(NodeCtx& c, OpKind k) {
+  if (!c.input(0).dims && !c.input(1).dims) return false;
+  auto a = c.dims_input(0, "shape operand"), b = c.dims_input(1, "shape operand");
+  size_t n = 0;
+  if (!broadcast_dims(a, b, &n)) c.invalid("shape operands of lengths that do not broadcast");
+  bool scalar = c.rank(0) == 0 && c.rank(1) == 0;
+  std::vector<Dim> out;
+  for (size_t i = 0; i < n; i++) {
+    const Dim& x = at(a, i);
+    const Dim& y = at(b, i);
+    if (x.is_static() && y.is_static()) {
+      int64_t p = x.value(), q = y.value();
+      switch (k) {
+        case OpKind::Add: out.push_back(Dim(p + q)); break;
+        case OpKind::Sub: out.push_back(Dim(p - q)); break;
+        case OpKind::Mul: out.push_back(Dim(p * q)); break;
+        case OpKind::Div:
+          if (q == 0) c.invalid("division by zero in shape arithmetic");
+          out.push_back(Dim(p / q));
+          break;
+        default: c.needs_static(a, "this shape computation");
+      }
+    } else if (k == OpKind::Mul && (x.is_static() || y.is_static()) &&
+               (x.is_static() ? x.value() : y.value()) == 1) {
+      out.push_back(x.is_static() ? y : x);
+    } else if (k == OpKind::Mul) {
+      out.push_back(Dim::mul(x, y));
+    } else if (k == OpKind::Div && y.is_static() && y.value() == 1) {
+      out.push_back(x);
+    } else {
+      std::vector<Dim> both = a;
+      both.insert(both.end(), b.begin(), b.end());
+      c.needs_static(both, "this shape computation");
+    }
+  }
+  c.set_output_dims(0, out, scalar);
+  return true;
+}
+
+// Equal on symbolic shape vectors: decidable when a symbol meets a negative number (a size never
+// is) or itself.
+bool dims_equal(NodeCtx& c) {
+  if (!c.input(0).dims && !c.input(1).dims) return false;
+  auto a = c.dims_input(0, "shape operand"), b = c.dims_input(1, "shape operand");
+  size_t n = 0;
+  if (!broadcast_dims(a, b, &n)) c.invalid("shape operands of lengths that do not broadcast");
+  Tensor t(DType::boolean, c.rank(0) == 0 && c.rank(1) == 0 ? Sizes{} : Sizes{int64_t(n)});
+  for (size_t i = 0; i < n; i++) {
+    const Dim& x = at(a, i);
+    const Dim& y = at(b, i);
+    bool eq;
+    if (x == y) {
+      eq = true;
+    } else if (x.is_static() && y.is_static()) {
+      eq = false;
+    } else if ((x.is_static() && x.value() < 0) || (y.is_static() && y.value() < 0)) {
+      eq = false;
+    } else {
+      c.needs_static({x, y}, "comparing shape values");
+    }
+    t.data_as<uint8_t>()[i] = eq;
+  }
+  c.set_output_const(0, t);
+  return true;
+}
+
+template <OpKind K>
+void arith(NodeCtx& c) {
+  if (dims_binary(c, K)) return;
+  if (c.dtype(0) == DType::boolean) c.unsupported("arithmetic on bool tensors");
+  c.set_output(0, c.emit(K, {c.value(0), c.value(1)}));
+}
+
+template <OpKind K, bool kNegate>
+void compare(NodeCtx& c) {
+  if (K == OpKind::Equal && !kNegate && dims_equal(c)) return;
+  Value* v = c.emit(K, {c.value(0), c.value(1)});
+  if (kNegate) v = c.emit(OpKind::Not, {v});  // a <= b as !(a > b): differs only for NaN
+  c.set_output(0, v);
+}
+
+void require_bool(NodeCtx& c) {
+  for (int i = 0; i < c.num_inputs(); i++) {
+    if (c.dtype(i) != DType::boolean) c.invalid("inputs must be bool");
+  }
+}
+
+void logical_and(NodeCtx& c) {
+  require_bool(c);
+  Value* a = c.value(0);
+  Value* b = c.value(1);
+  c.set_output(0, c.emit(OpKind::Where, {a, b, c.scalar(0, DType::boolean)}));
+}
+
+void logical_or(NodeCtx& c) {
+  require_bool(c);
+  Value* a = c.value(0);
+  Value* b = c.value(1);
+  c.set_output(0, c.emit(OpKind::Where, {a, c.scalar(1, DType::boolean), b}));
+}
+
+void logical_xor(NodeCtx& c) {
+  require_bool(c);
+  Value* eq = c.emit(OpKind::Equal, {c.value(0), c.value(1)});
+  c.set_output(0, c.emit(OpKind::Not, {eq}));
+}
+
+template <OpKind K>
+void variadic(NodeCtx& c) {
+  if (c.num_inputs() < 1) c.invalid("needs at least one input");
+  Value* acc = c.value(0);
+  for (int i = 1; i < c.num_inputs(); i++) acc = c.emit(K, {acc, c.value(i)});
+  if (c.num_inputs() == 1) acc = c.reshape_to(acc, acc->shape);  // a copy, not an alias
+  c.set_output(0, acc);
+}
+
+void mean(NodeCtx& c) {
+  require_float(c, 0);
+  if (c.num_inputs() < 1) c.invalid("needs at least one input");
+  Value* acc = c.value(0);
+  for (int i = 1; i < c.num_inputs(); i++) acc = c.emit(OpKind::Add, {acc, c.value(i)});
+  c.set_output(0, c.emit(OpKind::Div, {acc, scalar_like(c, c.num_inputs(), acc)}));
+}
+
+void where(NodeCtx& c) {
+  // Where over shape vectors (PyTorch's expand/reshape prologues): select element-wise.
+  if (c.is_const(0) && (c.input(1).dims || c.input(2).dims)) {
+    const Tensor& cond = c.const_input(0, "condition");
+    auto a = c.dims_input(1, "shape operand"), b = c.dims_input(2, "shape operand");
+    if (cond.rank() <= 1) {
+      size_t n = std::max({size_t(cond.numel()), a.size(), b.size()});
+      std::vector<Dim> out;
+      for (size_t i = 0; i < n; i++) {
+        bool s = cond.numel() == 1 ? cond.get(0) != 0 : cond.get(int64_t(i)) != 0;
+        out.push_back(s ? at(a, i) : at(b, i));
+      }
+      c.set_output_dims(0, out, cond.rank() == 0 && c.rank(1) == 0 && c.rank(2) == 0);
+      return;
+    }
+  }
+  if (c.dtype(0) != DType::boolean) c.invalid("condition must be bool");
+  c.set_output(0, c.emit(OpKind::Where, {c.value(0), c.value(1), c.value(2)}));
+}
+
+void cast_to(NodeCtx& c, DType to) {
+  const IValue& x = c.input(0);
+  if (x.dtype == to) {
+    c.set_output_like(0, x);
+    return;
+  }
+  if (x.dims && (to == DType::i64 || to == DType::i32)) {
+    c.set_output_dims(0, *x.dims, x.shape.empty());
+    return;
+  }
+  c.set_output(0, c.emit(OpKind::Cast, {c.value(0)}, {{"to", std::string(dtype_name(to))}}));
+}
+
+void cast(NodeCtx& c) {
+  int64_t to = c.attr_int("to", -1);
+  if (to < 0) c.invalid("attribute 'to' is required");
+  if (c.has_attr("saturate")) c.attr_int("saturate", 1);
+  cast_to(c, dtype_from_onnx(int32_t(to), c.where() + ": attribute 'to'"));
+}
+
+void cast_like(NodeCtx& c) { cast_to(c, c.dtype(1)); }
+
+void pow(NodeCtx& c) {
+  require_float(c, 0);
+  const IValue& e = c.input(1);
+  if (!e.konst.defined()) {
+    c.unsupported("the exponent (input 1) must be a constant; ubfuse's Pow takes a scalar exponent");
+  }
+  double v = e.konst.numel() ? e.konst.get(0) : 1.0;
+  for (int64_t i = 1; i < e.konst.numel(); i++) {
+    if (e.konst.get(i) != v) c.unsupported("the exponent must be one value for every element");
+  }
+  Value* x = c.value(0);
+  // The exponent may not widen the result: ubfuse's Pow keeps its input's shape.
+  bool fits = e.konst.rank() <= int(x->shape.size());
+  for (int i = 0; fits && i < e.konst.rank(); i++) {
+    int64_t d = e.konst.sizes()[size_t(e.konst.rank() - 1 - i)];
+    const Dim& xd = x->shape[x->shape.size() - 1 - size_t(i)];
+    fits = d == 1 || (xd.is_static() && xd.value() == d);
+  }
+  if (!fits) c.unsupported("an exponent that broadcasts the base to a larger shape");
+  Value* y = c.emit(OpKind::Pow, {x}, {{"exponent", v}});
+  c.set_output(0, y);
+}
+
+void clip(NodeCtx& c) {
+  Value* x = c.value(0);
+  if (c.dtype(0) == DType::boolean) c.unsupported("Clip on bool");
+  Value* lo = nullptr;
+  Value* hi = nullptr;
+  if (c.opset() < 11) {
+    if (c.has_attr("min")) lo = scalar_like(c, c.attr_float("min", 0), x);
+    if (c.has_attr("max")) hi = scalar_like(c, c.attr_float("max", 0), x);
+  } else {
+    if (c.has_input(1)) lo = c.value(1);
+    if (c.has_input(2)) hi = c.value(2);
+  }
+  if (lo && !lo->shape.empty() && !(lo->shape.size() == 1 && lo->shape[0] == Dim(1))) {
+    c.invalid("'min' must be a scalar");
+  }
+  if (hi && !hi->shape.empty() && !(hi->shape.size() == 1 && hi->shape[0] == Dim(1))) {
+    c.invalid("'max' must be a scalar");
+  }
+  Value* y = x;
+  if (lo) y = c.emit(OpKind::Max, {y, lo});
+  if (hi) y = c.emit(OpKind::Min, {y, hi});
+  if (y == x) y = c.reshape_to(x, x->shape);
+  c.set_output(0, y);
+}
+
+}  // namespace
+
+void add_math_ops(ConverterMap& m) {
+  m["Neg"] = unary<OpKind::Neg, false>;
+  m["Abs"] = unary<OpKind::Abs, false>;
+  m["Relu"] = unary<OpKind::Relu, false>;
+  m["Exp"] = unary<OpKind::Exp, true>;
+  m["Log"] = unary<OpKind::Log, true>;
+  m["Sqrt"] = unary<OpKind::Sqrt, true>;
+  m["Reciprocal"] = unary<OpKind::Reciprocal, true>;
+  m["Tanh"] = unary<OpKind::Tanh, true>;
+  m["Sigmoid"] = unary<OpKind::Sigmoid, true>;
+  m["Erf"] = unary<OpKind::Erf, true>;
+  m["Not"] = unary<OpKind::Not, false>;
+  m["Add"] = arith<OpKind::Add>;
+  m["Sub"] = arith<OpKind::Sub>;
+  m["Mul"] = arith<OpKind::Mul>;
+  m["Div"] = arith<OpKind::Div>;
+  m["Equal"] = compare<OpKind::Equal, false>;
+  m["Less"] = compare<OpKind::Less, false>;
+  m["Greater"] = compare<OpKind::Greater, false>;
+  m["LessOrEqual"] = compare<OpKind::Greater, true>;
+  m["GreaterOrEqual"] = compare<OpKind::Less, true>;
+  m["And"] = logical_and;
+  m["Or"] = logical_or;
+  m["Xor"] = logical_xor;
+  m["Max"] = variadic<OpKind::Max>;
+  m["Min"] = variadic<OpKind::Min>;
+  m["Sum"] = variadic<OpKind::Add>;
+  m["Mean"] = mean;
+  m["Where"] = where;
+  m["Cast"] = cast;
+  m["CastLike"] = cast_like;
+  m["Pow"] = pow;
+  m["Clip"] = clip;
+}
+
+}  // namespace ubfuse::onnx_import

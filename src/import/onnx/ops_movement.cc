@@ -1,0 +1,363 @@
+// Data movement: Reshape, Flatten, Squeeze, Unsqueeze (all -> Reshape), Concat, Split (-> Slices),
+// Slice, Transpose, Expand, Gather, Tile. Each also works on shape vectors with symbolic dims,
+// which is how exporters compute the sizes they reshape to.
+#include <algorithm>
+#include <limits>
+
+#include "import/onnx/registry.h"
+
+namespace ubfuse::onnx_import {
+
+namespace {
+
+constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+
+// A rank-0 or 1-element shape vector reshaped between the two forms.
+bool reshape_dims(NodeCtx& c, int64_t out_rank) {
+  const IValue& x = c.input(0);
+  if (!x.dims) return false;
+  if (x.dims->size() != 1 || out_rank > 1) c.needs_static(*x.dims, "reshaping a shape vector");
+  c.set_output_dims(0, *x.dims, out_rank == 0);
+  return true;
+}
+
+void reshape(NodeCtx& c) {
+  int64_t allowzero = c.opset() >= 14 ? c.attr_int("allowzero", 0) : 0;
+  if (c.opset() < 5) c.unsupported("Reshape before opset 5 (shape as an attribute)");
+  auto t = c.dims_input(1, "the target shape");
+  if (reshape_dims(c, int64_t(t.size()))) return;
+  const Shape& in = c.shape(0);
+  Shape target;
+  int neg = -1;
+  for (size_t i = 0; i < t.size(); i++) {
+    const Dim& d = t[i];
+    if (d.is_static() && d.value() == 0 && !allowzero) {
+      if (i >= in.size()) c.invalid("shape has 0 at position " + std::to_string(i) + " beyond the input's rank");
+      target.push_back(in[i]);
+    } else if (d.is_static() && d.value() == -1) {
+      if (neg >= 0) c.invalid("shape has more than one -1");
+      neg = int(i);
+      target.push_back(Dim(1));  // placeholder
+    } else if (d.is_static() && d.value() < -1) {
+      c.invalid("shape has a negative dim " + std::to_string(d.value()));
+    } else {
+      target.push_back(d);
+    }
+  }
+  Value* x = c.value(0);
+  if (neg >= 0) {
+    // Let ubfuse infer the -1 (a product of symbols where needed), keeping the other entries.
+    std::vector<int64_t> attr;
+    bool direct = true;
+    for (size_t i = 0; i < target.size(); i++) {
+      const Dim& d = target[i];
+      if (int(i) == neg) {
+        attr.push_back(-1);
+      } else if (d.is_static()) {
+        if (d.value() == 0 && !(i < in.size() && in[i] == d)) direct = false;
+        attr.push_back(d.value());
+      } else if (i < in.size() && in[i] == d) {
+        attr.push_back(0);
+      } else {
+        direct = false;
+      }
+    }
+    if (!direct) c.needs_static(t, "a reshape with -1 and moved symbolic dims");
+    c.set_output(0, c.emit(OpKind::Reshape, {x}, {{"shape", attr}}));
+    return;
+  }
+  c.set_output(0, c.reshape_to(x, target));
+}
+
+void flatten(NodeCtx& c) {
+  const Shape& s = c.shape(0);
+  int64_t r = int64_t(s.size());
+  int64_t axis = c.attr_int("axis", 1);
+  if (axis < -r || axis > r) c.invalid("axis " + std::to_string(axis) + " is out of range");
+  if (axis < 0) axis += r;
+  Dim a(int64_t(1)), b(int64_t(1));
+  for (int64_t i = 0; i < r; i++) (i < axis ? a : b) = Dim::mul(i < axis ? a : b, s[size_t(i)]);
+  c.set_output(0, c.reshape_to(c.value(0), {a, b}));
+}
+
+std::vector<int64_t> axes_arg(NodeCtx& c, int input, bool* given) {
+  *given = true;
+  if (c.opset() < 13) {
+    if (!c.has_attr("axes")) *given = false;
+    return c.attr_ints("axes");
+  }
+  if (!c.has_input(input)) {
+    *given = false;
+    return {};
+  }
+  return c.const_ints(input, "axes");
+}
+
+void squeeze(NodeCtx& c) {
+  bool given = false;
+  auto axes = axes_arg(c, 1, &given);
+  const Shape& s = c.shape(0);
+  int64_t r = int64_t(s.size());
+  std::vector<bool> drop(size_t(r), false);
+  if (given) {
+    for (auto a : axes) {
+      int64_t ax = c.norm_axis(a, r, "axes entry");
+      if (!s[size_t(ax)].is_static()) c.needs_static({s[size_t(ax)]}, "squeezing a symbolic dim");
+      if (s[size_t(ax)].value() != 1) c.invalid("cannot squeeze axis " + std::to_string(a) + " of size " + s[size_t(ax)].str());
+      drop[size_t(ax)] = true;
+    }
+  } else {
+    for (int64_t i = 0; i < r; i++) drop[size_t(i)] = s[size_t(i)] == Dim(1);
+  }
+  Shape out;
+  for (int64_t i = 0; i < r; i++) {
+    if (!drop[size_t(i)]) out.push_back(s[size_t(i)]);
+  }
+  if (reshape_dims(c, int64_t(out.size()))) return;
+  c.set_output(0, c.reshape_to(c.value(0), out));
+}
+
+void unsqueeze(NodeCtx& c) {
+  bool given = false;
+  auto axes = axes_arg(c, 1, &given);
+  if (!given) c.invalid("axes are required");
+  const Shape& s = c.shape(0);
+  int64_t r = int64_t(s.size()) + int64_t(axes.size());
+  std::vector<bool> ones(size_t(r), false);
+  for (auto a : axes) {
+    int64_t ax = c.norm_axis(a, r, "axes entry");
+    if (ones[size_t(ax)]) c.invalid("axes repeat " + std::to_string(a));
+    ones[size_t(ax)] = true;
+  }
+  Shape out;
+  size_t k = 0;
+  for (int64_t i = 0; i < r; i++) out.push_back(ones[size_t(i)] ? Dim(1) : s[k++]);
+  if (reshape_dims(c, r)) return;
+  c.set_output(0, c.reshape_to(c.value(0), out));
+}
+
+void concat(NodeCtx& c) {
+  int64_t axis = c.attr_int("axis", 0);
+  bool any_dims = false;
+  for (int i = 0; i < c.num_inputs(); i++) any_dims |= c.has_input(i) && bool(c.input(i).dims);
+  if (any_dims) {
+    std::vector<Dim> out;
+    for (int i = 0; i < c.num_inputs(); i++) {
+      if (c.rank(i) != 1) c.invalid("shape vectors must be 1-D");
+      auto d = c.dims_input(i, "a shape vector");
+      out.insert(out.end(), d.begin(), d.end());
+    }
+    c.set_output_dims(0, out, false);
+    return;
+  }
+  std::vector<Value*> in;
+  for (int i = 0; i < c.num_inputs(); i++) in.push_back(c.value(i));
+  if (in.empty()) c.invalid("needs at least one input");
+  // ONNX allows empty inputs along the axis; ubfuse's Concat would copy nothing from them.
+  std::vector<Value*> nonempty;
+  int64_t ax = c.norm_axis(axis, int64_t(in[0]->shape.size()), "axis");
+  for (auto* v : in) {
+    if (size_t(ax) < v->shape.size() && v->shape[size_t(ax)] == Dim(int64_t(0)) && in.size() > 1) continue;
+    nonempty.push_back(v);
+  }
+  if (nonempty.empty()) nonempty.push_back(in[0]);
+  c.set_output(0, c.emit(OpKind::Concat, nonempty, {{"axis", ax}}));
+}
+
+void slice_static(NodeCtx& c, Value* x, int64_t ax, int64_t start, int64_t end, int64_t step,
+                  int out) {
+  c.set_output(out, c.emit(OpKind::Slice, {x},
+                           {{"starts", std::vector<int64_t>{start}},
+                            {"ends", std::vector<int64_t>{end}},
+                            {"axes", std::vector<int64_t>{ax}},
+                            {"steps", std::vector<int64_t>{step}}}));
+}
+
+void split(NodeCtx& c) {
+  const Shape& s = c.shape(0);
+  int64_t ax = c.norm_axis(c.attr_int("axis", 0), int64_t(s.size()), "axis");
+  const Dim& d = s[size_t(ax)];
+  if (!d.is_static()) c.needs_static({d}, "splitting a symbolic axis");
+  std::vector<int64_t> sizes;
+  if (c.opset() < 13 && c.has_attr("split")) {
+    sizes = c.attr_ints("split");
+  } else if (c.opset() >= 13 && c.has_input(1)) {
+    sizes = c.const_ints(1, "split");
+  } else {
+    int64_t n = c.opset() >= 18 ? c.attr_int("num_outputs", c.num_outputs()) : c.num_outputs();
+    if (n <= 0) c.invalid("no outputs");
+    int64_t each = (d.value() + n - 1) / n;
+    if (c.opset() < 18 && d.value() % n != 0) {
+      c.invalid("axis of size " + d.str() + " does not split evenly into " + std::to_string(n));
+    }
+    for (int64_t i = 0; i < n; i++) sizes.push_back(std::min(each, d.value() - i * each));
+  }
+  if (int64_t(sizes.size()) != c.num_outputs()) {
+    c.invalid("split has " + std::to_string(sizes.size()) + " sizes for " +
+              std::to_string(c.num_outputs()) + " outputs");
+  }
+  int64_t total = 0;
+  for (auto v : sizes) {
+    if (v < 0) c.invalid("split sizes must be >= 0");
+    total += v;
+  }
+  if (total != d.value()) c.invalid("split sizes add up to " + std::to_string(total) + ", not " + d.str());
+  Value* x = c.value(0);
+  int64_t at = 0;
+  for (int i = 0; i < c.num_outputs(); i++) {
+    if (c.output_used(i)) slice_static(c, x, ax, at, at + sizes[size_t(i)], 1, i);
+    at += sizes[size_t(i)];
+  }
+}
+
+void slice(NodeCtx& c) {
+  std::vector<Dim> starts, ends;
+  std::vector<int64_t> axes, steps;
+  if (c.opset() < 10) {
+    for (auto v : c.attr_ints("starts")) starts.push_back(Dim(v));
+    for (auto v : c.attr_ints("ends")) ends.push_back(Dim(v));
+    axes = c.attr_ints("axes");
+  } else {
+    starts = c.dims_input(1, "starts");
+    ends = c.dims_input(2, "ends");
+    if (c.has_input(3)) axes = c.const_ints(3, "axes");
+    if (c.has_input(4)) steps = c.const_ints(4, "steps");
+  }
+  const Shape& s = c.shape(0);
+  int64_t r = int64_t(s.size());
+  if (axes.empty()) {
+    for (size_t i = 0; i < starts.size(); i++) axes.push_back(int64_t(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    c.invalid("starts, ends, axes and steps differ in length");
+  }
+  std::vector<int64_t> st, en;
+  for (size_t i = 0; i < starts.size(); i++) {
+    int64_t ax = c.norm_axis(axes[i], r, "axes entry");
+    axes[i] = ax;
+    if (!starts[i].is_static()) c.needs_static({starts[i]}, "a slice start");
+    st.push_back(starts[i].value());
+    if (ends[i].is_static()) {
+      en.push_back(ends[i].value());
+    } else if (ends[i] == s[size_t(ax)] && steps[i] > 0) {
+      en.push_back(kEnd);  // x[..., :n] where n is the axis' own size
+    } else {
+      c.needs_static({ends[i]}, "a slice end");
+    }
+  }
+  // Slicing a shape vector (x.shape[1:]) keeps it symbolic.
+  if (c.input(0).dims) {
+    const auto& v = *c.input(0).dims;
+    if (r != 1) c.invalid("shape vectors are 1-D");
+    int64_t n = int64_t(v.size()), from = 0, to = n, step = 1;
+    if (!st.empty()) {
+      step = steps[0];
+      if (step == 0) c.invalid("step is 0");
+      auto wrap = [n](int64_t x) { return x < 0 ? x + n : x; };
+      from = step > 0 ? std::clamp<int64_t>(wrap(st[0]), 0, n)
+                      : std::clamp<int64_t>(wrap(st[0]), 0, n - 1);
+      to = step > 0 ? std::clamp<int64_t>(wrap(en[0]), 0, n)
+                    : std::clamp<int64_t>(wrap(en[0]), -1, n - 1);
+    }
+    std::vector<Dim> out;
+    for (int64_t i = from; step > 0 ? i < to : i > to; i += step) out.push_back(v[size_t(i)]);
+    c.set_output_dims(0, out, false);
+    return;
+  }
+  for (auto v : steps) {
+    if (v == 0) c.invalid("a step is 0");
+  }
+  c.set_output(0, c.emit(OpKind::Slice, {c.value(0)},
+                         {{"starts", st}, {"ends", en}, {"axes", axes}, {"steps", steps}}));
+}
+
+void transpose(NodeCtx& c) {
+  Value* x = c.value(0);
+  std::vector<int64_t> perm = c.attr_ints("perm");
+  if (perm.empty()) {
+    for (int64_t i = int64_t(x->shape.size()) - 1; i >= 0; i--) perm.push_back(i);
+  }
+  for (auto& p : perm) {
+    if (p < 0) p += int64_t(x->shape.size());
+  }
+  c.set_output(0, c.emit(OpKind::Transpose, {x}, {{"perm", perm}}));
+}
+
+void expand(NodeCtx& c) {
+  auto t = c.dims_input(1, "the target shape");
+  const Shape& s = c.shape(0);
+  std::vector<int64_t> attr;
+  for (size_t i = 0; i < t.size(); i++) {
+    const Dim& d = t[i];
+    int64_t xi = int64_t(i) - int64_t(t.size() - s.size());  // aligned input axis
+    if (d.is_static()) {
+      if (d.value() < 0) c.invalid("shape has a negative dim");
+      attr.push_back(d.value());
+    } else if (xi >= 0 && s[size_t(xi)] == d) {
+      attr.push_back(1);  // keeps the input's (symbolic) dim
+    } else {
+      c.needs_static({d}, "expanding to a symbolic size");
+    }
+  }
+  Value* x = c.value(0);
+  Value* y = c.emit(OpKind::Expand, {x}, {{"shape", attr}});
+  c.set_output(0, y);
+}
+
+void gather(NodeCtx& c) {
+  int64_t axis = c.attr_int("axis", 0);
+  const IValue& data = c.input(0);
+  if (data.dims && c.is_const(1)) {  // shape[i]
+    if (c.norm_axis(axis, 1, "axis") != 0) c.invalid("axis must be 0 for a 1-D input");
+    const auto& v = *data.dims;
+    const Tensor& idx = c.const_input(1, "indices");
+    if (idx.rank() > 1) c.needs_static(v, "gathering a shape vector with 2-D indices");
+    std::vector<Dim> out;
+    for (int64_t i = 0; i < idx.numel(); i++) {
+      int64_t k = int64_t(idx.get(i));
+      if (k < 0) k += int64_t(v.size());
+      if (k < 0 || k >= int64_t(v.size())) c.invalid("index " + std::to_string(k) + " is out of range");
+      out.push_back(v[size_t(k)]);
+    }
+    c.set_output_dims(0, out, idx.rank() == 0);
+    return;
+  }
+  if (c.dtype(1) != DType::i64 && c.dtype(1) != DType::i32) c.invalid("indices must be int64 or int32");
+  int64_t ax = c.norm_axis(axis, c.rank(0), "axis");
+  c.set_output(0, c.emit(OpKind::Gather, {c.value(0), c.value(1)}, {{"axis", ax}}));
+}
+
+void tile(NodeCtx& c) {
+  auto reps = c.const_ints(1, "repeats");
+  Value* y = c.value(0);
+  if (int64_t(reps.size()) != int64_t(y->shape.size())) c.invalid("repeats must have one entry per axis");
+  for (size_t ax = 0; ax < reps.size(); ax++) {
+    if (reps[ax] < 0) c.invalid("repeats must be >= 0");
+    if (reps[ax] == 1) continue;
+    if (!y->shape[ax].is_static()) c.needs_static({y->shape[ax]}, "tiling a symbolic axis");
+    if (reps[ax] == 0) c.unsupported("tiling to an empty tensor");
+    std::vector<Value*> copies(size_t(reps[ax]), y);
+    y = c.emit(OpKind::Concat, copies, {{"axis", int64_t(ax)}});
+  }
+  if (y == c.input(0).v) y = c.reshape_to(y, y->shape);
+  c.set_output(0, y);
+}
+
+}  // namespace
+
+void add_movement_ops(ConverterMap& m) {
+  m["Reshape"] = reshape;
+  m["Flatten"] = flatten;
+  m["Squeeze"] = squeeze;
+  m["Unsqueeze"] = unsqueeze;
+  m["Concat"] = concat;
+  m["Split"] = split;
+  m["Slice"] = slice;
+  m["Transpose"] = transpose;
+  m["Expand"] = expand;
+  m["Gather"] = gather;
+  m["Tile"] = tile;
+}
+
+}  // namespace ubfuse::onnx_import

@@ -1,0 +1,100 @@
+// Reductions over any set of axes: a Transpose moves the reduced axes last, a Reshape merges them,
+// ubfuse's last-axis reduction runs, and a Reshape restores keepdims. A single last axis (LayerNorm
+// and RMSNorm as exported) maps to one ubfuse op, which canonicalization can recognize.
+#include <algorithm>
+
+#include "import/onnx/registry.h"
+
+namespace ubfuse::onnx_import {
+
+namespace {
+
+enum class Red { Mean, Sum, Max, Min, L1, L2, SumSquare, LogSum, LogSumExp };
+
+Value* reduce_last(NodeCtx& c, Red kind, Value* x) {
+  Attrs keep{{"keepdims", int64_t(1)}};
+  auto sum = [&](Value* v) { return c.emit(OpKind::ReduceSum, {v}, keep); };
+  switch (kind) {
+    case Red::Mean: return c.emit(OpKind::ReduceMean, {x}, keep);
+    case Red::Sum: return sum(x);
+    case Red::Max: return c.emit(OpKind::ReduceMax, {x}, keep);
+    case Red::Min:
+      return c.emit(OpKind::Neg, {c.emit(OpKind::ReduceMax, {c.emit(OpKind::Neg, {x})}, keep)});
+    case Red::L1: return sum(c.emit(OpKind::Abs, {x}));
+    case Red::L2: return c.emit(OpKind::Sqrt, {sum(c.emit(OpKind::Mul, {x, x}))});
+    case Red::SumSquare: return sum(c.emit(OpKind::Mul, {x, x}));
+    case Red::LogSum: return c.emit(OpKind::Log, {sum(x)});
+    case Red::LogSumExp: {
+      Value* m = c.emit(OpKind::ReduceMax, {x}, keep);
+      Value* s = sum(c.emit(OpKind::Exp, {c.emit(OpKind::Sub, {x, m})}));
+      return c.emit(OpKind::Add, {c.emit(OpKind::Log, {s}), m});
+    }
+  }
+  UBF_CHECK(false, "reduce_last: unhandled kind");
+}
+
+template <Red kKind>
+void reduce(NodeCtx& c) {
+  require_float(c, 0);
+  bool axes_as_input = (c.opset() >= 13 && kKind == Red::Sum) || c.opset() >= 18;
+  std::vector<int64_t> axes;
+  if (axes_as_input) {
+    if (c.has_input(1)) axes = c.const_ints(1, "axes");
+  } else {
+    axes = c.attr_ints("axes");
+  }
+  bool keep = c.attr_int("keepdims", 1) != 0;
+  bool noop_empty = c.attr_int("noop_with_empty_axes", 0) != 0;
+  Value* x = c.value(0);
+  const Shape s = x->shape;
+  int64_t r = int64_t(s.size());
+  if (axes.empty() && noop_empty) {
+    c.set_output(0, c.reshape_to(x, s));
+    return;
+  }
+  std::vector<bool> red(size_t(r), axes.empty());
+  for (auto a : axes) red[size_t(c.norm_axis(a, r, "axes entry"))] = true;
+  if (r == 0) c.unsupported("reducing a scalar");
+  std::vector<int64_t> perm;
+  Shape kept, out_keep = s;
+  Dim merged(int64_t(1));
+  for (int64_t i = 0; i < r; i++) {
+    if (!red[size_t(i)]) {
+      perm.push_back(i);
+      kept.push_back(s[size_t(i)]);
+    }
+  }
+  for (int64_t i = 0; i < r; i++) {
+    if (red[size_t(i)]) {
+      perm.push_back(i);
+      merged = Dim::mul(merged, s[size_t(i)]);
+      out_keep[size_t(i)] = Dim(1);
+      if (s[size_t(i)] == Dim(int64_t(0))) c.unsupported("reducing an empty axis");
+    }
+  }
+  bool moved = false;
+  for (int64_t i = 0; i < r; i++) moved |= perm[size_t(i)] != i;
+  Value* t = moved ? c.emit(OpKind::Transpose, {x}, {{"perm", perm}}) : x;
+  Shape merged_shape = kept;
+  merged_shape.push_back(merged);
+  if (t->shape != merged_shape) t = c.reshape_to(t, merged_shape);
+  Value* y = reduce_last(c, kKind, t);  // shape kept + [1]
+  const Shape& want = keep ? out_keep : kept;
+  c.set_output(0, y->shape == want ? y : c.reshape_to(y, want));
+}
+
+}  // namespace
+
+void add_reduce_ops(ConverterMap& m) {
+  m["ReduceMean"] = reduce<Red::Mean>;
+  m["ReduceSum"] = reduce<Red::Sum>;
+  m["ReduceMax"] = reduce<Red::Max>;
+  m["ReduceMin"] = reduce<Red::Min>;
+  m["ReduceL1"] = reduce<Red::L1>;
+  m["ReduceL2"] = reduce<Red::L2>;
+  m["ReduceSumSquare"] = reduce<Red::SumSquare>;
+  m["ReduceLogSum"] = reduce<Red::LogSum>;
+  m["ReduceLogSumExp"] = reduce<Red::LogSumExp>;
+}
+
+}  // namespace ubfuse::onnx_import

@@ -1,0 +1,30 @@
+// The ONNX op table: op type -> converter. Each ops_*.cc file adds its converters.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "import/onnx/context.h"
+
+namespace ubfuse::onnx_import {
+
+using Converter = void (*)(NodeCtx&);
+using ConverterMap = std::map<std::string, Converter>;
+
+const ConverterMap& converters();
+
+void add_math_ops(ConverterMap& m);
+void add_activation_ops(ConverterMap& m);
+void add_shape_ops(ConverterMap& m);
+void add_movement_ops(ConverterMap& m);
+void add_nn_ops(ConverterMap& m);
+void add_reduce_ops(ConverterMap& m);
+
+// Helpers shared by the op files.
+void require_float(NodeCtx& c, int input);
+// Applies a binary op with numpy broadcasting (ONNX and ubfuse agree).
+Value* binary(NodeCtx& c, OpKind k, Value* a, Value* b);
+// A scalar constant of v's dtype.
+Value* scalar_like(NodeCtx& c, double v, Value* like);
+
+}  // namespace ubfuse::onnx_import

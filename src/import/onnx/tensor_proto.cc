@@ -1,0 +1,208 @@
+#include "import/onnx/tensor_proto.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "ubfuse/onnx.h"
+
+namespace ubfuse::onnx_import {
+
+namespace {
+
+namespace fs = std::filesystem;
+using TP = onnx::TensorProto;
+
+[[noreturn]] void bad(const std::string& what, const std::string& msg) {
+  throw Error("ONNX tensor '" + what + "': " + msg);
+}
+
+// Reads `length` bytes at `offset` of an external data file, which must stay inside base_dir.
+std::string read_external(const TP& p, const std::string& what, const TensorReadOptions& o) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    auto parse = [&](const std::string& key) {
+      size_t used = 0;
+      int64_t v = -1;
+      try {
+        v = std::stoll(kv.value(), &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used != kv.value().size() || v < 0) {
+        bad(what, "external_data '" + key + "' is not a non-negative integer: '" + kv.value() + "'");
+      }
+      return v;
+    };
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset") {
+      offset = parse("offset");
+    } else if (kv.key() == "length") {
+      length = parse("length");
+    }  // "checksum" and others are informative
+  }
+  if (location.empty()) bad(what, "external data has no 'location'");
+  fs::path rel(location);
+  if (rel.is_absolute()) {
+    bad(what, "external data location '" + location + "' is absolute; it must be relative to the "
+              "model's folder");
+  }
+  fs::path base = fs::weakly_canonical(fs::path(o.base_dir.empty() ? "." : o.base_dir));
+  fs::path full = fs::weakly_canonical(base / rel);
+  auto [b_end, f_it] = std::mismatch(base.begin(), base.end(), full.begin(), full.end());
+  if (b_end != base.end()) {
+    bad(what, "external data location '" + location + "' leaves the model's folder");
+  }
+  std::ifstream f(full, std::ios::binary);
+  if (!f) bad(what, "cannot open external data file '" + full.string() + "'");
+  f.seekg(0, std::ios::end);
+  int64_t size = int64_t(f.tellg());
+  if (offset > size) {
+    bad(what, "external data offset " + std::to_string(offset) + " is past the end of '" +
+                  location + "' (" + std::to_string(size) + " bytes)");
+  }
+  if (length < 0) length = size - offset;
+  if (length > size - offset) {
+    bad(what, "external data [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                  ") runs past the end of '" + location + "' (" + std::to_string(size) + " bytes)");
+  }
+  std::string out(size_t(length), '\0');
+  f.seekg(offset);
+  f.read(out.data(), length);
+  if (!f) bad(what, "reading external data file '" + location + "' failed");
+  return out;
+}
+
+template <typename Field>
+void check_count(const Field& f, int64_t n, const std::string& what, const char* field) {
+  if (int64_t(f.size()) != n) {
+    bad(what, std::string("field ") + field + " has " + std::to_string(f.size()) +
+                  " values, the dims need " + std::to_string(n));
+  }
+}
+
+}  // namespace
+
+std::string onnx_type_name(int32_t t) {
+  if (!TP::DataType_IsValid(t)) return "invalid(" + std::to_string(t) + ")";
+  return TP::DataType_Name(static_cast<TP::DataType>(t));
+}
+
+DType dtype_from_onnx(int32_t t, const std::string& what) {
+  switch (t) {
+    case TP::FLOAT: return DType::f32;
+    case TP::FLOAT16: return DType::f16;
+    case TP::BFLOAT16: return DType::bf16;
+    case TP::INT64: return DType::i64;
+    case TP::INT32: return DType::i32;
+    case TP::BOOL: return DType::boolean;
+    default: break;
+  }
+  throw OnnxUnsupportedError(what + ": element type " + onnx_type_name(t) +
+                             " is not supported; supported: FLOAT, FLOAT16, BFLOAT16, INT64, "
+                             "INT32, BOOL (DOUBLE initializers are converted to FLOAT)");
+}
+
+Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadOptions& o) {
+  if (p.has_segment()) throw OnnxUnsupportedError("ONNX tensor '" + what + "': segments are not supported");
+  Sizes sizes;
+  int64_t n = 1;
+  for (int64_t d : p.dims()) {
+    if (d < 0) bad(what, "has a negative dim " + std::to_string(d));
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / 16 / d) bad(what, "dims overflow");
+    n *= d;
+    sizes.push_back(d);
+  }
+  const int32_t type = p.data_type();
+  if (type == TP::UNDEFINED) bad(what, "data_type is UNDEFINED");
+  if (!TP::DataType_IsValid(type)) bad(what, "data_type " + std::to_string(type) + " is not a valid ONNX type");
+  const bool is_f64 = type == TP::DOUBLE;
+  DType dt = is_f64 ? DType::f32 : dtype_from_onnx(type, "ONNX tensor '" + what + "'");
+  const size_t item = is_f64 ? 8 : dtype_size(dt);
+
+  std::string external;
+  const std::string* raw = nullptr;
+  if (p.data_location() == TP::EXTERNAL) {
+    external = read_external(p, what, o);
+    raw = &external;
+  } else if (p.data_location() != TP::DEFAULT) {
+    bad(what, "data_location " + std::to_string(p.data_location()) + " is not valid");
+  } else if (p.has_raw_data()) {
+    raw = &p.raw_data();
+  }
+
+  Tensor t(dt, sizes);
+  if (raw) {
+    if (raw->size() != size_t(n) * item) {
+      bad(what, "raw data has " + std::to_string(raw->size()) + " bytes, the dims and type need " +
+                    std::to_string(size_t(n) * item));
+    }
+    if (is_f64) {
+      for (int64_t i = 0; i < n; i++) {
+        double v;
+        std::memcpy(&v, raw->data() + size_t(i) * 8, 8);
+        t.data_as<float>()[i] = float(v);
+      }
+    } else if (n) {
+      std::memcpy(t.data(), raw->data(), raw->size());
+    }
+  } else {
+    switch (type) {
+      case TP::FLOAT:
+        check_count(p.float_data(), n, what, "float_data");
+        for (int64_t i = 0; i < n; i++) t.data_as<float>()[i] = p.float_data(int(i));
+        break;
+      case TP::DOUBLE:
+        check_count(p.double_data(), n, what, "double_data");
+        for (int64_t i = 0; i < n; i++) t.data_as<float>()[i] = float(p.double_data(int(i)));
+        break;
+      case TP::INT64:
+        check_count(p.int64_data(), n, what, "int64_data");
+        for (int64_t i = 0; i < n; i++) t.data_as<int64_t>()[i] = p.int64_data(int(i));
+        break;
+      case TP::INT32:
+        check_count(p.int32_data(), n, what, "int32_data");
+        for (int64_t i = 0; i < n; i++) t.data_as<int32_t>()[i] = p.int32_data(int(i));
+        break;
+      case TP::BOOL:
+        check_count(p.int32_data(), n, what, "int32_data");
+        for (int64_t i = 0; i < n; i++) t.data_as<uint8_t>()[i] = p.int32_data(int(i)) != 0;
+        break;
+      case TP::FLOAT16:
+      case TP::BFLOAT16:  // the 16 bits sit in the low half of each int32
+        check_count(p.int32_data(), n, what, "int32_data");
+        for (int64_t i = 0; i < n; i++) {
+          t.data_as<uint16_t>()[i] = uint16_t(uint32_t(p.int32_data(int(i))) & 0xffffu);
+        }
+        break;
+      default: UBF_CHECK(false, "tensor_from_proto: type passed dtype_from_onnx");
+    }
+  }
+  if (dt == DType::boolean) {  // normalize raw bytes to 0/1
+    for (int64_t i = 0; i < n; i++) t.data_as<uint8_t>()[i] = t.data_as<uint8_t>()[i] != 0;
+  }
+  if (is_f64 && o.notes) o.notes->push_back("tensor '" + what + "': DOUBLE converted to FLOAT");
+  return t;
+}
+
+}  // namespace ubfuse::onnx_import
+
+namespace ubfuse {
+
+Tensor load_onnx_tensor(const std::string& path, std::string* name) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("ONNX tensor file '" + path + "': cannot open the file");
+  onnx::TensorProto p;
+  if (!p.ParseFromIstream(&f)) {
+    throw Error("ONNX tensor file '" + path + "': not a valid TensorProto (protobuf parse failed)");
+  }
+  if (name) *name = p.name();
+  onnx_import::TensorReadOptions o;
+  o.base_dir = std::filesystem::path(path).parent_path().string();
+  return onnx_import::tensor_from_proto(p, p.name().empty() ? path : p.name(), o);
+}
+
+}  // namespace ubfuse

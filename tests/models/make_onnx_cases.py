@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Writes the small ONNX models tests/onnx_import_test.cc imports: features (symbolic shapes,
+external data, typed fields, PyTorch-style masks) with numpy reference outputs, and broken or
+unsupported models whose error messages the tests check.
+
+    /usr/bin/python3 tests/models/make_onnx_cases.py   # rewrites tests/models/onnx_cases/
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx_cases")
+rng = np.random.default_rng(0)
+
+
+def save(name, nodes, inputs, outputs, inits=(), opset=17, check=True):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="make_onnx_cases")
+    m.ir_version = 8
+    if check:
+        onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(OUT, name + ".onnx"))
+    return m
+
+
+def npy(name, arr):
+    np.save(os.path.join(OUT, name + ".npy"), arr)
+
+
+def vi(name, t, shape):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def gemm_relu():
+    w = rng.standard_normal((3, 4)).astype(np.float32)  # used transposed
+    c = rng.standard_normal((3,)).astype(np.float32)
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    nodes = [helper.make_node("Gemm", ["x", "w", "c"], ["g"], name="gemm", alpha=0.5, beta=2.0,
+                              transB=1),
+             helper.make_node("Relu", ["g"], ["y"], name="relu")]
+    save("gemm_relu", nodes, [vi("x", TensorProto.FLOAT, ["N", 4])],
+         [vi("y", TensorProto.FLOAT, ["N", 3])],
+         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(c, "c")])
+    npy("gemm_relu.x", x)
+    npy("gemm_relu.y", np.maximum(0.5 * x @ w.T + 2.0 * c, 0))
+
+
+def symbolic_reshape():
+    # The exporter's view(b, s, heads, d) / transpose / reshape(b, s, h) round trip.
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        i64("zero", 0), i64("one", 1), i64("axes0", [0]), i64("hd", [2, 4]), i64("h", [8]),
+        helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+        helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "axes0"], ["b1"]),
+        helper.make_node("Unsqueeze", ["s", "axes0"], ["s1"]),
+        helper.make_node("Concat", ["b1", "s1", "hd"], ["shape4"], axis=0),
+        helper.make_node("Reshape", ["x", "shape4"], ["x4"], name="view"),
+        helper.make_node("Transpose", ["x4"], ["xt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Neg", ["xt"], ["n"]),
+        helper.make_node("Transpose", ["n"], ["nt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Concat", ["b1", "s1", "h"], ["shape3"], axis=0),
+        helper.make_node("Reshape", ["nt", "shape3"], ["y"], name="back"),
+    ]
+    save("symbolic_reshape", nodes, [vi("x", TensorProto.FLOAT, ["batch", "seq", 8])],
+         [vi("y", TensorProto.FLOAT, ["batch", "seq", 8])])
+    npy("symbolic_reshape.x", x)
+    npy("symbolic_reshape.y", -x)
+
+
+def range_mask():
+    # A causal mask from Range over the sequence length: needs the length at import.
+    x = rng.standard_normal((2, 4, 4)).astype(np.float32)
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]), i64("two", 2), i64("z", 0), i64("o", 1),
+        i64("ax0", [0]), i64("ax1", [1]),
+        helper.make_node("Gather", ["shape", "two"], ["n"], axis=0),
+        helper.make_node("Range", ["z", "n", "o"], ["r"], name="positions"),
+        helper.make_node("Unsqueeze", ["r", "ax0"], ["row"]),
+        helper.make_node("Unsqueeze", ["r", "ax1"], ["col"]),
+        helper.make_node("Greater", ["row", "col"], ["future"]),
+        helper.make_node("Constant", [], ["ninf"], value=numpy_helper.from_array(np.array(-np.inf, np.float32))),
+        helper.make_node("Where", ["future", "ninf", "x"], ["masked"]),
+        helper.make_node("Softmax", ["masked"], ["y"], axis=-1),
+    ]
+    save("range_mask", nodes, [vi("x", TensorProto.FLOAT, ["batch", "seq", "seq"])],
+         [vi("y", TensorProto.FLOAT, ["batch", "seq", "seq"])])
+    m = np.triu(np.ones((4, 4), bool), 1)
+    xm = np.where(m, -np.inf, x)
+    e = np.exp(xm - xm.max(-1, keepdims=True))
+    npy("range_mask.x", x)
+    npy("range_mask.y", (e / e.sum(-1, keepdims=True)).astype(np.float32))
+
+
+def trilu_mask():
+    # PyTorch's triu(full(-inf), 1) on a constant: folded at import.
+    x = rng.standard_normal((3, 5, 5)).astype(np.float32)
+    full = np.full((5, 5), -np.inf, np.float32)
+    one = np.array(1, np.int64)
+    nodes = [helper.make_node("Trilu", ["full", "k"], ["mask"], upper=1),
+             helper.make_node("Add", ["x", "mask"], ["y"])]
+    save("trilu_mask", nodes, [vi("x", TensorProto.FLOAT, [3, 5, 5])], [vi("y", TensorProto.FLOAT, [3, 5, 5])],
+         [numpy_helper.from_array(full, "full"), numpy_helper.from_array(one, "k")])
+    npy("trilu_mask.x", x)
+    npy("trilu_mask.y", x + np.triu(full, 1))
+
+
+def typed_fields():
+    # Initializers in typed fields rather than raw_data, a DOUBLE one, and an f16 one.
+    a = helper.make_tensor("a", TensorProto.FLOAT, [2], [1.5, -2.0])
+    d = helper.make_tensor("d", TensorProto.DOUBLE, [2], [0.25, 4.0])
+    idx = helper.make_tensor("idx", TensorProto.INT64, [2], [1, 0])
+    h = helper.make_tensor("h", TensorProto.FLOAT16, [2],
+                           np.array([0.5, 2.0], np.float16).view(np.uint16).astype(np.int32).tolist())
+    nodes = [helper.make_node("Mul", ["x", "a"], ["m"]),
+             helper.make_node("Add", ["m", "d"], ["s"]),
+             helper.make_node("Gather", ["s", "idx"], ["y"], axis=1),
+             helper.make_node("Cast", ["h"], ["hf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["y", "hf"], ["z"])]
+    save("typed_fields", nodes, [vi("x", TensorProto.FLOAT, [3, 2])], [vi("z", TensorProto.FLOAT, [3, 2])],
+         [a, d, idx, h], check=False)
+    x = rng.standard_normal((3, 2)).astype(np.float32)
+    npy("typed_fields.x", x)
+    npy("typed_fields.z", ((x * [1.5, -2.0] + [0.25, 4.0])[:, [1, 0]] * [0.5, 2.0]).astype(np.float32))
+
+
+def external_data():
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+    t = numpy_helper.from_array(w, "w")
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "external_data.bin"), ("offset", "64"), ("length", str(w.nbytes))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    with open(os.path.join(OUT, "external_data.bin"), "wb") as f:
+        f.write(b"\0" * 64 + w.tobytes())
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
+    save("external_data", nodes, [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, [2, 4])],
+         [t], check=False)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    npy("external_data.x", x)
+    npy("external_data.y", x @ w)
+    # The same, pointing outside the model's folder.
+    t.external_data[0].value = "../../../../../../etc/hostname"
+    save("external_escape", nodes, [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, [2, 4])],
+         [t], check=False)
+
+
+def broken():
+    x = [vi("x", TensorProto.FLOAT, [2, 3])]
+    y = [vi("y", TensorProto.FLOAT, [2, 3])]
+    save("unsupported_op", [helper.make_node("NonZero", ["x"], ["y"], name="nz")], x, y, check=False)
+    save("unsupported_attr", [helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln",
+                                               stash_type=0)], x, y,
+         [numpy_helper.from_array(np.ones(3, np.float32), "s")], check=False)
+    save("unknown_attr", [helper.make_node("Relu", ["x"], ["y"], name="r", flavor=3)], x, y, check=False)
+    bad = helper.make_tensor("w", TensorProto.FLOAT, [2, 3], [0.0] * 6)
+    bad.ClearField("float_data")
+    bad.raw_data = b"\0" * 7
+    save("bad_raw_size", [helper.make_node("Add", ["x", "w"], ["y"])], x, y, [bad], check=False)
+    enum = helper.make_tensor("w", TensorProto.FLOAT, [2, 3], [0.0] * 6)
+    enum.data_type = 99
+    save("bad_dtype_enum", [helper.make_node("Add", ["x", "w"], ["y"])], x, y, [enum], check=False)
+    save("bad_order", [helper.make_node("Relu", ["t"], ["y"], name="late"),
+                       helper.make_node("Neg", ["x"], ["t"], name="early")], x, y, check=False)
+    save("bad_axis", [helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=5)], x, y, check=False)
+    save("double_input", [helper.make_node("Relu", ["x"], ["y"])], [vi("x", TensorProto.DOUBLE, [2])],
+         [vi("y", TensorProto.DOUBLE, [2])], check=False)
+    with open(os.path.join(OUT, "not_a_model.onnx"), "wb") as f:
+        f.write(b"\x08\x07\x12\xff\xff\xff\xff\x0f garbage")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    gemm_relu()
+    symbolic_reshape()
+    range_mask()
+    trilu_mask()
+    typed_fields()
+    external_data()
+    broken()
+
+
+if __name__ == "__main__":
+    main()
