@@ -58,6 +58,8 @@ struct CompileStats {
   int plan_cache_hits = 0;
   double compile_ms = 0;
   std::vector<std::pair<std::string, double>> pass_ms;  // per pass
+  std::vector<double> pass_start_ms;  // per pass, its start after start_ns (places trace events)
+  int64_t start_ns = 0;               // steady clock when compile() began
 };
 
 struct RunStats {

@@ -11,6 +11,7 @@
 #include "compiler/pipeline.h"
 #include "fusion/fusion.h"
 #include "fusion/rules.h"
+#include "profiler/compile_hook.h"
 #include "runtime/compiled_model_impl.h"
 #include "ubfuse/error.h"
 
@@ -47,6 +48,11 @@ std::string_view fusion_reason_name(FusionReason r) {
 CompiledModel compile(const Graph& g, const Options& options) {
   auto t_start = std::chrono::steady_clock::now();
   auto impl = std::make_shared<CompiledModelImpl>();
+  impl->compile_stats.start_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t_start.time_since_epoch()).count();
+  auto offset_ms = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(t - t_start).count();
+  };
   impl->config = parse_options(options);
   CompileConfig& config = impl->config;
   if (config.ub_bytes == 0) config.ub_bytes = default_ub_bytes();
@@ -70,6 +76,7 @@ CompiledModel compile(const Graph& g, const Options& options) {
     bool changed = pass->run(graph, config);
     double ms = ms_since(t0);
     impl->compile_stats.pass_ms.emplace_back(pass->name(), ms);
+    impl->compile_stats.pass_start_ms.push_back(offset_ms(t0));
     if (time) std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms%s\n", pass->name().c_str(), ms,
                            changed ? " (changed)" : "");
     if (dump) std::fprintf(stderr, "[ubfuse] after %s:\n%s", pass->name().c_str(),
@@ -85,6 +92,7 @@ CompiledModel compile(const Graph& g, const Options& options) {
   double lower_ms = ms_since(t_lower);
   impl->compile_stats.pass_ms.emplace_back(config.fusion ? "fuse+codegen" : "lower_eager",
                                            lower_ms);
+  impl->compile_stats.pass_start_ms.push_back(offset_ms(t_lower));
   if (time) std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms\n",
                          config.fusion ? "fuse+codegen" : "lower_eager", lower_ms);
   for (auto& k : impl->kernels) impl->kernel_infos.push_back(k->info);
@@ -92,7 +100,9 @@ CompiledModel compile(const Graph& g, const Options& options) {
   prepare_plans(*impl);
   impl->compile_stats.compilations = 1;
   impl->compile_stats.compile_ms = ms_since(t_start);
-  return CompiledModel(impl);
+  CompiledModel model(impl);
+  prof::note_compiled(model);  // compile events for an active Profiler
+  return model;
 }
 
 std::map<std::string, Tensor> run_eager(const Graph& g,

@@ -10,6 +10,7 @@
 #include "kernels/reference/reference.h"
 #include "runtime/compiled_model_impl.h"
 #include "seed_block.h"
+#include "ubfuse/profiler.h"
 
 namespace ubfuse::cli {
 
@@ -35,21 +36,35 @@ struct ModeResult {
   RunStats stats;
   double max_abs_diff = 0;
   std::map<std::string, Tensor> outputs;
+  std::string trace_path;  // with --trace
+  ProfilerSummary summary;
 };
 
 ModeResult run_mode(const std::string& mode, const Graph& g, const std::map<std::string, Tensor>& in,
-                    Options opts, int iters) {
+                    Options opts, int iters, const std::string& trace_dir) {
   ModeResult r;
   r.mode = mode;
   opts["ge.exec.enableOperatorFusion"] = mode == "graph" ? "1" : "0";
   r.model = compile(g, opts);
   r.outputs = r.model.run(in, &r.stats);  // warm-up; also allocates the outputs reused below
+  // --trace: the timed runs, one step each, to DIR/<mode>.trace.json (warm-up left out).
+  std::unique_ptr<Profiler> prof;
+  if (!trace_dir.empty()) {
+    prof = std::make_unique<Profiler>(ProfilerOptions{.trace_dir = trace_dir, .name = mode});
+    prof->record_compile(r.model, mode);
+  }
   std::vector<double> ms;
   for (int i = 0; i < iters; i++) {
     auto t0 = std::chrono::steady_clock::now();
     r.model.run_into(in, r.outputs, &r.stats);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                      .count());
+    if (prof) prof->step();
+  }
+  if (prof) {
+    prof->stop();
+    r.trace_path = prof->trace_path();
+    r.summary = prof->summary();
   }
   std::sort(ms.begin(), ms.end());
   r.median_ms = ms.empty() ? 0 : ms[ms.size() / 2];
@@ -79,7 +94,7 @@ int run_demo(const DemoArgs& a) {
 
   std::vector<ModeResult> results;
   for (auto& m : modes) {
-    results.push_back(run_mode(m, g, inputs, opts, a.iters));
+    results.push_back(run_mode(m, g, inputs, opts, a.iters, a.trace_dir));
     if (!a.no_check) results.back().max_abs_diff = ref::max_abs_diff(results.back().outputs.at("y"), want.at("y"));
   }
 
@@ -99,6 +114,15 @@ int run_demo(const DemoArgs& a) {
     m["within_tolerance"] = r.max_abs_diff <= ref::tolerance(so.dtype) * 10;
     m["kernels"] = kernels_json(r.model);
     m["compile_ms"] = r.model.stats().compile_ms;
+    if (!r.trace_path.empty()) {
+      m["trace"] = r.trace_path;
+      for (auto& row : r.summary.rows) {
+        m["summary"].push_back({{"name", row.name}, {"calls", row.calls},
+                                {"total_us", row.total_us}, {"mean_us", row.mean_us},
+                                {"bytes", row.bytes}, {"gb_per_s", row.gb_per_s},
+                                {"pct_of_bandwidth", row.pct_of_bandwidth}});
+      }
+    }
     j["modes"][r.mode] = m;
   }
   if (results.size() == 2 && results[1].median_ms > 0) {
@@ -122,6 +146,10 @@ int run_demo(const DemoArgs& a) {
                   double(m["bytes_moved"]) / 1e6, double(m["gb_per_s"]));
       if (!a.no_check) std::printf(", max |diff| vs reference %.3g", r.max_abs_diff);
       std::printf("\n");
+      if (!r.trace_path.empty()) {
+        std::printf("  trace: %s (open in chrome://tracing or ui.perfetto.dev)\n\n%s",
+                    r.trace_path.c_str(), r.summary.table().c_str());
+      }
     }
     if (j.contains("speedup_graph_vs_eager")) {
       std::printf("\ngraph mode is %.2fx faster than eager\n", double(j["speedup_graph_vs_eager"]));
@@ -148,6 +176,7 @@ void register_demo(CLI::App& app, std::vector<std::function<int()>>& actions) {
   c->add_option("--option", a->options, "compile option k=v (repeatable)");
   c->add_option("--rules", a->rules, "fusion rules file (JSON)");
   c->add_option("--iters", a->iters, "timed runs per mode")->capture_default_str();
+  c->add_option("--trace", a->trace_dir, "write DIR/eager.trace.json and DIR/graph.trace.json");
   c->add_flag("--json", a->json, "print one JSON object");
   c->add_flag("--print-mid", a->print_mid, "put a Host print between LayerNorm and Silu");
   c->add_flag("--no-check", a->no_check, "skip the reference check");

@@ -1,0 +1,62 @@
+// The explain report as one JSON object (ubfuse explain --json).
+#include <nlohmann/json.hpp>
+
+#include "ubfuse/explain.h"
+
+namespace ubfuse {
+
+namespace {
+
+using nlohmann::json;
+
+json kernels_json(const std::vector<KernelTraffic>& ks) {
+  json a = json::array();
+  for (auto& k : ks) {
+    a.push_back({{"name", k.name},
+                 {"nodes", k.nodes},
+                 {"ops", k.ops},
+                 {"inputs", k.inputs},
+                 {"outputs", k.outputs},
+                 {"bytes_read", k.bytes_read},
+                 {"bytes_written", k.bytes_written},
+                 {"host", k.host},
+                 {"variant", k.variant}});
+  }
+  return a;
+}
+
+json decision_json(const FusionDecision& d) {
+  return {{"reason", std::string(fusion_reason_name(d.reason))},
+          {"producer", d.producer},
+          {"consumer", d.consumer},
+          {"message", d.message},
+          {"hint", d.hint}};
+}
+
+}  // namespace
+
+std::string explain_json(const ExplainReport& r) {
+  json j;
+  j["model"] = r.model_name;
+  j["dims"] = r.dims;
+  j["ub_bytes"] = r.ub_bytes;
+  j["eager"] = {{"kernels", kernels_json(r.eager_kernels)}, {"bytes", r.eager_bytes}};
+  j["graph"] = {{"kernels", kernels_json(r.graph_kernels)}, {"bytes", r.graph_bytes}};
+  j["speedup_bound"] = r.speedup_bound;
+  j["boundaries"] = json::array();
+  for (auto& b : r.boundaries) {
+    json e = decision_json(b.decision);
+    e["producer_kernel"] = b.producer_kernel;
+    e["consumer_kernel"] = b.consumer_kernel;
+    e["values"] = b.values;
+    e["bytes"] = b.bytes;
+    j["boundaries"].push_back(std::move(e));
+  }
+  j["fused"] = json::array();
+  for (auto& d : r.fused) j["fused"].push_back(decision_json(d));
+  j["notes"] = json::array();
+  for (auto& d : r.notes) j["notes"].push_back(decision_json(d));
+  return j.dump(2);
+}
+
+}  // namespace ubfuse

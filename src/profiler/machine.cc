@@ -1,0 +1,53 @@
+#include "profiler/machine.h"
+
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace ubfuse::prof {
+
+namespace {
+
+std::string trim(std::string s) {
+  size_t a = s.find_first_not_of(" \t");
+  size_t b = s.find_last_not_of(" \t\r\n");
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+// The value of the first "key : value" line of a /proc file.
+std::string proc_field(const char* path, const std::string& key) {
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    auto colon = line.find(':');
+    if (colon != std::string::npos && trim(line.substr(0, colon)) == key) {
+      return trim(line.substr(colon + 1));
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string MachineInfo::key() const {
+  // Rounded to GiB so a few MiB the kernel reserves differently do not change the key.
+  int64_t gib = (memory_bytes + (int64_t(1) << 29)) >> 30;
+  std::ostringstream s;
+  s << cpu_model << " | " << cpus << " cpus | " << gib << " GiB";
+  return s.str();
+}
+
+MachineInfo machine_info() {
+  MachineInfo m;
+  m.cpu_model = proc_field("/proc/cpuinfo", "model name");
+  if (m.cpu_model.empty()) m.cpu_model = "unknown";
+  m.cpus = int(std::thread::hardware_concurrency());
+  std::istringstream mem(proc_field("/proc/meminfo", "MemTotal"));  // "24683620 kB"
+  int64_t kb = 0;
+  mem >> kb;
+  m.memory_bytes = kb * 1024;
+  return m;
+}
+
+}  // namespace ubfuse::prof
