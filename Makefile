@@ -24,7 +24,7 @@ test: build
 	bash scripts/extra-tests.sh $(BUILD)
 
 bench: build
-	./$(BUILD)/ubfuse_bench
+	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b || exit 1; done
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

@@ -1,0 +1,22 @@
+# Installs ubfuse into a scratch prefix, builds examples/consumer against it and runs it.
+set(prefix ${BUILD_DIR}/consumer-check/prefix)
+set(cbuild ${BUILD_DIR}/consumer-check/build)
+file(REMOVE_RECURSE ${BUILD_DIR}/consumer-check)
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix}
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(rc)
+  message(FATAL_ERROR "install failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${cbuild}
+                -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "configuring the consumer failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${cbuild} RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "building the consumer failed")
+endif()
+execute_process(COMMAND ${cbuild}/seed_block RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "the consumer's seed_block failed")
+endif()
