@@ -79,4 +79,13 @@ namespace ubfuse {
 // works for models ubfuse cannot run).
 std::vector<std::string> onnx_model_op_types(const std::string& path);
 
+// A model's graph inputs (initializers excluded) as import would declare them, without importing.
+struct OnnxInputInfo {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;  // dim_param -> symbol, as import_onnx makes it
+};
+std::vector<OnnxInputInfo> onnx_model_inputs(const std::string& path,
+                                             const ImportOptions& options = {});
+
 }  // namespace ubfuse

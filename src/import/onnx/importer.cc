@@ -239,4 +239,29 @@ std::vector<std::string> onnx_model_op_types(const std::string& path) {
   return {ops.begin(), ops.end()};
 }
 
+std::vector<OnnxInputInfo> onnx_model_inputs(const std::string& path, const ImportOptions& o) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("ONNX model '" + path + "': cannot open the file");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  onnx::ModelProto m = parse_model(ss.str(), "ONNX model '" + path + "'");
+  std::set<std::string> inits;
+  for (const auto& t : m.graph().initializer()) inits.insert(t.name());
+  std::vector<OnnxInputInfo> out;
+  int fresh = 0;
+  for (const auto& in : m.graph().input()) {
+    if (inits.count(in.name())) continue;
+    OnnxInputInfo info;
+    info.name = in.name();
+    if (!in.type().has_tensor_type()) {
+      throw OnnxUnsupportedError("graph input '" + in.name() + "' is not a tensor");
+    }
+    info.dtype = onnx_import::dtype_from_onnx(in.type().tensor_type().elem_type(),
+                                              "graph input '" + in.name() + "'");
+    info.shape = input_shape(in, o, &fresh);
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
 }  // namespace ubfuse

@@ -1,0 +1,263 @@
+// `ubfuse run MODEL.onnx`: imports an ONNX model, feeds it .npy inputs (or fixed-seed random ones),
+// runs it eager or in graph mode, writes the outputs as .npy and reports kernels, times and the
+// fusion summary (--json for one JSON object).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "ubfuse/onnx.h"
+#include "ubfuse/profiler.h"
+#include "util/npy.h"
+
+namespace ubfuse::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string mode = "graph";
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::vector<std::string> dims;    // NAME=VALUE
+  std::string output_dir;
+  std::vector<std::string> options;
+  std::string rules;
+  std::string trace_dir;
+  int iters = 1;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+std::pair<std::string, std::string> split_kv(const std::string& kv, const std::string& flag,
+                                             const std::string& form) {
+  auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
+    throw Error(flag + " '" + kv + "' must have the form " + form);
+  }
+  return {kv.substr(0, eq), kv.substr(eq + 1)};
+}
+
+SymbolBindings parse_dims(const std::vector<std::string>& kvs) {
+  SymbolBindings b;
+  for (auto& kv : kvs) {
+    auto [name, value] = split_kv(kv, "--dim", "NAME=VALUE, e.g. seq=128");
+    b[name] = parse_sizes(value, "--dim " + name).at(0);
+  }
+  return b;
+}
+
+// Binds the symbols of `shape` from `sizes`; errors name the input.
+void bind_from(const std::string& input, const Shape& shape, const Sizes& sizes, SymbolBindings& b) {
+  if (shape.size() != sizes.size()) {
+    throw Error("--input " + input + ": the model expects rank " + std::to_string(shape.size()) +
+                " " + shape_str(shape) + ", the file has " + sizes_str(sizes));
+  }
+  for (size_t i = 0; i < shape.size(); i++) {
+    if (shape[i].is_static()) {
+      if (shape[i].value() != sizes[i]) {
+        throw Error("--input " + input + ": dim " + std::to_string(i) + " is " +
+                    std::to_string(sizes[i]) + ", the model expects " + shape_str(shape));
+      }
+    } else if (shape[i].symbol().find('*') == std::string::npos) {
+      auto [it, fresh] = b.emplace(shape[i].symbol(), sizes[i]);
+      if (!fresh && it->second != sizes[i]) {
+        throw Error("--input " + input + ": dim '" + shape[i].symbol() + "' is " +
+                    std::to_string(sizes[i]) + " here but " + std::to_string(it->second) +
+                    " elsewhere (another input or --dim)");
+      }
+    }
+  }
+}
+
+std::string file_stem(std::string name) {
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') ch = '_';
+  }
+  return name;
+}
+
+int run_model(const RunArgs& a) {
+  if (a.mode != "eager" && a.mode != "graph") {
+    throw Error("--mode must be eager or graph, got '" + a.mode + "'");
+  }
+  if (a.iters < 1) throw Error("--iters must be >= 1");
+  SymbolBindings dims = parse_dims(a.dims);
+
+  // Inputs: files first (they bind symbols), then random ones for the rest.
+  auto infos = onnx_model_inputs(a.model);
+  std::map<std::string, std::string> files;
+  for (auto& kv : a.inputs) {
+    auto [name, path] = split_kv(kv, "--input", "NAME=FILE.npy");
+    bool known = std::any_of(infos.begin(), infos.end(), [&](auto& i) { return i.name == name; });
+    if (!known) {
+      std::string names;
+      for (auto& i : infos) names += (names.empty() ? "" : ", ") + i.name;
+      throw Error("--input " + name + ": the model has no input '" + name + "'; its inputs: " + names);
+    }
+    files[name] = path;
+  }
+  std::map<std::string, Tensor> inputs;
+  nlohmann::json jin = nlohmann::json::array();
+  SymbolBindings bound = dims;
+  for (auto& info : infos) {
+    auto it = files.find(info.name);
+    if (it == files.end()) continue;
+    Tensor t = read_npy(it->second);
+    if (t.dtype() != info.dtype) {
+      throw Error("--input " + info.name + ": '" + it->second + "' holds " +
+                  std::string(dtype_name(t.dtype())) + ", the model expects " +
+                  std::string(dtype_name(info.dtype)) + "; hint: save it with .astype(...)");
+    }
+    bind_from(info.name, info.shape, t.sizes(), bound);
+    inputs[info.name] = t;
+    jin.push_back({{"name", info.name}, {"shape", t.sizes()}, {"dtype", dtype_name(t.dtype())},
+                   {"source", it->second}});
+  }
+  for (size_t k = 0; k < infos.size(); k++) {
+    auto& info = infos[k];
+    if (inputs.count(info.name)) continue;
+    Sizes s;
+    for (auto& d : info.shape) {
+      auto v = eval_dim(d, bound);
+      if (!v) {
+        throw Error("input '" + info.name + "' " + shape_str(info.shape) + " has symbolic dim '" +
+                    d.str() + "'; pass --dim " + d.str() + "=N or --input " + info.name +
+                    "=FILE.npy");
+      }
+      s.push_back(*v);
+    }
+    // Floats uniform in [-1, 1); integers in [0, 2) so that indices and masks stay valid.
+    bool fl = is_float(info.dtype);
+    inputs[info.name] = Tensor::random(info.dtype, s, a.seed + k, fl ? -1.0 : 0.0, fl ? 1.0 : 2.0);
+    jin.push_back({{"name", info.name}, {"shape", s}, {"dtype", dtype_name(info.dtype)},
+                   {"source", "random(seed=" + std::to_string(a.seed + k) + ")"}});
+  }
+
+  // Import: symbolic first; a model whose shape arithmetic needs sizes gets them from the inputs.
+  OnnxModel model;
+  bool specialized = false;
+  try {
+    model = import_onnx_model(a.model);
+  } catch (const OnnxNeedsStaticDimsError& e) {
+    ImportOptions o;
+    o.static_dims = bound;
+    model = import_onnx_model(a.model, o);
+    specialized = true;
+  }
+
+  Options opts = parse_kv_options(a.options);
+  if (!a.rules.empty()) opts["ge.fusion_optimizer_config_path"] = a.rules;
+  opts["ge.exec.enableOperatorFusion"] = a.mode == "graph" ? "1" : "0";
+  CompiledModel m = compile(model.graph, opts);
+
+  RunStats stats;
+  auto outputs = m.run(inputs, &stats);  // warm-up, also allocates the outputs
+  std::unique_ptr<Profiler> prof;
+  if (!a.trace_dir.empty()) {
+    prof = std::make_unique<Profiler>(ProfilerOptions{.trace_dir = a.trace_dir, .name = a.mode});
+    prof->record_compile(m, a.mode);
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < a.iters; i++) {
+    auto t0 = std::chrono::steady_clock::now();
+    m.run_into(inputs, outputs, &stats);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (prof) prof->step();
+  }
+  if (prof) prof->stop();
+  std::sort(ms.begin(), ms.end());
+
+  nlohmann::json jout = nlohmann::json::array();
+  if (!a.output_dir.empty()) std::filesystem::create_directories(a.output_dir);
+  for (auto& [name, _] : model.graph.outputs()) {
+    const Tensor& t = outputs.at(name);
+    nlohmann::json o{{"name", name}, {"shape", t.sizes()}, {"dtype", dtype_name(t.dtype())}};
+    if (!a.output_dir.empty()) {
+      std::string path = (std::filesystem::path(a.output_dir) / (file_stem(name) + ".npy")).string();
+      write_npy(path, t);
+      o["file"] = path;
+    }
+    jout.push_back(o);
+  }
+  int fused = 0;
+  for (auto& k : m.kernels()) fused += k.op_types.size() > 1;
+  nlohmann::json reasons = nlohmann::json::object();
+  for (auto& d : m.decisions()) {
+    if (d.reason != FusionReason::Fused) reasons[std::string(fusion_reason_name(d.reason))] = 
+        reasons.value(std::string(fusion_reason_name(d.reason)), 0) + 1;
+  }
+  nlohmann::json j{{"model", a.model},
+                   {"opset", model.opset},
+                   {"producer", model.producer},
+                   {"mode", a.mode},
+                   {"specialized_dims", specialized ? nlohmann::json(bound) : nlohmann::json()},
+                   {"notes", model.notes},
+                   {"inputs", jin},
+                   {"outputs", jout},
+                   {"num_kernels", m.kernels().size()},
+                   {"kernels", kernels_json(m)},
+                   {"fusion", {{"fused_kernels", fused}, {"not_fused_reasons", reasons}}},
+                   {"compile_ms", m.stats().compile_ms},
+                   {"iters", a.iters},
+                   {"median_ms", ms[ms.size() / 2]},
+                   {"min_ms", ms.front()},
+                   {"bytes_moved", stats.bytes_read + stats.bytes_written}};
+  if (prof) j["trace"] = prof->trace_path();
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("ubfuse run: %s (opset %lld, %s), %s mode\n", a.model.c_str(),
+              static_cast<long long>(model.opset), model.producer.c_str(), a.mode.c_str());
+  if (specialized) std::printf("  symbolic dims fixed at import: %s\n", nlohmann::json(bound).dump().c_str());
+  for (auto& n : model.notes) std::printf("  note: %s\n", n.c_str());
+  for (auto& i : jin) {
+    std::printf("  input  %-24s %s %s <- %s\n", i["name"].get<std::string>().c_str(),
+                i["dtype"].get<std::string>().c_str(), i["shape"].dump().c_str(),
+                i["source"].get<std::string>().c_str());
+  }
+  std::printf("  %zu kernel(s), %d fused:\n", m.kernels().size(), fused);
+  for (auto& k : m.kernels()) {
+    if (k.op_types.size() < 2) continue;
+    std::string ops;
+    for (auto& o : k.op_types) ops += (ops.empty() ? "" : ", ") + o;
+    std::printf("    %-32s %s\n", k.name.c_str(), ops.c_str());
+  }
+  std::printf("  median %.3f ms over %d run(s), %.1f MB moved\n", ms[ms.size() / 2], a.iters,
+              double(stats.bytes_read + stats.bytes_written) / 1e6);
+  for (auto& o : jout) {
+    std::printf("  output %-24s %s %s%s\n", o["name"].get<std::string>().c_str(),
+                o["dtype"].get<std::string>().c_str(), o["shape"].dump().c_str(),
+                o.contains("file") ? (" -> " + o["file"].get<std::string>()).c_str() : "");
+  }
+  if (prof) std::printf("  trace: %s\n", prof->trace_path().c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, std::vector<std::function<int()>>& actions) {
+  auto a = std::make_shared<RunArgs>();
+  auto* c = app.add_subcommand("run", "run an ONNX model on .npy inputs (or random ones)");
+  c->add_option("model", a->model, "the .onnx file")->required();
+  c->add_option("--mode", a->mode, "eager|graph")->capture_default_str();
+  c->add_option("--input", a->inputs, "NAME=FILE.npy (repeatable); others are random");
+  c->add_option("--dim", a->dims, "NAME=VALUE: size of a symbolic dim for random inputs");
+  c->add_option("--output-dir", a->output_dir, "write each output as DIR/<name>.npy");
+  c->add_option("--option", a->options, "compile option k=v (repeatable)");
+  c->add_option("--rules", a->rules, "fusion rules file (JSON)");
+  c->add_option("--trace", a->trace_dir, "write a Chrome trace of the timed runs to DIR");
+  c->add_option("--iters", a->iters, "timed runs after one warm-up")->capture_default_str();
+  c->add_option("--seed", a->seed, "seed of the random inputs")->capture_default_str();
+  c->add_flag("--json", a->json, "print one JSON object");
+  actions.push_back(nullptr);
+  size_t slot = actions.size() - 1;
+  c->callback([a, &actions, slot] { actions[slot] = [a] { return run_model(*a); }; });
+}
+
+}  // namespace ubfuse::cli
