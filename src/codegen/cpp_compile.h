@@ -1,0 +1,45 @@
+// Building generated C++ into a loaded shared object, with an on-disk cache.
+//
+// The cache key hashes the source, the flags, the compiler's version, the CPU (model and
+// feature flags: -march=native code is only valid there) and the embedded headers. Files are
+// written to a temporary name and renamed, so concurrent processes never see half a file.
+// Cache dir: config.cache_dir, else $UBFUSE_CACHE_DIR, else $XDG_CACHE_HOME/ubfuse, else
+// ~/.cache/ubfuse. UBFUSE_DUMP_KERNELS=1 prints each generated source to stderr.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "compiler/options.h"
+
+namespace ubfuse::cpp {
+
+struct Toolchain {
+  std::string compiler;  // path of the C++ compiler
+  std::string version;   // its `--version` first line
+  bool available = false;
+  std::string why_not;   // when not available
+};
+
+// The compiler generated kernels are built with: $UBFUSE_CXX, else the one that built ubfuse.
+const Toolchain& toolchain();
+
+std::string kernel_cache_dir(const CompileConfig& config);
+
+// Compiles `source` (or finds it in the cache) and dlopens it; the handle closes with the last
+// reference. Throws Error with the compiler's message when compilation fails; `what` names the
+// groups for that message.
+std::shared_ptr<void> build_library(const std::string& source, const CompileConfig& config,
+                                    const std::string& what);
+
+// The address of `symbol` in a library from build_library; throws Error when missing.
+void* library_symbol(const std::shared_ptr<void>& lib, const std::string& symbol);
+
+// Counters for tests and the trace: compiler runs and cache hits in this process.
+struct BuildCounters {
+  int compiles = 0;
+  int cache_hits = 0;
+};
+BuildCounters build_counters();
+
+}  // namespace ubfuse::cpp

@@ -1,0 +1,59 @@
+#include "codegen/fused_kernel.h"
+
+#include <algorithm>
+
+#include "ubfuse/error.h"
+
+namespace ubfuse {
+
+void choose_variant(const LoweredGroup& lg, RowArgs& ra, const std::vector<Tensor>& in,
+                    int64_t out_bytes, ExecContext& ctx) {
+  UbfKernelArgs& a = ra.args;
+  const kir::Program& p = *lg.prog;
+  // The variant follows this call's row length: keep the row in the UB when its slots fit.
+  const int64_t need = int64_t(lg.ub.num_slots) * a.slot_floats * int64_t(sizeof(float));
+  const bool use_ub =
+      !lg.force_reread && (lg.ub.num_slots == 0 || (!ctx.ub.empty() && need <= ctx.ub_bytes));
+  a.use_ub = use_ub ? 1 : 0;
+  const kir::Schedule& s = use_ub ? lg.ub : lg.reread;
+  if (!use_ub && s.rereads()) {
+    for (size_t i = 0; i < p.inputs.size(); i++) {
+      if (s.input_passes[i] > 1) ctx.extra_bytes_read += (s.input_passes[i] - 1) * int64_t(in[i].nbytes());
+    }
+    ctx.variant_used = "two-pass";
+  }
+  a.nt_stores = out_bytes >= kNtStoreMinBytes ? 1 : 0;
+}
+
+void run_rows(const Engine& eng, const RowArgs& ra, int64_t r0, int64_t r1, ExecContext& ctx) {
+  const UbfKernelArgs& a = ra.args;
+  const int64_t rows = r1 - r0;
+  if (rows <= 0) return;
+  const int64_t ub_floats = ctx.ub_bytes / int64_t(sizeof(float));
+  auto ub_of = [&](int w) -> float* {
+    if (ctx.ub.empty()) return nullptr;
+    UBF_CHECK(w >= 0 && size_t(w) < ctx.ub.size(), "worker index past the UBs");
+    return ctx.ub[size_t(w)];
+  };
+  // Chunks of at least ~32K elements: waking a worker costs about what that saves.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(a.cols, 1));
+  if (!ctx.pool || rows <= grain) {
+    eng.run(&a, r0, r1, ub_of(0), ub_floats);
+    return;
+  }
+  ctx.pool->parallel_for(rows, grain, [&](int64_t b, int64_t e, int w) {
+    eng.run(&a, r0 + b, r0 + e, ub_of(w), ub_floats);
+  });
+}
+
+void FusedKernel::run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                      ExecContext& ctx) const {
+  RowArgs ra;
+  make_row_args(*lg_.prog, in, out, ra);
+  int64_t out_bytes = 0;
+  for (auto& t : out) out_bytes += int64_t(t.nbytes());
+  choose_variant(lg_, ra, in, out_bytes, ctx);
+  run_rows(eng_, ra, 0, ra.args.rows, ctx);
+}
+
+}  // namespace ubfuse

@@ -1,0 +1,310 @@
+// The interpreter's inner loops, compiled for every Highway target and dispatched at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "codegen/interpreter_exec.cc"
+#include "kernels/cpu/hwy_targets.h"
+// foreach_target must come first.
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Then the per-target headers.
+#include <algorithm>
+#include <vector>
+
+#include "codegen/interpreter.h"
+#include "codegen/ubk_vec-inl.h"
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+#include "kernels/cpu/vecmath.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+namespace {
+
+using interp::Instr;
+using interp::Kind;
+using interp::TileProgram;
+using kir::Op;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+HWY_INLINE VF Apply(DF d, Op op, VF a, VF b, VF c, float imm) {
+  switch (op) {
+    case Op::Neg: return NegF(d, a);
+    case Op::Abs: return AbsF(d, a);
+    case Op::Exp: return ExpF(d, a);
+    case Op::Log: return LogF(d, a);
+    case Op::Sqrt: return SqrtF(d, a);
+    case Op::Rsqrt: return RsqrtF(d, a);
+    case Op::Recip: return ReciprocalF(d, a);
+    case Op::Tanh: return TanhF(d, a);
+    case Op::Sigmoid: return SigmoidF(d, a);
+    case Op::Relu: return ReluF(d, a);
+    case Op::Silu: return SiluF(d, a);
+    case Op::GeluErf: return GeluErfF(d, a);
+    case Op::GeluTanh: return GeluTanhF(d, a);
+    case Op::Erf: return ErfF(d, a);
+    case Op::Pow: return PowF(d, a, imm);
+    case Op::RoundBf16: return RoundBf16F(d, a);
+    case Op::RoundF16: return RoundF16F(d, a);
+    case Op::ToBool: return ToBoolF(d, a);
+    case Op::Not: return NotF(d, a);
+    case Op::Add: return hn::Add(a, b);
+    case Op::Sub: return hn::Sub(a, b);
+    case Op::Mul: return hn::Mul(a, b);
+    case Op::Div: return hn::Div(a, b);
+    case Op::Max: return MaxF(d, a, b);
+    case Op::Min: return MinF(d, a, b);
+    case Op::Eq: return EqF(d, a, b);
+    case Op::Lt: return LtF(d, a, b);
+    case Op::Gt: return GtF(d, a, b);
+    case Op::Where: return WhereF(d, a, b, c);
+    default: break;
+  }
+  return a;
+}
+
+// One op over a tile of n columns (registers are padded to kTile, so whole vectors are safe).
+// The switch sits outside the vector loop: one loop per op.
+HWY_NOINLINE void ComputeTile(const Instr& in, float* regs, size_t n) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  float* HWY_RESTRICT dst = regs + size_t(in.dst) * interp::kTile;
+  const float* a = regs + size_t(in.a) * interp::kTile;
+  const float* b = in.b >= 0 ? regs + size_t(in.b) * interp::kTile : a;
+  const float* c = in.c >= 0 ? regs + size_t(in.c) * interp::kTile : a;
+#define UBF_TILE_CASE(OP)                                                                    \
+  case Op::OP:                                                                               \
+    for (size_t i = 0; i < n; i += L) {                                                      \
+      hn::Store(Apply(d, Op::OP, hn::Load(d, a + i), hn::Load(d, b + i), hn::Load(d, c + i), \
+                      in.imm),                                                               \
+                d, dst + i);                                                                 \
+    }                                                                                        \
+    return;
+  switch (in.op) {
+    UBF_TILE_CASE(Neg) UBF_TILE_CASE(Abs) UBF_TILE_CASE(Exp) UBF_TILE_CASE(Log)
+    UBF_TILE_CASE(Sqrt) UBF_TILE_CASE(Rsqrt) UBF_TILE_CASE(Recip) UBF_TILE_CASE(Tanh)
+    UBF_TILE_CASE(Sigmoid) UBF_TILE_CASE(Relu) UBF_TILE_CASE(Silu) UBF_TILE_CASE(GeluErf)
+    UBF_TILE_CASE(GeluTanh) UBF_TILE_CASE(Erf) UBF_TILE_CASE(Pow) UBF_TILE_CASE(RoundBf16)
+    UBF_TILE_CASE(RoundF16) UBF_TILE_CASE(ToBool) UBF_TILE_CASE(Not) UBF_TILE_CASE(Add)
+    UBF_TILE_CASE(Sub) UBF_TILE_CASE(Mul) UBF_TILE_CASE(Div) UBF_TILE_CASE(Max)
+    UBF_TILE_CASE(Min) UBF_TILE_CASE(Eq) UBF_TILE_CASE(Lt) UBF_TILE_CASE(Gt)
+    UBF_TILE_CASE(Where)
+    default: break;
+  }
+#undef UBF_TILE_CASE
+  HWY_ASSERT(false);
+}
+
+template <typename T>
+HWY_INLINE void LoadTile(const void* src, float* HWY_RESTRICT dst, size_t n) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const T* p = static_cast<const T*>(src);
+  size_t i = 0;
+  for (; i + L <= n; i += L) hn::Store(UbLoad(d, p + i), d, dst + i);
+  if (i < n) hn::Store(UbLoadN(d, p + i, n - i), d, dst + i);
+}
+
+template <typename T>
+HWY_INLINE void StoreTile(const float* src, void* dstv, size_t n) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  T* p = static_cast<T*>(dstv);
+  size_t i = 0;
+  for (; i + L <= n; i += L) UbStore(hn::Load(d, src + i), d, p + i);
+  if (i < n) UbStoreN(hn::Load(d, src + i), d, p + i, n - i);
+}
+
+HWY_INLINE void LoadAny(DType t, const void* src, float* dst, size_t n) {
+  switch (t) {
+    case DType::f32: return LoadTile<float>(src, dst, n);
+    case DType::bf16: return LoadTile<hwy::bfloat16_t>(src, dst, n);
+    case DType::f16: return LoadTile<hwy::float16_t>(src, dst, n);
+    default: return LoadTile<uint8_t>(src, dst, n);
+  }
+}
+
+HWY_INLINE void StoreAny(DType t, const float* src, void* dst, size_t n) {
+  switch (t) {
+    case DType::f32: return StoreTile<float>(src, dst, n);
+    case DType::bf16: return StoreTile<hwy::bfloat16_t>(src, dst, n);
+    case DType::f16: return StoreTile<hwy::float16_t>(src, dst, n);
+    default: return StoreTile<uint8_t>(src, dst, n);
+  }
+}
+
+template <typename T>
+HWY_INLINE float LoadScalarT(const void* p) {
+  const DF d;
+  return hn::GetLane(UbLoadN(d, static_cast<const T*>(p), 1));
+}
+HWY_INLINE float LoadScalar(DType t, const void* p) {
+  switch (t) {
+    case DType::f32: return *static_cast<const float*>(p);
+    case DType::bf16: return LoadScalarT<hwy::bfloat16_t>(p);
+    case DType::f16: return LoadScalarT<hwy::float16_t>(p);
+    default: return *static_cast<const uint8_t*>(p) ? 1.0f : 0.0f;
+  }
+}
+
+template <typename T>
+HWY_INLINE void StoreScalarT(float v, void* p) {
+  const DF d;
+  UbStoreN(hn::Set(d, v), d, static_cast<T*>(p), 1);
+}
+HWY_INLINE void StoreScalar(DType t, float v, void* p) {
+  switch (t) {
+    case DType::f32: *static_cast<float*>(p) = v; return;
+    case DType::bf16: return StoreScalarT<hwy::bfloat16_t>(v, p);
+    case DType::f16: return StoreScalarT<hwy::float16_t>(v, p);
+    default: *static_cast<uint8_t*>(p) = v != 0.0f ? 1 : 0; return;
+  }
+}
+
+// Row scalar instructions (per call, per row): the vector math on a splat, lane 0.
+void RunRowInstrs(const std::vector<Instr>& instrs, float* rowv, const UbfKernelArgs* args,
+                  const char* const* in_rows, char* const* out_rows,
+                  const std::vector<DType>& out_dtypes) {
+  const DF d;
+  for (const Instr& in : instrs) {
+    switch (in.kind) {
+      case Kind::LoadRow: rowv[in.dst] = LoadScalar(in.dtype, in_rows[in.arg]); break;
+      case Kind::StoreOut:
+        StoreScalar(out_dtypes[size_t(in.arg)], rowv[in.a], out_rows[in.arg]);
+        break;
+      default:
+        if (in.op == Op::Const) {
+          rowv[in.dst] = in.imm;
+        } else if (in.op == Op::Cols) {
+          rowv[in.dst] = float(args->cols);
+        } else {
+          const VF a = hn::Set(d, in.a >= 0 ? rowv[in.a] : 0.0f);
+          const VF b = hn::Set(d, in.b >= 0 ? rowv[in.b] : 0.0f);
+          const VF c = hn::Set(d, in.c >= 0 ? rowv[in.c] : 0.0f);
+          rowv[in.dst] = hn::GetLane(Apply(d, in.op, a, b, c, in.imm));
+        }
+    }
+  }
+}
+
+struct Scratch {
+  hwy::AlignedFreeUniquePtr<float[]> regs;
+  size_t size = 0;
+};
+
+void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin,
+             int64_t row_end, float* ub, int64_t ub_floats) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  static thread_local Scratch scratch;
+  size_t need = size_t(tp.num_col_regs + 1) * interp::kTile;
+  if (scratch.size < need) {
+    scratch.regs = hwy::AllocateAligned<float>(need);
+    for (size_t i = 0; i < need; i++) scratch.regs[i] = 0.0f;
+    scratch.size = need;
+  }
+  float* regs = scratch.regs.get();
+  const interp::Variant& var = args->use_ub ? tp.ub : tp.reread;
+  const size_t nin = tp.in_dtypes.size(), nout = tp.out_dtypes.size();
+  std::vector<float> rowv(size_t(tp.num_row_regs) + 1, 0.0f);
+  std::vector<const char*> in_rows(nin);
+  std::vector<char*> out_rows(nout);
+  RunRowInstrs(tp.per_call, rowv.data(), args, in_rows.data(), out_rows.data(), tp.out_dtypes);
+  const int64_t cols = args->cols;
+  (void)ub_floats;
+  // Reduction accumulators, one vector each (kept in memory: some targets' vectors are sizeless).
+  std::vector<float> acc_mem;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (size_t i = 0; i < nin; i++) {
+      in_rows[i] = static_cast<const char*>(args->in[i].data) +
+                   ubf_row_offset(&args->in[i], r) * int64_t(dtype_size(tp.in_dtypes[i]));
+    }
+    for (size_t i = 0; i < nout; i++) {
+      out_rows[i] = static_cast<char*>(args->out[i].data) +
+                    ubf_row_offset(&args->out[i], r) * int64_t(dtype_size(tp.out_dtypes[i]));
+    }
+    RunRowInstrs(var.before, rowv.data(), args, in_rows.data(), out_rows.data(), tp.out_dtypes);
+    for (const interp::Pass& pass : var.passes) {
+      for (const Instr& s : pass.splats) {
+        float* dst = regs + size_t(s.dst) * interp::kTile;
+        const VF v = hn::Set(d, rowv[s.a]);
+        for (size_t i = 0; i < size_t(interp::kTile); i += L) hn::Store(v, d, dst + i);
+      }
+      acc_mem.resize(pass.reductions.size() * hn::MaxLanes(d) + hn::MaxLanes(d));
+      float* acc = acc_mem.data();
+      for (size_t k = 0; k < pass.reductions.size(); k++) {
+        const bool is_max = pass.reductions[k].op == Op::RowMax;
+        hn::StoreU(is_max ? hn::Set(d, -hwy::HighestValue<float>() * 2.0f) : hn::Zero(d), d,
+                   acc + k * L);
+      }
+      for (int64_t c0 = 0; c0 < cols; c0 += interp::kTile) {
+        const size_t n = size_t(std::min<int64_t>(interp::kTile, cols - c0));
+        for (const Instr& in : pass.col) {
+          switch (in.kind) {
+            case Kind::LoadIn: {
+              const size_t es = dtype_size(in.dtype);
+              LoadAny(in.dtype, in_rows[in.arg] + size_t(c0) * es,
+                      regs + size_t(in.dst) * interp::kTile, n);
+              break;
+            }
+            case Kind::LoadSlot:
+              LoadTile<float>(ub + in.arg * args->slot_floats + c0,
+                              regs + size_t(in.dst) * interp::kTile, n);
+              break;
+            case Kind::StoreSlot:
+              StoreTile<float>(regs + size_t(in.a) * interp::kTile,
+                               ub + in.arg * args->slot_floats + c0, n);
+              break;
+            case Kind::StoreOut: {
+              const size_t es = dtype_size(in.dtype);
+              StoreAny(in.dtype, regs + size_t(in.a) * interp::kTile,
+                       out_rows[in.arg] + size_t(c0) * es, n);
+              break;
+            }
+            default: ComputeTile(in, regs, n); break;
+          }
+        }
+        for (size_t k = 0; k < pass.reductions.size(); k++) {
+          const float* src = regs + size_t(pass.reductions[k].src) * interp::kTile;
+          const bool is_max = pass.reductions[k].op == Op::RowMax;
+          VF a = hn::LoadU(d, acc + k * L);
+          size_t i = 0;
+          for (; i + L <= n; i += L) {
+            const VF v = hn::Load(d, src + i);
+            a = is_max ? MaxF(d, a, v) : hn::Add(a, v);
+          }
+          if (i < n) {
+            const VF v = hn::Load(d, src + i);
+            a = is_max ? MaxF(d, a, TailForMax(d, v, n - i)) : hn::Add(a, TailForSum(d, v, n - i));
+          }
+          hn::StoreU(a, d, acc + k * L);
+        }
+      }
+      for (size_t k = 0; k < pass.reductions.size(); k++) {
+        const bool is_max = pass.reductions[k].op == Op::RowMax;
+        const VF a = hn::LoadU(d, acc + k * L);
+        rowv[size_t(pass.reductions[k].dst)] = is_max ? ReduceMaxF(d, a) : ReduceSumF(d, a);
+      }
+      RunRowInstrs(pass.after, rowv.data(), args, in_rows.data(), out_rows.data(),
+                   tp.out_dtypes);
+    }
+  }
+}
+
+}  // namespace
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ubfuse::interp {
+
+HWY_EXPORT(RunRows);
+
+void run_rows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin,
+              int64_t row_end, float* ub, int64_t ub_floats) {
+  HWY_DYNAMIC_DISPATCH(RunRows)(tp, args, row_begin, row_end, ub, ub_floats);
+}
+
+}  // namespace ubfuse::interp
+#endif  // HWY_ONCE

@@ -1,0 +1,173 @@
+// Op tables of the kernel IR and its readable listing.
+#include "codegen/kernel_ir.h"
+
+#include <sstream>
+
+namespace ubfuse::kir {
+
+int arity(Op op) {
+  switch (op) {
+    case Op::Load:
+    case Op::Const:
+    case Op::Cols: return 0;
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Max:
+    case Op::Min:
+    case Op::Eq:
+    case Op::Lt:
+    case Op::Gt: return 2;
+    case Op::Where: return 3;
+    default: return 1;
+  }
+}
+
+const char* op_str(Op op) {
+  switch (op) {
+    case Op::Load: return "load";
+    case Op::Const: return "const";
+    case Op::Cols: return "cols";
+    case Op::Neg: return "neg";
+    case Op::Abs: return "abs";
+    case Op::Exp: return "exp";
+    case Op::Log: return "log";
+    case Op::Sqrt: return "sqrt";
+    case Op::Rsqrt: return "rsqrt";
+    case Op::Recip: return "recip";
+    case Op::Tanh: return "tanh";
+    case Op::Sigmoid: return "sigmoid";
+    case Op::Relu: return "relu";
+    case Op::Silu: return "silu";
+    case Op::GeluErf: return "gelu_erf";
+    case Op::GeluTanh: return "gelu_tanh";
+    case Op::Erf: return "erf";
+    case Op::Pow: return "pow";
+    case Op::RoundBf16: return "round_bf16";
+    case Op::RoundF16: return "round_f16";
+    case Op::ToBool: return "to_bool";
+    case Op::Not: return "not";
+    case Op::Add: return "add";
+    case Op::Sub: return "sub";
+    case Op::Mul: return "mul";
+    case Op::Div: return "div";
+    case Op::Max: return "max";
+    case Op::Min: return "min";
+    case Op::Eq: return "eq";
+    case Op::Lt: return "lt";
+    case Op::Gt: return "gt";
+    case Op::Where: return "where";
+    case Op::RowSum: return "rowsum";
+    case Op::RowMax: return "rowmax";
+  }
+  return "?";
+}
+
+bool is_expensive(Op op) {
+  switch (op) {
+    case Op::Exp:
+    case Op::Log:
+    case Op::Sqrt:
+    case Op::Rsqrt:
+    case Op::Recip:
+    case Op::Tanh:
+    case Op::Sigmoid:
+    case Op::Silu:
+    case Op::GeluErf:
+    case Op::GeluTanh:
+    case Op::Erf:
+    case Op::Pow:
+    case Op::Div: return true;
+    default: return false;
+  }
+}
+
+namespace {
+
+const char* align_str(Align a) {
+  switch (a) {
+    case Align::Col: return "col";
+    case Align::RowKeep: return "row";
+    case Align::RowDrop: return "row-drop";
+  }
+  return "?";
+}
+
+std::string list(const std::vector<int>& v, const char* prefix = "%") {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : " ") + std::string(prefix) + std::to_string(x);
+  return s;
+}
+
+}  // namespace
+
+std::string to_string(const Program& p) {
+  std::ostringstream o;
+  o << "program " << p.name << " (rank " << p.domain_rank << ", " << p.num_phases
+    << " passes)\n";
+  for (size_t i = 0; i < p.inputs.size(); i++) {
+    const Input& in = p.inputs[i];
+    o << "  in" << i << " = " << in.value->name << " " << dtype_name(in.dtype)
+      << shape_str(in.value->shape) << (in.vector ? " vector" : "")
+      << (in.matmul ? " matmul-block" : "") << "\n";
+  }
+  for (size_t i = 0; i < p.exprs.size(); i++) {
+    const Expr& e = p.exprs[i];
+    if (!p.needed.empty() && !p.needed[i]) continue;
+    o << "  %" << i << " = " << op_str(e.op);
+    if (e.op == Op::Load) o << " in" << e.arg << " " << align_str(e.align);
+    if (e.op == Op::Const || e.op == Op::Pow) o << " " << e.imm;
+    for (int x : {e.a, e.b, e.c}) {
+      if (x >= 0) o << " %" << x;
+    }
+    o << (e.row ? "  : row" : "  : col");
+    if (!p.phase.empty()) o << " p" << p.phase[i];
+    if (!e.note.empty()) o << "  # " << e.note;
+    o << "\n";
+  }
+  for (size_t i = 0; i < p.outputs.size(); i++) {
+    o << "  out" << i << " = %" << p.outputs[i].expr << " -> " << p.outputs[i].value->name << " "
+      << dtype_name(p.outputs[i].dtype) << "\n";
+  }
+  return o.str();
+}
+
+std::string to_string(const Program& p, const Schedule& s) {
+  std::ostringstream o;
+  o << (s.ub ? "ub" : "re-read") << " schedule, " << s.num_slots << " slot(s)\n";
+  if (!s.per_call.empty()) o << "  per call: " << list(s.per_call) << "\n";
+  if (!s.before.empty() || !s.row_outs_before.empty()) {
+    o << "  before: " << list(s.before);
+    if (!s.row_outs_before.empty()) o << " | write " << list(s.row_outs_before, "out");
+    o << "\n";
+  }
+  for (size_t q = 0; q < s.phases.size(); q++) {
+    const Phase& ph = s.phases[q];
+    o << "  pass " << q << ":";
+    if (!ph.slot_loads.empty()) {
+      o << " read";
+      for (int e : ph.slot_loads) o << " %" << e << "<-s" << s.slot[size_t(e)];
+      o << " |";
+    }
+    o << " compute " << list(ph.compute);
+    if (!ph.slot_stores.empty()) {
+      o << " | keep";
+      for (int e : ph.slot_stores) o << " %" << e << "->s" << s.slot[size_t(e)];
+    }
+    if (!ph.reductions.empty()) o << " | reduce " << list(ph.reductions);
+    if (!ph.out_stores.empty()) o << " | write " << list(ph.out_stores, "out");
+    if (!ph.after.empty()) o << " | then " << list(ph.after);
+    if (!ph.row_outs_after.empty()) o << " | write " << list(ph.row_outs_after, "out");
+    o << "\n";
+  }
+  for (size_t i = 0; i < s.input_passes.size(); i++) {
+    if (s.input_passes[i] > 1) {
+      o << "  re-reads in" << i << " (" << p.inputs[i].value->name << ") in " << s.input_passes[i]
+        << " passes\n";
+    }
+  }
+  return o.str();
+}
+
+}  // namespace ubfuse::kir

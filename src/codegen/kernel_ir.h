@@ -1,0 +1,142 @@
+// Kernel IR: a fused group lowered to a loop-nest program over its iteration domain rows x cols
+// (rows = product of all dims but the last, cols = the last dim; both run-time values, so one
+// kernel serves every batch and sequence length).
+//
+// A Program is an expression DAG in topological order. Each expression is a *column value* (one
+// f32 per element of the row) or a *row scalar* (one f32 per row: reduction results, per-row
+// broadcast inputs, constants). Row ops are decomposed into primitives (LayerNorm = mean of the
+// row sum, centered values, variance, rsqrt, scale/shift). A Schedule (schedule.cc) orders the
+// Program into phases: one pass over the row per reduction level, then the final pass; column
+// values needed in a later phase are kept in unified-buffer (UB) slots or recomputed from the
+// inputs (the two-pass / re-read variant). Both the C++ renderer and the tile interpreter run a
+// (Program, Schedule) pair, so they agree on what is computed where.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ubfuse/graph.h"
+
+namespace ubfuse {
+struct FusedGroup;
+}
+
+namespace ubfuse::kir {
+
+enum class Op : uint8_t {
+  // Leaves.
+  Load,   // group input `arg`, read through its access pattern (see Align)
+  Const,  // row scalar `imm`
+  Cols,   // row scalar: float(cols) of this call
+  // Unary (column or row).
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Recip, Tanh, Sigmoid, Relu, Silu, GeluErf, GeluTanh, Erf,
+  Pow,        // x^imm
+  RoundBf16,  // f32 -> bf16 -> f32 (an explicit Cast to bf16 inside the group)
+  RoundF16,   // f32 -> f16 -> f32
+  ToBool,     // x != 0 ? 1 : 0
+  Not,        // x == 0 ? 1 : 0
+  // Binary.
+  Add, Sub, Mul, Div, Max, Min, Eq, Lt, Gt,
+  // Ternary: a != 0 ? b : c.
+  Where,
+  // Column value -> row scalar, accumulated over the row during one phase.
+  RowSum, RowMax,
+};
+
+int arity(Op op);
+const char* op_str(Op op);
+// Ops worth keeping in the UB rather than recomputing in a later phase.
+bool is_expensive(Op op);
+inline bool is_reduction(Op op) { return op == Op::RowSum || op == Op::RowMax; }
+
+// How a Load maps (row, col) of the domain to an element of the input.
+enum class Align : uint8_t {
+  Col,      // the input's last dim is the row: element (base(row) + col)
+  RowKeep,  // the input's last dim is 1 (or absent), broadcast along the row: element base(row)
+  RowDrop,  // the input is a per-row value in the domain's leading dims ([..., rows] form)
+};
+
+struct Expr {
+  Op op = Op::Const;
+  bool row = false;  // row scalar (true) or column value (false)
+  int a = -1, b = -1, c = -1;
+  int arg = -1;      // Load: input index
+  Align align = Align::Col;
+  float imm = 0;     // Const value, Pow exponent
+  std::string note;  // source node name, for comments
+};
+
+struct Input {
+  const Value* value = nullptr;
+  DType dtype = DType::f32;
+  bool vector = false;   // statically the same row for every row (a [C] weight): reloading is free
+  bool matmul = false;   // MatMulEpilogue: the MatMul's output block, not a group input
+};
+
+struct Output {
+  const Value* value = nullptr;
+  DType dtype = DType::f32;
+  int expr = -1;
+};
+
+struct Program {
+  std::string name;                      // the group's name
+  std::vector<std::string> node_notes;   // "add0 (Add)", for comments
+  std::vector<Expr> exprs;               // topological: operands before users
+  std::vector<Input> inputs;             // group inputs in order, then a MatMul output if any
+  std::vector<Output> outputs;           // group outputs in order
+  int domain_rank = 0;
+  // Analysis (filled by analyze()): for a column value the phase it is computed in, for a row
+  // scalar the phase at whose start it is available; `needed` marks what reaches an output.
+  std::vector<int> phase;
+  std::vector<bool> needed;
+  int num_phases = 0;  // column passes over each row
+};
+
+// One pass over the row's columns, then the row scalars that become available after it.
+struct Phase {
+  std::vector<int> slot_loads;   // column values read back from their UB slot, each column step
+  std::vector<int> compute;      // column values evaluated, topological (Loads included)
+  std::vector<int> slot_stores;  // column values written to their UB slot
+  std::vector<int> out_stores;   // output indices (column outputs) written in this pass
+  std::vector<int> reductions;   // RowSum/RowMax exprs accumulated in this pass
+  std::vector<int> after;        // row scalars computed after the pass, topological
+  std::vector<int> row_outs_after;  // output indices (row outputs) written after the pass
+};
+
+struct Schedule {
+  bool ub = true;                 // keeps values in UB slots (false: re-reads the inputs)
+  std::vector<int> per_call;      // row scalars depending only on constants and cols
+  std::vector<int> before;        // row scalars computed per row before the first pass
+  std::vector<int> row_outs_before;
+  std::vector<Phase> phases;
+  std::vector<int> slot;          // per expr: its UB slot, or -1
+  int num_slots = 0;
+  std::vector<int> input_passes;  // per input: passes over the row that load it
+  // True when some non-vector input is loaded in more than one pass (the re-read variant).
+  bool rereads() const;
+};
+
+// Lowers a group (kind Elementwise, RowReduction, or the epilogue of MatMulEpilogue, whose
+// MatMul output becomes an extra input) to a Program; on failure returns null and says why
+// (the caller then runs the group op by op).
+std::unique_ptr<Program> lower_group(const FusedGroup& g, std::string* why_not);
+
+// Fills Program::phase / needed / num_phases.
+void analyze(Program& p);
+
+// Orders the program into passes: with ub=true values crossing passes live in UB slots
+// (inputs and expensive or far values) or are recomputed from slots (cheap ones); with
+// ub=false everything crossing is recomputed and inputs are re-read.
+Schedule schedule(const Program& p, bool ub);
+
+// Floats one UB slot takes for a row of `cols`: padded to 16 floats (64 bytes).
+inline int64_t slot_floats(int64_t cols) { return (cols + 15) / 16 * 16; }
+
+// Readable listing of a program and its schedules (tests assert on it; UBFUSE_DUMP_KERNELS).
+std::string to_string(const Program& p);
+std::string to_string(const Program& p, const Schedule& s);
+
+}  // namespace ubfuse::kir

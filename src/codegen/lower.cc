@@ -1,0 +1,344 @@
+// Lowering of a FusedGroup to the kernel IR: every member node becomes a few primitive
+// expressions over the group's domain; row ops are decomposed (see kernel_ir.h). Anything the IR
+// cannot express (integer dtypes, shapes that are neither the domain nor its per-row form) makes
+// lowering fail with a reason, and the group then runs op by op.
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include "codegen/kernel_ir.h"
+#include "fusion/group.h"
+
+namespace ubfuse::kir {
+
+namespace {
+
+// How a shape relates to the domain.
+// RowAny: all dims 1 (or none), the same value for every row and column.
+enum class Form { Col, RowKeep, RowDrop, RowAny, Other };
+
+struct Fail {
+  std::string why;
+};
+
+class Lowerer {
+ public:
+  explicit Lowerer(const FusedGroup& g) : g_(g), dom_(g.domain) {}
+
+  std::unique_ptr<Program> run() {
+    prog_ = std::make_unique<Program>();
+    prog_->name = g_.name;
+    prog_->domain_rank = int(dom_.size());
+    for (const Value* v : g_.inputs) {
+      check_dtype(v, "input");
+      prog_->inputs.push_back({v, v->dtype, is_vector(v->shape), false});
+    }
+    for (const Node* n : g_.nodes) {
+      prog_->node_notes.push_back(n->name + " (" + std::string(op_name(n->op)) + ")");
+      if (n->op == OpKind::MatMul) {
+        const Value* m = n->out();
+        if (form(m->shape) != Form::Col) throw Fail{"the MatMul output is not the domain"};
+        check_dtype(m, "MatMul output");
+        prog_->inputs.push_back({m, m->dtype, false, true});
+        Expr e;
+        e.op = Op::Load;
+        e.arg = int(prog_->inputs.size()) - 1;
+        e.note = n->name;
+        val_[m] = add(e);
+        continue;
+      }
+      lower_node(*n);
+    }
+    for (const Value* v : g_.outputs) {
+      auto it = val_.find(v);
+      if (it == val_.end()) throw Fail{"output '" + v->name + "' is not computed by the group"};
+      check_dtype(v, "output");
+      const Expr& e = prog_->exprs[size_t(it->second)];
+      Shape keep = dom_, drop;
+      if (!dom_.empty()) {
+        keep.back() = Dim(int64_t(1));
+        drop.assign(dom_.begin(), dom_.end() - 1);
+      }
+      bool exact = e.row ? (v->shape == keep || v->shape == drop) : v->shape == dom_;
+      if (dom_.empty()) exact = v->shape.empty();
+      if (!exact) {
+        throw Fail{"output '" + v->name + "' has shape " + shape_str(v->shape) +
+                   ", neither the domain " + shape_str(dom_) + " nor its per-row form"};
+      }
+      prog_->outputs.push_back({v, v->dtype, it->second});
+    }
+    analyze(*prog_);
+    return std::move(prog_);
+  }
+
+ private:
+  void check_dtype(const Value* v, const char* what) {
+    if (!is_float(v->dtype) && v->dtype != DType::boolean) {
+      throw Fail{std::string(what) + " '" + v->name + "' is " +
+                 std::string(dtype_name(v->dtype)) + "; fused kernels compute f32, bf16, f16, bool"};
+    }
+  }
+
+  Form form(const Shape& s) const {
+    if (dom_.empty()) return s.empty() ? Form::Col : Form::Other;
+    if (s == dom_) return Form::Col;
+    Shape keep = dom_;
+    keep.back() = Dim(int64_t(1));
+    if (s == keep) return Form::RowKeep;
+    if (s == Shape(dom_.begin(), dom_.end() - 1)) return Form::RowDrop;
+    // A value that broadcasts to the domain (a member computed on broadcast inputs) is computed
+    // at the domain's granularity: per element, per row, or once.
+    if (s.size() > dom_.size()) return Form::Other;
+    bool ones = true;
+    for (size_t i = 0; i < s.size(); i++) {
+      const Dim& a = s[s.size() - 1 - i];
+      const Dim& b = dom_[dom_.size() - 1 - i];
+      bool one = a.is_static() && a.value() == 1;
+      if (!(a == b || one)) return Form::Other;
+      ones = ones && one;
+    }
+    if (ones) return Form::RowAny;
+    bool last_one = s.back().is_static() && s.back().value() == 1;
+    return last_one ? Form::RowKeep : Form::Col;
+  }
+
+  // Statically the same data for every row: all dims but the last are 1 (or absent).
+  static bool is_vector(const Shape& s) {
+    for (size_t i = 0; i + 1 < s.size(); i++) {
+      if (!(s[i].is_static() && s[i].value() == 1)) return false;
+    }
+    return true;
+  }
+
+  int add(const Expr& e) {
+    auto key = std::make_tuple(int(e.op), e.row, e.a, e.b, e.c, e.arg, int(e.align), e.imm);
+    auto it = cse_.find(key);
+    if (it != cse_.end()) return it->second;
+    prog_->exprs.push_back(e);
+    int id = int(prog_->exprs.size()) - 1;
+    cse_[key] = id;
+    return id;
+  }
+
+  int mk(Op op, bool row, int a, int b = -1, int c = -1, float imm = 0) {
+    Expr e;
+    e.op = op;
+    e.row = row;
+    e.a = a;
+    e.b = b;
+    e.c = c;
+    e.imm = imm;
+    e.note = note_;
+    // A column op whose operands are all row scalars still yields a column value (the row's
+    // scalar splatted); a row op never takes column operands.
+    for (int x : {a, b, c}) {
+      if (x >= 0 && row && !is_reduction(op) && !prog_->exprs[size_t(x)].row) {
+        throw Fail{"a per-row value of '" + note_ + "' depends on a full row"};
+      }
+    }
+    return add(e);
+  }
+  int cnst(double v) { return mk(Op::Const, true, -1, -1, -1, float(v)); }
+  int cols() { return mk(Op::Cols, true, -1); }
+
+  // The expression reading `v` as an operand of an op of form `f`.
+  int operand(const Value* v, Form f) {
+    auto it = val_.find(v);
+    if (it != val_.end()) {
+      const Expr& e = prog_->exprs[size_t(it->second)];
+      if (!e.row) return it->second;
+      Form vf = form(v->shape);
+      if (vf == Form::RowAny) return it->second;
+      if (vf == Form::Col) vf = Form::RowKeep;  // the domain's rows have 1 column
+      if (f == Form::Col && vf != Form::RowKeep) {
+        throw Fail{"'" + v->name + "' " + shape_str(v->shape) +
+                   " broadcasts against the domain other than per row"};
+      }
+      if (f != Form::Col && vf != f) {
+        throw Fail{"per-row values of different forms meet at '" + note_ + "'"};
+      }
+      return it->second;
+    }
+    const Node* p = v->producer;
+    if (p && p->op == OpKind::Constant && p->payload.defined() && p->payload.numel() == 1 &&
+        (is_float(p->payload.dtype()) || p->payload.dtype() == DType::boolean)) {
+      return cnst(p->payload.get(0));
+    }
+    int arg = -1;
+    for (size_t i = 0; i < g_.inputs.size(); i++) {
+      if (g_.inputs[i] == v) arg = int(i);
+    }
+    if (arg < 0) throw Fail{"'" + v->name + "' is neither computed in the group nor an input"};
+    const Shape& s = v->shape;
+    if (s.size() > dom_.size()) throw Fail{"input '" + v->name + "' has a higher rank"};
+    Expr e;
+    e.op = Op::Load;
+    e.arg = arg;
+    e.note = v->name;
+    bool last_one = !s.empty() && s.back().is_static() && s.back().value() == 1;
+    bool dom_last_one = !dom_.empty() && dom_.back().is_static() && dom_.back().value() == 1;
+    if (f == Form::Col) {
+      if (s.empty() || dom_.empty()) {
+        e.align = dom_.empty() ? Align::Col : Align::RowDrop;
+      } else if (last_one && !dom_last_one) {
+        e.align = Align::RowKeep;
+      } else {
+        e.align = Align::Col;
+      }
+    } else if (f == Form::RowKeep) {
+      if (!s.empty() && !last_one) {
+        throw Fail{"input '" + v->name + "' is not per-row for '" + note_ + "'"};
+      }
+      e.align = s.empty() ? Align::RowDrop : Align::RowKeep;
+    } else {
+      e.align = Align::RowDrop;
+    }
+    e.row = e.align != Align::Col;
+    // One tensor is read with one row map: per-row values in drop form ([..., rows]) align
+    // differently from tensors with a row dim.
+    int drop = e.align == Align::RowDrop ? 1 : 0;
+    auto [it2, fresh] = arg_drop_.emplace(arg, drop);
+    if (!fresh && it2->second != drop) {
+      throw Fail{"input '" + v->name + "' is read both per row and per element"};
+    }
+    return add(e);
+  }
+
+  void lower_node(const Node& n) {
+    note_ = n.name;
+    for (const Value* v : n.outputs) check_dtype(v, "value");
+    const Value* out = n.out();
+    auto in = [&](size_t i, Form f) { return operand(n.inputs[i], f); };
+    FusionClass cls = fusion_class(n.op);
+    if (cls == FusionClass::RowReduction) {
+      if (form(n.inputs[0]->shape) != Form::Col) {
+        throw Fail{"'" + n.name + "' reduces " + shape_str(n.inputs[0]->shape) +
+                   ", not the group's rows " + shape_str(dom_)};
+      }
+      if (dom_.empty()) throw Fail{"'" + n.name + "' needs at least 1 dim"};
+      val_[out] = lower_row_op(n);
+      return;
+    }
+    if (cls != FusionClass::Elementwise && cls != FusionClass::Broadcast) {
+      throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") is not elementwise"};
+    }
+    Form f = form(out->shape);
+    if (f == Form::Other) {
+      throw Fail{"'" + n.name + "' yields " + shape_str(out->shape) + ", neither the domain " +
+                 shape_str(dom_) + " nor its per-row form"};
+    }
+    bool row = f != Form::Col;
+    auto un = [&](Op op, float imm = 0) { return mk(op, row, in(0, f), -1, -1, imm); };
+    auto bin = [&](Op op) { return mk(op, row, in(0, f), in(1, f)); };
+    int r = -1;
+    switch (n.op) {
+      case OpKind::Neg: r = un(Op::Neg); break;
+      case OpKind::Abs: r = un(Op::Abs); break;
+      case OpKind::Exp: r = un(Op::Exp); break;
+      case OpKind::Log: r = un(Op::Log); break;
+      case OpKind::Sqrt: r = un(Op::Sqrt); break;
+      case OpKind::Rsqrt: r = un(Op::Rsqrt); break;
+      case OpKind::Reciprocal: r = un(Op::Recip); break;
+      case OpKind::Tanh: r = un(Op::Tanh); break;
+      case OpKind::Sigmoid: r = un(Op::Sigmoid); break;
+      case OpKind::Relu: r = un(Op::Relu); break;
+      case OpKind::Silu: r = un(Op::Silu); break;
+      case OpKind::Erf: r = un(Op::Erf); break;
+      case OpKind::Gelu:
+        r = un(n.attr_str("approximate", "none") == "tanh" ? Op::GeluTanh : Op::GeluErf);
+        break;
+      case OpKind::Pow: r = un(Op::Pow, float(n.attr_float("exponent", 1))); break;
+      case OpKind::Not: r = un(Op::Not); break;
+      case OpKind::Cast: {
+        DType to = out->dtype;
+        int x = in(0, f);
+        if (to == DType::bf16 && n.inputs[0]->dtype != DType::bf16) {
+          r = mk(Op::RoundBf16, row, x);
+        } else if (to == DType::f16 && n.inputs[0]->dtype != DType::f16) {
+          r = mk(Op::RoundF16, row, x);
+        } else if (to == DType::boolean && n.inputs[0]->dtype != DType::boolean) {
+          r = mk(Op::ToBool, row, x);
+        } else if (prog_->exprs[size_t(x)].row == row) {
+          r = x;  // widening, or bool -> float: the f32 value is already exact
+        } else {
+          r = mk(Op::Mul, row, x, cnst(1.0));  // a per-row value splatted over the row
+        }
+        break;
+      }
+      case OpKind::Add: r = bin(Op::Add); break;
+      case OpKind::Sub: r = bin(Op::Sub); break;
+      case OpKind::Mul: r = bin(Op::Mul); break;
+      case OpKind::Div: r = bin(Op::Div); break;
+      case OpKind::Max: r = bin(Op::Max); break;
+      case OpKind::Min: r = bin(Op::Min); break;
+      case OpKind::Equal: r = bin(Op::Eq); break;
+      case OpKind::Less: r = bin(Op::Lt); break;
+      case OpKind::Greater: r = bin(Op::Gt); break;
+      case OpKind::Where: r = mk(Op::Where, row, in(0, f), in(1, f), in(2, f)); break;
+      default: throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") has no lowering"};
+    }
+    val_[out] = r;
+  }
+
+  // Row ops as primitives; the result of a normalization is a column value, of a reduction a
+  // row scalar.
+  int lower_row_op(const Node& n) {
+    int x = operand(n.inputs[0], Form::Col);
+    double eps = n.attr_float("eps", 1e-5);
+    auto col = [&](Op op, int a, int b = -1) { return mk(op, false, a, b); };
+    auto row = [&](Op op, int a, int b = -1) { return mk(op, true, a, b); };
+    auto affine = [&](int y, size_t first) {
+      if (n.inputs.size() > first) y = col(Op::Mul, y, operand(n.inputs[first], Form::Col));
+      if (n.inputs.size() > first + 1) {
+        y = col(Op::Add, y, operand(n.inputs[first + 1], Form::Col));
+      }
+      return y;
+    };
+    switch (n.op) {
+      case OpKind::LayerNorm: {
+        int mean = row(Op::Div, row(Op::RowSum, x), cols());
+        int d = col(Op::Sub, x, mean);
+        int var = row(Op::Div, row(Op::RowSum, col(Op::Mul, d, d)), cols());
+        int rstd = row(Op::Rsqrt, row(Op::Add, var, cnst(eps)));
+        return affine(col(Op::Mul, d, rstd), 1);
+      }
+      case OpKind::RMSNorm: {
+        int ms = row(Op::Div, row(Op::RowSum, col(Op::Mul, x, x)), cols());
+        int r = row(Op::Rsqrt, row(Op::Add, ms, cnst(eps)));
+        return affine(col(Op::Mul, x, r), 1);
+      }
+      case OpKind::Softmax: {
+        int m = row(Op::RowMax, x);
+        int e = col(Op::Exp, col(Op::Sub, x, m));
+        int inv = row(Op::Recip, row(Op::RowSum, e));
+        return col(Op::Mul, e, inv);
+      }
+      case OpKind::ReduceSum: return row(Op::RowSum, x);
+      case OpKind::ReduceMean: return row(Op::Div, row(Op::RowSum, x), cols());
+      case OpKind::ReduceMax: return row(Op::RowMax, x);
+      default: break;
+    }
+    throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") has no lowering"};
+  }
+
+  const FusedGroup& g_;
+  Shape dom_;
+  std::unique_ptr<Program> prog_;
+  std::unordered_map<const Value*, int> val_;
+  std::map<std::tuple<int, bool, int, int, int, int, int, float>, int> cse_;
+  std::map<int, int> arg_drop_;
+  std::string note_;
+};
+
+}  // namespace
+
+std::unique_ptr<Program> lower_group(const FusedGroup& g, std::string* why_not) {
+  try {
+    return Lowerer(g).run();
+  } catch (const Fail& f) {
+    if (why_not) *why_not = f.why;
+    return nullptr;
+  }
+}
+
+}  // namespace ubfuse::kir

@@ -1,0 +1,108 @@
+#include "codegen/matmul_epilogue.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/op_kernel.h"
+#include "ubfuse/error.h"
+
+namespace ubfuse {
+
+namespace {
+
+class MatMulEpilogueKernel : public Kernel {
+ public:
+  MatMulEpilogueKernel(const FusedGroup& g, LoweredGroup lg, Engine eng)
+      : lg_(std::move(lg)), eng_(std::move(eng)) {
+    for (const Node* n : g.nodes) {
+      if (n->op == OpKind::MatMul) mm_ = n;
+    }
+    UBF_CHECK(mm_ != nullptr, "MatMulEpilogue group " + g.name + " has no MatMul");
+    matmul_ = cpu::make_op_kernel(*mm_);
+    for (size_t i = 0; i < g.inputs.size(); i++) {
+      if (g.inputs[i] == mm_->inputs[0]) a_ = int(i);
+      if (g.inputs[i] == mm_->inputs[1]) b_ = int(i);
+    }
+    for (size_t i = 0; i < g.outputs.size(); i++) {
+      if (g.outputs[i] == mm_->out()) mm_out_ = int(i);
+    }
+    UBF_CHECK(a_ >= 0 && b_ >= 0, "MatMul operands are not inputs of " + g.name);
+  }
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ExecContext& ctx) const override {
+    const Tensor& A = in[size_t(a_)];
+    const Tensor& B = in[size_t(b_)];
+    const DType dt = mm_->out()->dtype;
+    // The domain is the MatMul's output: every column output has its sizes.
+    Sizes D;
+    for (size_t o = 0; o < out.size() && D.empty(); o++) {
+      if (!lg_.prog->exprs[size_t(lg_.prog->outputs[o].expr)].row) D = out[o].sizes();
+    }
+    UBF_CHECK(!D.empty() || lg_.prog->domain_rank == 0, "epilogue without a column output");
+    const int64_t esize = int64_t(dtype_size(dt));
+    bool b_batched = B.rank() < 2;
+    for (int i = 0; i + 2 < B.rank(); i++) b_batched = b_batched || B.sizes()[size_t(i)] != 1;
+    const bool blocked = A.rank() >= 2 && !b_batched && !D.empty();
+    int64_t out_bytes = 0;
+    for (auto& t : out) out_bytes += int64_t(t.nbytes());
+    std::vector<Tensor> ins = in;
+    if (!blocked) {
+      Tensor m = mm_out_ >= 0 ? out[size_t(mm_out_)] : Tensor(dt, D);
+      std::vector<Tensor> mo = {m};
+      matmul_->run({A, B}, mo, *ctx.pool);
+      ins.push_back(m);
+      RowArgs ra;
+      make_row_args(*lg_.prog, ins, out, ra);
+      choose_variant(lg_, ra, ins, out_bytes, ctx);
+      run_rows(eng_, ra, 0, ra.args.rows, ctx);
+      return;
+    }
+    const int64_t K = A.dim(-1), N = D.back();
+    const int64_t rows = N ? numel(D) / N : 0;
+    if (rows == 0) return;
+    int64_t br = kEpilogueBlockBytes / std::max<int64_t>(1, N * esize);
+    br = std::clamp<int64_t>(br / 16 * 16, 16, 1024);
+    // Where the blocks go: the group's output when the raw product is needed outside, else a
+    // per-thread scratch block.
+    static thread_local std::vector<char> scratch;
+    char* base = nullptr;
+    if (mm_out_ >= 0) {
+      base = static_cast<char*>(out[size_t(mm_out_)].data());
+    } else {
+      scratch.resize(size_t(br * N * esize) + 64);
+    }
+    ins.push_back(Tensor::view(dt, D, base ? base : scratch.data()));
+    RowArgs ra;
+    make_row_args(*lg_.prog, ins, out, ra);
+    choose_variant(lg_, ra, ins, out_bytes, ctx);
+    const size_t blk = ra.in.size() - 1;
+    const char* a_data = static_cast<const char*>(A.data());
+    const int64_t a_es = int64_t(dtype_size(A.dtype()));
+    for (int64_t r0 = 0; r0 < rows; r0 += br) {
+      const int64_t r1 = std::min(rows, r0 + br);
+      char* cblock = base ? base + r0 * N * esize : scratch.data();
+      Tensor av = Tensor::view(A.dtype(), {r1 - r0, K}, const_cast<char*>(a_data + r0 * K * a_es));
+      std::vector<Tensor> cv = {Tensor::view(dt, {r1 - r0, N}, cblock)};
+      matmul_->run({av, B}, cv, *ctx.pool);
+      // Row r of the domain is row r - r0 of this block.
+      ra.in[blk].data = cblock - r0 * N * esize;
+      run_rows(eng_, ra, r0, r1, ctx);
+    }
+  }
+
+ private:
+  LoweredGroup lg_;
+  Engine eng_;
+  const Node* mm_ = nullptr;
+  std::unique_ptr<cpu::OpKernel> matmul_;
+  int a_ = -1, b_ = -1, mm_out_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_matmul_epilogue_kernel(const FusedGroup& g, LoweredGroup lg,
+                                                    Engine eng) {
+  return std::make_unique<MatMulEpilogueKernel>(g, std::move(lg), std::move(eng));
+}
+
+}  // namespace ubfuse

@@ -1,0 +1,223 @@
+// Phases and the unified buffer.
+//
+// A column value is computed in the first pass where all its operands exist: pass 0 for values
+// of the inputs, and one pass after each reduction it depends on (a reduction's row scalar is
+// known only once its pass has seen the whole row). Passes run in order over each row; the last
+// one writes the final outputs. A value computed in pass p and needed again in pass q > p
+// "crosses". In the UB variant a crossing value is either kept in a UB slot (written in pass p,
+// read back in q) or recomputed in q from values that are kept; the rule:
+//   - a non-vector input always goes into a slot (re-reading it costs main-memory traffic);
+//   - a [C] weight (same row for every row) is simply reloaded;
+//   - an op is recomputed when its whole cone down to kept values is cheap (no transcendental
+//     or division, at most kMaxRecompute ops) and needs no new slot, else it gets a slot.
+// Decisions only add slots, so the loop below reaches a fixpoint. Slots are then shared by
+// values whose lifetimes [def pass, last read pass] do not overlap (a value may take the slot of
+// one last read in its own def pass: each column step reads slots before it writes them).
+// In the re-read variant nothing is kept: every crossing value is recomputed, re-reading inputs.
+#include <algorithm>
+#include <functional>
+
+#include "codegen/kernel_ir.h"
+#include "ubfuse/error.h"
+
+namespace ubfuse::kir {
+
+namespace {
+
+constexpr int kMaxRecompute = 8;
+
+// Column operands of e.
+template <typename F>
+void for_col_operands(const Program& p, int e, F f) {
+  const Expr& x = p.exprs[size_t(e)];
+  for (int o : {x.a, x.b, x.c}) {
+    if (o >= 0 && !p.exprs[size_t(o)].row) f(o);
+  }
+}
+
+}  // namespace
+
+void analyze(Program& p) {
+  size_t n = p.exprs.size();
+  p.phase.assign(n, 0);
+  p.needed.assign(n, false);
+  for (size_t i = 0; i < n; i++) {
+    const Expr& e = p.exprs[i];
+    int ph = 0;
+    for (int o : {e.a, e.b, e.c}) {
+      if (o >= 0) ph = std::max(ph, p.phase[size_t(o)]);
+    }
+    if (is_reduction(e.op)) ph = p.phase[size_t(e.a)] + 1;
+    p.phase[i] = ph;
+  }
+  for (auto& o : p.outputs) p.needed[size_t(o.expr)] = true;
+  for (size_t i = n; i-- > 0;) {
+    if (!p.needed[i]) continue;
+    const Expr& e = p.exprs[i];
+    for (int o : {e.a, e.b, e.c}) {
+      if (o >= 0) p.needed[size_t(o)] = true;
+    }
+  }
+  p.num_phases = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (p.needed[i] && !p.exprs[i].row) p.num_phases = std::max(p.num_phases, p.phase[i] + 1);
+  }
+}
+
+bool Schedule::rereads() const {
+  return std::any_of(input_passes.begin(), input_passes.end(), [](int n) { return n > 1; });
+}
+
+Schedule schedule(const Program& p, bool ub) {
+  const int n = int(p.exprs.size());
+  const int P = p.num_phases;
+  auto col_load = [&](int e) {
+    const Expr& x = p.exprs[size_t(e)];
+    return x.op == Op::Load && !x.row;
+  };
+  auto vector_load = [&](int e) {
+    return col_load(e) && p.inputs[size_t(p.exprs[size_t(e)].arg)].vector;
+  };
+  std::vector<bool> kept(size_t(n), false);
+  std::vector<std::vector<bool>> comp, sload;
+
+  // Can e be recomputed in a later pass without new slots? Walks its cone down to kept values.
+  std::function<bool(int, int&)> cheap = [&](int e, int& budget) {
+    if (kept[size_t(e)] || vector_load(e)) return true;
+    if (col_load(e) || is_expensive(p.exprs[size_t(e)].op) || --budget < 0) return false;
+    bool ok = true;
+    for_col_operands(p, e, [&](int o) { ok = ok && cheap(o, budget); });
+    return ok;
+  };
+
+  for (bool changed = true; changed;) {
+    changed = false;
+    comp.assign(size_t(P), std::vector<bool>(size_t(n), false));
+    sload = comp;
+    for (int q = 0; q < P && !changed; q++) {
+      std::vector<bool> need(size_t(n), false);
+      for (auto& o : p.outputs) {
+        if (!p.exprs[size_t(o.expr)].row && p.phase[size_t(o.expr)] == q) need[size_t(o.expr)] = true;
+      }
+      for (int e = 0; e < n; e++) {
+        const Expr& x = p.exprs[size_t(e)];
+        if (p.needed[size_t(e)] && is_reduction(x.op) && p.phase[size_t(x.a)] == q) {
+          need[size_t(x.a)] = true;
+        }
+        if (kept[size_t(e)] && p.phase[size_t(e)] == q) need[size_t(e)] = true;
+      }
+      auto mark_operands = [&](int e) { for_col_operands(p, e, [&](int o) { need[size_t(o)] = true; }); };
+      for (int e = n - 1; e >= 0 && !changed; e--) {
+        if (!need[size_t(e)] || p.exprs[size_t(e)].row) continue;
+        if (p.phase[size_t(e)] == q || vector_load(e)) {
+          comp[size_t(q)][size_t(e)] = true;
+          mark_operands(e);
+        } else if (kept[size_t(e)]) {
+          sload[size_t(q)][size_t(e)] = true;
+        } else if (!ub) {
+          comp[size_t(q)][size_t(e)] = true;
+          mark_operands(e);
+        } else {
+          int budget = kMaxRecompute;
+          bool recompute = !col_load(e) && !is_expensive(p.exprs[size_t(e)].op);
+          if (recompute) {
+            for_col_operands(p, e, [&](int o) { recompute = recompute && cheap(o, budget); });
+          }
+          if (recompute) {
+            comp[size_t(q)][size_t(e)] = true;
+            mark_operands(e);
+          } else {
+            kept[size_t(e)] = true;
+            changed = true;
+          }
+        }
+      }
+    }
+  }
+
+  Schedule s;
+  s.ub = ub;
+  s.phases.resize(size_t(P));
+  s.slot.assign(size_t(n), -1);
+  s.input_passes.assign(p.inputs.size(), 0);
+  // Row scalars: once per call when they depend on constants and cols only.
+  std::vector<bool> call_const(size_t(n), false);
+  for (int e = 0; e < n; e++) {
+    const Expr& x = p.exprs[size_t(e)];
+    if (!x.row || x.op == Op::Load || is_reduction(x.op)) continue;
+    bool all = true;
+    for (int o : {x.a, x.b, x.c}) all = all && (o < 0 || call_const[size_t(o)]);
+    call_const[size_t(e)] = all;
+  }
+  for (int e = 0; e < n; e++) {
+    const Expr& x = p.exprs[size_t(e)];
+    if (!p.needed[size_t(e)] || !x.row || is_reduction(x.op)) continue;  // reductions: per pass
+    int ph = p.phase[size_t(e)];
+    if (call_const[size_t(e)]) {
+      s.per_call.push_back(e);
+    } else if (ph == 0) {
+      s.before.push_back(e);
+    } else {
+      s.phases[size_t(ph - 1)].after.push_back(e);
+    }
+  }
+  for (int o = 0; o < int(p.outputs.size()); o++) {
+    int e = p.outputs[size_t(o)].expr;
+    int ph = p.phase[size_t(e)];
+    if (p.exprs[size_t(e)].row) {
+      (ph == 0 ? s.row_outs_before : s.phases[size_t(ph - 1)].row_outs_after).push_back(o);
+    } else {
+      s.phases[size_t(ph)].out_stores.push_back(o);
+    }
+  }
+  std::vector<int> last_read(size_t(n), -1);
+  for (int q = 0; q < P; q++) {
+    Phase& ph = s.phases[size_t(q)];
+    std::vector<bool> loads_input(p.inputs.size(), false);
+    for (int e = 0; e < n; e++) {
+      if (sload[size_t(q)][size_t(e)]) {
+        ph.slot_loads.push_back(e);
+        last_read[size_t(e)] = q;
+      }
+      if (comp[size_t(q)][size_t(e)]) {
+        ph.compute.push_back(e);
+        if (col_load(e)) loads_input[size_t(p.exprs[size_t(e)].arg)] = true;
+      }
+      if (kept[size_t(e)] && p.phase[size_t(e)] == q) ph.slot_stores.push_back(e);
+      const Expr& x = p.exprs[size_t(e)];
+      if (p.needed[size_t(e)] && is_reduction(x.op) && p.phase[size_t(x.a)] == q) {
+        ph.reductions.push_back(e);
+      }
+    }
+    for (size_t i = 0; i < p.inputs.size(); i++) s.input_passes[i] += loads_input[i] ? 1 : 0;
+  }
+  for (size_t i = 0; i < p.inputs.size(); i++) {
+    if (p.inputs[i].vector || p.inputs[i].matmul) s.input_passes[i] = std::min(s.input_passes[i], 1);
+  }
+  // Slots: greedy interval sharing in def order.
+  std::vector<int> order;
+  for (int e = 0; e < n; e++) {
+    if (kept[size_t(e)]) order.push_back(e);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return p.phase[size_t(a)] < p.phase[size_t(b)]; });
+  std::vector<int> slot_free_after;  // per slot: the last pass that reads its current value
+  for (int e : order) {
+    UBF_CHECK(last_read[size_t(e)] > p.phase[size_t(e)], "kept value never read back");
+    int def = p.phase[size_t(e)];
+    int chosen = -1;
+    for (size_t k = 0; k < slot_free_after.size() && chosen < 0; k++) {
+      if (slot_free_after[k] <= def) chosen = int(k);
+    }
+    if (chosen < 0) {
+      chosen = int(slot_free_after.size());
+      slot_free_after.push_back(0);
+    }
+    slot_free_after[size_t(chosen)] = last_read[size_t(e)];
+    s.slot[size_t(e)] = chosen;
+  }
+  s.num_slots = int(slot_free_after.size());
+  return s;
+}
+
+}  // namespace ubfuse::kir

@@ -1,0 +1,140 @@
+// FusedGroup -> Kernel. Single groups run their eager kernel; the others are lowered to the
+// kernel IR (codegen/kernel_ir.h) and run as generated C++ (all groups of one call compiled in
+// one translation unit, cached on disk) or by the tile interpreter (codegen=interpreter, or no
+// compiler). A group the IR cannot express runs op by op, and its variant says why.
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "codegen/cpp_compile.h"
+#include "codegen/cpp_render.h"
+#include "codegen/fused_kernel.h"
+#include "codegen/matmul_epilogue.h"
+#include "codegen/op_by_op_kernel.h"
+#include "compiler/eager_kernels.h"
+#include "fusion/group.h"
+
+namespace ubfuse {
+
+int64_t ub_bytes_per_row(const FusedGroup& g, int64_t cols) {
+  if (g.kind == GroupKind::Single) return 0;
+  auto prog = kir::lower_group(g, nullptr);
+  if (!prog) return 0;
+  kir::Schedule s = kir::schedule(*prog, /*ub=*/true);
+  return int64_t(s.num_slots) * kir::slot_floats(cols) * int64_t(sizeof(float));
+}
+
+namespace {
+
+void fill_info(const FusedGroup& g, Kernel& k) {
+  k.info.name = g.name;
+  k.info.node_names.clear();
+  k.info.op_types.clear();
+  for (const Node* n : g.nodes) {
+    k.info.node_names.push_back(n->name);
+    k.info.op_types.push_back(std::string(op_name(n->op)));
+  }
+  k.inputs = g.inputs;
+  k.outputs = g.outputs;
+  k.info.input_values.clear();
+  k.info.output_values.clear();
+  for (const Value* v : g.inputs) k.info.input_values.push_back(v->name);
+  for (const Value* v : g.outputs) k.info.output_values.push_back(v->name);
+}
+
+// Says once per process why generated code is not used.
+void note_no_compiler(const std::string& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "[ubfuse] note: %s; fused groups run on the tile interpreter (slower). Option "
+                 "codegen=interpreter asks for it explicitly.\n",
+                 why.c_str());
+  });
+}
+
+bool dump_kernels() {
+  const char* v = std::getenv("UBFUSE_DUMP_KERNELS");
+  return v && *v && std::string(v) != "0";
+}
+
+struct Pending {
+  const FusedGroup* group = nullptr;
+  LoweredGroup lowered;
+  std::string symbol;  // generated function, when compiled
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedGroup>& groups,
+                                                        const CompileConfig& config) {
+  bool cpp = config.codegen == "cpp";
+  std::string engine_note;
+  if (cpp && !cpp::toolchain().available) {
+    note_no_compiler(cpp::toolchain().why_not);
+    engine_note = " (" + cpp::toolchain().why_not + ")";
+    cpp = false;
+  }
+  // Lower everything first, so all generated functions go into one translation unit.
+  std::vector<std::unique_ptr<Kernel>> out(groups.size());
+  std::vector<Pending> pending;
+  std::vector<cpp::RenderedKernel> rendered;
+  std::string names;
+  for (size_t i = 0; i < groups.size(); i++) {
+    const FusedGroup& g = groups[i];
+    if (g.kind == GroupKind::Single) {
+      out[i] = make_node_kernel(*g.nodes.at(0));
+      continue;
+    }
+    std::string why;
+    std::shared_ptr<const kir::Program> prog = kir::lower_group(g, &why);
+    if (!prog) {
+      out[i] = make_op_by_op_kernel(g, why);
+      fill_info(g, *out[i]);
+      continue;
+    }
+    Pending p;
+    p.group = &g;
+    p.lowered.prog = prog;
+    p.lowered.ub = kir::schedule(*prog, true);
+    p.lowered.reread = kir::schedule(*prog, false);
+    p.lowered.force_reread = g.reread;
+    if (dump_kernels()) {
+      std::fprintf(stderr, "[ubfuse] kernel IR of %s:\n%s%s%s", g.name.c_str(),
+                   kir::to_string(*prog).c_str(), kir::to_string(*prog, p.lowered.ub).c_str(),
+                   kir::to_string(*prog, p.lowered.reread).c_str());
+    }
+    if (cpp) {
+      rendered.push_back(cpp::render_kernel(*prog, p.lowered.ub, p.lowered.reread));
+      p.symbol = rendered.back().symbol;
+      names += (names.empty() ? "" : ", ") + g.name;
+    }
+    pending.push_back(std::move(p));
+  }
+  std::shared_ptr<void> lib;
+  if (!rendered.empty()) lib = cpp::build_library(cpp::render_unit(rendered), config, names);
+  size_t next = 0;
+  for (size_t i = 0; i < groups.size(); i++) {
+    if (out[i]) continue;
+    Pending& p = pending[next++];
+    const FusedGroup& g = *p.group;
+    Engine eng;
+    if (lib) {
+      eng.fn = reinterpret_cast<UbfKernelFn>(cpp::library_symbol(lib, p.symbol));
+      eng.library = lib;
+    } else {
+      eng.tiles = interp::make_tile_program(*p.lowered.prog, p.lowered.ub, p.lowered.reread);
+    }
+    if (g.kind == GroupKind::MatMulEpilogue) {
+      out[i] = make_matmul_epilogue_kernel(g, std::move(p.lowered), std::move(eng));
+    } else {
+      out[i] = std::make_unique<FusedKernel>(std::move(p.lowered), std::move(eng));
+    }
+    fill_info(g, *out[i]);
+    out[i]->info.variant = std::string(lib ? "codegen" : "interpreter") +
+                           (g.reread ? "/two-pass" : "") + (lib ? "" : engine_note);
+  }
+  return out;
+}
+
+}  // namespace ubfuse
