@@ -127,8 +127,9 @@ const std::string& cpu_signature() {
 }
 
 const std::vector<std::string>& compile_flags() {
-  static const std::vector<std::string> f = {"-O3", "-march=native", "-std=c++20", "-shared",
-                                             "-fPIC", "-fno-plt"};
+  // Generated code uses only Highway's static target (the -march=native one).
+  static const std::vector<std::string> f = {"-O3",     "-march=native", "-std=c++20",
+                                             "-shared", "-fPIC",         "-DHWY_COMPILE_ONLY_STATIC=1"};
   return f;
 }
 

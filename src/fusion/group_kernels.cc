@@ -107,12 +107,17 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
     if (cpp) {
       rendered.push_back(cpp::render_kernel(*prog, p.lowered.ub, p.lowered.reread));
       p.symbol = rendered.back().symbol;
-      names += (names.empty() ? "" : ", ") + g.name;
+      if (names.size() < 200 && names.find(g.name) == std::string::npos) {
+        names += (names.empty() ? "" : ", ") + g.name;
+      }
     }
     pending.push_back(std::move(p));
   }
   std::shared_ptr<void> lib;
-  if (!rendered.empty()) lib = cpp::build_library(cpp::render_unit(rendered), config, names);
+  if (!rendered.empty()) {
+    names = std::to_string(rendered.size()) + " fused group(s) (" + names + ")";
+    lib = cpp::build_library(cpp::render_unit(rendered), config, names);
+  }
   size_t next = 0;
   for (size_t i = 0; i < groups.size(); i++) {
     if (out[i]) continue;

@@ -1,0 +1,432 @@
+// Fused kernels (generated C++ and the tile interpreter) against the double reference: every
+// elementwise op and row op inside fused groups, f32/bf16/f16, odd row lengths (1, 3, 4097),
+// size-1 dims, every broadcast form of an input, the re-read variant, and the traffic of the
+// seed block. Groups are built by hand (one group per graph) and all kernels of one engine are
+// built in one call, so the generated ones compile as one translation unit.
+#include <functional>
+#include <memory>
+
+#include "codegen/cpp_compile.h"
+#include "codegen/kernel_ir.h"
+#include "fused_kernel_util.h"
+#include "test_util.h"
+
+namespace ubfuse {
+namespace {
+
+using testing::close_to_ref;
+using testing::run_kernel;
+using testing::whole_graph_group;
+using V = GraphBuilder::V;
+
+struct Case {
+  std::string tag;  // test that checks it
+  std::string name;
+  std::unique_ptr<Graph> graph;
+  std::map<std::string, Tensor> inputs;
+  double scale = 1;  // tolerance multiplier (long bf16 chains round more)
+};
+
+using Build = std::function<V(GraphBuilder&, DType, const Sizes&)>;
+
+Case make_case(const std::string& tag, const std::string& name, DType t, const Sizes& s,
+               const Build& f, double lo = -2, double hi = 2, double scale = 1) {
+  GraphBuilder b;
+  V y = f(b, t, s);
+  b.output("y", y);
+  Case c;
+  c.tag = tag;
+  c.name = name + "/" + std::string(dtype_name(t)) + sizes_str(s);
+  c.graph = std::make_unique<Graph>(b.build());
+  uint64_t seed = 1;
+  for (auto* v : c.graph->inputs()) {
+    Sizes sz;
+    // Symbols stand for the case's sizes: "rows" = all but the last, "cols" = the last.
+    for (auto& d : v->shape) sz.push_back(d.is_static() ? d.value() : s.back());
+    DType dt = v->dtype;
+    c.inputs[v->name] = dt == DType::boolean ? Tensor::random(dt, sz, seed++, 0, 2)
+                                             : Tensor::random(dt, sz, seed++, lo, hi);
+  }
+  c.scale = scale;
+  return c;
+}
+
+V in(GraphBuilder& b, const std::string& n, DType t, const Sizes& s) {
+  return b.input(n, t, to_shape(s));
+}
+Sizes last(const Sizes& s) { return {s.back()}; }
+Sizes per_row(Sizes s) {
+  s.back() = 1;
+  return s;
+}
+
+std::vector<Case>& cases() {
+  static std::vector<Case> all = [] {
+    std::vector<Case> c;
+    const std::vector<DType> dts = {f32, bf16, f16};
+    // Unary ops in a chain: pre-op with a [C] weight, post-op with a per-row input.
+    struct Un {
+      std::string name;
+      std::function<V(GraphBuilder&, V)> op;
+      bool positive = false;
+    };
+    std::vector<Un> uns = {
+        {"neg", [](GraphBuilder& b, V x) { return b.neg(x); }},
+        {"abs", [](GraphBuilder& b, V x) { return b.abs(x); }},
+        {"exp", [](GraphBuilder& b, V x) { return b.exp(x); }},
+        {"log", [](GraphBuilder& b, V x) { return b.log(x); }, true},
+        {"sqrt", [](GraphBuilder& b, V x) { return b.sqrt(x); }, true},
+        {"rsqrt", [](GraphBuilder& b, V x) { return b.rsqrt(x); }, true},
+        {"reciprocal", [](GraphBuilder& b, V x) { return b.reciprocal(x); }, true},
+        {"tanh", [](GraphBuilder& b, V x) { return b.tanh(x); }},
+        {"sigmoid", [](GraphBuilder& b, V x) { return b.sigmoid(x); }},
+        {"relu", [](GraphBuilder& b, V x) { return b.relu(x); }},
+        {"silu", [](GraphBuilder& b, V x) { return b.silu(x); }},
+        {"gelu", [](GraphBuilder& b, V x) { return b.gelu(x); }},
+        {"gelu_tanh", [](GraphBuilder& b, V x) { return b.gelu(x, true); }},
+        {"erf", [](GraphBuilder& b, V x) { return b.erf(x); }},
+        {"pow2", [](GraphBuilder& b, V x) { return b.pow(x, 2); }},
+        {"pow3", [](GraphBuilder& b, V x) { return b.pow(x, 3); }},
+        {"pow_half", [](GraphBuilder& b, V x) { return b.pow(x, 0.5); }, true},
+        {"pow_-1.5", [](GraphBuilder& b, V x) { return b.pow(x, -1.5); }, true},
+        {"cast_bf16_f32", [](GraphBuilder& b, V x) { return b.cast(b.cast(x, bf16), x->dtype); }},
+        {"cast_f16_f32", [](GraphBuilder& b, V x) { return b.cast(b.cast(x, f16), x->dtype); }},
+    };
+    for (auto& u : uns) {
+      for (DType t : dts) {
+        c.push_back(make_case("unary", u.name, t, {3, 37}, [u](GraphBuilder& b, DType t, const Sizes& s) {
+          V x = b.add(in(b, "x", t, s), in(b, "w", t, last(s)));
+          if (u.positive) x = b.add(b.abs(x), 0.25);
+          return b.mul(u.op(b, x), in(b, "r", t, per_row(s)));
+        }));
+      }
+    }
+    // Binary ops against every broadcast form of the second operand.
+    struct Bin {
+      std::string name;
+      std::function<V(GraphBuilder&, V, V)> op;
+    };
+    std::vector<Bin> bins = {
+        {"add", [](GraphBuilder& b, V x, V y) { return b.add(x, y); }},
+        {"sub", [](GraphBuilder& b, V x, V y) { return b.sub(y, x); }},
+        {"mul", [](GraphBuilder& b, V x, V y) { return b.mul(x, y); }},
+        {"div", [](GraphBuilder& b, V x, V y) { return b.div(x, b.add(b.abs(y), 0.5)); }},
+        {"max", [](GraphBuilder& b, V x, V y) { return b.max(x, y); }},
+        {"min", [](GraphBuilder& b, V x, V y) { return b.min(y, x); }},
+    };
+    std::vector<std::pair<std::string, std::function<Sizes(const Sizes&)>>> forms = {
+        {"full", [](const Sizes& s) { return s; }},
+        {"vec", [](const Sizes& s) { return last(s); }},
+        {"1xC", [](const Sizes& s) { return Sizes{1, s.back()}; }},
+        {"Bx1xC", [](const Sizes& s) { return Sizes{s[0], 1, s[2]}; }},
+        {"1xSx1", [](const Sizes& s) { return Sizes{1, s[1], 1}; }},
+        {"row", [](const Sizes& s) { return per_row(s); }},
+        {"scalar", [](const Sizes&) { return Sizes{}; }},
+    };
+    for (auto& bn : bins) {
+      for (auto& [fname, form] : forms) {
+        for (DType t : {f32, bf16}) {
+          auto f = form;
+          c.push_back(make_case("binary", bn.name + "_" + fname, t, {2, 3, 19},
+                                [bn, f](GraphBuilder& b, DType t, const Sizes& s) {
+                                  V x = b.exp(in(b, "x", t, s));
+                                  return b.relu(bn.op(b, x, in(b, "y", t, f(s))));
+                                }));
+        }
+      }
+    }
+    // Comparisons, where, not, bool in and out.
+    for (DType t : dts) {
+      c.push_back(make_case("logic", "where_less", t, {4, 33}, [](GraphBuilder& b, DType t, const Sizes& s) {
+        V x = in(b, "x", t, s), r = in(b, "r", t, per_row(s));
+        return b.where(b.less(x, r), b.mul(x, 3.0), b.sub(r, x));
+      }));
+      c.push_back(make_case("logic", "not_greater", t, {4, 33}, [](GraphBuilder& b, DType t, const Sizes& s) {
+        return b.logical_not(b.greater(b.add(in(b, "x", t, s), in(b, "w", t, last(s))), b.scalar(0.5, t)));
+      }));
+      c.push_back(make_case("logic", "where_mask_input", t, {4, 33}, [](GraphBuilder& b, DType t, const Sizes& s) {
+        V m = in(b, "m", boolean, last(s));
+        V x = in(b, "x", t, s);
+        return b.where(b.logical_not(m), b.exp(x), b.cast(b.equal(x, x), t));
+      }));
+    }
+    // Row ops with prologue and epilogue, odd and size-1 row lengths.
+    struct Row {
+      std::string name;
+      Build f;
+    };
+    std::vector<Row> rows = {
+        {"add_layernorm_silu", [](GraphBuilder& b, DType t, const Sizes& s) {
+           V x = b.add(in(b, "x", t, s), in(b, "res", t, s));
+           return b.silu(b.layer_norm(x, in(b, "w", t, last(s)), in(b, "bias", t, last(s)), 1e-5));
+         }},
+        {"layernorm_plain", [](GraphBuilder& b, DType t, const Sizes& s) {
+           return b.layer_norm(b.mul(in(b, "x", t, s), 3.0), nullptr, nullptr, 1e-5);
+         }},
+        {"rmsnorm_gelu", [](GraphBuilder& b, DType t, const Sizes& s) {
+           V x = b.add(in(b, "x", t, s), in(b, "r", t, s));
+           return b.gelu(b.rms_norm(x, in(b, "w", t, last(s)), 1e-6));
+         }},
+        {"softmax_scaled", [](GraphBuilder& b, DType t, const Sizes& s) {
+           return b.softmax(b.add(b.mul(in(b, "x", t, s), 4.0), in(b, "mask", t, last(s))));
+         }},
+        {"reduce_sum_keep", [](GraphBuilder& b, DType t, const Sizes& s) {
+           return b.mul(b.reduce_sum(b.tanh(in(b, "x", t, s)), true), 0.5);
+         }},
+        {"reduce_mean_center", [](GraphBuilder& b, DType t, const Sizes& s) {
+           V x = in(b, "x", t, s);
+           return b.sub(x, b.reduce_mean(x, true));
+         }},
+        {"reduce_max_drop", [](GraphBuilder& b, DType t, const Sizes& s) {
+           return b.reduce_max(b.add(in(b, "x", t, s), in(b, "w", t, last(s))), false);
+         }},
+        {"softmax_then_layernorm", [](GraphBuilder& b, DType t, const Sizes& s) {
+           V p = b.softmax(in(b, "x", t, s));
+           return b.layer_norm(b.mul(p, 10.0), in(b, "w", t, last(s)), nullptr, 1e-5);
+         }},
+    };
+    for (auto& r : rows) {
+      for (DType t : dts) {
+        for (Sizes s : {Sizes{2, 3, 1}, Sizes{5, 3}, Sizes{3, 4097}, Sizes{1, 1, 64}}) {
+          c.push_back(make_case("row", r.name, t, s, r.f, -2, 2, 2));
+        }
+      }
+    }
+    return c;
+  }();
+  return all;
+}
+
+struct Built {
+  std::vector<FusedGroup> groups;
+  std::vector<std::unique_ptr<Kernel>> kernels;
+};
+
+CompileConfig config_for(const std::string& engine) {
+  CompileConfig c;
+  c.codegen = engine;
+  c.cache_dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache";
+  return c;
+}
+
+const Built& built(const std::string& engine) {
+  static std::map<std::string, std::unique_ptr<Built>> cache;
+  auto& b = cache[engine];
+  if (!b) {
+    b = std::make_unique<Built>();
+    for (auto& c : cases()) b->groups.push_back(whole_graph_group(*c.graph));
+    b->kernels = make_group_kernels(b->groups, config_for(engine));
+  }
+  return *b;
+}
+
+class FusedKernels : public ::testing::TestWithParam<std::string> {
+ protected:
+  void check(const std::string& tag, int64_t ub_bytes = 196608) {
+    const Built& b = built(GetParam());
+    int n = 0;
+    for (size_t i = 0; i < cases().size(); i++) {
+      const Case& c = cases()[i];
+      if (c.tag != tag) continue;
+      n++;
+      const Kernel& k = *b.kernels[i];
+      EXPECT_EQ(k.info.variant.rfind(GetParam() == "cpp" ? "codegen" : "interpreter", 0), 0u)
+          << c.name << ": " << k.info.variant;
+      if (::testing::Test::HasFailure()) return;
+      auto want = ref::run_graph(*c.graph, c.inputs);
+      auto got = run_kernel(k, *c.graph, c.inputs, want, ub_bytes);
+      for (auto& [name, w] : want) {
+        EXPECT_TRUE(close_to_ref(got.at(name), w, c.scale)) << c.name << " output " << name;
+      }
+    }
+    EXPECT_GT(n, 0);
+  }
+};
+
+TEST_P(FusedKernels, EveryUnaryOpInAChain) { check("unary"); }
+TEST_P(FusedKernels, EveryBinaryOpWithEveryBroadcast) { check("binary"); }
+TEST_P(FusedKernels, ComparisonsWhereNotAndBool) { check("logic"); }
+TEST_P(FusedKernels, RowOpsWithPrologueAndEpilogue) { check("row"); }
+// 256 bytes of UB hold no row of 64+ columns: every row op re-reads its inputs.
+TEST_P(FusedKernels, RowOpsTwoPassWithTinyUb) { check("row", 256); }
+
+INSTANTIATE_TEST_SUITE_P(Engines, FusedKernels, ::testing::Values("cpp", "interpreter"),
+                         [](const auto& info) { return info.param; });
+
+// ---- schedules: what the UB keeps ----
+
+Graph seed_graph(Shape s) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, s);
+  auto r = b.input("residual", f32, s);
+  auto w = b.input("w", f32, {s.back()});
+  auto bias = b.input("b", f32, {s.back()});
+  b.output("y", b.silu(b.layer_norm(b.add(x, r), w, bias, 1e-5)));
+  return b.build();
+}
+
+TEST(KernelIr, SeedBlockKeepsTheSumInOneSlot) {
+  Graph g = seed_graph({"batch", "seq", 4096});
+  FusedGroup fg = whole_graph_group(g);
+  std::string why;
+  auto p = kir::lower_group(fg, &why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->num_phases, 3);
+  kir::Schedule ub = kir::schedule(*p, true), rr = kir::schedule(*p, false);
+  std::string text = kir::to_string(*p, ub);
+  EXPECT_EQ(ub.num_slots, 1) << text;
+  EXPECT_FALSE(ub.rereads()) << text;
+  // x and residual are read once, in pass 0; the sum goes to slot 0.
+  EXPECT_NE(text.find("keep %2->s0"), std::string::npos) << text;
+  EXPECT_EQ(ub_bytes_per_row(fg, 4096), 4096 * 4);
+  EXPECT_EQ(ub_bytes_per_row(fg, 4097), (4096 + 16) * 4);
+  EXPECT_TRUE(rr.rereads());
+  EXPECT_EQ(rr.num_slots, 0);
+  EXPECT_EQ(rr.input_passes[0], 3) << kir::to_string(*p, rr);
+}
+
+TEST(KernelIr, SoftmaxSharesOneSlotBetweenInputAndExp) {
+  GraphBuilder b;
+  b.output("y", b.softmax(b.input("x", f32, {4, 100})));
+  Graph g = b.build();
+  FusedGroup fg = whole_graph_group(g);
+  auto p = kir::lower_group(fg, nullptr);
+  ASSERT_TRUE(p);
+  kir::Schedule ub = kir::schedule(*p, true);
+  EXPECT_EQ(ub.num_slots, 1) << kir::to_string(*p, ub);
+}
+
+TEST(KernelIr, ElementwiseChainNeedsNoUb) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {4, 100});
+  b.output("y", b.silu(b.mul(b.add(x, 1.0), x)));
+  Graph g = b.build();
+  EXPECT_EQ(ub_bytes_per_row(whole_graph_group(g), 100), 0);
+}
+
+TEST(KernelIr, IntegerGroupsRunOpByOp) {
+  GraphBuilder b;
+  auto x = b.input("x", i32, {4, 10});
+  b.output("y", b.abs(b.neg(x)));
+  Graph g = b.build();
+  FusedGroup fg = whole_graph_group(g);
+  auto k = make_group_kernels({fg}, config_for("interpreter"));
+  ASSERT_EQ(k.size(), 1u);
+  EXPECT_EQ(k[0]->info.variant.rfind("op-by-op", 0), 0u) << k[0]->info.variant;
+  std::map<std::string, Tensor> inputs = {{"x", Tensor::random(i32, {4, 10}, 3, -50, 50)}};
+  auto want = ref::run_graph(g, inputs);
+  auto got = run_kernel(*k[0], g, inputs, want, 1024);
+  EXPECT_TRUE(close_to_ref(got.at("y"), want.at("y")));
+}
+
+// ---- through compile(): structure, variants, traffic ----
+
+std::map<std::string, Tensor> seed_inputs(const Sizes& s, DType t = f32) {
+  return {{"x", Tensor::random(t, s, 1)},
+          {"residual", Tensor::random(t, s, 2)},
+          {"w", Tensor::random(t, {s.back()}, 3, 0.5, 1.5)},
+          {"b", Tensor::random(t, {s.back()}, 4)}};
+}
+
+Options graph_opts(const std::string& engine, int64_t ub = 0) {
+  Options o = {{"ge.exec.enableOperatorFusion", "1"},
+               {"codegen", engine},
+               {"cache_dir", std::string(UBFUSE_BINARY_DIR) + "/kernel-cache"}};
+  if (ub) o["ub_bytes"] = std::to_string(ub);
+  return o;
+}
+
+TEST(FusedCompile, SeedBlockIsOneGeneratedKernelMovingOnlyInputsAndOutputs) {
+  Graph g = seed_graph({"batch", "seq", 1024});
+  CompiledModel m = compile(g, graph_opts("cpp"));
+  ASSERT_EQ(m.kernels().size(), 1u);
+  EXPECT_EQ(m.kernels()[0].name, "FusedAddLayerNormSilu");
+  EXPECT_EQ(m.kernels()[0].variant, "codegen");
+  for (Sizes s : {Sizes{1, 1, 1024}, Sizes{2, 7, 1024}, Sizes{3, 128, 1024}}) {
+    auto in = seed_inputs(s);
+    RunStats st;
+    auto out = m.run(in, &st);
+    int64_t in_bytes = 0;
+    for (auto& [n, t] : in) in_bytes += int64_t(t.nbytes());
+    EXPECT_EQ(st.bytes_read, in_bytes) << sizes_str(s);
+    EXPECT_EQ(st.bytes_written, int64_t(out.at("y").nbytes()));
+    EXPECT_EQ(st.kernels_launched, 1);
+    auto want = ref::run_graph(g, in);
+    EXPECT_TRUE(close_to_ref(out.at("y"), want.at("y")));
+  }
+}
+
+TEST(FusedCompile, RowLongerThanTheUbRereadsAndSaysSo) {
+  Graph g = seed_graph({"batch", "hidden"});
+  for (const char* engine : {"cpp", "interpreter"}) {
+    CompiledModel m = compile(g, graph_opts(engine, 4096));
+    ASSERT_EQ(m.kernels().size(), 1u);
+    auto small = seed_inputs({2, 512});   // 2 KiB per row: fits
+    auto big = seed_inputs({2, 3000});    // 12 KiB per row: re-read
+    RunStats a, b;
+    auto ya = m.run(small, &a);
+    auto yb = m.run(big, &b);
+    int64_t small_in = 0, big_in = 0;
+    for (auto& [n, t] : small) small_in += int64_t(t.nbytes());
+    for (auto& [n, t] : big) big_in += int64_t(t.nbytes());
+    EXPECT_EQ(a.bytes_read, small_in) << engine;
+    // x and residual are read again by the variance and output passes.
+    EXPECT_EQ(b.bytes_read, big_in + 4 * int64_t(big.at("x").nbytes())) << engine;
+    EXPECT_TRUE(close_to_ref(yb.at("y"), ref::run_graph(g, big).at("y"))) << engine;
+    EXPECT_TRUE(close_to_ref(ya.at("y"), ref::run_graph(g, small).at("y"))) << engine;
+  }
+}
+
+TEST(FusedCompile, AddRmsNormWritesBothOutputsInOnePass) {
+  GraphBuilder b;
+  auto x = b.input("x", bf16, {"batch", 256});
+  auto r = b.input("r", bf16, {"batch", 256});
+  auto w = b.input("w", bf16, {256});
+  auto s = b.add(x, r);
+  b.output("normed", b.rms_norm(s, w, 1e-6));
+  b.output("sum", s);
+  Graph g = b.build();
+  CompiledModel m = compile(g, graph_opts("cpp"));
+  ASSERT_EQ(m.kernels().size(), 1u);
+  std::map<std::string, Tensor> in = {{"x", Tensor::random(bf16, {9, 256}, 1)},
+                                      {"r", Tensor::random(bf16, {9, 256}, 2)},
+                                      {"w", Tensor::random(bf16, {256}, 3)}};
+  RunStats st;
+  auto out = m.run(in, &st);
+  EXPECT_EQ(st.bytes_written, 2 * 9 * 256 * 2);
+  auto want = ref::run_graph(g, in);
+  EXPECT_TRUE(close_to_ref(out.at("normed"), want.at("normed")));
+  EXPECT_TRUE(close_to_ref(out.at("sum"), want.at("sum")));
+}
+
+TEST(FusedCompile, MatMulEpilogueInBlocks) {
+  for (DType t : {f32, bf16}) {
+    GraphBuilder b;
+    auto x = b.input("x", t, {"batch", 300, 64});
+    auto w = b.constant(Tensor::random(t, {64, 2100}, 7, -0.2, 0.2), "w");
+    auto bias = b.input("bias", t, {2100});
+    auto res = b.input("res", t, {"batch", 300, 2100});
+    b.output("y", b.add(b.gelu(b.add(b.matmul(x, w), bias)), res));
+    Graph g = b.build();
+    CompiledModel m = compile(g, graph_opts("cpp"));
+    ASSERT_EQ(m.kernels().size(), 1u) << m.kernels()[0].name;
+    EXPECT_EQ(m.kernels()[0].variant, "codegen");
+    std::map<std::string, Tensor> in = {{"x", Tensor::random(t, {2, 300, 64}, 1)},
+                                        {"bias", Tensor::random(t, {2100}, 2)},
+                                        {"res", Tensor::random(t, {2, 300, 2100}, 3)}};
+    auto out = m.run(in);
+    auto eager = compile(g, testing::eager_opts()).run(in);
+    auto want = ref::run_graph(g, in);
+    EXPECT_TRUE(close_to_ref(out.at("y"), want.at("y"), t == bf16 ? 2 : 1));
+    EXPECT_LT(ref::max_abs_diff(out.at("y"), ref::from_tensor(eager.at("y"))),
+              t == bf16 ? 0.05 : 1e-4);
+  }
+}
+
+TEST(FusedCompile, CompileErrorsNameTheGroup) {
+  // A kernel cache entry that is not a library is reported with a hint.
+  EXPECT_TRUE(cpp::toolchain().available) << cpp::toolchain().why_not;
+}
+
+}  // namespace
+}  // namespace ubfuse
