@@ -1,15 +1,17 @@
-// Fork-join pool: size()-1 worker threads plus the calling thread. A job is published under a
-// mutex with a generation counter; workers spin briefly on the counter and then sleep on a
-// condition variable. Every worker checks in to every job; chunks are handed out through an atomic
-// counter, so a chunk's `worker` id is the id of the thread that runs it (0 = the caller), unique
-// among the job's concurrent chunks.
+// Fork-join pool: size()-1 worker threads plus the calling thread. A job is a shared object
+// published under a mutex with a generation counter; workers spin briefly on the counter, then
+// sleep on a condition variable. Chunks are claimed through the job's atomic counter, so a chunk's
+// `worker` id is the id of the thread that runs it (0 = the caller), unique among the job's
+// concurrent chunks. The caller runs chunks too and then waits only for chunks that other threads
+// have claimed: a worker that wakes late (descheduled on a busy machine) finds nothing left and
+// never holds the caller up; the shared job object keeps what it reads alive.
 //
 // Contract of parallel_for (also documented in tests/thread_pool_test.cc):
 //  * fn is called on disjoint chunks covering [0, n) exactly once each (n <= 0: not called).
 //  * Only one job runs on the pool's workers at a time. A caller that finds the pool busy (another
 //    thread's job, or a nested call from inside fn) runs the whole range inline as worker 0.
 //  * If a chunk throws, chunks not yet started are skipped, the running ones finish, and the first
-//    exception is rethrown to the caller of parallel_for once no thread touches the job anymore.
+//    exception is rethrown to the caller of parallel_for once no thread runs the job's chunks.
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
@@ -38,46 +40,51 @@
 namespace ubfuse {
 
 namespace {
-// Spin iterations (with pause) a worker polls for the next job before sleeping. About 20-50 us:
+// Spin iterations (with pause) a worker polls for the next job before sleeping (tens of us):
 // back-to-back eager kernels then start without a futex wake-up.
-constexpr int kSpinIters = 4000;
+constexpr int kSpinIters = 2000;
 }  // namespace
 
 struct ThreadPool::State {
+  struct Job {
+    const RangeFn* fn = nullptr;
+    int64_t n = 0;
+    int64_t num_chunks = 0;
+    std::atomic<int64_t> next{0};  // next chunk to claim
+    std::atomic<int64_t> done{0};  // chunks finished (or skipped)
+    std::atomic<bool> failed{false};
+    std::exception_ptr error;  // guarded by State::mu
+  };
+
   int size = 1;
   std::vector<std::thread> threads;
 
   std::mutex mu;
   std::condition_variable work_cv;  // workers wait for a new generation or stop
-  std::condition_variable done_cv;  // the caller waits for pending == 0
+  std::condition_variable done_cv;  // the caller waits for done == num_chunks
   bool stop = false;                // guarded by mu
+  std::shared_ptr<Job> current;     // guarded by mu
   std::atomic<uint64_t> generation{0};
-
-  // The current job; written by the caller under mu before generation is bumped, and not
-  // rewritten before every worker has finished with it (pending == 0).
-  const RangeFn* fn = nullptr;
-  int64_t n = 0;
-  int64_t num_chunks = 0;
-  std::atomic<int64_t> next_chunk{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr error;       // guarded by mu
-  std::atomic<int> pending{0};    // workers that have not finished the current job
-
   std::atomic<bool> busy{false};  // a caller owns the workers
 
-  // Runs chunks of the current job until none are left.
-  void run_chunks(int worker) {
+  // Runs chunks of `job` until none are left to claim.
+  void run_chunks(Job& job, int worker) {
     for (;;) {
-      int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed);
-      if (c >= num_chunks) return;
-      if (failed.load(std::memory_order_relaxed)) continue;  // skip: drain the counter
-      int64_t b = n * c / num_chunks, e = n * (c + 1) / num_chunks;
-      try {
-        (*fn)(b, e, worker);
-      } catch (...) {
-        std::lock_guard<std::mutex> l(mu);
-        if (!error) error = std::current_exception();
-        failed.store(true, std::memory_order_relaxed);
+      const int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= job.num_chunks) return;
+      if (!job.failed.load(std::memory_order_relaxed)) {
+        const int64_t b = job.n * c / job.num_chunks, e = job.n * (c + 1) / job.num_chunks;
+        try {
+          (*job.fn)(b, e, worker);
+        } catch (...) {
+          std::lock_guard<std::mutex> l(mu);
+          if (!job.error) job.error = std::current_exception();
+          job.failed.store(true, std::memory_order_relaxed);
+        }
+      }
+      if (job.done.fetch_add(1, std::memory_order_acq_rel) + 1 == job.num_chunks) {
+        std::lock_guard<std::mutex> l(mu);  // pairs with the caller's predicate check
+        done_cv.notify_all();
       }
     }
   }
@@ -85,22 +92,19 @@ struct ThreadPool::State {
   void worker_loop(int worker) {
     uint64_t seen = 0;
     for (;;) {
-      // Spin for a new generation, then sleep.
       for (int i = 0; i < kSpinIters; ++i) {
         if (generation.load(std::memory_order_acquire) != seen) break;
         UBF_CPU_RELAX();
       }
+      std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> l(mu);
         work_cv.wait(l, [&] { return stop || generation.load(std::memory_order_relaxed) != seen; });
         if (stop) return;
         seen = generation.load(std::memory_order_relaxed);
+        job = current;
       }
-      run_chunks(worker);
-      if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> l(mu);  // pairs with the caller's predicate check
-        done_cv.notify_all();
-      }
+      if (job) run_chunks(*job, worker);
     }
   }
 };
@@ -135,30 +139,26 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
     return;
   }
   State& s = *s_;
+  auto job = std::make_shared<State::Job>();
+  job->fn = &fn;
+  job->n = n;
+  job->num_chunks = chunks;
   {
     std::lock_guard<std::mutex> l(s.mu);
-    s.fn = &fn;
-    s.n = n;
-    s.num_chunks = chunks;
-    s.next_chunk.store(0, std::memory_order_relaxed);
-    s.failed.store(false, std::memory_order_relaxed);
-    s.error = nullptr;
-    s.pending.store(s.size - 1, std::memory_order_relaxed);
+    s.current = job;
     s.generation.fetch_add(1, std::memory_order_release);
   }
   s.work_cv.notify_all();
-  s.run_chunks(0);
-  // Every worker takes part in every job (it may find no chunk left), so no worker can still be
-  // reading this job's fields once pending reaches 0.
-  for (int i = 0; i < kSpinIters && s.pending.load(std::memory_order_acquire) != 0; ++i) {
+  s.run_chunks(*job, 0);
+  for (int i = 0; i < kSpinIters && job->done.load(std::memory_order_acquire) != chunks; ++i) {
     UBF_CPU_RELAX();
   }
   std::exception_ptr err;
   {
     std::unique_lock<std::mutex> l(s.mu);
-    s.done_cv.wait(l, [&] { return s.pending.load(std::memory_order_acquire) == 0; });
-    err = s.error;
-    s.error = nullptr;
+    s.done_cv.wait(l, [&] { return job->done.load(std::memory_order_acquire) == chunks; });
+    err = job->error;
+    s.current.reset();
   }
   s.busy.store(false, std::memory_order_release);
   if (err) std::rethrow_exception(err);

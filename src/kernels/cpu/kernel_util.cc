@@ -2,9 +2,19 @@
 #include "kernels/cpu/kernel_util.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace ubfuse::cpu {
+
+namespace {
+std::atomic<size_t> g_stream_min_bytes{kStreamMinBytes};
+}  // namespace
+
+size_t stream_min_bytes() { return g_stream_min_bytes.load(std::memory_order_relaxed); }
+void set_stream_min_bytes(size_t bytes) {
+  g_stream_min_bytes.store(bytes, std::memory_order_relaxed);
+}
 
 int float_code(DType t) {
   switch (t) {

@@ -22,7 +22,11 @@ inline constexpr int64_t kMinParallelElems = 32 * 1024;
 // (measured on the dev machine: STREAM add 57 -> 68 GB/s at 256 MiB; no gain at 4 MiB).
 inline constexpr size_t kStreamMinBytes = size_t(32) << 20;
 
-inline bool use_stream(size_t out_bytes) { return out_bytes >= kStreamMinBytes; }
+// The threshold in effect (kStreamMinBytes unless changed; tests lower it to exercise the
+// streaming path on small tensors).
+size_t stream_min_bytes();
+void set_stream_min_bytes(size_t bytes);
+inline bool use_stream(size_t out_bytes) { return out_bytes >= stream_min_bytes(); }
 
 // Chunk grain in items (rows, elements...) so that a chunk holds >= kMinParallelElems elements.
 inline int64_t grain_for(int64_t elems_per_item) {

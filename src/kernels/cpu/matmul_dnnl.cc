@@ -237,7 +237,7 @@ class MatMulKernel : public KernelBase {
     g.b = {K, N};
     g.c = {M, N};
     // f32 copy of the weights (always: the fallback for non-bf16 CPUs and f16 inputs).
-    std::vector<float> w32(size_t(K * N));
+    std::vector<float> w32(static_cast<size_t>(K * N));
     convert_floats(bt.dtype(), bt.data(), DType::f32, w32.data(), K * N);
     packed_f32_ = pack(g, dt::f32, w32.data(), &packed_f32_md_);
     if (bt.dtype() == DType::bf16) packed_bf16_ = pack(g, dt::bf16, bt.data(), &packed_bf16_md_);

@@ -1,9 +1,11 @@
 // LayerNorm and RMSNorm over the last axis. One row at a time: the first pass streams the row in
 // from memory, the later passes re-read it from L1 (a 4096-float row is 16 KiB) while prefetching
-// the next row, so each input byte comes from DRAM once. f32 accumulation with 4 independent
-// vector accumulators; LayerNorm's variance is a second pass over (x - mean)^2 (no cancellation).
+// the next row, so each input byte comes from DRAM once. f32 accumulation with independent vector
+// accumulators; LayerNorm's variance is a second pass over the row shifted by its pass-1 mean
+// (no cancellation, exact even with a large common offset).
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 
+#include <algorithm>
 #include <cmath>
 
 #include "hwy/cache_control.h"
@@ -19,52 +21,58 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
-// Sum of (x - c)^2 over x[0, n) in f32, prefetching `next` (the next row) as it goes.
+// Sums of d = x - c and of d^2 over x[0, n) in f32, prefetching `next` (the next row).
 template <class D, typename T>
-HWY_INLINE float RowSumSq(D d, const T* HWY_RESTRICT x, size_t n, float c, const T* next) {
+HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, const T* next,
+                               float* sum_d, float* sum_d2) {
   const size_t N = hn::Lanes(d);
   const auto vc = hn::Set(d, c);
-  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), q0 = hn::Zero(d), q1 = hn::Zero(d);
   size_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    if (next) hwy::Prefetch(next + i);
-    if (next && sizeof(T) == 4) hwy::Prefetch(next + i + 2 * N);
+  for (; i + 2 * N <= n; i += 2 * N) {
+    if (next) {
+      hwy::Prefetch(next + i);
+      if (sizeof(T) == 4) hwy::Prefetch(next + i + N);  // 2N floats span two cache lines
+    }
     const auto a0 = hn::Sub(LoadF32(d, x + i), vc);
     const auto a1 = hn::Sub(LoadF32(d, x + i + N), vc);
-    const auto a2 = hn::Sub(LoadF32(d, x + i + 2 * N), vc);
-    const auto a3 = hn::Sub(LoadF32(d, x + i + 3 * N), vc);
-    s0 = hn::MulAdd(a0, a0, s0);
-    s1 = hn::MulAdd(a1, a1, s1);
-    s2 = hn::MulAdd(a2, a2, s2);
-    s3 = hn::MulAdd(a3, a3, s3);
+    s0 = hn::Add(s0, a0);
+    s1 = hn::Add(s1, a1);
+    q0 = hn::MulAdd(a0, a0, q0);
+    q1 = hn::MulAdd(a1, a1, q1);
   }
-  for (; i + N <= n; i += N) {
-    const auto a = hn::Sub(LoadF32(d, x + i), vc);
-    s0 = hn::MulAdd(a, a, s0);
+  for (; i < n; i += N) {
+    const size_t cnt = n - i < N ? n - i : N;
+    const auto a = hn::IfThenElseZero(hn::FirstN(d, cnt), hn::Sub(LoadNF32(d, x + i, cnt), vc));
+    s0 = hn::Add(s0, a);
+    q0 = hn::MulAdd(a, a, q0);
   }
-  if (i < n) {
-    const auto a = hn::IfThenElseZero(hn::FirstN(d, n - i), hn::Sub(LoadNF32(d, x + i, n - i), vc));
-    s1 = hn::MulAdd(a, a, s1);
-  }
-  return ReduceSumF(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
+  *sum_d = ReduceSumF(d, hn::Add(s0, s1));
+  *sum_d2 = ReduceSumF(d, hn::Add(q0, q1));
 }
 
 template <typename T, bool kW, bool kB>
 HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
                                 size_t cols, const float* HWY_RESTRICT w,
-                                const float* HWY_RESTRICT b, float eps, bool stream,
-                                bool prefetch_last) {
+                                const float* HWY_RESTRICT b, float eps, bool stream) {
   const hn::ScalableTag<float> d;
   for (size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    const T* next = (r + 1 < rows || prefetch_last) ? xr + cols : nullptr;
-    const float mean = RowSum(d, xr, cols) / float(cols);
-    const float var = RowSumSq(d, xr, cols, mean, next) / float(cols);
-    const auto vmean = hn::Set(d, mean);
+    const T* next = r + 1 < rows ? xr + cols : nullptr;
+    // Shifted two-pass statistics: the f32 mean m1 of pass 1 is only a pivot; pass 2 sums
+    // d = x - m1 (exact for x near m1) and d^2, so the mean m1 + md and the variance keep full
+    // precision even for rows with a large common offset.
+    const float m1 = RowSum(d, xr, cols) / float(cols);
+    float sd, sd2;
+    RowShiftedSums(d, xr, cols, m1, next, &sd, &sd2);
+    const float md = sd / float(cols);
+    const float var = std::max(0.0f, sd2 / float(cols) - md * md);
+    const auto vm1 = hn::Set(d, m1);
+    const auto vmd = hn::Set(d, md);
     const auto vrstd = hn::Set(d, 1.0f / std::sqrt(var + eps));
     MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
-      auto v = hn::Mul(hn::Sub(LoadAt<kFull>(d, xr, i, count), vmean), vrstd);
+      auto v = hn::Mul(hn::Sub(hn::Sub(LoadAt<kFull>(d, xr, i, count), vm1), vmd), vrstd);
       if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
       if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
       return v;
@@ -74,14 +82,15 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
 
 template <typename T, bool kW>
 HWY_NOINLINE void RMSNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows, size_t cols,
-                              const float* HWY_RESTRICT w, float eps, bool stream,
-                              bool prefetch_last) {
+                              const float* HWY_RESTRICT w, float eps, bool stream) {
   const hn::ScalableTag<float> d;
   for (size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    const T* next = (r + 1 < rows || prefetch_last) ? xr + cols : nullptr;
-    const float ms = RowSumSq(d, xr, cols, 0.0f, next) / float(cols);
+    const T* next = r + 1 < rows ? xr + cols : nullptr;
+    float unused, ss;
+    RowShiftedSums(d, xr, cols, 0.0f, next, &unused, &ss);
+    const float ms = ss / float(cols);
     const auto vrstd = hn::Set(d, 1.0f / std::sqrt(ms + eps));
     MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
       auto v = hn::Mul(LoadAt<kFull>(d, xr, i, count), vrstd);
@@ -93,29 +102,28 @@ HWY_NOINLINE void RMSNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
 
 template <typename T>
 void NormTyped(bool rms, const void* x, void* y, size_t rows, size_t cols, const float* w,
-               const float* b, float eps, bool stream, bool pl) {
+               const float* b, float eps, bool stream) {
   const T* px = static_cast<const T*>(x);
   T* py = static_cast<T*>(y);
   if (rms) {
-    if (w) return RMSNormRows<T, true>(px, py, rows, cols, w, eps, stream, pl);
-    return RMSNormRows<T, false>(px, py, rows, cols, w, eps, stream, pl);
+    if (w) return RMSNormRows<T, true>(px, py, rows, cols, w, eps, stream);
+    return RMSNormRows<T, false>(px, py, rows, cols, w, eps, stream);
   }
-  if (w && b) return LayerNormRows<T, true, true>(px, py, rows, cols, w, b, eps, stream, pl);
-  if (w) return LayerNormRows<T, true, false>(px, py, rows, cols, w, b, eps, stream, pl);
-  if (b) return LayerNormRows<T, false, true>(px, py, rows, cols, w, b, eps, stream, pl);
-  return LayerNormRows<T, false, false>(px, py, rows, cols, w, b, eps, stream, pl);
+  if (w && b) return LayerNormRows<T, true, true>(px, py, rows, cols, w, b, eps, stream);
+  if (w) return LayerNormRows<T, true, false>(px, py, rows, cols, w, b, eps, stream);
+  if (b) return LayerNormRows<T, false, true>(px, py, rows, cols, w, b, eps, stream);
+  return LayerNormRows<T, false, false>(px, py, rows, cols, w, b, eps, stream);
 }
 
-// Normalizes `rows` rows of `cols` elements; w/b (f32, may be null) cover one row. With
-// prefetch_last, the row after the last one is prefetched too (it belongs to the next chunk).
+// Normalizes `rows` rows of `cols` elements; w/b (f32, may be null) cover one row.
 void NormRun(bool rms, int code, const void* x, void* y, size_t rows, size_t cols, const float* w,
-             const float* b, float eps, bool stream, bool prefetch_last) {
+             const float* b, float eps, bool stream) {
   switch (code) {
-    case 0: return NormTyped<float>(rms, x, y, rows, cols, w, b, eps, stream, prefetch_last);
+    case 0: return NormTyped<float>(rms, x, y, rows, cols, w, b, eps, stream);
     case 1:
-      return NormTyped<hwy::bfloat16_t>(rms, x, y, rows, cols, w, b, eps, stream, prefetch_last);
+      return NormTyped<hwy::bfloat16_t>(rms, x, y, rows, cols, w, b, eps, stream);
     case 2:
-      return NormTyped<hwy::float16_t>(rms, x, y, rows, cols, w, b, eps, stream, prefetch_last);
+      return NormTyped<hwy::float16_t>(rms, x, y, rows, cols, w, b, eps, stream);
     default: break;
   }
 }
@@ -178,7 +186,7 @@ class NormKernel : public KernelBase {
     pool.parallel_for(rows, grain_for(cols), [&](int64_t lo, int64_t hi, int) {
       HWY_DYNAMIC_DISPATCH(NormRun)(rms_, fc, px + lo * cols * es, py + lo * cols * es,
                                     size_t(hi - lo), size_t(cols), params[0], params[1], eps_,
-                                    stream, false);
+                                    stream);
       if (stream) hwy::FlushStream();
     });
   }

@@ -211,14 +211,17 @@ template <class D, class V>
 HWY_INLINE V AbsF(D, V x) {
   return hn::Abs(x);
 }
-// max(a, b), min(a, b) (x86 semantics for NaN: the second operand is returned).
+// max(a, b); NaN if either is NaN (numpy maximum).
 template <class D, class V>
 HWY_INLINE V MaxF(D, V a, V b) {
-  return hn::Max(a, b);
+  const V r = hn::IfThenElse(hn::IsNaN(a), a, hn::Max(a, b));
+  return hn::IfThenElse(hn::IsNaN(b), b, r);
 }
+// min(a, b); NaN if either is NaN (numpy minimum).
 template <class D, class V>
 HWY_INLINE V MinF(D, V a, V b) {
-  return hn::Min(a, b);
+  const V r = hn::IfThenElse(hn::IsNaN(a), a, hn::Min(a, b));
+  return hn::IfThenElse(hn::IsNaN(b), b, r);
 }
 // sqrt(x), correctly rounded.
 template <class D, class V>

@@ -1,0 +1,162 @@
+// Eager kernels vs the machine's memory bandwidth, measured in one run.
+//
+// Memory-bound eager ops at the DRAM-bound shape (8, 2048, 4096) f32 (256 MiB per tensor), run
+// through make_op_kernel on the global thread pool (UBFUSE_NUM_THREADS or all cores), each
+// reporting bytes_per_second (the bytes it must move: every input read once, the output written
+// once). A STREAM add (c = a + b, 2 reads + 1 write) in the same binary is the yardstick; at the end
+// the ratio op / STREAM is printed per op. The target is >= 70% for every op.
+//
+//   ubfuse_bench --benchmark_filter=Eager   (all of this file)
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/op_kernel.h"
+#include "profiler/bandwidth.h"
+#include "runtime/thread_pool.h"
+#include "ubfuse/builder.h"
+
+namespace ubfuse {
+namespace {
+
+const Sizes kShape = {8, 2048, 4096};
+constexpr int64_t kCols = 4096;
+
+ThreadPool& pool() { return ThreadPool::global(); }
+using V = GraphBuilder::V;
+
+// One op on fresh inputs, with its graph kept alive for the kernel's lifetime.
+struct OpBench {
+  Graph graph;
+  std::unique_ptr<cpu::OpKernel> kernel;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  int64_t bytes = 0;  // moved per run
+};
+
+enum class Op { Add, LayerNorm, Silu, Softmax };
+
+std::unique_ptr<OpBench> make_bench(Op op, DType dt) {
+  auto ob = std::make_unique<OpBench>();
+  GraphBuilder b;
+  V x = b.input("x", dt, to_shape(kShape));
+  V y = nullptr;
+  ob->inputs.push_back(Tensor::random(dt, kShape, 1, -2, 2));
+  switch (op) {
+    case Op::Add: {
+      V r = b.input("r", dt, to_shape(kShape));
+      ob->inputs.push_back(Tensor::random(dt, kShape, 2, -2, 2));
+      y = b.add(x, r);
+      break;
+    }
+    case Op::LayerNorm: {
+      V w = b.input("w", dt, {kCols});
+      V bias = b.input("b", dt, {kCols});
+      ob->inputs.push_back(Tensor::random(dt, {kCols}, 3, 0.5, 1.5));
+      ob->inputs.push_back(Tensor::random(dt, {kCols}, 4, -1, 1));
+      y = b.layer_norm(x, w, bias, 1e-5);
+      break;
+    }
+    case Op::Silu: y = b.silu(x); break;
+    case Op::Softmax: y = b.softmax(x); break;
+  }
+  b.output("y", y);
+  ob->graph = b.build();
+  ob->kernel = cpu::make_op_kernel(*y->producer);
+  ob->outputs.push_back(Tensor::zeros(dt, kShape));  // pre-faulted
+  for (const auto& t : ob->inputs) ob->bytes += int64_t(t.nbytes());
+  ob->bytes += int64_t(ob->outputs[0].nbytes());
+  return ob;
+}
+
+void run_op(benchmark::State& state, Op op, DType dt) {
+  auto ob = make_bench(op, dt);
+  ob->kernel->run(ob->inputs, ob->outputs, pool());  // warm-up
+  for (auto _ : state) {
+    ob->kernel->run(ob->inputs, ob->outputs, pool());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * ob->bytes);
+  state.counters["threads"] = pool().size();
+}
+
+void BM_EagerAdd(benchmark::State& s) { run_op(s, Op::Add, DType::f32); }
+void BM_EagerLayerNorm(benchmark::State& s) { run_op(s, Op::LayerNorm, DType::f32); }
+void BM_EagerSilu(benchmark::State& s) { run_op(s, Op::Silu, DType::f32); }
+void BM_EagerSoftmax(benchmark::State& s) { run_op(s, Op::Softmax, DType::f32); }
+void BM_EagerSiluBf16(benchmark::State& s) { run_op(s, Op::Silu, DType::bf16); }
+
+// The yardstick: each iteration measures (allocation and page faults excluded, best of a few
+// passes inside) and reports one pass's time.
+void stream(benchmark::State& state, bool nt) {
+  const size_t bytes = size_t(numel(kShape)) * sizeof(float);
+  double gbps = 0;
+  for (auto _ : state) {
+    gbps = measure_stream_add_gbps(pool(), bytes, nt);
+    state.SetIterationTime(3.0 * double(bytes) / (gbps * 1e9));
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * 3 * int64_t(bytes));
+  state.counters["threads"] = pool().size();
+}
+void BM_EagerStreamAdd(benchmark::State& s) { stream(s, true); }
+void BM_EagerStreamAddCachedStores(benchmark::State& s) { stream(s, false); }
+
+BENCHMARK(BM_EagerStreamAdd)->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerStreamAddCachedStores)
+    ->UseManualTime()
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerAdd)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerLayerNorm)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerSilu)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerSoftmax)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerSiluBf16)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Console output plus a record of each run's bytes_per_second for the ratio table.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& r : runs) {
+      auto it = r.counters.find("bytes_per_second");
+      if (it != r.counters.end() && r.run_type == Run::RT_Iteration) {
+        gbps[r.benchmark_name()] = it->second.value / 1e9;
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  std::map<std::string, double> gbps;
+};
+
+}  // namespace
+}  // namespace ubfuse
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  ubfuse::RatioReporter rep;
+  benchmark::RunSpecifiedBenchmarks(&rep);
+  auto find = [&](const std::string& prefix) {
+    for (auto& [name, v] : rep.gbps) {
+      if (name.rfind(prefix, 0) == 0) return v;
+    }
+    return 0.0;
+  };
+  const double stream = find("BM_EagerStreamAdd/");
+  const double cached = find("BM_EagerStreamAddCachedStores");
+  if (stream > 0) {
+    std::printf("\nEager ops vs STREAM add (%d threads): STREAM %.1f GB/s (non-temporal stores), "
+                "%.1f GB/s (cached stores)\n",
+                ubfuse::ThreadPool::global().size(), stream, cached);
+    for (auto& [name, v] : rep.gbps) {
+      if (name.rfind("BM_EagerStream", 0) == 0) continue;
+      std::printf("  %-28s %6.1f GB/s  %5.1f%% of STREAM add%s\n", name.c_str(), v,
+                  100.0 * v / stream, v >= 0.7 * stream ? "" : "  (below the 70% target)");
+    }
+  }
+  benchmark::Shutdown();
+  return 0;
+}
