@@ -1,0 +1,261 @@
+// ONNX backend node tests (Debian's libonnx-testdata: per test a model.onnx and
+// test_data_set_N/{input,output}_K.pb) through import, compile and run, in eager and graph mode.
+// A test whose model uses an op, attribute or dtype ubfuse does not support is skipped and counted;
+// any supported test that mismatches fails.
+//
+//   UBFUSE_ONNX_TESTDATA=dir     where the node tests are (default: Debian's location)
+//   UBFUSE_ONNX_FILTER=substr    run only tests whose name contains substr
+//   UBFUSE_ONNX_CODEGEN=cpp      graph mode with generated C++ (default: the tile interpreter,
+//                                which keeps the run fast; tests/ covers codegen elsewhere)
+//   UBFUSE_WRITE_ONNX_DOC=path   write docs/onnx.md (supported ops, per-op pass/skip counts)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "ubfuse/onnx.h"
+#include "ubfuse/ubfuse.h"
+
+namespace ubfuse {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string env(const char* name, const std::string& dflt = "") {
+  const char* v = std::getenv(name);
+  return v && *v ? v : dflt;
+}
+
+enum class Status { Pass, Skip, Fail };
+
+struct Record {
+  std::string test;
+  std::vector<std::string> ops;
+  Status status = Status::Pass;
+  std::string reason;
+};
+
+// ONNX's backend tests use rtol 1e-3, atol 1e-7; ubfuse's vectorized exp/erf/tanh get a little
+// more absolute room, and 16-bit floats their own precision.
+bool close(double got, double want, DType t) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  if (!is_float(t)) return got == want;
+  double rtol = t == DType::f32 ? 1e-3 : t == DType::f16 ? 4e-3 : 3e-2;
+  double atol = t == DType::f32 ? 1e-5 : rtol;
+  return std::fabs(got - want) <= atol + rtol * std::fabs(want);
+}
+
+std::string compare(const Tensor& got, const Tensor& want, const std::string& name) {
+  if (got.sizes() != want.sizes()) {
+    return "output '" + name + "': shape " + sizes_str(got.sizes()) + ", expected " +
+           sizes_str(want.sizes());
+  }
+  if (got.dtype() != want.dtype()) {
+    return "output '" + name + "': dtype " + std::string(dtype_name(got.dtype())) + ", expected " +
+           std::string(dtype_name(want.dtype()));
+  }
+  for (int64_t i = 0; i < got.numel(); i++) {
+    if (!close(got.get(i), want.get(i), got.dtype())) {
+      return "output '" + name + "' element " + std::to_string(i) + ": got " +
+             std::to_string(got.get(i)) + ", expected " + std::to_string(want.get(i));
+    }
+  }
+  return "";
+}
+
+std::vector<fs::path> numbered(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> out;
+  for (int k = 0;; k++) {
+    fs::path p = dir / (prefix + std::to_string(k) + ".pb");
+    if (!fs::exists(p)) break;
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Runs one test directory; returns its record.
+Record run_test(const fs::path& dir, const Options& eager, const Options& graph) {
+  Record r;
+  r.test = dir.filename().string();
+  fs::path model = dir / "model.onnx";
+  try {
+    r.ops = onnx_model_op_types(model.string());
+  } catch (const Error& e) {
+    r.status = Status::Fail;
+    r.reason = e.what();
+    return r;
+  }
+  try {
+    Graph g = import_onnx(model.string());
+    std::vector<fs::path> sets;
+    for (auto& e : fs::directory_iterator(dir)) {
+      if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) {
+        sets.push_back(e.path());
+      }
+    }
+    std::sort(sets.begin(), sets.end());
+    if (sets.empty()) throw OnnxUnsupportedError("no test_data_set_* folders");
+    CompiledModel modes[2] = {compile(g, eager), compile(g, graph)};
+    const char* mode_names[2] = {"eager", "graph"};
+    for (auto& set : sets) {
+      std::map<std::string, Tensor> inputs;
+      auto in_files = numbered(set, "input_");
+      if (in_files.size() != g.inputs().size()) {
+        throw OnnxUnsupportedError(std::to_string(in_files.size()) + " input files for " +
+                                   std::to_string(g.inputs().size()) +
+                                   " graph inputs (optional inputs are not supported)");
+      }
+      for (size_t k = 0; k < in_files.size(); k++) {
+        inputs[g.inputs()[k]->name] = load_onnx_tensor(in_files[k].string());
+      }
+      auto out_files = numbered(set, "output_");
+      std::vector<Tensor> want;
+      for (auto& f : out_files) want.push_back(load_onnx_tensor(f.string()));
+      if (want.size() != g.outputs().size()) {
+        throw Error(std::to_string(want.size()) + " output files for " +
+                    std::to_string(g.outputs().size()) + " graph outputs");
+      }
+      for (int m = 0; m < 2; m++) {
+        auto got = modes[m].run(inputs);
+        for (size_t k = 0; k < want.size(); k++) {
+          const std::string& name = g.outputs()[k].first;
+          std::string diff = compare(got.at(name), want[k], name);
+          if (!diff.empty()) {
+            r.status = Status::Fail;
+            r.reason = std::string(mode_names[m]) + " mode, " + set.filename().string() + ": " + diff;
+            return r;
+          }
+        }
+      }
+    }
+  } catch (const OnnxUnsupportedError& e) {
+    r.status = Status::Skip;
+    r.reason = e.what();
+  } catch (const Error& e) {
+    r.status = Status::Fail;
+    r.reason = e.what();
+  }
+  return r;
+}
+
+// The part of a skip reason after the model path prefix, short enough for a table.
+std::string short_reason(std::string s) {
+  auto p = s.find("model.onnx': ");
+  if (p != std::string::npos) s = s.substr(p + 13);
+  auto list = s.find("; supported ops:");
+  if (list != std::string::npos) s = s.substr(0, list);
+  if (s.size() > 160) s = s.substr(0, 157) + "...";
+  for (char& ch : s) {
+    if (ch == '|' || ch == '\n') ch = ' ';
+  }
+  return s;
+}
+
+void write_doc(const std::string& path, const std::vector<Record>& records) {
+  std::map<std::string, std::array<int, 3>> per_op;
+  std::set<std::string> supported;
+  for (auto& op : onnx_supported_ops()) supported.insert(op);
+  for (auto& r : records) {
+    for (auto& op : r.ops) per_op[op][int(r.status)]++;
+  }
+  int totals[3] = {0, 0, 0};
+  for (auto& r : records) totals[int(r.status)]++;
+  std::ofstream f(path);
+  f << "# ONNX support\n\n"
+    << "<!-- Generated by tests/onnx_conformance_test.cc: "
+       "UBFUSE_WRITE_ONNX_DOC=docs/onnx.md build/ubfuse_tests "
+       "--gtest_filter='OnnxConformance.*'. Do not edit by hand. -->\n\n"
+    << "`ubfuse::import_onnx(path)` (include/ubfuse/onnx.h) and `ubfuse run MODEL.onnx` import ONNX "
+       "models through Debian's ONNX/protobuf packages. Opsets 13 to 17 are the target; older "
+       "models load where the ops they use are handled at their version (Softmax before 13 views "
+       "its input as 2-D; Unsqueeze, Squeeze, Split and ReduceSum take attributes before 13).\n\n"
+    << "* Initializers and `Constant` nodes become constants (raw and typed data, external data "
+       "files relative to the model's folder, which they may not leave; DOUBLE is converted to "
+       "FLOAT with a note). Element types: FLOAT, FLOAT16, BFLOAT16, INT64, INT32, BOOL.\n"
+    << "* A graph input's `dim_param` becomes a symbolic dim; a dim with neither value nor "
+       "param gets a fresh symbol. Shape arithmetic (Shape, Gather, Unsqueeze, Concat, Slice, "
+       "Mul, ...) is folded at import, symbolically where it can be; what needs a run-time size "
+       "(Range over a symbolic length, ...) fails with `OnnxNeedsStaticDimsError` naming the "
+       "symbols, which `ImportOptions::static_dims` / `ubfuse run --dim NAME=N` fix.\n"
+    << "* Ops without a ubfuse op of their own are lowered at import: Unsqueeze/Squeeze/Flatten "
+       "-> Reshape, Split -> Slices, Gemm -> (Transpose) MatMul (+ Mul) + Add, "
+       "LayerNormalization -> LayerNorm, Softmax/reductions over other axes -> Transpose + the "
+       "last-axis op, Trilu -> a folded constant or Where over a constant mask, "
+       "LessOrEqual -> Not(Greater) (differs for NaN), And/Or/Xor -> Where/Equal, activations -> "
+       "elementwise formulas. Decomposed LayerNorm/RMSNorm/GELU/SiLU are recovered by the "
+       "canonicalize pass, not here.\n"
+    << "* An unsupported op, attribute value or dtype throws `OnnxUnsupportedError` naming the "
+       "node, op and attribute (and listing the supported ops); a malformed file throws "
+       "`ubfuse::Error`.\n\n"
+    << "## Supported ops (" << supported.size() << ")\n\n";
+  std::string list;
+  for (auto& op : supported) list += (list.empty() ? "" : ", ") + ("`" + op + "`");
+  f << list << "\n\n"
+    << "## Conformance: ONNX backend node tests\n\n"
+    << "Every test in libonnx-testdata's `data/node` runs in eager and in graph mode (tile "
+       "interpreter); outputs must match within rtol 1e-3, atol 1e-5 (f32). A test that uses an "
+       "unsupported op, attribute or dtype is skipped. A test counts for every op its model "
+       "uses.\n\n"
+    << "Totals: " << records.size() << " tests, " << totals[0] << " passed, " << totals[1]
+    << " skipped, " << totals[2] << " failed.\n\n"
+    << "| op | supported | tests | passed | skipped | failed |\n"
+    << "| --- | --- | ---: | ---: | ---: | ---: |\n";
+  for (auto& [op, c] : per_op) {
+    if (!supported.count(op) && c[0] == 0) continue;
+    f << "| " << op << " | " << (supported.count(op) ? "yes" : "no") << " | "
+      << c[0] + c[1] + c[2] << " | " << c[0] << " | " << c[1] << " | " << c[2] << " |\n";
+  }
+  f << "\nOps the tests use that ubfuse does not support: ";
+  std::string missing;
+  for (auto& [op, c] : per_op) {
+    if (!supported.count(op) && c[0] == 0) missing += (missing.empty() ? "" : ", ") + op;
+  }
+  f << missing << ".\n\n## Skipped tests of supported ops\n\n";
+  for (auto& r : records) {
+    if (r.status != Status::Skip) continue;
+    bool all_supported = true;
+    for (auto& op : r.ops) all_supported &= supported.count(op) > 0;
+    if (all_supported) f << "* `" << r.test << "`: " << short_reason(r.reason) << "\n";
+  }
+}
+
+TEST(OnnxConformance, BackendNodeTests) {
+  fs::path root = env("UBFUSE_ONNX_TESTDATA", "/usr/share/libonnx-testdata/data/node");
+  if (!fs::exists(root)) GTEST_SKIP() << "no ONNX test data at " << root << " (apt install libonnx-testdata)";
+  std::string filter = env("UBFUSE_ONNX_FILTER");
+  Options eager{{"ge.exec.enableOperatorFusion", "0"}};
+  Options graph{{"ge.exec.enableOperatorFusion", "1"},
+                {"codegen", env("UBFUSE_ONNX_CODEGEN", "interpreter")}};
+  std::vector<fs::path> dirs;
+  for (auto& e : fs::directory_iterator(root)) {
+    if (e.is_directory() && fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<Record> records;
+  int counts[3] = {0, 0, 0};
+  for (auto& d : dirs) {
+    if (!filter.empty() && d.filename().string().find(filter) == std::string::npos) continue;
+    records.push_back(run_test(d, eager, graph));
+    const Record& r = records.back();
+    counts[int(r.status)]++;
+    if (r.status == Status::Fail) ADD_FAILURE() << r.test << ": " << r.reason;
+    if (env("UBFUSE_ONNX_VERBOSE") == "1") {
+      std::printf("%s %s %s\n", r.status == Status::Pass ? "PASS" : r.status == Status::Skip ? "SKIP" : "FAIL",
+                  r.test.c_str(), short_reason(r.reason).c_str());
+    }
+  }
+  std::printf("[onnx conformance] %zu tests: %d passed, %d skipped (unsupported), %d failed\n",
+              records.size(), counts[0], counts[1], counts[2]);
+  std::string doc = env("UBFUSE_WRITE_ONNX_DOC");
+  if (!doc.empty() && filter.empty()) write_doc(doc, records);
+  // The suite must exercise the importer, not skip everything.
+  if (filter.empty()) EXPECT_GT(counts[0], 200);
+}
+
+}  // namespace
+}  // namespace ubfuse

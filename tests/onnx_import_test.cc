@@ -1,0 +1,234 @@
+// ONNX import: features (symbolic shapes, shape arithmetic folded at import, external data, typed
+// initializer fields, PyTorch-style masks) checked against numpy references, and the errors for
+// unsupported and malformed models. The models come from tests/models/make_onnx_cases.py.
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "test_util.h"
+#include "ubfuse/onnx.h"
+#include "util/npy.h"
+
+namespace ubfuse {
+namespace {
+
+using testing::throws_with;
+
+std::string case_path(const std::string& name) {
+  return std::string(UBFUSE_SOURCE_DIR) + "/tests/models/onnx_cases/" + name;
+}
+
+Tensor case_npy(const std::string& name) { return read_npy(case_path(name + ".npy")); }
+
+::testing::AssertionResult close(const Tensor& got, const Tensor& want, double tol = 1e-4) {
+  if (got.sizes() != want.sizes()) {
+    return ::testing::AssertionFailure() << "sizes " << sizes_str(got.sizes()) << " vs "
+                                         << sizes_str(want.sizes());
+  }
+  for (int64_t i = 0; i < got.numel(); i++) {
+    double a = got.get(i), b = want.get(i);
+    if (std::isinf(b) && a == b) continue;
+    if (!(std::fabs(a - b) <= tol + tol * std::fabs(b))) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << a << " vs " << b;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Imports `name`.onnx, runs it in both modes on `in` and compares output `out` with the numpy file.
+void check_case(const std::string& name, const std::string& in, const std::string& out,
+                const ImportOptions& o = {}) {
+  Graph g = import_onnx(case_path(name + ".onnx"), o);
+  std::map<std::string, Tensor> inputs{{in, case_npy(name + "." + in)}};
+  Tensor want = case_npy(name + "." + out);
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    auto got = compile(g, opts).run(inputs);
+    EXPECT_TRUE(close(got.at(out), want)) << name << " fusion=" << opts.begin()->second;
+  }
+}
+
+int count_ops(const Graph& g, OpKind k) {
+  int n = 0;
+  for (Node* node : g.topo_order()) n += node->op == k;
+  return n;
+}
+
+TEST(OnnxImport, GemmWithTransposeAlphaBeta) {
+  Graph g = import_onnx(case_path("gemm_relu.onnx"));
+  EXPECT_EQ(shape_str(g.inputs()[0]->shape), "[N,4]");
+  check_case("gemm_relu", "x", "y");
+}
+
+TEST(OnnxImport, SymbolicShapeArithmeticIsFoldedAndStaysSymbolic) {
+  Graph g = import_onnx(case_path("symbolic_reshape.onnx"));
+  EXPECT_EQ(shape_str(g.inputs()[0]->shape), "[batch,seq,8]");
+  EXPECT_EQ(shape_str(g.outputs()[0].second->shape), "[batch,seq,8]");
+  // Shape -> Gather -> Unsqueeze -> Concat left no trace: only data ops remain.
+  EXPECT_EQ(count_ops(g, OpKind::Concat), 0) << print_graph(g);
+  EXPECT_EQ(count_ops(g, OpKind::Gather), 0);
+  EXPECT_EQ(count_ops(g, OpKind::Reshape), 2);
+  check_case("symbolic_reshape", "x", "y");
+  // One compiled model serves other sizes.
+  CompiledModel m = compile(g, testing::graph_opts());
+  Tensor x = Tensor::random(DType::f32, {3, 5, 8}, 9);
+  Tensor y = m.run({{"x", x}}).at("y");
+  for (int64_t i = 0; i < x.numel(); i++) ASSERT_EQ(y.get(i), -x.get(i));
+}
+
+TEST(OnnxImport, RangeOverSymbolicLengthNeedsStaticDim) {
+  try {
+    import_onnx(case_path("range_mask.onnx"));
+    FAIL() << "expected OnnxNeedsStaticDimsError";
+  } catch (const OnnxNeedsStaticDimsError& e) {
+    EXPECT_EQ(e.symbols, std::vector<std::string>{"seq"});
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("node 'positions' (Range)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--dim seq=N"), std::string::npos) << msg;
+  }
+  ImportOptions o;
+  o.static_dims["seq"] = 4;
+  Graph g = import_onnx(case_path("range_mask.onnx"), o);
+  EXPECT_EQ(shape_str(g.inputs()[0]->shape), "[batch,4,4]");  // batch stays symbolic
+  check_case("range_mask", "x", "y", o);
+}
+
+TEST(OnnxImport, TriluOfConstantFoldsToAConstantMask) {
+  Graph g = import_onnx(case_path("trilu_mask.onnx"));
+  EXPECT_EQ(g.num_nodes(), 2) << print_graph(g);  // the mask constant and the Add
+  check_case("trilu_mask", "x", "y");
+}
+
+TEST(OnnxImport, TypedFieldsDoubleAndHalfInitializers) {
+  OnnxModel m = import_onnx_model(case_path("typed_fields.onnx"));
+  ASSERT_EQ(m.notes.size(), 1u);
+  EXPECT_NE(m.notes[0].find("DOUBLE converted to FLOAT"), std::string::npos);
+  EXPECT_EQ(m.opset, 17);
+  EXPECT_EQ(m.producer, "make_onnx_cases");
+  check_case("typed_fields", "x", "z");
+}
+
+TEST(OnnxImport, ExternalDataRelativeToTheModel) {
+  check_case("external_data", "x", "y");
+  EXPECT_TRUE(throws_with([] { import_onnx(case_path("external_escape.onnx")); },
+                          {"external_escape.onnx", "'w'", "leaves the model's folder"}));
+}
+
+TEST(OnnxImport, FromBytesNeedsTheExternalDataDir) {
+  std::ifstream f(case_path("external_data.onnx"), std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  ImportOptions o;
+  o.external_data_dir = case_path("");
+  Graph g = import_onnx_from_bytes(ss.str(), o);
+  EXPECT_EQ(g.inputs().size(), 1u);
+}
+
+template <typename E>
+::testing::AssertionResult throws_type(const std::string& model,
+                                       std::initializer_list<std::string> fragments) {
+  try {
+    import_onnx(case_path(model));
+  } catch (const E& e) {
+    std::string msg = e.what();
+    for (auto& f : fragments) {
+      if (msg.find(f) == std::string::npos) {
+        return ::testing::AssertionFailure() << "\"" << msg << "\" lacks \"" << f << "\"";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "wrong exception type: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "no exception";
+}
+
+TEST(OnnxImportErrors, UnsupportedOpNamesNodeAndListsSupportedOps) {
+  EXPECT_TRUE(throws_type<OnnxUnsupportedError>(
+      "unsupported_op.onnx", {"node 'nz' (NonZero)", "op 'NonZero' is not supported",
+                              "supported ops: Abs, Add,", "LayerNormalization", "Where"}));
+}
+
+TEST(OnnxImportErrors, UnsupportedAttributeValueNamesNodeAndAttribute) {
+  EXPECT_TRUE(throws_type<OnnxUnsupportedError>(
+      "unsupported_attr.onnx", {"node 'ln' (LayerNormalization)", "'stash_type' = 0"}));
+  EXPECT_TRUE(throws_type<OnnxUnsupportedError>(
+      "unknown_attr.onnx", {"node 'r' (Relu)", "attribute 'flavor' is not supported"}));
+  EXPECT_TRUE(throws_type<OnnxUnsupportedError>("double_input.onnx", {"graph input 'x'", "DOUBLE"}));
+}
+
+TEST(OnnxImportErrors, MalformedModelsAreCleanErrors) {
+  auto malformed = [](const std::string& model, std::initializer_list<std::string> frags) {
+    try {
+      import_onnx(case_path(model));
+    } catch (const OnnxUnsupportedError& e) {
+      return ::testing::AssertionFailure() << "reported as unsupported: " << e.what();
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      for (auto& f : frags) {
+        if (msg.find(f) == std::string::npos) return ::testing::AssertionFailure() << msg << " lacks " << f;
+      }
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << "no exception";
+  };
+  EXPECT_TRUE(malformed("bad_raw_size.onnx", {"tensor 'w'", "raw data has 7 bytes", "24"}));
+  EXPECT_TRUE(malformed("bad_dtype_enum.onnx", {"tensor 'w'", "data_type 99"}));
+  EXPECT_TRUE(malformed("bad_order.onnx", {"node 'late' (Relu)", "'t'", "topologically sorted"}));
+  EXPECT_TRUE(malformed("bad_axis.onnx", {"node 'sm' (Softmax)", "axis 5 is out of range"}));
+  EXPECT_TRUE(malformed("not_a_model.onnx", {"not a valid ONNX model"}));
+  EXPECT_TRUE(malformed("missing.onnx", {"cannot open"}));
+}
+
+// Truncated and bit-flipped models must give ubfuse::Error or import, never crash.
+TEST(OnnxImportErrors, MutatedBytesNeverCrash) {
+  for (const char* name : {"gemm_relu.onnx", "symbolic_reshape.onnx", "typed_fields.onnx"}) {
+    std::ifstream f(case_path(name), std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string good = ss.str();
+    std::mt19937 rng(1);
+    int errors = 0, ok = 0;
+    for (int trial = 0; trial < 300; trial++) {
+      std::string b = good;
+      if (trial < 100) {
+        b.resize(size_t(rng()) % b.size());
+      } else {
+        for (int k = 0; k < 1 + trial % 4; k++) b[size_t(rng()) % b.size()] = char(rng());
+      }
+      try {
+        import_onnx_from_bytes(b);
+        ok++;
+      } catch (const Error&) {
+        errors++;
+      }
+    }
+    EXPECT_GT(errors, 0) << name;
+    (void)ok;
+  }
+}
+
+TEST(OnnxImport, SupportedOpsAreSortedAndCoverTransformerExports) {
+  auto ops = onnx_supported_ops();
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  for (const char* op : {"Gather", "Erf", "Expand", "Unsqueeze", "Squeeze", "Split", "Gemm",
+                         "LayerNormalization", "Equal", "Where", "Trilu", "Range", "Shape",
+                         "ConstantOfShape", "MatMul", "Softmax", "Transpose", "Reshape", "Slice",
+                         "Concat", "Cast", "Sqrt", "Div", "Pow", "ReduceMean", "Neg", "Tanh",
+                         "Sigmoid", "Relu", "Max", "Min"}) {
+    EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
+  }
+}
+
+TEST(OnnxImport, LoadsTensorProtoFiles) {
+  std::string dir = "/usr/share/libonnx-testdata/data/node/test_add/test_data_set_0/";
+  if (!std::ifstream(dir + "input_0.pb")) GTEST_SKIP() << "no libonnx-testdata";
+  std::string name;
+  Tensor t = load_onnx_tensor(dir + "input_0.pb", &name);
+  EXPECT_EQ(name, "x");
+  EXPECT_EQ(t.sizes(), (Sizes{3, 4, 5}));
+  EXPECT_TRUE(throws_with([] { load_onnx_tensor("/nonexistent.pb"); }, {"cannot open"}));
+}
+
+}  // namespace
+}  // namespace ubfuse
