@@ -120,6 +120,13 @@ HWY_INLINE hn::VFromD<D> LoadF32(D d, const hwy::float16_t* HWY_RESTRICT p) {
 // Narrows f32 lanes to bf16 bits with round-to-nearest-even (Highway 1.0.3's DemoteTo truncates).
 template <class D>
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> BF16BitsFromF32V(D d, hn::VFromD<D> v) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
+  // Compiled for a CPU with AVX512_BF16 (e.g. generated code with -march=native): one
+  // VCVTNEPS2BF16, which rounds to nearest even and keeps NaNs.
+  if constexpr (hn::MaxLanes(D()) == 16) {
+    return hn::Vec256<uint16_t>{(__m256i)_mm512_cvtneps_pbh(v.raw)};
+  }
+#endif
   const hn::RebindToUnsigned<D> du32;
   const hn::RebindToSigned<D> di32;
   const hn::Rebind<uint16_t, D> du16;
@@ -244,12 +251,57 @@ HWY_INLINE V ReluF(D d, V x) {
   return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x);
 }
 
+namespace detail {
+// x86 SIMD targets: min/max return the second operand when either is NaN, so Min(c, x) and
+// Max(c, x) propagate a NaN x for free.
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+inline constexpr bool kMinMaxPropagateSecondNaN = true;
+#else
+inline constexpr bool kMinMaxPropagateSecondNaN = false;
+#endif
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// AVX-512 VSCALEFPS: y * 2^floor(n) with IEEE overflow and gradual underflow, one instruction.
+HWY_INLINE hn::Vec512<float> ScaleF(hn::Vec512<float> y, hn::Vec512<float> n) {
+  return hn::Vec512<float>{_mm512_scalef_ps(y.raw, n.raw)};
+}
+HWY_INLINE hn::Vec256<float> ScaleF(hn::Vec256<float> y, hn::Vec256<float> n) {
+  return hn::Vec256<float>{_mm256_scalef_ps(y.raw, n.raw)};
+}
+template <size_t N>
+HWY_INLINE hn::Vec128<float, N> ScaleF(hn::Vec128<float, N> y, hn::Vec128<float, N> n) {
+  return hn::Vec128<float, N>{_mm_scalef_ps(y.raw, n.raw)};
+}
+#endif
+}  // namespace detail
+
+// y * 2^n for integral n in [-151, 129] (as floats): exact, overflowing to inf and underflowing
+// gradually through the subnormals like IEEE multiplication.
+template <class D, class V>
+HWY_INLINE V Pow2ScaleF(D d, V y, V n) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  (void)d;
+  return detail::ScaleF(y, n);
+#else
+  // 2^n as 2^(n/2) * 2^(n - n/2): both factors stay normal.
+  const hn::RebindToSigned<D> di;
+  const auto ni = hn::ConvertTo(di, n);
+  const auto n1 = hn::ShiftRight<1>(ni);
+  const auto n2 = hn::Sub(ni, n1);
+  const auto bias = hn::Set(di, 127);
+  const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
+  const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n2, bias)));
+  return hn::Mul(hn::Mul(y, s1), s2);
+#endif
+}
+
 // e^x, <= 2 ulp for all finite x including results in the subnormal range; +inf for
-// x > 88.72, 0 for x < -104 and -inf. Cody-Waite reduction and a degree-6 polynomial (cephes).
+// x > 88.72, 0 for x < -104 and -inf. Cody-Waite reduction, a degree-7 polynomial (cephes
+// coefficients) in Horner form, and an exact scaling by 2^n (VSCALEFPS on AVX-512).
 template <class D, class V>
 HWY_INLINE V ExpF(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  const V xc = hn::Min(hn::Max(x, hn::Set(d, -104.0f)), hn::Set(d, 88.8f));
+  // Operand order: x second, so x86 min/max keep a NaN x.
+  const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 88.8f), x));
   const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
   V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), xc);
   r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
@@ -259,16 +311,22 @@ HWY_INLINE V ExpF(D d, V x) {
   p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
   p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
   p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
-  const V y = hn::Add(hn::MulAdd(hn::Mul(p, r), r, r), hn::Set(d, 1.0f));
-  // 2^n as 2^(n/2) * 2^(n - n/2): both factors stay normal for n in [-150, 129].
-  const auto ni = hn::ConvertTo(di, n);
-  const auto n1 = hn::ShiftRight<1>(ni);
-  const auto n2 = hn::Sub(ni, n1);
-  const auto bias = hn::Set(di, 127);
-  const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
-  const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n2, bias)));
-  const V res = hn::Mul(hn::Mul(y, s1), s2);
-  return hn::IfThenElse(hn::IsNaN(x), x, res);
+  const V one = hn::Set(d, 1.0f);
+  const V y = hn::MulAdd(hn::MulAdd(p, r, one), r, one);  // 1 + r (1 + r p(r))
+  const V res = Pow2ScaleF(d, y, n);
+  if constexpr (detail::kMinMaxPropagateSecondNaN) {
+    return res;
+  } else {
+    return hn::IfThenElse(hn::IsNaN(x), x, res);
+  }
+}
+
+// 1/x to about 1 ulp from the hardware estimate and one Newton step (much cheaper than a divide
+// on x86). For finite nonzero x with |x| < 2^126; 0 for x >= 2^126 (flushed).
+template <class D, class V>
+HWY_INLINE V FastReciprocalF(D d, V x) {
+  const V r = hn::ApproximateReciprocal(x);
+  return hn::MulAdd(r, hn::NegMulAdd(x, r, hn::Set(d, 1.0f)), r);
 }
 
 // ln(x), <= 4 ulp (Highway's Log, subnormals handled); 0 -> -inf, x < 0 -> NaN, +inf -> +inf.
@@ -289,17 +347,18 @@ HWY_INLINE V TanhF(D d, V x) {
   return hn::Tanh(d, x);
 }
 
-// 1 / (1 + e^-x); 0 and 1 at the extremes, relative error a few ulp.
+// 1 / (1 + e^-x), about 2 ulp; 1 for large x, and for x < -88 a value below 1e-38 (0 where the
+// hardware reciprocal flushes).
 template <class D, class V>
 HWY_INLINE V SigmoidF(D d, V x) {
-  const V one = hn::Set(d, 1.0f);
-  return hn::Div(one, hn::Add(one, ExpF(d, hn::Neg(x))));
+  const V e = ExpF(d, hn::Min(hn::Set(d, 88.0f), hn::Neg(x)));  // keeps 1 + e finite
+  return FastReciprocalF(d, hn::Add(hn::Set(d, 1.0f), e));
 }
 
 // x * sigmoid(x) = x / (1 + e^-x).
 template <class D, class V>
 HWY_INLINE V SiluF(D d, V x) {
-  return hn::Div(x, hn::Add(hn::Set(d, 1.0f), ExpF(d, hn::Neg(x))));
+  return hn::Mul(x, SigmoidF(d, x));
 }
 
 // erf(x): odd rational minimax (Eigen's generic_fast_erf_float) on x clamped to [-4, 4]; about
