@@ -9,8 +9,8 @@
 #include <functional>
 #include <random>
 
-#include "fusion/partition.h"
 #include "fused_kernel_util.h"
+#include "fusion/partition.h"
 #include "test_util.h"
 
 namespace ubfuse {
@@ -119,22 +119,54 @@ class Gen {
     auto& b = *b_;
     auto note = [&](const char* s) { text_ += std::string(s) + " "; };
     switch (k) {
-      case 0: note("neg"); return b.neg(x);
-      case 1: note("abs"); return b.abs(x);
-      case 2: note("tanh"); return b.tanh(x);
-      case 3: note("sigmoid"); return b.sigmoid(x);
-      case 4: note("relu"); return b.relu(x);
-      case 5: note("silu"); return b.silu(x);
-      case 6: note("gelu"); return b.gelu(x, coin(0.5));
-      case 7: note("exp(tanh)"); return b.exp(b.tanh(x));
-      case 8: note("log(abs+1)"); return b.log(b.add(b.abs(x), 1.0));
-      case 9: note("sqrt(abs+.1)"); return b.sqrt(b.add(b.abs(x), 0.1));
-      case 10: note("add"); return b.add(x, operand());
-      case 11: note("sub"); return b.sub(operand(), x);
-      case 12: note("mul"); return b.mul(b.tanh(x), operand());
-      case 13: note("div"); return b.div(x, b.add(b.abs(operand()), 0.5));
-      case 14: note("max"); return b.max(x, operand());
-      case 15: note("min"); return b.min(operand(), x);
+      case 0:
+        note("neg");
+        return b.neg(x);
+      case 1:
+        note("abs");
+        return b.abs(x);
+      case 2:
+        note("tanh");
+        return b.tanh(x);
+      case 3:
+        note("sigmoid");
+        return b.sigmoid(x);
+      case 4:
+        note("relu");
+        return b.relu(x);
+      case 5:
+        note("silu");
+        return b.silu(x);
+      case 6:
+        note("gelu");
+        return b.gelu(x, coin(0.5));
+      case 7:
+        note("exp(tanh)");
+        return b.exp(b.tanh(x));
+      case 8:
+        note("log(abs+1)");
+        return b.log(b.add(b.abs(x), 1.0));
+      case 9:
+        note("sqrt(abs+.1)");
+        return b.sqrt(b.add(b.abs(x), 0.1));
+      case 10:
+        note("add");
+        return b.add(x, operand());
+      case 11:
+        note("sub");
+        return b.sub(operand(), x);
+      case 12:
+        note("mul");
+        return b.mul(b.tanh(x), operand());
+      case 13:
+        note("div");
+        return b.div(x, b.add(b.abs(operand()), 0.5));
+      case 14:
+        note("max");
+        return b.max(x, operand());
+      case 15:
+        note("min");
+        return b.min(operand(), x);
       case 16: {
         // A comparison of computed bf16/f16 values flips where eager's per-op rounding moves a
         // value across the other: compare inputs there.
@@ -145,22 +177,28 @@ class Gen {
       case 17:
         note("layer_norm");
         rg.has_norm = true;
-      {
-        V w = coin(0.6) ? input({shape_.back()}, 0.5, 1.5) : nullptr;
-        return b.layer_norm(x, w, w && coin(0.5) ? input({shape_.back()}) : nullptr, 1e-5);
-      }
+        {
+          V w = coin(0.6) ? input({shape_.back()}, 0.5, 1.5) : nullptr;
+          return b.layer_norm(x, w, w && coin(0.5) ? input({shape_.back()}) : nullptr, 1e-5);
+        }
       case 18:
         note("rms_norm");
         rg.has_norm = true;
         return b.rms_norm(x, coin(0.5) ? input({shape_.back()}, 0.5, 1.5) : nullptr, 1e-5);
-      case 19: note("softmax"); return b.softmax(x);
+      case 19:
+        note("softmax");
+        return b.softmax(x);
       case 20: {
         note("x-reduce");
         int r = pick(3);
-        V red = r == 0 ? b.reduce_sum(x, true) : r == 1 ? b.reduce_mean(x, true) : b.reduce_max(x, true);
+        V red = r == 0   ? b.reduce_sum(x, true)
+                : r == 1 ? b.reduce_mean(x, true)
+                         : b.reduce_max(x, true);
         return b.sub(x, b.mul(red, 0.5));
       }
-      default: note("cast"); return b.cast(b.cast(x, t_ == f32 ? bf16 : f32), t_);
+      default:
+        note("cast");
+        return b.cast(b.cast(x, t_ == f32 ? bf16 : f32), t_);
     }
   }
 
@@ -190,9 +228,9 @@ class Gen {
     if (std::isnan(a) && std::isnan(e)) continue;
     if (!(std::fabs(a - e) <= tol * (1 + std::fabs(e)))) {
       auto want = ref::run_graph(*rg.graph, rg.inputs);
-      return ::testing::AssertionFailure() << "element " << i << ": graph " << a << ", eager " << e
-                                           << ", double reference " << want.at(name).data[size_t(i)]
-                                           << " (tol " << tol << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": graph " << a << ", eager " << e << ", double reference "
+             << want.at(name).data[size_t(i)] << " (tol " << tol << ")";
     }
   }
   return ::testing::AssertionSuccess();
@@ -279,7 +317,8 @@ TEST(Differential, RandomGraphsGraphModeEqualsEagerCodegen) {
       }
     }
     for (auto& [name, v] : rg.graph->outputs()) {
-      ASSERT_TRUE(agree(vals.at(v), eager.at(name), rg, name)) << where(seed, rg) << " output " << name;
+      ASSERT_TRUE(agree(vals.at(v), eager.at(name), rg, name))
+          << where(seed, rg) << " output " << name;
     }
   }
   EXPECT_GT(generated, kCodegenGraphs / 2);

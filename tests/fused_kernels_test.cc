@@ -94,11 +94,12 @@ std::vector<Case>& cases() {
     };
     for (auto& u : uns) {
       for (DType t : dts) {
-        c.push_back(make_case("unary", u.name, t, {3, 37}, [u](GraphBuilder& b, DType t, const Sizes& s) {
-          V x = b.add(in(b, "x", t, s), in(b, "w", t, last(s)));
-          if (u.positive) x = b.add(b.abs(x), 0.25);
-          return b.mul(u.op(b, x), in(b, "r", t, per_row(s)));
-        }));
+        c.push_back(
+            make_case("unary", u.name, t, {3, 37}, [u](GraphBuilder& b, DType t, const Sizes& s) {
+              V x = b.add(in(b, "x", t, s), in(b, "w", t, last(s)));
+              if (u.positive) x = b.add(b.abs(x), 0.25);
+              return b.mul(u.op(b, x), in(b, "r", t, per_row(s)));
+            }));
       }
     }
     // Binary ops against every broadcast form of the second operand.
@@ -117,9 +118,18 @@ std::vector<Case>& cases() {
     std::vector<std::pair<std::string, std::function<Sizes(const Sizes&)>>> forms = {
         {"full", [](const Sizes& s) { return s; }},
         {"vec", [](const Sizes& s) { return last(s); }},
-        {"1xC", [](const Sizes& s) { return Sizes{1, s.back()}; }},
-        {"Bx1xC", [](const Sizes& s) { return Sizes{s[0], 1, s[2]}; }},
-        {"1xSx1", [](const Sizes& s) { return Sizes{1, s[1], 1}; }},
+        {"1xC",
+         [](const Sizes& s) {
+           return Sizes{1, s.back()};
+         }},
+        {"Bx1xC",
+         [](const Sizes& s) {
+           return Sizes{s[0], 1, s[2]};
+         }},
+        {"1xSx1",
+         [](const Sizes& s) {
+           return Sizes{1, s[1], 1};
+         }},
         {"row", [](const Sizes& s) { return per_row(s); }},
         {"scalar", [](const Sizes&) { return Sizes{}; }},
     };
@@ -137,18 +147,22 @@ std::vector<Case>& cases() {
     }
     // Comparisons, where, not, bool in and out.
     for (DType t : dts) {
-      c.push_back(make_case("logic", "where_less", t, {4, 33}, [](GraphBuilder& b, DType t, const Sizes& s) {
-        V x = in(b, "x", t, s), r = in(b, "r", t, per_row(s));
-        return b.where(b.less(x, r), b.mul(x, 3.0), b.sub(r, x));
-      }));
-      c.push_back(make_case("logic", "not_greater", t, {4, 33}, [](GraphBuilder& b, DType t, const Sizes& s) {
-        return b.logical_not(b.greater(b.add(in(b, "x", t, s), in(b, "w", t, last(s))), b.scalar(0.5, t)));
-      }));
-      c.push_back(make_case("logic", "where_mask_input", t, {4, 33}, [](GraphBuilder& b, DType t, const Sizes& s) {
-        V m = in(b, "m", boolean, last(s));
-        V x = in(b, "x", t, s);
-        return b.where(b.logical_not(m), b.exp(x), b.cast(b.equal(x, x), t));
-      }));
+      c.push_back(make_case("logic", "where_less", t, {4, 33},
+                            [](GraphBuilder& b, DType t, const Sizes& s) {
+                              V x = in(b, "x", t, s), r = in(b, "r", t, per_row(s));
+                              return b.where(b.less(x, r), b.mul(x, 3.0), b.sub(r, x));
+                            }));
+      c.push_back(make_case(
+          "logic", "not_greater", t, {4, 33}, [](GraphBuilder& b, DType t, const Sizes& s) {
+            return b.logical_not(
+                b.greater(b.add(in(b, "x", t, s), in(b, "w", t, last(s))), b.scalar(0.5, t)));
+          }));
+      c.push_back(make_case("logic", "where_mask_input", t, {4, 33},
+                            [](GraphBuilder& b, DType t, const Sizes& s) {
+                              V m = in(b, "m", boolean, last(s));
+                              V x = in(b, "x", t, s);
+                              return b.where(b.logical_not(m), b.exp(x), b.cast(b.equal(x, x), t));
+                            }));
     }
     // Row ops with prologue and epilogue, odd and size-1 row lengths.
     struct Row {
@@ -156,31 +170,39 @@ std::vector<Case>& cases() {
       Build f;
     };
     std::vector<Row> rows = {
-        {"add_layernorm_silu", [](GraphBuilder& b, DType t, const Sizes& s) {
+        {"add_layernorm_silu",
+         [](GraphBuilder& b, DType t, const Sizes& s) {
            V x = b.add(in(b, "x", t, s), in(b, "res", t, s));
            return b.silu(b.layer_norm(x, in(b, "w", t, last(s)), in(b, "bias", t, last(s)), 1e-5));
          }},
-        {"layernorm_plain", [](GraphBuilder& b, DType t, const Sizes& s) {
+        {"layernorm_plain",
+         [](GraphBuilder& b, DType t, const Sizes& s) {
            return b.layer_norm(b.mul(in(b, "x", t, s), 3.0), nullptr, nullptr, 1e-5);
          }},
-        {"rmsnorm_gelu", [](GraphBuilder& b, DType t, const Sizes& s) {
+        {"rmsnorm_gelu",
+         [](GraphBuilder& b, DType t, const Sizes& s) {
            V x = b.add(in(b, "x", t, s), in(b, "r", t, s));
            return b.gelu(b.rms_norm(x, in(b, "w", t, last(s)), 1e-6));
          }},
-        {"softmax_scaled", [](GraphBuilder& b, DType t, const Sizes& s) {
+        {"softmax_scaled",
+         [](GraphBuilder& b, DType t, const Sizes& s) {
            return b.softmax(b.add(b.mul(in(b, "x", t, s), 4.0), in(b, "mask", t, last(s))));
          }},
-        {"reduce_sum_keep", [](GraphBuilder& b, DType t, const Sizes& s) {
+        {"reduce_sum_keep",
+         [](GraphBuilder& b, DType t, const Sizes& s) {
            return b.mul(b.reduce_sum(b.tanh(in(b, "x", t, s)), true), 0.5);
          }},
-        {"reduce_mean_center", [](GraphBuilder& b, DType t, const Sizes& s) {
+        {"reduce_mean_center",
+         [](GraphBuilder& b, DType t, const Sizes& s) {
            V x = in(b, "x", t, s);
            return b.sub(x, b.reduce_mean(x, true));
          }},
-        {"reduce_max_drop", [](GraphBuilder& b, DType t, const Sizes& s) {
+        {"reduce_max_drop",
+         [](GraphBuilder& b, DType t, const Sizes& s) {
            return b.reduce_max(b.add(in(b, "x", t, s), in(b, "w", t, last(s))), false);
          }},
-        {"softmax_then_layernorm", [](GraphBuilder& b, DType t, const Sizes& s) {
+        {"softmax_then_layernorm",
+         [](GraphBuilder& b, DType t, const Sizes& s) {
            V p = b.softmax(in(b, "x", t, s));
            return b.layer_norm(b.mul(p, 10.0), in(b, "w", t, last(s)), nullptr, 1e-5);
          }},
@@ -361,8 +383,8 @@ TEST(FusedCompile, RowLongerThanTheUbRereadsAndSaysSo) {
   for (const char* engine : {"cpp", "interpreter"}) {
     CompiledModel m = compile(g, graph_opts(engine, 4096));
     ASSERT_EQ(m.kernels().size(), 1u);
-    auto small = seed_inputs({2, 512});   // 2 KiB per row: fits
-    auto big = seed_inputs({2, 3000});    // 12 KiB per row: re-read
+    auto small = seed_inputs({2, 512});  // 2 KiB per row: fits
+    auto big = seed_inputs({2, 3000});   // 12 KiB per row: re-read
     RunStats a, b;
     auto ya = m.run(small, &a);
     auto yb = m.run(big, &b);

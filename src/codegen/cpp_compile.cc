@@ -52,8 +52,9 @@ void mkdirs(const std::string& path) {
     cur += part + "/";
     ::mkdir(cur.c_str(), 0755);
   }
-  if (!file_exists(path)) throw Error("cannot create the kernel cache directory '" + path +
-                                      "'; hint: set cache_dir or UBFUSE_CACHE_DIR to a writable one");
+  if (!file_exists(path))
+    throw Error("cannot create the kernel cache directory '" + path +
+                "'; hint: set cache_dir or UBFUSE_CACHE_DIR to a writable one");
 }
 
 std::string read_file(const std::string& p) {
@@ -128,8 +129,8 @@ const std::string& cpu_signature() {
 
 const std::vector<std::string>& compile_flags() {
   // Generated code uses only Highway's static target (the -march=native one).
-  static const std::vector<std::string> f = {"-O3",     "-march=native", "-std=c++20",
-                                             "-shared", "-fPIC",         "-DHWY_COMPILE_ONLY_STATIC=1"};
+  static const std::vector<std::string> f = {
+      "-O3", "-march=native", "-std=c++20", "-shared", "-fPIC", "-DHWY_COMPILE_ONLY_STATIC=1"};
   return f;
 }
 

@@ -18,7 +18,7 @@ struct Toolchain {
   std::string compiler;  // path of the C++ compiler
   std::string version;   // its `--version` first line
   bool available = false;
-  std::string why_not;   // when not available
+  std::string why_not;  // when not available
 };
 
 // The compiler generated kernels are built with: $UBFUSE_CXX, else the one that built ubfuse.

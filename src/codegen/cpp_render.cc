@@ -27,10 +27,14 @@ std::string flit(float v) {
 
 const char* storage_type(DType t) {
   switch (t) {
-    case DType::f32: return "float";
-    case DType::bf16: return "hwy::bfloat16_t";
-    case DType::f16: return "hwy::float16_t";
-    default: return "uint8_t";
+    case DType::f32:
+      return "float";
+    case DType::bf16:
+      return "hwy::bfloat16_t";
+    case DType::f16:
+      return "hwy::float16_t";
+    default:
+      return "uint8_t";
   }
 }
 
@@ -40,36 +44,66 @@ std::string vop(const Expr& e, const std::string& a, const std::string& b, const
   auto f2 = [&](const char* fn) { return std::string(fn) + "(d, " + a + ", " + b + ")"; };
   auto h2 = [&](const char* fn) { return std::string("hn::") + fn + "(" + a + ", " + b + ")"; };
   switch (e.op) {
-    case Op::Neg: return f1("NegF");
-    case Op::Abs: return f1("AbsF");
-    case Op::Exp: return f1("ExpF");
-    case Op::Log: return f1("LogF");
-    case Op::Sqrt: return f1("SqrtF");
-    case Op::Rsqrt: return f1("RsqrtF");
-    case Op::Recip: return f1("ReciprocalF");
-    case Op::Tanh: return f1("TanhF");
-    case Op::Sigmoid: return f1("SigmoidF");
-    case Op::Relu: return f1("ReluF");
-    case Op::Silu: return f1("SiluF");
-    case Op::GeluErf: return f1("GeluErfF");
-    case Op::GeluTanh: return f1("GeluTanhF");
-    case Op::Erf: return f1("ErfF");
-    case Op::Pow: return "PowF(d, " + a + ", " + flit(e.imm) + ")";
-    case Op::RoundBf16: return f1("RoundBf16F");
-    case Op::RoundF16: return f1("RoundF16F");
-    case Op::ToBool: return f1("ToBoolF");
-    case Op::Not: return f1("NotF");
-    case Op::Add: return h2("Add");
-    case Op::Sub: return h2("Sub");
-    case Op::Mul: return h2("Mul");
-    case Op::Div: return h2("Div");
-    case Op::Max: return f2("MaxF");
-    case Op::Min: return f2("MinF");
-    case Op::Eq: return f2("EqF");
-    case Op::Lt: return f2("LtF");
-    case Op::Gt: return f2("GtF");
-    case Op::Where: return "WhereF(d, " + a + ", " + b + ", " + c + ")";
-    default: break;
+    case Op::Neg:
+      return f1("NegF");
+    case Op::Abs:
+      return f1("AbsF");
+    case Op::Exp:
+      return f1("ExpF");
+    case Op::Log:
+      return f1("LogF");
+    case Op::Sqrt:
+      return f1("SqrtF");
+    case Op::Rsqrt:
+      return f1("RsqrtF");
+    case Op::Recip:
+      return f1("ReciprocalF");
+    case Op::Tanh:
+      return f1("TanhF");
+    case Op::Sigmoid:
+      return f1("SigmoidF");
+    case Op::Relu:
+      return f1("ReluF");
+    case Op::Silu:
+      return f1("SiluF");
+    case Op::GeluErf:
+      return f1("GeluErfF");
+    case Op::GeluTanh:
+      return f1("GeluTanhF");
+    case Op::Erf:
+      return f1("ErfF");
+    case Op::Pow:
+      return "PowF(d, " + a + ", " + flit(e.imm) + ")";
+    case Op::RoundBf16:
+      return f1("RoundBf16F");
+    case Op::RoundF16:
+      return f1("RoundF16F");
+    case Op::ToBool:
+      return f1("ToBoolF");
+    case Op::Not:
+      return f1("NotF");
+    case Op::Add:
+      return h2("Add");
+    case Op::Sub:
+      return h2("Sub");
+    case Op::Mul:
+      return h2("Mul");
+    case Op::Div:
+      return h2("Div");
+    case Op::Max:
+      return f2("MaxF");
+    case Op::Min:
+      return f2("MinF");
+    case Op::Eq:
+      return f2("EqF");
+    case Op::Lt:
+      return f2("LtF");
+    case Op::Gt:
+      return f2("GtF");
+    case Op::Where:
+      return "WhereF(d, " + a + ", " + b + ", " + c + ")";
+    default:
+      break;
   }
   UBF_CHECK(false, std::string("cpp render: no vector form for ") + kir::op_str(e.op));
 }
@@ -81,12 +115,14 @@ class Renderer {
   // The body of one variant as a static function `name`.
   void variant(const kir::Schedule& s, const std::string& name) {
     s_ = &s;
-    o_ << "// " << (s.ub ? "UB variant: values crossing passes live in " +
-                               std::to_string(s.num_slots) + " UB slot(s)"
-                         : std::string("re-read variant: crossing values are recomputed"))
+    o_ << "// "
+       << (s.ub ? "UB variant: values crossing passes live in " + std::to_string(s.num_slots) +
+                      " UB slot(s)"
+                : std::string("re-read variant: crossing values are recomputed"))
        << "\n";
     o_ << "static HWY_NOINLINE void " << name
-       << "(const UbfKernelArgs* HWY_RESTRICT a, int64_t r0, int64_t r1, float* HWY_RESTRICT ub) {\n";
+       << "(const UbfKernelArgs* HWY_RESTRICT a, int64_t r0, int64_t r1, float* HWY_RESTRICT ub) "
+          "{\n";
     o_ << "  const DF d;\n  const int64_t L = int64_t(hn::Lanes(d));\n";
     o_ << "  const int64_t cols = a->cols;\n  const int64_t cvec = cols - cols % L;\n";
     o_ << "  const size_t tail = size_t(cols - cvec);\n  const bool nt = a->nt_stores != 0;\n";
@@ -159,8 +195,12 @@ class Renderer {
     const Expr& x = p_.exprs[size_t(e)];
     o_ << ind << "const float " << rv(e) << " = ";
     switch (x.op) {
-      case Op::Const: o_ << flit(x.imm); break;
-      case Op::Cols: o_ << "float(cols)"; break;
+      case Op::Const:
+        o_ << flit(x.imm);
+        break;
+      case Op::Cols:
+        o_ << "float(cols)";
+        break;
       case Op::Load:
         o_ << "hn::GetLane(UbLoadN(d, p" << x.arg << ", 1))";
         break;
@@ -193,8 +233,8 @@ class Renderer {
     for (int e : splats) o_ << ind << "const VF b" << e << " = hn::Set(d, " << rv(e) << ");\n";
     for (int e : ph.reductions) {
       bool mx = p_.exprs[size_t(e)].op == Op::RowMax;
-      o_ << ind << "VF acc" << e << " = "
-         << (mx ? "hn::Set(d, -__builtin_inff())" : "hn::Zero(d)") << ";\n";
+      o_ << ind << "VF acc" << e << " = " << (mx ? "hn::Set(d, -__builtin_inff())" : "hn::Zero(d)")
+         << ";\n";
     }
     for (int o : ph.out_stores) {
       o_ << ind << "const bool nt" << o << " = nt && (reinterpret_cast<uintptr_t>(o" << o
@@ -225,8 +265,7 @@ class Renderer {
   // One column step: slot reads, the chain, slot writes, reductions, output writes.
   void step(const kir::Phase& ph, const std::string& ind, bool tail) {
     for (int e : ph.slot_loads) {
-      o_ << ind << "const VF " << cv(e) << " = hn::LoadU(d, s" << s_->slot[size_t(e)]
-         << " + i);\n";
+      o_ << ind << "const VF " << cv(e) << " = hn::LoadU(d, s" << s_->slot[size_t(e)] << " + i);\n";
     }
     for (int e : ph.compute) {
       const Expr& x = p_.exprs[size_t(e)];
@@ -320,8 +359,10 @@ RenderedKernel render_kernel(const kir::Program& p, const kir::Schedule& ub,
 std::string render_unit(const std::vector<RenderedKernel>& kernels) {
   std::ostringstream o;
   o << "// Fused kernels generated by ubfuse (src/codegen/cpp_render.cc). One function per\n"
-    << "// fused group, ABI UbfKernelFn (codegen/ubk_abi.h), ABI version " << UBF_ABI_VERSION << ".\n";
-  o << "#include <stdint.h>\n\n#include \"codegen/ubk_abi.h\"\n#include \"hwy/cache_control.h\"\n#include \"hwy/highway.h\"\n"
+    << "// fused group, ABI UbfKernelFn (codegen/ubk_abi.h), ABI version " << UBF_ABI_VERSION
+    << ".\n";
+  o << "#include <stdint.h>\n\n#include \"codegen/ubk_abi.h\"\n#include "
+       "\"hwy/cache_control.h\"\n#include \"hwy/highway.h\"\n"
     << "#include \"kernels/cpu/vecmath.h\"\n#include \"codegen/ubk_vec-inl.h\"\n\n";
   o << "HWY_BEFORE_NAMESPACE();\nnamespace ubfuse {\nnamespace HWY_NAMESPACE {\nnamespace {\n"
     << "using DF = hn::ScalableTag<float>;\nusing VF = hn::Vec<DF>;\n\n";

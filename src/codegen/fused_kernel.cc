@@ -18,7 +18,8 @@ void choose_variant(const LoweredGroup& lg, RowArgs& ra, const std::vector<Tenso
   const kir::Schedule& s = use_ub ? lg.ub : lg.reread;
   if (!use_ub && s.rereads()) {
     for (size_t i = 0; i < p.inputs.size(); i++) {
-      if (s.input_passes[i] > 1) ctx.extra_bytes_read += (s.input_passes[i] - 1) * int64_t(in[i].nbytes());
+      if (s.input_passes[i] > 1)
+        ctx.extra_bytes_read += (s.input_passes[i] - 1) * int64_t(in[i].nbytes());
     }
     ctx.variant_used = "two-pass";
   }

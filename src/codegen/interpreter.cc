@@ -1,9 +1,10 @@
 // Flattens a (Program, Schedule) pair into the interpreter's instruction lists. Column
 // registers: one per column value, plus one per row scalar that a column op reads (splatted once
 // per row and pass).
+#include "codegen/interpreter.h"
+
 #include <map>
 
-#include "codegen/interpreter.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse::interp {
@@ -126,8 +127,7 @@ class Builder {
 
 }  // namespace
 
-std::shared_ptr<const TileProgram> make_tile_program(const kir::Program& p,
-                                                     const kir::Schedule& ub,
+std::shared_ptr<const TileProgram> make_tile_program(const kir::Program& p, const kir::Schedule& ub,
                                                      const kir::Schedule& reread) {
   auto tp = std::make_shared<TileProgram>();
   Builder b(p);

@@ -61,12 +61,11 @@ struct TileProgram {
   std::vector<DType> in_dtypes, out_dtypes;
 };
 
-std::shared_ptr<const TileProgram> make_tile_program(const kir::Program& p,
-                                                     const kir::Schedule& ub,
+std::shared_ptr<const TileProgram> make_tile_program(const kir::Program& p, const kir::Schedule& ub,
                                                      const kir::Schedule& reread);
 
 // Runs rows [row_begin, row_end); args->use_ub picks the variant. Same contract as UbfKernelFn.
-void run_rows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin,
-              int64_t row_end, float* ub, int64_t ub_floats);
+void run_rows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin, int64_t row_end,
+              float* ub, int64_t ub_floats);
 
 }  // namespace ubfuse::interp

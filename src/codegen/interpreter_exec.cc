@@ -28,36 +28,66 @@ using VF = hn::Vec<DF>;
 
 HWY_INLINE VF Apply(DF d, Op op, VF a, VF b, VF c, float imm) {
   switch (op) {
-    case Op::Neg: return NegF(d, a);
-    case Op::Abs: return AbsF(d, a);
-    case Op::Exp: return ExpF(d, a);
-    case Op::Log: return LogF(d, a);
-    case Op::Sqrt: return SqrtF(d, a);
-    case Op::Rsqrt: return RsqrtF(d, a);
-    case Op::Recip: return ReciprocalF(d, a);
-    case Op::Tanh: return TanhF(d, a);
-    case Op::Sigmoid: return SigmoidF(d, a);
-    case Op::Relu: return ReluF(d, a);
-    case Op::Silu: return SiluF(d, a);
-    case Op::GeluErf: return GeluErfF(d, a);
-    case Op::GeluTanh: return GeluTanhF(d, a);
-    case Op::Erf: return ErfF(d, a);
-    case Op::Pow: return PowF(d, a, imm);
-    case Op::RoundBf16: return RoundBf16F(d, a);
-    case Op::RoundF16: return RoundF16F(d, a);
-    case Op::ToBool: return ToBoolF(d, a);
-    case Op::Not: return NotF(d, a);
-    case Op::Add: return hn::Add(a, b);
-    case Op::Sub: return hn::Sub(a, b);
-    case Op::Mul: return hn::Mul(a, b);
-    case Op::Div: return hn::Div(a, b);
-    case Op::Max: return MaxF(d, a, b);
-    case Op::Min: return MinF(d, a, b);
-    case Op::Eq: return EqF(d, a, b);
-    case Op::Lt: return LtF(d, a, b);
-    case Op::Gt: return GtF(d, a, b);
-    case Op::Where: return WhereF(d, a, b, c);
-    default: break;
+    case Op::Neg:
+      return NegF(d, a);
+    case Op::Abs:
+      return AbsF(d, a);
+    case Op::Exp:
+      return ExpF(d, a);
+    case Op::Log:
+      return LogF(d, a);
+    case Op::Sqrt:
+      return SqrtF(d, a);
+    case Op::Rsqrt:
+      return RsqrtF(d, a);
+    case Op::Recip:
+      return ReciprocalF(d, a);
+    case Op::Tanh:
+      return TanhF(d, a);
+    case Op::Sigmoid:
+      return SigmoidF(d, a);
+    case Op::Relu:
+      return ReluF(d, a);
+    case Op::Silu:
+      return SiluF(d, a);
+    case Op::GeluErf:
+      return GeluErfF(d, a);
+    case Op::GeluTanh:
+      return GeluTanhF(d, a);
+    case Op::Erf:
+      return ErfF(d, a);
+    case Op::Pow:
+      return PowF(d, a, imm);
+    case Op::RoundBf16:
+      return RoundBf16F(d, a);
+    case Op::RoundF16:
+      return RoundF16F(d, a);
+    case Op::ToBool:
+      return ToBoolF(d, a);
+    case Op::Not:
+      return NotF(d, a);
+    case Op::Add:
+      return hn::Add(a, b);
+    case Op::Sub:
+      return hn::Sub(a, b);
+    case Op::Mul:
+      return hn::Mul(a, b);
+    case Op::Div:
+      return hn::Div(a, b);
+    case Op::Max:
+      return MaxF(d, a, b);
+    case Op::Min:
+      return MinF(d, a, b);
+    case Op::Eq:
+      return EqF(d, a, b);
+    case Op::Lt:
+      return LtF(d, a, b);
+    case Op::Gt:
+      return GtF(d, a, b);
+    case Op::Where:
+      return WhereF(d, a, b, c);
+    default:
+      break;
   }
   return a;
 }
@@ -71,24 +101,25 @@ HWY_NOINLINE void ComputeTile(const Instr& in, float* regs, size_t n) {
   const float* a = regs + size_t(in.a) * interp::kTile;
   const float* b = in.b >= 0 ? regs + size_t(in.b) * interp::kTile : a;
   const float* c = in.c >= 0 ? regs + size_t(in.c) * interp::kTile : a;
-#define UBF_TILE_CASE(OP)                                                                    \
-  case Op::OP:                                                                               \
-    for (size_t i = 0; i < n; i += L) {                                                      \
-      hn::Store(Apply(d, Op::OP, hn::Load(d, a + i), hn::Load(d, b + i), hn::Load(d, c + i), \
-                      in.imm),                                                               \
-                d, dst + i);                                                                 \
-    }                                                                                        \
+#define UBF_TILE_CASE(OP)                                                                          \
+  case Op::OP:                                                                                     \
+    for (size_t i = 0; i < n; i += L) {                                                            \
+      hn::Store(                                                                                   \
+          Apply(d, Op::OP, hn::Load(d, a + i), hn::Load(d, b + i), hn::Load(d, c + i), in.imm), d, \
+          dst + i);                                                                                \
+    }                                                                                              \
     return;
   switch (in.op) {
-    UBF_TILE_CASE(Neg) UBF_TILE_CASE(Abs) UBF_TILE_CASE(Exp) UBF_TILE_CASE(Log)
-    UBF_TILE_CASE(Sqrt) UBF_TILE_CASE(Rsqrt) UBF_TILE_CASE(Recip) UBF_TILE_CASE(Tanh)
-    UBF_TILE_CASE(Sigmoid) UBF_TILE_CASE(Relu) UBF_TILE_CASE(Silu) UBF_TILE_CASE(GeluErf)
-    UBF_TILE_CASE(GeluTanh) UBF_TILE_CASE(Erf) UBF_TILE_CASE(Pow) UBF_TILE_CASE(RoundBf16)
-    UBF_TILE_CASE(RoundF16) UBF_TILE_CASE(ToBool) UBF_TILE_CASE(Not) UBF_TILE_CASE(Add)
-    UBF_TILE_CASE(Sub) UBF_TILE_CASE(Mul) UBF_TILE_CASE(Div) UBF_TILE_CASE(Max)
-    UBF_TILE_CASE(Min) UBF_TILE_CASE(Eq) UBF_TILE_CASE(Lt) UBF_TILE_CASE(Gt)
-    UBF_TILE_CASE(Where)
-    default: break;
+    UBF_TILE_CASE(Neg)
+    UBF_TILE_CASE(Abs) UBF_TILE_CASE(Exp) UBF_TILE_CASE(Log) UBF_TILE_CASE(Sqrt)
+        UBF_TILE_CASE(Rsqrt) UBF_TILE_CASE(Recip) UBF_TILE_CASE(Tanh) UBF_TILE_CASE(Sigmoid)
+            UBF_TILE_CASE(Relu) UBF_TILE_CASE(Silu) UBF_TILE_CASE(GeluErf) UBF_TILE_CASE(GeluTanh)
+                UBF_TILE_CASE(Erf) UBF_TILE_CASE(Pow) UBF_TILE_CASE(RoundBf16)
+                    UBF_TILE_CASE(RoundF16) UBF_TILE_CASE(ToBool) UBF_TILE_CASE(Not)
+                        UBF_TILE_CASE(Add) UBF_TILE_CASE(Sub) UBF_TILE_CASE(Mul) UBF_TILE_CASE(Div)
+                            UBF_TILE_CASE(Max) UBF_TILE_CASE(Min) UBF_TILE_CASE(Eq)
+                                UBF_TILE_CASE(Lt) UBF_TILE_CASE(Gt) UBF_TILE_CASE(Where) default
+        : break;
   }
 #undef UBF_TILE_CASE
   HWY_ASSERT(false);
@@ -116,19 +147,27 @@ HWY_INLINE void StoreTile(const float* src, void* dstv, size_t n) {
 
 HWY_INLINE void LoadAny(DType t, const void* src, float* dst, size_t n) {
   switch (t) {
-    case DType::f32: return LoadTile<float>(src, dst, n);
-    case DType::bf16: return LoadTile<hwy::bfloat16_t>(src, dst, n);
-    case DType::f16: return LoadTile<hwy::float16_t>(src, dst, n);
-    default: return LoadTile<uint8_t>(src, dst, n);
+    case DType::f32:
+      return LoadTile<float>(src, dst, n);
+    case DType::bf16:
+      return LoadTile<hwy::bfloat16_t>(src, dst, n);
+    case DType::f16:
+      return LoadTile<hwy::float16_t>(src, dst, n);
+    default:
+      return LoadTile<uint8_t>(src, dst, n);
   }
 }
 
 HWY_INLINE void StoreAny(DType t, const float* src, void* dst, size_t n) {
   switch (t) {
-    case DType::f32: return StoreTile<float>(src, dst, n);
-    case DType::bf16: return StoreTile<hwy::bfloat16_t>(src, dst, n);
-    case DType::f16: return StoreTile<hwy::float16_t>(src, dst, n);
-    default: return StoreTile<uint8_t>(src, dst, n);
+    case DType::f32:
+      return StoreTile<float>(src, dst, n);
+    case DType::bf16:
+      return StoreTile<hwy::bfloat16_t>(src, dst, n);
+    case DType::f16:
+      return StoreTile<hwy::float16_t>(src, dst, n);
+    default:
+      return StoreTile<uint8_t>(src, dst, n);
   }
 }
 
@@ -139,10 +178,14 @@ HWY_INLINE float LoadScalarT(const void* p) {
 }
 HWY_INLINE float LoadScalar(DType t, const void* p) {
   switch (t) {
-    case DType::f32: return *static_cast<const float*>(p);
-    case DType::bf16: return LoadScalarT<hwy::bfloat16_t>(p);
-    case DType::f16: return LoadScalarT<hwy::float16_t>(p);
-    default: return *static_cast<const uint8_t*>(p) ? 1.0f : 0.0f;
+    case DType::f32:
+      return *static_cast<const float*>(p);
+    case DType::bf16:
+      return LoadScalarT<hwy::bfloat16_t>(p);
+    case DType::f16:
+      return LoadScalarT<hwy::float16_t>(p);
+    default:
+      return *static_cast<const uint8_t*>(p) ? 1.0f : 0.0f;
   }
 }
 
@@ -153,10 +196,16 @@ HWY_INLINE void StoreScalarT(float v, void* p) {
 }
 HWY_INLINE void StoreScalar(DType t, float v, void* p) {
   switch (t) {
-    case DType::f32: *static_cast<float*>(p) = v; return;
-    case DType::bf16: return StoreScalarT<hwy::bfloat16_t>(v, p);
-    case DType::f16: return StoreScalarT<hwy::float16_t>(v, p);
-    default: *static_cast<uint8_t*>(p) = v != 0.0f ? 1 : 0; return;
+    case DType::f32:
+      *static_cast<float*>(p) = v;
+      return;
+    case DType::bf16:
+      return StoreScalarT<hwy::bfloat16_t>(v, p);
+    case DType::f16:
+      return StoreScalarT<hwy::float16_t>(v, p);
+    default:
+      *static_cast<uint8_t*>(p) = v != 0.0f ? 1 : 0;
+      return;
   }
 }
 
@@ -167,7 +216,9 @@ void RunRowInstrs(const std::vector<Instr>& instrs, float* rowv, const UbfKernel
   const DF d;
   for (const Instr& in : instrs) {
     switch (in.kind) {
-      case Kind::LoadRow: rowv[in.dst] = LoadScalar(in.dtype, in_rows[in.arg]); break;
+      case Kind::LoadRow:
+        rowv[in.dst] = LoadScalar(in.dtype, in_rows[in.arg]);
+        break;
       case Kind::StoreOut:
         StoreScalar(out_dtypes[size_t(in.arg)], rowv[in.a], out_rows[in.arg]);
         break;
@@ -191,8 +242,8 @@ struct Scratch {
   size_t size = 0;
 };
 
-void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin,
-             int64_t row_end, float* ub, int64_t ub_floats) {
+void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin, int64_t row_end,
+             float* ub, int64_t ub_floats) {
   const DF d;
   const size_t L = hn::Lanes(d);
   static thread_local Scratch scratch;
@@ -260,7 +311,9 @@ void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin
                        out_rows[in.arg] + size_t(c0) * es, n);
               break;
             }
-            default: ComputeTile(in, regs, n); break;
+            default:
+              ComputeTile(in, regs, n);
+              break;
           }
         }
         for (size_t k = 0; k < pass.reductions.size(); k++) {
@@ -284,8 +337,7 @@ void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin
         const VF a = hn::LoadU(d, acc + k * L);
         rowv[size_t(pass.reductions[k].dst)] = is_max ? ReduceMaxF(d, a) : ReduceSumF(d, a);
       }
-      RunRowInstrs(pass.after, rowv.data(), args, in_rows.data(), out_rows.data(),
-                   tp.out_dtypes);
+      RunRowInstrs(pass.after, rowv.data(), args, in_rows.data(), out_rows.data(), tp.out_dtypes);
     }
   }
 }
@@ -301,8 +353,8 @@ namespace ubfuse::interp {
 
 HWY_EXPORT(RunRows);
 
-void run_rows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin,
-              int64_t row_end, float* ub, int64_t ub_floats) {
+void run_rows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin, int64_t row_end,
+              float* ub, int64_t ub_floats) {
   HWY_DYNAMIC_DISPATCH(RunRows)(tp, args, row_begin, row_end, ub, ub_floats);
 }
 

@@ -9,7 +9,8 @@ int arity(Op op) {
   switch (op) {
     case Op::Load:
     case Op::Const:
-    case Op::Cols: return 0;
+    case Op::Cols:
+      return 0;
     case Op::Add:
     case Op::Sub:
     case Op::Mul:
@@ -18,48 +19,85 @@ int arity(Op op) {
     case Op::Min:
     case Op::Eq:
     case Op::Lt:
-    case Op::Gt: return 2;
-    case Op::Where: return 3;
-    default: return 1;
+    case Op::Gt:
+      return 2;
+    case Op::Where:
+      return 3;
+    default:
+      return 1;
   }
 }
 
 const char* op_str(Op op) {
   switch (op) {
-    case Op::Load: return "load";
-    case Op::Const: return "const";
-    case Op::Cols: return "cols";
-    case Op::Neg: return "neg";
-    case Op::Abs: return "abs";
-    case Op::Exp: return "exp";
-    case Op::Log: return "log";
-    case Op::Sqrt: return "sqrt";
-    case Op::Rsqrt: return "rsqrt";
-    case Op::Recip: return "recip";
-    case Op::Tanh: return "tanh";
-    case Op::Sigmoid: return "sigmoid";
-    case Op::Relu: return "relu";
-    case Op::Silu: return "silu";
-    case Op::GeluErf: return "gelu_erf";
-    case Op::GeluTanh: return "gelu_tanh";
-    case Op::Erf: return "erf";
-    case Op::Pow: return "pow";
-    case Op::RoundBf16: return "round_bf16";
-    case Op::RoundF16: return "round_f16";
-    case Op::ToBool: return "to_bool";
-    case Op::Not: return "not";
-    case Op::Add: return "add";
-    case Op::Sub: return "sub";
-    case Op::Mul: return "mul";
-    case Op::Div: return "div";
-    case Op::Max: return "max";
-    case Op::Min: return "min";
-    case Op::Eq: return "eq";
-    case Op::Lt: return "lt";
-    case Op::Gt: return "gt";
-    case Op::Where: return "where";
-    case Op::RowSum: return "rowsum";
-    case Op::RowMax: return "rowmax";
+    case Op::Load:
+      return "load";
+    case Op::Const:
+      return "const";
+    case Op::Cols:
+      return "cols";
+    case Op::Neg:
+      return "neg";
+    case Op::Abs:
+      return "abs";
+    case Op::Exp:
+      return "exp";
+    case Op::Log:
+      return "log";
+    case Op::Sqrt:
+      return "sqrt";
+    case Op::Rsqrt:
+      return "rsqrt";
+    case Op::Recip:
+      return "recip";
+    case Op::Tanh:
+      return "tanh";
+    case Op::Sigmoid:
+      return "sigmoid";
+    case Op::Relu:
+      return "relu";
+    case Op::Silu:
+      return "silu";
+    case Op::GeluErf:
+      return "gelu_erf";
+    case Op::GeluTanh:
+      return "gelu_tanh";
+    case Op::Erf:
+      return "erf";
+    case Op::Pow:
+      return "pow";
+    case Op::RoundBf16:
+      return "round_bf16";
+    case Op::RoundF16:
+      return "round_f16";
+    case Op::ToBool:
+      return "to_bool";
+    case Op::Not:
+      return "not";
+    case Op::Add:
+      return "add";
+    case Op::Sub:
+      return "sub";
+    case Op::Mul:
+      return "mul";
+    case Op::Div:
+      return "div";
+    case Op::Max:
+      return "max";
+    case Op::Min:
+      return "min";
+    case Op::Eq:
+      return "eq";
+    case Op::Lt:
+      return "lt";
+    case Op::Gt:
+      return "gt";
+    case Op::Where:
+      return "where";
+    case Op::RowSum:
+      return "rowsum";
+    case Op::RowMax:
+      return "rowmax";
   }
   return "?";
 }
@@ -78,8 +116,10 @@ bool is_expensive(Op op) {
     case Op::GeluTanh:
     case Op::Erf:
     case Op::Pow:
-    case Op::Div: return true;
-    default: return false;
+    case Op::Div:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -87,9 +127,12 @@ namespace {
 
 const char* align_str(Align a) {
   switch (a) {
-    case Align::Col: return "col";
-    case Align::RowKeep: return "row";
-    case Align::RowDrop: return "row-drop";
+    case Align::Col:
+      return "col";
+    case Align::RowKeep:
+      return "row";
+    case Align::RowDrop:
+      return "row-drop";
   }
   return "?";
 }
@@ -104,8 +147,7 @@ std::string list(const std::vector<int>& v, const char* prefix = "%") {
 
 std::string to_string(const Program& p) {
   std::ostringstream o;
-  o << "program " << p.name << " (rank " << p.domain_rank << ", " << p.num_phases
-    << " passes)\n";
+  o << "program " << p.name << " (rank " << p.domain_rank << ", " << p.num_phases << " passes)\n";
   for (size_t i = 0; i < p.inputs.size(); i++) {
     const Input& in = p.inputs[i];
     o << "  in" << i << " = " << in.value->name << " " << dtype_name(in.dtype)

@@ -31,18 +31,40 @@ enum class Op : uint8_t {
   Const,  // row scalar `imm`
   Cols,   // row scalar: float(cols) of this call
   // Unary (column or row).
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Recip, Tanh, Sigmoid, Relu, Silu, GeluErf, GeluTanh, Erf,
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Recip,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Silu,
+  GeluErf,
+  GeluTanh,
+  Erf,
   Pow,        // x^imm
   RoundBf16,  // f32 -> bf16 -> f32 (an explicit Cast to bf16 inside the group)
   RoundF16,   // f32 -> f16 -> f32
   ToBool,     // x != 0 ? 1 : 0
   Not,        // x == 0 ? 1 : 0
   // Binary.
-  Add, Sub, Mul, Div, Max, Min, Eq, Lt, Gt,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Max,
+  Min,
+  Eq,
+  Lt,
+  Gt,
   // Ternary: a != 0 ? b : c.
   Where,
   // Column value -> row scalar, accumulated over the row during one phase.
-  RowSum, RowMax,
+  RowSum,
+  RowMax,
 };
 
 int arity(Op op);
@@ -62,7 +84,7 @@ struct Expr {
   Op op = Op::Const;
   bool row = false;  // row scalar (true) or column value (false)
   int a = -1, b = -1, c = -1;
-  int arg = -1;      // Load: input index
+  int arg = -1;  // Load: input index
   Align align = Align::Col;
   float imm = 0;     // Const value, Pow exponent
   std::string note;  // source node name, for comments
@@ -71,8 +93,8 @@ struct Expr {
 struct Input {
   const Value* value = nullptr;
   DType dtype = DType::f32;
-  bool vector = false;   // statically the same row for every row (a [C] weight): reloading is free
-  bool matmul = false;   // MatMulEpilogue: the MatMul's output block, not a group input
+  bool vector = false;  // statically the same row for every row (a [C] weight): reloading is free
+  bool matmul = false;  // MatMulEpilogue: the MatMul's output block, not a group input
 };
 
 struct Output {
@@ -82,11 +104,11 @@ struct Output {
 };
 
 struct Program {
-  std::string name;                      // the group's name
-  std::vector<std::string> node_notes;   // "add0 (Add)", for comments
-  std::vector<Expr> exprs;               // topological: operands before users
-  std::vector<Input> inputs;             // group inputs in order, then a MatMul output if any
-  std::vector<Output> outputs;           // group outputs in order
+  std::string name;                     // the group's name
+  std::vector<std::string> node_notes;  // "add0 (Add)", for comments
+  std::vector<Expr> exprs;              // topological: operands before users
+  std::vector<Input> inputs;            // group inputs in order, then a MatMul output if any
+  std::vector<Output> outputs;          // group outputs in order
   int domain_rank = 0;
   // Analysis (filled by analyze()): for a column value the phase it is computed in, for a row
   // scalar the phase at whose start it is available; `needed` marks what reaches an output.
@@ -97,22 +119,22 @@ struct Program {
 
 // One pass over the row's columns, then the row scalars that become available after it.
 struct Phase {
-  std::vector<int> slot_loads;   // column values read back from their UB slot, each column step
-  std::vector<int> compute;      // column values evaluated, topological (Loads included)
-  std::vector<int> slot_stores;  // column values written to their UB slot
-  std::vector<int> out_stores;   // output indices (column outputs) written in this pass
-  std::vector<int> reductions;   // RowSum/RowMax exprs accumulated in this pass
-  std::vector<int> after;        // row scalars computed after the pass, topological
+  std::vector<int> slot_loads;      // column values read back from their UB slot, each column step
+  std::vector<int> compute;         // column values evaluated, topological (Loads included)
+  std::vector<int> slot_stores;     // column values written to their UB slot
+  std::vector<int> out_stores;      // output indices (column outputs) written in this pass
+  std::vector<int> reductions;      // RowSum/RowMax exprs accumulated in this pass
+  std::vector<int> after;           // row scalars computed after the pass, topological
   std::vector<int> row_outs_after;  // output indices (row outputs) written after the pass
 };
 
 struct Schedule {
-  bool ub = true;                 // keeps values in UB slots (false: re-reads the inputs)
-  std::vector<int> per_call;      // row scalars depending only on constants and cols
-  std::vector<int> before;        // row scalars computed per row before the first pass
+  bool ub = true;             // keeps values in UB slots (false: re-reads the inputs)
+  std::vector<int> per_call;  // row scalars depending only on constants and cols
+  std::vector<int> before;    // row scalars computed per row before the first pass
   std::vector<int> row_outs_before;
   std::vector<Phase> phases;
-  std::vector<int> slot;          // per expr: its UB slot, or -1
+  std::vector<int> slot;  // per expr: its UB slot, or -1
   int num_slots = 0;
   std::vector<int> input_passes;  // per input: passes over the row that load it
   // True when some non-vector input is loaded in more than one pass (the re-read variant).

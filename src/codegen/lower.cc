@@ -74,8 +74,8 @@ class Lowerer {
  private:
   void check_dtype(const Value* v, const char* what) {
     if (!is_float(v->dtype) && v->dtype != DType::boolean) {
-      throw Fail{std::string(what) + " '" + v->name + "' is " +
-                 std::string(dtype_name(v->dtype)) + "; fused kernels compute f32, bf16, f16, bool"};
+      throw Fail{std::string(what) + " '" + v->name + "' is " + std::string(dtype_name(v->dtype)) +
+                 "; fused kernels compute f32, bf16, f16, bool"};
     }
   }
 
@@ -232,23 +232,51 @@ class Lowerer {
     auto bin = [&](Op op) { return mk(op, row, in(0, f), in(1, f)); };
     int r = -1;
     switch (n.op) {
-      case OpKind::Neg: r = un(Op::Neg); break;
-      case OpKind::Abs: r = un(Op::Abs); break;
-      case OpKind::Exp: r = un(Op::Exp); break;
-      case OpKind::Log: r = un(Op::Log); break;
-      case OpKind::Sqrt: r = un(Op::Sqrt); break;
-      case OpKind::Rsqrt: r = un(Op::Rsqrt); break;
-      case OpKind::Reciprocal: r = un(Op::Recip); break;
-      case OpKind::Tanh: r = un(Op::Tanh); break;
-      case OpKind::Sigmoid: r = un(Op::Sigmoid); break;
-      case OpKind::Relu: r = un(Op::Relu); break;
-      case OpKind::Silu: r = un(Op::Silu); break;
-      case OpKind::Erf: r = un(Op::Erf); break;
+      case OpKind::Neg:
+        r = un(Op::Neg);
+        break;
+      case OpKind::Abs:
+        r = un(Op::Abs);
+        break;
+      case OpKind::Exp:
+        r = un(Op::Exp);
+        break;
+      case OpKind::Log:
+        r = un(Op::Log);
+        break;
+      case OpKind::Sqrt:
+        r = un(Op::Sqrt);
+        break;
+      case OpKind::Rsqrt:
+        r = un(Op::Rsqrt);
+        break;
+      case OpKind::Reciprocal:
+        r = un(Op::Recip);
+        break;
+      case OpKind::Tanh:
+        r = un(Op::Tanh);
+        break;
+      case OpKind::Sigmoid:
+        r = un(Op::Sigmoid);
+        break;
+      case OpKind::Relu:
+        r = un(Op::Relu);
+        break;
+      case OpKind::Silu:
+        r = un(Op::Silu);
+        break;
+      case OpKind::Erf:
+        r = un(Op::Erf);
+        break;
       case OpKind::Gelu:
         r = un(n.attr_str("approximate", "none") == "tanh" ? Op::GeluTanh : Op::GeluErf);
         break;
-      case OpKind::Pow: r = un(Op::Pow, float(n.attr_float("exponent", 1))); break;
-      case OpKind::Not: r = un(Op::Not); break;
+      case OpKind::Pow:
+        r = un(Op::Pow, float(n.attr_float("exponent", 1)));
+        break;
+      case OpKind::Not:
+        r = un(Op::Not);
+        break;
       case OpKind::Cast: {
         DType to = out->dtype;
         int x = in(0, f);
@@ -265,17 +293,38 @@ class Lowerer {
         }
         break;
       }
-      case OpKind::Add: r = bin(Op::Add); break;
-      case OpKind::Sub: r = bin(Op::Sub); break;
-      case OpKind::Mul: r = bin(Op::Mul); break;
-      case OpKind::Div: r = bin(Op::Div); break;
-      case OpKind::Max: r = bin(Op::Max); break;
-      case OpKind::Min: r = bin(Op::Min); break;
-      case OpKind::Equal: r = bin(Op::Eq); break;
-      case OpKind::Less: r = bin(Op::Lt); break;
-      case OpKind::Greater: r = bin(Op::Gt); break;
-      case OpKind::Where: r = mk(Op::Where, row, in(0, f), in(1, f), in(2, f)); break;
-      default: throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") has no lowering"};
+      case OpKind::Add:
+        r = bin(Op::Add);
+        break;
+      case OpKind::Sub:
+        r = bin(Op::Sub);
+        break;
+      case OpKind::Mul:
+        r = bin(Op::Mul);
+        break;
+      case OpKind::Div:
+        r = bin(Op::Div);
+        break;
+      case OpKind::Max:
+        r = bin(Op::Max);
+        break;
+      case OpKind::Min:
+        r = bin(Op::Min);
+        break;
+      case OpKind::Equal:
+        r = bin(Op::Eq);
+        break;
+      case OpKind::Less:
+        r = bin(Op::Lt);
+        break;
+      case OpKind::Greater:
+        r = bin(Op::Gt);
+        break;
+      case OpKind::Where:
+        r = mk(Op::Where, row, in(0, f), in(1, f), in(2, f));
+        break;
+      default:
+        throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") has no lowering"};
     }
     val_[out] = r;
   }
@@ -313,10 +362,14 @@ class Lowerer {
         int inv = row(Op::Recip, row(Op::RowSum, e));
         return col(Op::Mul, e, inv);
       }
-      case OpKind::ReduceSum: return row(Op::RowSum, x);
-      case OpKind::ReduceMean: return row(Op::Div, row(Op::RowSum, x), cols());
-      case OpKind::ReduceMax: return row(Op::RowMax, x);
-      default: break;
+      case OpKind::ReduceSum:
+        return row(Op::RowSum, x);
+      case OpKind::ReduceMean:
+        return row(Op::Div, row(Op::RowSum, x), cols());
+      case OpKind::ReduceMax:
+        return row(Op::RowMax, x);
+      default:
+        break;
     }
     throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") has no lowering"};
   }

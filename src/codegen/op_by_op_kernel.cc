@@ -41,7 +41,8 @@ class OpByOpKernel : public Kernel {
       for (size_t i = 0; i < n->outputs.size(); i++) {
         auto it = vals.find(n->outputs[i]);
         if (it == vals.end()) {
-          it = vals.emplace(n->outputs[i], Tensor(outs[i].dtype, static_sizes(outs[i].shape))).first;
+          it =
+              vals.emplace(n->outputs[i], Tensor(outs[i].dtype, static_sizes(outs[i].shape))).first;
         }
         b.push_back(it->second);
       }

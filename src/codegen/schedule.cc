@@ -97,7 +97,8 @@ Schedule schedule(const Program& p, bool ub) {
     for (int q = 0; q < P && !changed; q++) {
       std::vector<bool> need(size_t(n), false);
       for (auto& o : p.outputs) {
-        if (!p.exprs[size_t(o.expr)].row && p.phase[size_t(o.expr)] == q) need[size_t(o.expr)] = true;
+        if (!p.exprs[size_t(o.expr)].row && p.phase[size_t(o.expr)] == q)
+          need[size_t(o.expr)] = true;
       }
       for (int e = 0; e < n; e++) {
         const Expr& x = p.exprs[size_t(e)];
@@ -106,7 +107,9 @@ Schedule schedule(const Program& p, bool ub) {
         }
         if (kept[size_t(e)] && p.phase[size_t(e)] == q) need[size_t(e)] = true;
       }
-      auto mark_operands = [&](int e) { for_col_operands(p, e, [&](int o) { need[size_t(o)] = true; }); };
+      auto mark_operands = [&](int e) {
+        for_col_operands(p, e, [&](int o) { need[size_t(o)] = true; });
+      };
       for (int e = n - 1; e >= 0 && !changed; e--) {
         if (!need[size_t(e)] || p.exprs[size_t(e)].row) continue;
         if (p.phase[size_t(e)] == q || vector_load(e)) {
@@ -192,7 +195,8 @@ Schedule schedule(const Program& p, bool ub) {
     for (size_t i = 0; i < p.inputs.size(); i++) s.input_passes[i] += loads_input[i] ? 1 : 0;
   }
   for (size_t i = 0; i < p.inputs.size(); i++) {
-    if (p.inputs[i].vector || p.inputs[i].matmul) s.input_passes[i] = std::min(s.input_passes[i], 1);
+    if (p.inputs[i].vector || p.inputs[i].matmul)
+      s.input_passes[i] = std::min(s.input_passes[i], 1);
   }
   // Slots: greedy interval sharing in def order.
   std::vector<int> order;

@@ -24,9 +24,9 @@ struct UbfTensorArg {
 struct UbfKernelArgs {
   int64_t rows;
   int64_t cols;
-  int32_t use_ub;      // keep crossing values in the UB (1) or re-read the inputs (0)
-  int32_t nt_stores;   // column outputs may use non-temporal stores (row starts 64-byte aligned)
-  int64_t slot_floats; // floats per UB slot (cols padded to 16)
+  int32_t use_ub;       // keep crossing values in the UB (1) or re-read the inputs (0)
+  int32_t nt_stores;    // column outputs may use non-temporal stores (row starts 64-byte aligned)
+  int64_t slot_floats;  // floats per UB slot (cols padded to 16)
   const struct UbfTensorArg* in;
   const struct UbfTensorArg* out;
 };

@@ -32,8 +32,8 @@ template <class D>
 HWY_INLINE hn::VFromD<D> UbLoad(D d, const uint8_t* HWY_RESTRICT p) {
   const hn::Rebind<uint8_t, D> du8;
   const hn::RebindToSigned<D> di32;
-  return hn::ConvertTo(d, hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<D>(),
-                                                          hn::LoadU(du8, p))));
+  return hn::ConvertTo(
+      d, hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(du8, p))));
 }
 template <class D, typename T>
 HWY_INLINE void UbStore(hn::VFromD<D> v, D d, T* HWY_RESTRICT p) {
@@ -43,8 +43,8 @@ template <class D>
 HWY_INLINE void UbStore(hn::VFromD<D> v, D d, uint8_t* HWY_RESTRICT p) {
   const hn::Rebind<uint8_t, D> du8;
   const hn::RebindToSigned<D> di32;
-  const auto bits = hn::IfThenElseZero(hn::RebindMask(di32, hn::Ne(v, hn::Zero(d))),
-                                       hn::Set(di32, 1));
+  const auto bits =
+      hn::IfThenElseZero(hn::RebindMask(di32, hn::Ne(v, hn::Zero(d))), hn::Set(di32, 1));
   hn::StoreU(hn::DemoteTo(du8, bits), du8, p);
 }
 template <class D, typename T>
