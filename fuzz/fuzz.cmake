@@ -1,6 +1,7 @@
-# libFuzzer targets, included by the top-level CMakeLists.txt when UBFUSE_FUZZ=ON. Needs clang
-# (scripts/fuzz.sh configures build-fuzz with clang++-14). The library gets coverage
-# instrumentation (fuzzer-no-link) plus ASan+UBSan; each target links libFuzzer's main.
+# libFuzzer targets, included by the top-level CMakeLists.txt when UBFUSE_FUZZ=ON. Needs clang.
+# The library gets coverage instrumentation (fuzzer-no-link) plus ASan+UBSan; each target links
+# libFuzzer's main. The tests, when built, get ASan+UBSan too: scripts/sanitize.sh asan and
+# scripts/fuzz.sh share this one configuration (build-asan), so the library is built once.
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR "UBFUSE_FUZZ=ON needs clang: -DCMAKE_CXX_COMPILER=clang++-14")
 endif()
@@ -10,6 +11,10 @@ set(UBFUSE_FUZZ_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined
 target_compile_options(ubfuse PRIVATE -fsanitize=fuzzer-no-link ${UBFUSE_FUZZ_SAN})
 # Whatever links the instrumented library (the CLI too) needs the sanitizer runtimes.
 target_link_options(ubfuse PUBLIC -fsanitize=address,undefined)
+
+if(TARGET ubfuse_tests)
+  target_compile_options(ubfuse_tests PRIVATE ${UBFUSE_FUZZ_SAN})
+endif()
 
 set(UBFUSE_FUZZ_TARGETS rules options npy onnx graph)
 foreach(t ${UBFUSE_FUZZ_TARGETS})

@@ -1,26 +1,22 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang-14, ASan+UBSan, build-fuzz) and runs each for a bounded time
+# Builds the libFuzzer targets (clang-14, ASan+UBSan, in build-asan: the configuration that
+# scripts/sanitize.sh asan runs the tests in) and runs each for a bounded time
 # on a copy of its committed seed corpus (fuzz/corpus/<target>), two at a time.
 #   scripts/fuzz.sh [target...]      default: every target
 # Env: UBFUSE_FUZZ_SECONDS (per target, default 60), UBFUSE_FUZZ_JOBS (targets at once, default
-# nproc), UBFUSE_JOBS (build jobs). A crash leaves its input in build-fuzz/artifacts/<target>/ and
-# fails the script; rerun it with build-fuzz/fuzz_<target> <file>, then add a regression test.
+# nproc), UBFUSE_JOBS (build jobs). A crash leaves its input in build-asan/artifacts/<target>/ and
+# fails the script; rerun it with build-asan/fuzz_<target> <file>, then add a regression test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${UBFUSE_FUZZ_SECONDS:-60}
 JOBS=${UBFUSE_JOBS:-$(nproc)}
 FUZZ_JOBS=${UBFUSE_FUZZ_JOBS:-$(nproc)}
-DIR=build-fuzz
+DIR=build-asan
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then TARGETS=(rules options npy onnx graph); fi
 
 t0=$(date +%s)
-# Highway kernels for the one target this machine runs (instead of every AVX level): a third of
-# the compile time, and the same code path the normal build dispatches to here.
-HWY_FLAGS="-march=native -DHWY_COMPILE_ONLY_STATIC=1"
-cmake -S . -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g" \
-  -DCMAKE_CXX_FLAGS="$HWY_FLAGS" -DCMAKE_CXX_COMPILER=clang++-14 -DUBFUSE_FUZZ=ON \
-  -DUBFUSE_BUILD_TESTS=OFF -DUBFUSE_BUILD_BENCH=OFF >/dev/null
+bash scripts/sanitize.sh asan-configure  # the ASan+UBSan configuration, shared
 cmake --build "$DIR" -j "$JOBS" --target "${TARGETS[@]/#/fuzz_}"
 t1=$(date +%s)
 echo "[fuzz] build: $((t1 - t0)) s"
