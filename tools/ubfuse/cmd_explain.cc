@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "seed_block.h"
 #include "ubfuse/explain.h"
+#include "ubfuse/onnx.h"
 
 namespace ubfuse::cli {
 
@@ -64,12 +65,20 @@ int run_explain(const ExplainArgs& a) {
                    (a.print_mid ? " with a Host print after layer_norm" : "") + ", " +
                    a.dtype + sizes_str(so.shape);
   } else if (ends_with(a.target, ".onnx")) {
-    throw Error("cannot explain '" + a.target + "': ONNX import is not in this build yet; hint: " +
-                "`ubfuse explain demo` explains the seed block");
+    if (a.print_mid) throw Error("--print-mid only applies to 'demo'");
+    try {
+      g = import_onnx(a.target);  // symbolic dims stay symbolic; --dim gives them values
+    } catch (const OnnxNeedsStaticDimsError&) {
+      // The model needs static dims at import: use the --dim values there instead.
+      ImportOptions io;
+      io.static_dims = o.dims;
+      g = import_onnx(a.target, io);
+      o.dims.clear();
+    }
+    o.model_name = a.target;
   } else {
     throw Error("explain expects 'demo' or a MODEL.onnx path, got '" + a.target + "'");
   }
-  if (a.print_mid && a.target != "demo") throw Error("--print-mid only applies to 'demo'");
 
   ExplainReport r = explain(g, o);
   DotFiles dots;
