@@ -3,12 +3,13 @@
 // Memory-bound eager ops at the DRAM-bound shape (8, 2048, 4096) f32 (256 MiB per tensor), run
 // through make_op_kernel on the global thread pool (UBFUSE_NUM_THREADS or all cores), each
 // reporting bytes_per_second (the bytes it must move: every input read once, the output written
-// once). A STREAM add (c = a + b, 2 reads + 1 write) in the same binary is the yardstick; at the end
-// the ratio op / STREAM is printed per op. The target is >= 70% for every op.
+// once). A STREAM add (c = a + b, 2 reads + 1 write) in the same binary is the yardstick; at the
+// end the ratio op / STREAM is printed per op. The target is >= 70% for every op.
 //
 //   ubfuse_bench --benchmark_filter=Eager   (all of this file)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -61,8 +62,12 @@ std::unique_ptr<OpBench> make_bench(Op op, DType dt) {
       y = b.layer_norm(x, w, bias, 1e-5);
       break;
     }
-    case Op::Silu: y = b.silu(x); break;
-    case Op::Softmax: y = b.softmax(x); break;
+    case Op::Silu:
+      y = b.silu(x);
+      break;
+    case Op::Softmax:
+      y = b.softmax(x);
+      break;
   }
   b.output("y", y);
   ob->graph = b.build();
@@ -105,16 +110,23 @@ void stream(benchmark::State& state, bool nt) {
 void BM_EagerStreamAdd(benchmark::State& s) { stream(s, true); }
 void BM_EagerStreamAddCachedStores(benchmark::State& s) { stream(s, false); }
 
-BENCHMARK(BM_EagerStreamAdd)->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+// Repetitions: the ratio table uses each benchmark's best repetition, which keeps it meaningful
+// on a machine shared with other work.
+BENCHMARK(BM_EagerStreamAdd)
+    ->UseManualTime()
+    ->Iterations(2)
+    ->Repetitions(3)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EagerStreamAddCachedStores)
     ->UseManualTime()
     ->Iterations(2)
+    ->Repetitions(3)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EagerAdd)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EagerLayerNorm)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EagerSilu)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EagerSoftmax)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_EagerSiluBf16)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerAdd)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerLayerNorm)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerSilu)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerSoftmax)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerSiluBf16)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
 
 // Console output plus a record of each run's bytes_per_second for the ratio table.
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -123,7 +135,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const auto& r : runs) {
       auto it = r.counters.find("bytes_per_second");
       if (it != r.counters.end() && r.run_type == Run::RT_Iteration) {
-        gbps[r.benchmark_name()] = it->second.value / 1e9;
+        double& best = gbps[r.benchmark_name()];
+        best = std::max(best, it->second.value / 1e9);
       }
     }
     ConsoleReporter::ReportRuns(runs);
@@ -148,9 +161,10 @@ int main(int argc, char** argv) {
   const double stream = find("BM_EagerStreamAdd/");
   const double cached = find("BM_EagerStreamAddCachedStores");
   if (stream > 0) {
-    std::printf("\nEager ops vs STREAM add (%d threads): STREAM %.1f GB/s (non-temporal stores), "
-                "%.1f GB/s (cached stores)\n",
-                ubfuse::ThreadPool::global().size(), stream, cached);
+    std::printf(
+        "\nEager ops vs STREAM add (%d threads): STREAM %.1f GB/s (non-temporal stores), "
+        "%.1f GB/s (cached stores); best repetition of each\n",
+        ubfuse::ThreadPool::global().size(), stream, cached);
     for (auto& [name, v] : rep.gbps) {
       if (name.rfind("BM_EagerStream", 0) == 0) continue;
       std::printf("  %-28s %6.1f GB/s  %5.1f%% of STREAM add%s\n", name.c_str(), v,

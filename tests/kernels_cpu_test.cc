@@ -59,8 +59,9 @@ ThreadPool& pool2() { return ThreadPool::with_threads(2); }
   auto k = cpu::make_op_kernel(n);
   k->run(kin, outs, pool ? *pool : pool2());
   auto r = close_to_ref(got, want, scale);
-  if (!r) r << " [" << n.describe() << " on " << ins.size() << " input(s), first "
-            << sizes_str(ins.empty() ? Sizes{} : ins[0].sizes()) << "]";
+  if (!r)
+    r << " [" << n.describe() << " on " << ins.size() << " input(s), first "
+      << sizes_str(ins.empty() ? Sizes{} : ins[0].sizes()) << "]";
   return r;
 }
 
@@ -145,30 +146,30 @@ double max_ulp(const std::function<V(GraphBuilder&, V)>& f, const std::function<
 
 TEST(KernelsCpu, VecmathAccuracyInUlps) {
   using B = GraphBuilder;
-  EXPECT_LE(max_ulp([](B& b, V x) { return b.exp(x); }, [](double v) { return std::exp(v); }, -87,
-                    88.7),
-            2.0);
+  EXPECT_LE(
+      max_ulp([](B& b, V x) { return b.exp(x); }, [](double v) { return std::exp(v); }, -87, 88.7),
+      2.0);
   // Results in the subnormal range keep a small absolute error.
-  EXPECT_LE(max_ulp([](B& b, V x) { return b.exp(x); }, [](double v) { return std::exp(v); },
-                    -103, -87.5),
+  EXPECT_LE(max_ulp([](B& b, V x) { return b.exp(x); }, [](double v) { return std::exp(v); }, -103,
+                    -87.5),
             2.0);
-  EXPECT_LE(max_ulp([](B& b, V x) { return b.log(x); }, [](double v) { return std::log(v); },
-                    1e-30, 1e30),
+  EXPECT_LE(max_ulp([](B& b, V x) { return b.log(x); }, [](double v) { return std::log(v); }, 1e-30,
+                    1e30),
             4.0);
-  EXPECT_LE(max_ulp([](B& b, V x) { return b.log(x); }, [](double v) { return std::log(v); }, 0.5,
-                    2),
-            4.0);
-  EXPECT_LE(max_ulp([](B& b, V x) { return b.tanh(x); }, [](double v) { return std::tanh(v); },
-                    -10, 10),
-            4.0);
-  EXPECT_LE(max_ulp([](B& b, V x) { return b.erf(x); }, [](double v) { return std::erf(v); }, -4,
-                    4),
-            8.0);
+  EXPECT_LE(
+      max_ulp([](B& b, V x) { return b.log(x); }, [](double v) { return std::log(v); }, 0.5, 2),
+      4.0);
+  EXPECT_LE(
+      max_ulp([](B& b, V x) { return b.tanh(x); }, [](double v) { return std::tanh(v); }, -10, 10),
+      4.0);
+  EXPECT_LE(
+      max_ulp([](B& b, V x) { return b.erf(x); }, [](double v) { return std::erf(v); }, -4, 4),
+      8.0);
   EXPECT_LE(max_ulp([](B& b, V x) { return b.sigmoid(x); },
                     [](double v) { return 1 / (1 + std::exp(-v)); }, -80, 80),
             4.0);
-  EXPECT_LE(max_ulp([](B& b, V x) { return b.rsqrt(x); },
-                    [](double v) { return 1 / std::sqrt(v); }, 1e-6, 1e6),
+  EXPECT_LE(max_ulp([](B& b, V x) { return b.rsqrt(x); }, [](double v) { return 1 / std::sqrt(v); },
+                    1e-6, 1e6),
             1.5);
 }
 
@@ -243,9 +244,8 @@ TEST(KernelsCpu, StreamingStoresPath) {
       check_op({x, r}, [](GraphBuilder& b, std::vector<V>& v) { return b.add(v[0], v[1]); }));
   EXPECT_TRUE(
       check_op({x, w}, [](GraphBuilder& b, std::vector<V>& v) { return b.mul(v[0], v[1]); }));
-  EXPECT_TRUE(check_op({c, x, r}, [](GraphBuilder& b, std::vector<V>& v) {
-    return b.where(v[0], v[1], v[2]);
-  }));
+  EXPECT_TRUE(check_op(
+      {c, x, r}, [](GraphBuilder& b, std::vector<V>& v) { return b.where(v[0], v[1], v[2]); }));
   EXPECT_TRUE(check_op({x}, [](GraphBuilder& b, std::vector<V>& v) { return b.softmax(v[0]); }));
   EXPECT_TRUE(check_op({x, w}, [](GraphBuilder& b, std::vector<V>& v) {
     return b.layer_norm(v[0], v[1], nullptr);
@@ -253,12 +253,12 @@ TEST(KernelsCpu, StreamingStoresPath) {
   for (DType dt : {DType::bf16, DType::f16}) {
     Tensor xb = Tensor::random(dt, {129, 1031}, 14, -3, 3);
     EXPECT_TRUE(check_op({xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.silu(v[0]); }));
+    EXPECT_TRUE(check_op(
+        {xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.rms_norm(v[0], nullptr); }));
+    EXPECT_TRUE(check_op(
+        {xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.cast(v[0], DType::f32); }));
     EXPECT_TRUE(
-        check_op({xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.rms_norm(v[0], nullptr); }));
-    EXPECT_TRUE(check_op({xb}, [](GraphBuilder& b, std::vector<V>& v) {
-      return b.cast(v[0], DType::f32);
-    }));
-    EXPECT_TRUE(check_op({x}, [&](GraphBuilder& b, std::vector<V>& v) { return b.cast(v[0], dt); }));
+        check_op({x}, [&](GraphBuilder& b, std::vector<V>& v) { return b.cast(v[0], dt); }));
   }
   cpu::set_stream_min_bytes(saved);
 }
@@ -277,10 +277,22 @@ struct ShapePair {
 };
 
 const std::vector<ShapePair> kBroadcasts = {
-    {{1}, {1}},           {{3}, {3}},          {{4097}, {4097}},     {{4097}, {1}},
-    {{1}, {4097}},        {{5, 4097}, {4097}}, {{5, 4097}, {5, 1}},  {{5, 1}, {5, 4097}},
-    {{2, 3, 4}, {4}},     {{2, 3, 4}, {3, 1}}, {{2, 1, 4}, {1, 3, 1}}, {{5, 1}, {1, 7}},
-    {{2, 1, 3, 1}, {1, 4, 1, 5}}, {{}, {3, 2}},    {{3, 2}, {}},      {{64, 1024}, {1024}},
+    {{1}, {1}},
+    {{3}, {3}},
+    {{4097}, {4097}},
+    {{4097}, {1}},
+    {{1}, {4097}},
+    {{5, 4097}, {4097}},
+    {{5, 4097}, {5, 1}},
+    {{5, 1}, {5, 4097}},
+    {{2, 3, 4}, {4}},
+    {{2, 3, 4}, {3, 1}},
+    {{2, 1, 4}, {1, 3, 1}},
+    {{5, 1}, {1, 7}},
+    {{2, 1, 3, 1}, {1, 4, 1, 5}},
+    {{}, {3, 2}},
+    {{3, 2}, {}},
+    {{64, 1024}, {1024}},
     {{1, 3, 1}, {2, 3, 4097}},
 };
 
@@ -312,8 +324,10 @@ TEST(KernelsCpu, BinaryMaxMinPropagateNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor a = Tensor::from_floats(DType::f32, {3}, {nan, 1.0f, 2.0f});
   Tensor bb = Tensor::from_floats(DType::f32, {3}, {1.0f, nan, 3.0f});
-  EXPECT_TRUE(check_op({a, bb}, [](GraphBuilder& b, std::vector<V>& v) { return b.max(v[0], v[1]); }));
-  EXPECT_TRUE(check_op({a, bb}, [](GraphBuilder& b, std::vector<V>& v) { return b.min(v[0], v[1]); }));
+  EXPECT_TRUE(
+      check_op({a, bb}, [](GraphBuilder& b, std::vector<V>& v) { return b.max(v[0], v[1]); }));
+  EXPECT_TRUE(
+      check_op({a, bb}, [](GraphBuilder& b, std::vector<V>& v) { return b.min(v[0], v[1]); }));
 }
 
 TEST(KernelsCpu, BinaryInteger) {
@@ -323,16 +337,24 @@ TEST(KernelsCpu, BinaryInteger) {
       Tensor a = Tensor::random(dt, sp.a, seed++, -50, 50);
       Tensor bb = Tensor::random(dt, sp.b, seed++, 1, 9);
       for (int op = 0; op < 6; ++op) {
-        EXPECT_TRUE(check_op({a, bb}, [&](GraphBuilder& b, std::vector<V>& v) {
-          switch (op) {
-            case 0: return b.add(v[0], v[1]);
-            case 1: return b.sub(v[0], v[1]);
-            case 2: return b.mul(v[0], v[1]);
-            case 3: return b.div(v[0], v[1]);
-            case 4: return b.max(v[0], v[1]);
-            default: return b.min(v[0], v[1]);
-          }
-        })) << op << " " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
+        EXPECT_TRUE(check_op({a, bb},
+                             [&](GraphBuilder& b, std::vector<V>& v) {
+                               switch (op) {
+                                 case 0:
+                                   return b.add(v[0], v[1]);
+                                 case 1:
+                                   return b.sub(v[0], v[1]);
+                                 case 2:
+                                   return b.mul(v[0], v[1]);
+                                 case 3:
+                                   return b.div(v[0], v[1]);
+                                 case 4:
+                                   return b.max(v[0], v[1]);
+                                 default:
+                                   return b.min(v[0], v[1]);
+                               }
+                             }))
+            << op << " " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
       }
     }
   }
@@ -351,8 +373,11 @@ TEST(KernelsCpu, IntegerDivisionByZeroIsAnError) {
   Tensor out(DType::i64, {3});
   std::vector<Tensor> outs{out};
   auto k = cpu::make_op_kernel(*z->producer);
-  EXPECT_TRUE(throws_with([&] { k->run({tx, ty}, outs, pool2()); },
-                          {"div_by_zero", "Div", "division by zero"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        k->run({tx, ty}, outs, pool2());
+      },
+      {"div_by_zero", "Div", "division by zero"}));
 }
 
 TEST(KernelsCpu, CompareAndWhere) {
@@ -367,19 +392,24 @@ TEST(KernelsCpu, CompareAndWhere) {
         for (int64_t i = 0; i < bb.numel(); ++i) bb.set(i, std::round(bb.get(i)));
       }
       for (int op = 0; op < 3; ++op) {
-        EXPECT_TRUE(check_op({a, bb}, [&](GraphBuilder& b, std::vector<V>& v) {
-          return op == 0 ? b.equal(v[0], v[1]) : op == 1 ? b.less(v[0], v[1])
-                                                         : b.greater(v[0], v[1]);
-        })) << op << " " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
+        EXPECT_TRUE(check_op({a, bb},
+                             [&](GraphBuilder& b, std::vector<V>& v) {
+                               return op == 0   ? b.equal(v[0], v[1])
+                                      : op == 1 ? b.less(v[0], v[1])
+                                                : b.greater(v[0], v[1]);
+                             }))
+            << op << " " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
       }
       Tensor c = Tensor::random(DType::boolean, sp.a, seed++, 0, 2);
-      EXPECT_TRUE(check_op({c, a, bb}, [&](GraphBuilder& b, std::vector<V>& v) {
-        return b.where(v[0], v[1], v[2]);
-      })) << "where " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
+      EXPECT_TRUE(
+          check_op({c, a, bb},
+                   [&](GraphBuilder& b, std::vector<V>& v) { return b.where(v[0], v[1], v[2]); }))
+          << "where " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
       Tensor c2 = Tensor::random(DType::boolean, sp.b, seed++, 0, 2);
-      EXPECT_TRUE(check_op({c2, bb, a}, [&](GraphBuilder& b, std::vector<V>& v) {
-        return b.where(v[0], v[1], v[2]);
-      })) << "where " << dtype_name(dt) << " " << sizes_str(sp.b) << " x " << sizes_str(sp.a);
+      EXPECT_TRUE(
+          check_op({c2, bb, a},
+                   [&](GraphBuilder& b, std::vector<V>& v) { return b.where(v[0], v[1], v[2]); }))
+          << "where " << dtype_name(dt) << " " << sizes_str(sp.b) << " x " << sizes_str(sp.a);
     }
   }
 }
@@ -418,9 +448,9 @@ TEST(KernelsCpu, NormsSoftmaxReductions) {
       for (bool keep : {true, false}) {
         // Sums of many bf16/f16 values: the output rounding dominates, scale the tolerance.
         const double sc = dt == DType::f32 ? 1.0 + double(c) / 1000.0 : 1.0;
-        EXPECT_TRUE(check_op({x}, [&](GraphBuilder& b, std::vector<V>& v) {
-          return b.reduce_sum(v[0], keep);
-        }, sc)) << ctx;
+        EXPECT_TRUE(check_op(
+            {x}, [&](GraphBuilder& b, std::vector<V>& v) { return b.reduce_sum(v[0], keep); }, sc))
+            << ctx;
         EXPECT_TRUE(check_op({x}, [&](GraphBuilder& b, std::vector<V>& v) {
           return b.reduce_mean(v[0], keep);
         })) << ctx;
@@ -436,9 +466,12 @@ TEST(KernelsCpu, RowOpsNumericallySane) {
   // Large common offset, tiny spread: a one-pass E[x^2] - E[x]^2 variance would lose everything.
   Sizes s{4, 4096};
   Tensor x = Tensor::random(DType::f32, s, 77, 1000.0, 1000.01);
-  EXPECT_TRUE(check_op({x}, [](GraphBuilder& b, std::vector<V>& v) {
-    return b.layer_norm(v[0], nullptr, nullptr, 1e-12);
-  }, 2.0));
+  EXPECT_TRUE(check_op(
+      {x},
+      [](GraphBuilder& b, std::vector<V>& v) {
+        return b.layer_norm(v[0], nullptr, nullptr, 1e-12);
+      },
+      2.0));
   // Softmax of large logits: exp would overflow without the max subtraction.
   Tensor big = Tensor::random(DType::f32, s, 78, 500, 1000);
   EXPECT_TRUE(check_op({big}, [](GraphBuilder& b, std::vector<V>& v) { return b.softmax(v[0]); }));
@@ -453,10 +486,10 @@ struct MM {
 
 TEST(KernelsCpu, MatMulShapesAndDtypes) {
   const std::vector<MM> cases = {
-      {{3, 5}, {5, 7}},          {{1, 1}, {1, 1}},       {{64, 96}, {96, 33}},
-      {{2, 3, 5}, {2, 5, 4}},    {{2, 3, 5}, {5, 4}},    {{2, 1, 3, 5}, {3, 5, 4}},
-      {{5}, {5, 4}},             {{3, 5}, {5}},          {{5}, {5}},
-      {{1, 3, 5}, {4, 5, 2}},    {{4, 17, 64}, {64, 48}},
+      {{3, 5}, {5, 7}},       {{1, 1}, {1, 1}},        {{64, 96}, {96, 33}},
+      {{2, 3, 5}, {2, 5, 4}}, {{2, 3, 5}, {5, 4}},     {{2, 1, 3, 5}, {3, 5, 4}},
+      {{5}, {5, 4}},          {{3, 5}, {5}},           {{5}, {5}},
+      {{1, 3, 5}, {4, 5, 2}}, {{4, 17, 64}, {64, 48}},
   };
   uint64_t seed = 900;
   for (DType dt : kFloats) {
@@ -464,10 +497,10 @@ TEST(KernelsCpu, MatMulShapesAndDtypes) {
       Tensor a = Tensor::random(dt, c.a, seed++, -1, 1);
       Tensor bb = Tensor::random(dt, c.b, seed++, -1, 1);
       const int64_t K = c.a.back();
-      EXPECT_TRUE(check_op({a, bb}, [](GraphBuilder& b, std::vector<V>& v) {
-        return b.matmul(v[0], v[1]);
-      }, 1.0 + double(K) / 16.0)) << dtype_name(dt) << " " << sizes_str(c.a) << " x "
-                                   << sizes_str(c.b);
+      EXPECT_TRUE(check_op(
+          {a, bb}, [](GraphBuilder& b, std::vector<V>& v) { return b.matmul(v[0], v[1]); },
+          1.0 + double(K) / 16.0))
+          << dtype_name(dt) << " " << sizes_str(c.a) << " x " << sizes_str(c.b);
     }
   }
 }
@@ -515,9 +548,9 @@ TEST(KernelsCpu, ReshapeTransposeExpand) {
     }));
     for (std::vector<int64_t> perm : std::vector<std::vector<int64_t>>{
              {0, 1, 2, 3}, {3, 2, 1, 0}, {0, 2, 1, 3}, {0, 1, 3, 2}, {2, 0, 3, 1}, {1, 0, 2, 3}}) {
-      EXPECT_TRUE(check_op({x}, [&](GraphBuilder& b, std::vector<V>& v) {
-        return b.transpose(v[0], perm);
-      })) << dtype_name(dt) << " perm " << sizes_str(perm);
+      EXPECT_TRUE(check_op(
+          {x}, [&](GraphBuilder& b, std::vector<V>& v) { return b.transpose(v[0], perm); }))
+          << dtype_name(dt) << " perm " << sizes_str(perm);
     }
     Tensor big = Tensor::random(dt, {67, 130, 3}, seed++, -5, 5);
     EXPECT_TRUE(check_op({big}, [](GraphBuilder& b, std::vector<V>& v) {
@@ -550,19 +583,20 @@ TEST(KernelsCpu, SliceStepsAndClamping) {
   const std::vector<S> cases = {
       {{1}, {4}, {0}, {}},
       {{0, 2}, {6, 100}, {0, 2}, {2, 3}},
-      {{-1}, {-100}, {1}, {-1}},          // reverse a whole dim
-      {{5}, {1}, {2}, {-2}},              // reversed with step
-      {{-3}, {1000}, {-1}, {1}},          // negative start, clamped end
-      {{3}, {3}, {0}, {1}},               // empty
-      {{100}, {-100}, {0}, {-3}},         // clamped start, reversed
+      {{-1}, {-100}, {1}, {-1}},   // reverse a whole dim
+      {{5}, {1}, {2}, {-2}},       // reversed with step
+      {{-3}, {1000}, {-1}, {1}},   // negative start, clamped end
+      {{3}, {3}, {0}, {1}},        // empty
+      {{100}, {-100}, {0}, {-3}},  // clamped start, reversed
       {{0, 0, 0}, {1, 1, 1}, {0, 1, 2}, {}},
   };
   for (DType dt : {DType::f32, DType::f16, DType::i32}) {
     Tensor xt = Tensor::random(dt, {6, 7, 9}, 32, -5, 5);
     for (const auto& c : cases) {
-      EXPECT_TRUE(check_op({xt}, [&](GraphBuilder& b, std::vector<V>& v) {
-        return b.slice(v[0], c.st, c.en, c.ax, c.sp);
-      })) << sizes_str(c.st) << " " << sizes_str(c.en) << " " << sizes_str(c.ax) << " "
+      EXPECT_TRUE(
+          check_op({xt}, [&](GraphBuilder& b,
+                             std::vector<V>& v) { return b.slice(v[0], c.st, c.en, c.ax, c.sp); }))
+          << sizes_str(c.st) << " " << sizes_str(c.en) << " " << sizes_str(c.ax) << " "
           << sizes_str(c.sp);
     }
   }
@@ -593,21 +627,18 @@ TEST(KernelsCpu, Gather) {
   Tensor data = Tensor::random(DType::f32, {5, 4, 3}, 51, -5, 5);
   Tensor idx = Tensor::from_floats(DType::i64, {2, 3}, {0, 4, -1, 2, -5, 3});
   Tensor idx32 = Tensor::from_floats(DType::i32, {4}, {3, 0, -2, 1});
-  EXPECT_TRUE(check_op({data, idx}, [](GraphBuilder& b, std::vector<V>& v) {
-    return b.gather(v[0], v[1], 0);
-  }));
-  EXPECT_TRUE(check_op({data, idx32}, [](GraphBuilder& b, std::vector<V>& v) {
-    return b.gather(v[0], v[1], 1);
-  }));
+  EXPECT_TRUE(check_op({data, idx},
+                       [](GraphBuilder& b, std::vector<V>& v) { return b.gather(v[0], v[1], 0); }));
+  EXPECT_TRUE(check_op({data, idx32},
+                       [](GraphBuilder& b, std::vector<V>& v) { return b.gather(v[0], v[1], 1); }));
   Tensor idx_last = Tensor::from_floats(DType::i32, {4}, {2, 0, -3, 1});
   EXPECT_TRUE(check_op({data, idx_last}, [](GraphBuilder& b, std::vector<V>& v) {
     return b.gather(v[0], v[1], -1);
   }));
   Tensor emb = Tensor::random(DType::bf16, {1000, 512}, 52, -1, 1);
   Tensor tok = Tensor::random(DType::i64, {64, 33}, 53, 0, 1000);
-  EXPECT_TRUE(check_op({emb, tok}, [](GraphBuilder& b, std::vector<V>& v) {
-    return b.gather(v[0], v[1], 0);
-  }));
+  EXPECT_TRUE(check_op({emb, tok},
+                       [](GraphBuilder& b, std::vector<V>& v) { return b.gather(v[0], v[1], 0); }));
 }
 
 TEST(KernelsCpu, GatherOutOfRangeNamesNodeAndIndex) {
@@ -623,15 +654,18 @@ TEST(KernelsCpu, GatherOutOfRangeNamesNodeAndIndex) {
   Tensor out(DType::f32, {2, 3});
   std::vector<Tensor> outs{out};
   auto k = cpu::make_op_kernel(*y->producer);
-  EXPECT_TRUE(throws_with([&] { k->run({td, ti}, outs, pool2()); },
-                          {"embed", "Gather", "index 7", "size 5"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        k->run({td, ti}, outs, pool2());
+      },
+      {"embed", "Gather", "index 7", "size 5"}));
   Tensor tn = Tensor::from_floats(DType::i64, {2}, {-6, 0});
   EXPECT_TRUE(throws_with([&] { k->run({td, tn}, outs, pool2()); }, {"embed", "index -6"}));
 }
 
 TEST(KernelsCpu, CastAllPairs) {
   const std::vector<DType> all = {DType::f32, DType::bf16, DType::f16,
-                                  DType::i64, DType::i32, DType::boolean};
+                                  DType::i64, DType::i32,  DType::boolean};
   std::vector<float> vals;
   for (int i = 0; i < 4097; ++i) {
     const float v = float((i % 41) - 20) * 0.37f;  // fractions, negatives, zeros
@@ -640,9 +674,9 @@ TEST(KernelsCpu, CastAllPairs) {
   for (DType from : all) {
     Tensor x = Tensor::from_floats(from, {4097}, vals);
     for (DType to : all) {
-      EXPECT_TRUE(check_op({x}, [&](GraphBuilder& b, std::vector<V>& v) {
-        return b.cast(v[0], to);
-      })) << dtype_name(from) << " -> " << dtype_name(to);
+      EXPECT_TRUE(
+          check_op({x}, [&](GraphBuilder& b, std::vector<V>& v) { return b.cast(v[0], to); }))
+          << dtype_name(from) << " -> " << dtype_name(to);
     }
   }
   // bf16 rounds to nearest even (not truncation), f16 too; float -> bool is != 0.

@@ -1,6 +1,8 @@
 // STREAM add (see bandwidth.h). The loop is Highway-dispatched like the eager kernels, so the
 // yardstick uses the same vector width and store instructions as the kernels it judges.
+// clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "profiler/bandwidth.cc"
@@ -58,15 +60,16 @@ struct FreeDeleter {
 using Buf = std::unique_ptr<float, FreeDeleter>;
 Buf alloc_floats(size_t n) {
   void* p = std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
-  if (!p) throw Error("measure_stream_add_gbps: cannot allocate " + std::to_string(n * 4) + " bytes");
+  if (!p)
+    throw Error("measure_stream_add_gbps: cannot allocate " + std::to_string(n * 4) + " bytes");
   return Buf(static_cast<float*>(p));
 }
 }  // namespace
 
 double measure_stream_add_gbps(ThreadPool& pool, size_t bytes_per_array, bool nontemporal) {
   constexpr int64_t kBlock = 1024;  // floats; chunk boundaries stay vector-aligned
-  const int64_t n = std::max<int64_t>(kBlock, int64_t(bytes_per_array / sizeof(float)) / kBlock *
-                                                  kBlock);
+  const int64_t n =
+      std::max<int64_t>(kBlock, int64_t(bytes_per_array / sizeof(float)) / kBlock * kBlock);
   Buf a = alloc_floats(size_t(n)), b = alloc_floats(size_t(n)), c = alloc_floats(size_t(n));
   float* pa = a.get();
   float* pb = b.get();
@@ -84,8 +87,9 @@ double measure_stream_add_gbps(ThreadPool& pool, size_t bytes_per_array, bool no
   for (int rep = 0; rep < 6; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.parallel_for(blocks, 1, [&](int64_t lo, int64_t hi, int) {
-      HWY_DYNAMIC_DISPATCH(StreamAdd)(pa + lo * kBlock, pb + lo * kBlock, pc + lo * kBlock,
-                                      size_t((hi - lo) * kBlock), nontemporal);
+      HWY_DYNAMIC_DISPATCH(StreamAdd)
+      (pa + lo * kBlock, pb + lo * kBlock, pc + lo * kBlock, size_t((hi - lo) * kBlock),
+       nontemporal);
       if (nontemporal) hwy::FlushStream();
     });
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -133,8 +133,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
   int64_t chunks = std::min<int64_t>(s_->size, (n + grain - 1) / grain);
   chunks = std::max<int64_t>(1, std::min(chunks, n / grain));  // each chunk >= grain items
   bool expected = false;
-  if (chunks <= 1 ||
-      !s_->busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+  if (chunks <= 1 || !s_->busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
     fn(0, n, 0);  // small, nested, or another caller holds the workers: run inline
     return;
   }

@@ -2,7 +2,9 @@
 // output is walked as runs (broadcast_plan.h); each run is one vector loop with every operand
 // either contiguous or a broadcast scalar, so bias / per-row-scalar / scalar operands run at the
 // speed of the same-shape case. Float storage computes in f32; i32/i64 use plain loops.
+// clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
 
 #ifndef UBFUSE_KERNELS_CPU_BROADCAST_CODES_
 #define UBFUSE_KERNELS_CPU_BROADCAST_CODES_
@@ -88,8 +90,7 @@ HWY_NOINLINE void BinaryLoop(const T* HWY_RESTRICT a, const T* HWY_RESTRICT b, T
 }
 
 template <class Op, typename T>
-void BinaryModes(const void* a, bool as, const void* b, bool bs, void* out, size_t n,
-                 bool stream) {
+void BinaryModes(const void* a, bool as, const void* b, bool bs, void* out, size_t n, bool stream) {
   const T* pa = static_cast<const T*>(a);
   const T* pb = static_cast<const T*>(b);
   T* po = static_cast<T*>(out);
@@ -102,13 +103,20 @@ template <typename T>
 void BinaryTyped(int op, const void* a, bool as, const void* b, bool bs, void* out, size_t n,
                  bool stream) {
   switch (op) {
-    case cpu::kAdd: return BinaryModes<BAdd, T>(a, as, b, bs, out, n, stream);
-    case cpu::kSub: return BinaryModes<BSub, T>(a, as, b, bs, out, n, stream);
-    case cpu::kMul: return BinaryModes<BMul, T>(a, as, b, bs, out, n, stream);
-    case cpu::kDiv: return BinaryModes<BDiv, T>(a, as, b, bs, out, n, stream);
-    case cpu::kMax: return BinaryModes<BMax, T>(a, as, b, bs, out, n, stream);
-    case cpu::kMin: return BinaryModes<BMin, T>(a, as, b, bs, out, n, stream);
-    default: break;
+    case cpu::kAdd:
+      return BinaryModes<BAdd, T>(a, as, b, bs, out, n, stream);
+    case cpu::kSub:
+      return BinaryModes<BSub, T>(a, as, b, bs, out, n, stream);
+    case cpu::kMul:
+      return BinaryModes<BMul, T>(a, as, b, bs, out, n, stream);
+    case cpu::kDiv:
+      return BinaryModes<BDiv, T>(a, as, b, bs, out, n, stream);
+    case cpu::kMax:
+      return BinaryModes<BMax, T>(a, as, b, bs, out, n, stream);
+    case cpu::kMin:
+      return BinaryModes<BMin, T>(a, as, b, bs, out, n, stream);
+    default:
+      break;
   }
 }
 
@@ -118,10 +126,14 @@ void BinaryRun(int op, int code, const void* a, bool as, const void* b, bool bs,
                size_t n, bool stream) {
   if (as && bs) as = bs = false;  // n == 1
   switch (code) {
-    case 0: return BinaryTyped<float>(op, a, as, b, bs, out, n, stream);
-    case 1: return BinaryTyped<hwy::bfloat16_t>(op, a, as, b, bs, out, n, stream);
-    case 2: return BinaryTyped<hwy::float16_t>(op, a, as, b, bs, out, n, stream);
-    default: break;
+    case 0:
+      return BinaryTyped<float>(op, a, as, b, bs, out, n, stream);
+    case 1:
+      return BinaryTyped<hwy::bfloat16_t>(op, a, as, b, bs, out, n, stream);
+    case 2:
+      return BinaryTyped<hwy::float16_t>(op, a, as, b, bs, out, n, stream);
+    default:
+      break;
   }
 }
 
@@ -149,15 +161,25 @@ bool int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_
     const T x = a[as ? 0 : i], y = b[bs ? 0 : i];
     T r;
     switch (op) {
-      case kAdd: r = T(x + y); break;
-      case kSub: r = T(x - y); break;
-      case kMul: r = T(x * y); break;
+      case kAdd:
+        r = T(x + y);
+        break;
+      case kSub:
+        r = T(x - y);
+        break;
+      case kMul:
+        r = T(x * y);
+        break;
       case kDiv:
         if (y == 0) return false;
         r = T(x / y);
         break;
-      case kMax: r = x > y ? x : y; break;
-      default: r = x < y ? x : y; break;
+      case kMax:
+        r = x > y ? x : y;
+        break;
+      default:
+        r = x < y ? x : y;
+        break;
     }
     out[i] = r;
   }
@@ -194,27 +216,25 @@ class BinaryKernel : public KernelBase {
     const int fc = is_int ? -1 : float_code(dt);
     const int64_t nblocks = (n + kBlock - 1) / kBlock;
     pool.parallel_for(nblocks, kMinParallelElems / kBlock, [&](int64_t lo, int64_t hi, int) {
-      for_each_run(plan, lo * kBlock, std::min(n, hi * kBlock),
-                   [&](int64_t pos, const int64_t* offs, int64_t len) {
-                     const void* ra = pa + offs[0] * int64_t(es);
-                     const void* rb = pb + offs[1] * int64_t(es);
-                     void* ro = po + pos * int64_t(es);
-                     const bool as = plan.inner_scalar[0], bs = plan.inner_scalar[1];
-                     if (fc >= 0) {
-                       HWY_DYNAMIC_DISPATCH(BinaryRun)(code_, fc, ra, as, rb, bs, ro, size_t(len),
-                                                       stream);
-                       return;
-                     }
-                     const bool ok =
-                         dt == DType::i32
-                             ? int_binary(code_, static_cast<const int32_t*>(ra), as,
-                                          static_cast<const int32_t*>(rb), bs,
-                                          static_cast<int32_t*>(ro), len)
-                             : int_binary(code_, static_cast<const int64_t*>(ra), as,
-                                          static_cast<const int64_t*>(rb), bs,
-                                          static_cast<int64_t*>(ro), len);
-                     if (!ok) fail("integer division by zero", "guard the divisor or Cast to f32");
-                   });
+      for_each_run(
+          plan, lo * kBlock, std::min(n, hi * kBlock),
+          [&](int64_t pos, const int64_t* offs, int64_t len) {
+            const void* ra = pa + offs[0] * int64_t(es);
+            const void* rb = pb + offs[1] * int64_t(es);
+            void* ro = po + pos * int64_t(es);
+            const bool as = plan.inner_scalar[0], bs = plan.inner_scalar[1];
+            if (fc >= 0) {
+              HWY_DYNAMIC_DISPATCH(BinaryRun)(code_, fc, ra, as, rb, bs, ro, size_t(len), stream);
+              return;
+            }
+            const bool ok = dt == DType::i32 ? int_binary(code_, static_cast<const int32_t*>(ra),
+                                                          as, static_cast<const int32_t*>(rb), bs,
+                                                          static_cast<int32_t*>(ro), len)
+                                             : int_binary(code_, static_cast<const int64_t*>(ra),
+                                                          as, static_cast<const int64_t*>(rb), bs,
+                                                          static_cast<int64_t*>(ro), len);
+            if (!ok) fail("integer division by zero", "guard the divisor or Cast to f32");
+          });
       if (stream) hwy::FlushStream();
     });
   }
@@ -228,13 +248,26 @@ class BinaryKernel : public KernelBase {
 std::unique_ptr<OpKernel> make_binary_kernel(const Node& n) {
   int code = kAdd;
   switch (n.op) {
-    case OpKind::Add: code = kAdd; break;
-    case OpKind::Sub: code = kSub; break;
-    case OpKind::Mul: code = kMul; break;
-    case OpKind::Div: code = kDiv; break;
-    case OpKind::Max: code = kMax; break;
-    case OpKind::Min: code = kMin; break;
-    default: UBF_CHECK(false, "make_binary_kernel: not a binary arithmetic op: " + n.describe());
+    case OpKind::Add:
+      code = kAdd;
+      break;
+    case OpKind::Sub:
+      code = kSub;
+      break;
+    case OpKind::Mul:
+      code = kMul;
+      break;
+    case OpKind::Div:
+      code = kDiv;
+      break;
+    case OpKind::Max:
+      code = kMax;
+      break;
+    case OpKind::Min:
+      code = kMin;
+      break;
+    default:
+      UBF_CHECK(false, "make_binary_kernel: not a binary arithmetic op: " + n.describe());
   }
   return std::make_unique<BinaryKernel>(n, code);
 }

@@ -22,8 +22,8 @@ inline constexpr int kMaxOuterDims = 16;
 
 struct BroadcastPlan {
   int num_operands = 0;
-  int64_t inner = 1;  // elements per run
-  int64_t rows = 1;   // number of runs
+  int64_t inner = 1;                                 // elements per run
+  int64_t rows = 1;                                  // number of runs
   std::vector<int64_t> outer_sizes;                  // merged outer dims, outermost first
   std::vector<int64_t> outer_strides[kMaxOperands];  // element strides per outer dim (0: bcast)
   bool inner_scalar[kMaxOperands] = {false, false, false};  // constant within a run

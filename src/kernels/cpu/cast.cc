@@ -3,7 +3,9 @@
 // i64 (from integers and bool). Semantics: float -> int truncates toward zero, saturating at the
 // target's range, NaN -> 0; int -> int wraps (two's complement, like numpy); anything -> bool is
 // (x != 0) (NaN -> true); bool -> numbers gives 0 / 1.
+// clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/cast.cc"
@@ -29,20 +31,28 @@ template <typename TI>
 void ConvertFrom(const void* in, int to, void* out, size_t n, bool stream) {
   const TI* p = static_cast<const TI*>(in);
   switch (to) {
-    case 0: return ConvertLoop(p, static_cast<float*>(out), n, stream);
-    case 1: return ConvertLoop(p, static_cast<hwy::bfloat16_t*>(out), n, stream);
-    case 2: return ConvertLoop(p, static_cast<hwy::float16_t*>(out), n, stream);
-    default: break;
+    case 0:
+      return ConvertLoop(p, static_cast<float*>(out), n, stream);
+    case 1:
+      return ConvertLoop(p, static_cast<hwy::bfloat16_t*>(out), n, stream);
+    case 2:
+      return ConvertLoop(p, static_cast<hwy::float16_t*>(out), n, stream);
+    default:
+      break;
   }
 }
 
 // n values from float code `from` to float code `to` (0 f32, 1 bf16, 2 f16).
 void ConvertRun(int from, const void* in, int to, void* out, size_t n, bool stream) {
   switch (from) {
-    case 0: return ConvertFrom<float>(in, to, out, n, stream);
-    case 1: return ConvertFrom<hwy::bfloat16_t>(in, to, out, n, stream);
-    case 2: return ConvertFrom<hwy::float16_t>(in, to, out, n, stream);
-    default: break;
+    case 0:
+      return ConvertFrom<float>(in, to, out, n, stream);
+    case 1:
+      return ConvertFrom<hwy::bfloat16_t>(in, to, out, n, stream);
+    case 2:
+      return ConvertFrom<hwy::float16_t>(in, to, out, n, stream);
+    default:
+      break;
   }
 }
 
@@ -73,8 +83,7 @@ void convert_floats(DType from, const void* in, DType to, void* out, int64_t n) 
   HWY_DYNAMIC_DISPATCH(ConvertRun)(float_code(from), in, float_code(to), out, size_t(n), false);
 }
 
-void convert_floats(DType from, const void* in, DType to, void* out, int64_t n,
-                    ThreadPool& pool) {
+void convert_floats(DType from, const void* in, DType to, void* out, int64_t n, ThreadPool& pool) {
   constexpr int64_t kBlock = 64;
   const bool stream = use_stream(size_t(n) * dtype_size(to));
   const size_t ei = dtype_size(from), eo = dtype_size(to);
@@ -88,8 +97,8 @@ void convert_floats(DType from, const void* in, DType to, void* out, int64_t n,
                         std::memcpy(po + b * int64_t(eo), pi + b * int64_t(ei), size_t(e - b) * eo);
                         return;
                       }
-                      HWY_DYNAMIC_DISPATCH(ConvertRun)(fi, pi + b * int64_t(ei), fo,
-                                                       po + b * int64_t(eo), size_t(e - b), stream);
+                      HWY_DYNAMIC_DISPATCH(ConvertRun)
+                      (fi, pi + b * int64_t(ei), fo, po + b * int64_t(eo), size_t(e - b), stream);
                       if (stream) hwy::FlushStream();
                     });
 }
@@ -101,11 +110,16 @@ constexpr int64_t kStage = 256;
 // Reads n values of dtype t at p (element offset i) into f (float dtypes) or v (others).
 void read_block(DType t, const void* p, int64_t i, int64_t n, float* f, int64_t* v) {
   switch (t) {
-    case DType::f32: std::memcpy(f, static_cast<const float*>(p) + i, size_t(n) * 4); return;
-    case DType::bf16:
-    case DType::f16: convert_floats(t, static_cast<const uint16_t*>(p) + i, DType::f32, f, n);
+    case DType::f32:
+      std::memcpy(f, static_cast<const float*>(p) + i, size_t(n) * 4);
       return;
-    case DType::i64: std::memcpy(v, static_cast<const int64_t*>(p) + i, size_t(n) * 8); return;
+    case DType::bf16:
+    case DType::f16:
+      convert_floats(t, static_cast<const uint16_t*>(p) + i, DType::f32, f, n);
+      return;
+    case DType::i64:
+      std::memcpy(v, static_cast<const int64_t*>(p) + i, size_t(n) * 8);
+      return;
     case DType::i32:
       for (int64_t k = 0; k < n; ++k) v[k] = static_cast<const int32_t*>(p)[i + k];
       return;
@@ -128,9 +142,13 @@ I float_to_int(float x) {
 
 void write_from_floats(DType t, const float* f, void* p, int64_t i, int64_t n) {
   switch (t) {
-    case DType::f32: std::memcpy(static_cast<float*>(p) + i, f, size_t(n) * 4); return;
+    case DType::f32:
+      std::memcpy(static_cast<float*>(p) + i, f, size_t(n) * 4);
+      return;
     case DType::bf16:
-    case DType::f16: convert_floats(DType::f32, f, t, static_cast<uint16_t*>(p) + i, n); return;
+    case DType::f16:
+      convert_floats(DType::f32, f, t, static_cast<uint16_t*>(p) + i, n);
+      return;
     case DType::i64:
       for (int64_t k = 0; k < n; ++k) static_cast<int64_t*>(p)[i + k] = float_to_int<int64_t>(f[k]);
       return;
@@ -153,7 +171,9 @@ void write_from_ints(DType t, const int64_t* v, void* p, int64_t i, int64_t n) {
       write_from_floats(t, f, p, i, n);
       return;
     }
-    case DType::i64: std::memcpy(static_cast<int64_t*>(p) + i, v, size_t(n) * 8); return;
+    case DType::i64:
+      std::memcpy(static_cast<int64_t*>(p) + i, v, size_t(n) * 8);
+      return;
     case DType::i32:
       for (int64_t k = 0; k < n; ++k) static_cast<int32_t*>(p)[i + k] = int32_t(uint32_t(v[k]));
       return;

@@ -1,7 +1,9 @@
 // Comparison (Equal, Less, Greater -> bool) and selection (Where) eager kernels with numpy
 // broadcasting, walked as runs like broadcast.cc. Float operands compare in f32 (vectorized);
 // integer and bool operands use plain loops. bool is one byte, 0 or 1.
+// clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
 
 #ifndef UBFUSE_KERNELS_CPU_COMPARE_CODES_
 #define UBFUSE_KERNELS_CPU_COMPARE_CODES_
@@ -84,12 +86,14 @@ void CompareModes(const void* a, bool as, const void* b, bool bs, uint8_t* out, 
 }
 
 template <typename T>
-void CompareTyped(int op, const void* a, bool as, const void* b, bool bs, uint8_t* out,
-                  size_t n) {
+void CompareTyped(int op, const void* a, bool as, const void* b, bool bs, uint8_t* out, size_t n) {
   switch (op) {
-    case cpu::kEqual: return CompareModes<cpu::kEqual, T>(a, as, b, bs, out, n);
-    case cpu::kLess: return CompareModes<cpu::kLess, T>(a, as, b, bs, out, n);
-    default: return CompareModes<cpu::kGreater, T>(a, as, b, bs, out, n);
+    case cpu::kEqual:
+      return CompareModes<cpu::kEqual, T>(a, as, b, bs, out, n);
+    case cpu::kLess:
+      return CompareModes<cpu::kLess, T>(a, as, b, bs, out, n);
+    default:
+      return CompareModes<cpu::kGreater, T>(a, as, b, bs, out, n);
   }
 }
 
@@ -99,18 +103,21 @@ void CompareRun(int op, int code, const void* a, bool as, const void* b, bool bs
   if (as && bs) as = bs = false;  // n == 1
   uint8_t* o = static_cast<uint8_t*>(out);
   switch (code) {
-    case 0: return CompareTyped<float>(op, a, as, b, bs, o, n);
-    case 1: return CompareTyped<hwy::bfloat16_t>(op, a, as, b, bs, o, n);
-    case 2: return CompareTyped<hwy::float16_t>(op, a, as, b, bs, o, n);
-    default: break;
+    case 0:
+      return CompareTyped<float>(op, a, as, b, bs, o, n);
+    case 1:
+      return CompareTyped<hwy::bfloat16_t>(op, a, as, b, bs, o, n);
+    case 2:
+      return CompareTyped<hwy::float16_t>(op, a, as, b, bs, o, n);
+    default:
+      break;
   }
 }
 
 // out[i] = c[i] ? a[i] : b[i]; float storage is selected without conversion (bit copy).
 template <bool kCS, bool kAS, bool kBS, typename T>
 HWY_NOINLINE void WhereLoop(const uint8_t* HWY_RESTRICT c, const T* HWY_RESTRICT a,
-                            const T* HWY_RESTRICT b, T* HWY_RESTRICT out, size_t n,
-                            bool stream) {
+                            const T* HWY_RESTRICT b, T* HWY_RESTRICT out, size_t n, bool stream) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<uint8_t, decltype(d)> du8;
@@ -144,24 +151,36 @@ void WhereTyped(const void* c, bool cs, const void* a, bool as, const void* b, b
   T* po = static_cast<T*>(out);
   const int mode = (cs ? 4 : 0) | (as ? 2 : 0) | (bs ? 1 : 0);
   switch (mode) {
-    case 0: return WhereLoop<false, false, false>(pc, pa, pb, po, n, stream);
-    case 1: return WhereLoop<false, false, true>(pc, pa, pb, po, n, stream);
-    case 2: return WhereLoop<false, true, false>(pc, pa, pb, po, n, stream);
-    case 3: return WhereLoop<false, true, true>(pc, pa, pb, po, n, stream);
-    case 4: return WhereLoop<true, false, false>(pc, pa, pb, po, n, stream);
-    case 5: return WhereLoop<true, false, true>(pc, pa, pb, po, n, stream);
-    case 6: return WhereLoop<true, true, false>(pc, pa, pb, po, n, stream);
-    default: return WhereLoop<false, false, false>(pc, pa, pb, po, n, stream);  // n == 1
+    case 0:
+      return WhereLoop<false, false, false>(pc, pa, pb, po, n, stream);
+    case 1:
+      return WhereLoop<false, false, true>(pc, pa, pb, po, n, stream);
+    case 2:
+      return WhereLoop<false, true, false>(pc, pa, pb, po, n, stream);
+    case 3:
+      return WhereLoop<false, true, true>(pc, pa, pb, po, n, stream);
+    case 4:
+      return WhereLoop<true, false, false>(pc, pa, pb, po, n, stream);
+    case 5:
+      return WhereLoop<true, false, true>(pc, pa, pb, po, n, stream);
+    case 6:
+      return WhereLoop<true, true, false>(pc, pa, pb, po, n, stream);
+    default:
+      return WhereLoop<false, false, false>(pc, pa, pb, po, n, stream);  // n == 1
   }
 }
 
 void WhereRun(int code, const void* c, bool cs, const void* a, bool as, const void* b, bool bs,
               void* out, size_t n, bool stream) {
   switch (code) {
-    case 0: return WhereTyped<float>(c, cs, a, as, b, bs, out, n, stream);
-    case 1: return WhereTyped<hwy::bfloat16_t>(c, cs, a, as, b, bs, out, n, stream);
-    case 2: return WhereTyped<hwy::float16_t>(c, cs, a, as, b, bs, out, n, stream);
-    default: break;
+    case 0:
+      return WhereTyped<float>(c, cs, a, as, b, bs, out, n, stream);
+    case 1:
+      return WhereTyped<hwy::bfloat16_t>(c, cs, a, as, b, bs, out, n, stream);
+    case 2:
+      return WhereTyped<hwy::float16_t>(c, cs, a, as, b, bs, out, n, stream);
+    default:
+      break;
   }
 }
 
@@ -223,29 +242,26 @@ class CompareKernel : public KernelBase {
     const int fc = is_float(dt) ? float_code(dt) : -1;
     const int64_t nblocks = (n + kBlock - 1) / kBlock;
     pool.parallel_for(nblocks, kMinParallelElems / kBlock, [&](int64_t lo, int64_t hi, int) {
-      for_each_run(plan, lo * kBlock, std::min(n, hi * kBlock),
-                   [&](int64_t pos, const int64_t* offs, int64_t len) {
-                     const char* ra = pa + offs[0] * es;
-                     const char* rb = pb + offs[1] * es;
-                     const bool as = plan.inner_scalar[0], bs = plan.inner_scalar[1];
-                     switch (dt) {
-                       case DType::i64:
-                         return int_compare(code_, reinterpret_cast<const int64_t*>(ra), as,
-                                            reinterpret_cast<const int64_t*>(rb), bs, po + pos,
-                                            len);
-                       case DType::i32:
-                         return int_compare(code_, reinterpret_cast<const int32_t*>(ra), as,
-                                            reinterpret_cast<const int32_t*>(rb), bs, po + pos,
-                                            len);
-                       case DType::boolean:
-                         return int_compare(code_, reinterpret_cast<const uint8_t*>(ra), as,
-                                            reinterpret_cast<const uint8_t*>(rb), bs, po + pos,
-                                            len);
-                       default:
-                         HWY_DYNAMIC_DISPATCH(CompareRun)(code_, fc, ra, as, rb, bs, po + pos,
-                                                          size_t(len));
-                     }
-                   });
+      for_each_run(
+          plan, lo * kBlock, std::min(n, hi * kBlock),
+          [&](int64_t pos, const int64_t* offs, int64_t len) {
+            const char* ra = pa + offs[0] * es;
+            const char* rb = pb + offs[1] * es;
+            const bool as = plan.inner_scalar[0], bs = plan.inner_scalar[1];
+            switch (dt) {
+              case DType::i64:
+                return int_compare(code_, reinterpret_cast<const int64_t*>(ra), as,
+                                   reinterpret_cast<const int64_t*>(rb), bs, po + pos, len);
+              case DType::i32:
+                return int_compare(code_, reinterpret_cast<const int32_t*>(ra), as,
+                                   reinterpret_cast<const int32_t*>(rb), bs, po + pos, len);
+              case DType::boolean:
+                return int_compare(code_, reinterpret_cast<const uint8_t*>(ra), as,
+                                   reinterpret_cast<const uint8_t*>(rb), bs, po + pos, len);
+              default:
+                HWY_DYNAMIC_DISPATCH(CompareRun)(code_, fc, ra, as, rb, bs, po + pos, size_t(len));
+            }
+          });
     });
   }
 
@@ -301,8 +317,8 @@ class WhereKernel : public KernelBase {
                                             reinterpret_cast<const uint8_t*>(rb), sc[2],
                                             reinterpret_cast<uint8_t*>(ro), len);
                        default:
-                         HWY_DYNAMIC_DISPATCH(WhereRun)(fc, rc, sc[0], ra, sc[1], rb, sc[2], ro,
-                                                        size_t(len), stream);
+                         HWY_DYNAMIC_DISPATCH(WhereRun)
+                         (fc, rc, sc[0], ra, sc[1], rb, sc[2], ro, size_t(len), stream);
                      }
                    });
       if (stream) hwy::FlushStream();
@@ -314,11 +330,16 @@ class WhereKernel : public KernelBase {
 
 std::unique_ptr<OpKernel> make_compare_kernel(const Node& n) {
   switch (n.op) {
-    case OpKind::Equal: return std::make_unique<CompareKernel>(n, kEqual);
-    case OpKind::Less: return std::make_unique<CompareKernel>(n, kLess);
-    case OpKind::Greater: return std::make_unique<CompareKernel>(n, kGreater);
-    case OpKind::Where: return std::make_unique<WhereKernel>(n);
-    default: break;
+    case OpKind::Equal:
+      return std::make_unique<CompareKernel>(n, kEqual);
+    case OpKind::Less:
+      return std::make_unique<CompareKernel>(n, kLess);
+    case OpKind::Greater:
+      return std::make_unique<CompareKernel>(n, kGreater);
+    case OpKind::Where:
+      return std::make_unique<WhereKernel>(n);
+    default:
+      break;
   }
   UBF_CHECK(false, "make_compare_kernel: not a comparison: " + n.describe());
   return nullptr;

@@ -1,6 +1,8 @@
 // Unary elementwise eager kernels: f32/bf16/f16 storage computed in f32 with vecmath.h, threaded
 // over 64-element blocks; integer Neg/Abs/Relu and bool Not as plain loops.
+// clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
 
 #ifndef UBFUSE_KERNELS_CPU_ELEMENTWISE_CODES_
 #define UBFUSE_KERNELS_CPU_ELEMENTWISE_CODES_
@@ -36,14 +38,14 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
-#define UBF_UNARY_FUNCTOR(Name, expr)                        \
-  struct Name {                                              \
-    float p;                                                 \
-    template <class D, class V>                              \
-    HWY_INLINE V operator()(D d, V x) const {                \
-      (void)d;                                               \
-      return expr;                                           \
-    }                                                        \
+#define UBF_UNARY_FUNCTOR(Name, expr)         \
+  struct Name {                               \
+    float p;                                  \
+    template <class D, class V>               \
+    HWY_INLINE V operator()(D d, V x) const { \
+      (void)d;                                \
+      return expr;                            \
+    }                                         \
   };
 UBF_UNARY_FUNCTOR(UNeg, NegF(d, x))
 UBF_UNARY_FUNCTOR(UAbs, AbsF(d, x))
@@ -77,32 +79,52 @@ void UnaryTyped(int op, const void* in, void* out, size_t n, bool stream, float 
   const T* x = static_cast<const T*>(in);
   T* y = static_cast<T*>(out);
   switch (op) {
-    case cpu::kNeg: return UnaryLoop<UNeg>(x, y, n, stream, p);
-    case cpu::kAbs: return UnaryLoop<UAbs>(x, y, n, stream, p);
-    case cpu::kExp: return UnaryLoop<UExp>(x, y, n, stream, p);
-    case cpu::kLog: return UnaryLoop<ULog>(x, y, n, stream, p);
-    case cpu::kSqrt: return UnaryLoop<USqrt>(x, y, n, stream, p);
-    case cpu::kRsqrt: return UnaryLoop<URsqrt>(x, y, n, stream, p);
-    case cpu::kRecip: return UnaryLoop<URecip>(x, y, n, stream, p);
-    case cpu::kTanh: return UnaryLoop<UTanh>(x, y, n, stream, p);
-    case cpu::kSigmoid: return UnaryLoop<USigmoid>(x, y, n, stream, p);
-    case cpu::kRelu: return UnaryLoop<URelu>(x, y, n, stream, p);
-    case cpu::kSilu: return UnaryLoop<USilu>(x, y, n, stream, p);
-    case cpu::kGeluErf: return UnaryLoop<UGeluErf>(x, y, n, stream, p);
-    case cpu::kGeluTanh: return UnaryLoop<UGeluTanh>(x, y, n, stream, p);
-    case cpu::kErf: return UnaryLoop<UErf>(x, y, n, stream, p);
-    case cpu::kPow: return UnaryLoop<UPow>(x, y, n, stream, p);
-    default: break;
+    case cpu::kNeg:
+      return UnaryLoop<UNeg>(x, y, n, stream, p);
+    case cpu::kAbs:
+      return UnaryLoop<UAbs>(x, y, n, stream, p);
+    case cpu::kExp:
+      return UnaryLoop<UExp>(x, y, n, stream, p);
+    case cpu::kLog:
+      return UnaryLoop<ULog>(x, y, n, stream, p);
+    case cpu::kSqrt:
+      return UnaryLoop<USqrt>(x, y, n, stream, p);
+    case cpu::kRsqrt:
+      return UnaryLoop<URsqrt>(x, y, n, stream, p);
+    case cpu::kRecip:
+      return UnaryLoop<URecip>(x, y, n, stream, p);
+    case cpu::kTanh:
+      return UnaryLoop<UTanh>(x, y, n, stream, p);
+    case cpu::kSigmoid:
+      return UnaryLoop<USigmoid>(x, y, n, stream, p);
+    case cpu::kRelu:
+      return UnaryLoop<URelu>(x, y, n, stream, p);
+    case cpu::kSilu:
+      return UnaryLoop<USilu>(x, y, n, stream, p);
+    case cpu::kGeluErf:
+      return UnaryLoop<UGeluErf>(x, y, n, stream, p);
+    case cpu::kGeluTanh:
+      return UnaryLoop<UGeluTanh>(x, y, n, stream, p);
+    case cpu::kErf:
+      return UnaryLoop<UErf>(x, y, n, stream, p);
+    case cpu::kPow:
+      return UnaryLoop<UPow>(x, y, n, stream, p);
+    default:
+      break;
   }
 }
 
 // One contiguous run of n elements of float dtype `code` (0 f32, 1 bf16, 2 f16).
 void UnaryRun(int op, int code, const void* in, void* out, size_t n, bool stream, float p) {
   switch (code) {
-    case 0: return UnaryTyped<float>(op, in, out, n, stream, p);
-    case 1: return UnaryTyped<hwy::bfloat16_t>(op, in, out, n, stream, p);
-    case 2: return UnaryTyped<hwy::float16_t>(op, in, out, n, stream, p);
-    default: break;
+    case 0:
+      return UnaryTyped<float>(op, in, out, n, stream, p);
+    case 1:
+      return UnaryTyped<hwy::bfloat16_t>(op, in, out, n, stream, p);
+    case 2:
+      return UnaryTyped<hwy::float16_t>(op, in, out, n, stream, p);
+    default:
+      break;
   }
 }
 
@@ -190,8 +212,8 @@ class UnaryKernel : public KernelBase {
     char* yp = static_cast<char*>(y.data());
     pool.parallel_for(nblocks, grain, [&](int64_t b, int64_t e, int) {
       const int64_t lo = b * kBlock, hi = std::min(n, e * kBlock);
-      HWY_DYNAMIC_DISPATCH(UnaryRun)(code_, fc, xp + lo * es, yp + lo * es, size_t(hi - lo), stream,
-                                     p_);
+      HWY_DYNAMIC_DISPATCH(UnaryRun)
+      (code_, fc, xp + lo * es, yp + lo * es, size_t(hi - lo), stream, p_);
       if (stream) hwy::FlushStream();
     });
   }
@@ -208,18 +230,42 @@ std::unique_ptr<OpKernel> make_unary_kernel(const Node& n) {
   float p = 0;
   int code = kNeg;
   switch (n.op) {
-    case OpKind::Neg: code = kNeg; break;
-    case OpKind::Abs: code = kAbs; break;
-    case OpKind::Exp: code = kExp; break;
-    case OpKind::Log: code = kLog; break;
-    case OpKind::Sqrt: code = kSqrt; break;
-    case OpKind::Rsqrt: code = kRsqrt; break;
-    case OpKind::Reciprocal: code = kRecip; break;
-    case OpKind::Tanh: code = kTanh; break;
-    case OpKind::Sigmoid: code = kSigmoid; break;
-    case OpKind::Relu: code = kRelu; break;
-    case OpKind::Silu: code = kSilu; break;
-    case OpKind::Erf: code = kErf; break;
+    case OpKind::Neg:
+      code = kNeg;
+      break;
+    case OpKind::Abs:
+      code = kAbs;
+      break;
+    case OpKind::Exp:
+      code = kExp;
+      break;
+    case OpKind::Log:
+      code = kLog;
+      break;
+    case OpKind::Sqrt:
+      code = kSqrt;
+      break;
+    case OpKind::Rsqrt:
+      code = kRsqrt;
+      break;
+    case OpKind::Reciprocal:
+      code = kRecip;
+      break;
+    case OpKind::Tanh:
+      code = kTanh;
+      break;
+    case OpKind::Sigmoid:
+      code = kSigmoid;
+      break;
+    case OpKind::Relu:
+      code = kRelu;
+      break;
+    case OpKind::Silu:
+      code = kSilu;
+      break;
+    case OpKind::Erf:
+      code = kErf;
+      break;
     case OpKind::Gelu: {
       const std::string a = n.attr_str("approximate", "none");
       if (a == "none") {
@@ -227,8 +273,8 @@ std::unique_ptr<OpKernel> make_unary_kernel(const Node& n) {
       } else if (a == "tanh") {
         code = kGeluTanh;
       } else {
-        kernel_fail(n.describe(), "attribute 'approximate' must be \"none\" or \"tanh\", got \"" +
-                                      a + "\"");
+        kernel_fail(n.describe(),
+                    "attribute 'approximate' must be \"none\" or \"tanh\", got \"" + a + "\"");
       }
       break;
     }
@@ -236,7 +282,8 @@ std::unique_ptr<OpKernel> make_unary_kernel(const Node& n) {
       code = kPow;
       p = float(n.attr_float("exponent", 1.0));
       break;
-    case OpKind::Not: return std::make_unique<UnaryKernel>(n, kNeg, 0.f, true);
+    case OpKind::Not:
+      return std::make_unique<UnaryKernel>(n, kNeg, 0.f, true);
     default:
       UBF_CHECK(false, "make_unary_kernel: not a unary op: " + n.describe());
   }

@@ -18,10 +18,14 @@ void set_stream_min_bytes(size_t bytes) {
 
 int float_code(DType t) {
   switch (t) {
-    case DType::f32: return kF32;
-    case DType::bf16: return kBF16;
-    case DType::f16: return kF16;
-    default: break;
+    case DType::f32:
+      return kF32;
+    case DType::bf16:
+      return kBF16;
+    case DType::f16:
+      return kF16;
+    default:
+      break;
   }
   internal_check_failed("is_float(t)", __FILE__, __LINE__,
                         "float_code of non-float dtype " + std::string(dtype_name(t)));
@@ -44,7 +48,8 @@ void KernelBase::check_arity(const std::vector<Tensor>& in, size_t nin_min, size
                              const std::vector<Tensor>& out) const {
   UBF_CHECK(in.size() >= nin_min && in.size() <= nin_max,
             who_ + ": kernel got " + std::to_string(in.size()) + " inputs");
-  UBF_CHECK(out.size() == 1 && (out[0].defined() || out[0].numel() == 0), who_ + ": kernel needs one allocated output");
+  UBF_CHECK(out.size() == 1 && (out[0].defined() || out[0].numel() == 0),
+            who_ + ": kernel needs one allocated output");
   for (const auto& t : in) UBF_CHECK(t.defined() || t.numel() == 0, who_ + ": undefined input");
 }
 

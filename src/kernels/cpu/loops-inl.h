@@ -113,7 +113,8 @@ HWY_INLINE float RowMax(D d, const T* HWY_RESTRICT x, size_t n) {
     m3 = hn::Max(m3, LoadF32(d, x + i + 3 * N));
   }
   for (; i + N <= n; i += N) m0 = hn::Max(m0, LoadF32(d, x + i));
-  if (i < n) m1 = hn::Max(m1, hn::IfThenElse(hn::FirstN(d, n - i), LoadNF32(d, x + i, n - i), ninf));
+  if (i < n)
+    m1 = hn::Max(m1, hn::IfThenElse(hn::FirstN(d, n - i), LoadNF32(d, x + i, n - i), ninf));
   return ReduceMaxF(d, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3)));
 }
 

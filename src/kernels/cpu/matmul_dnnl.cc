@@ -10,11 +10,10 @@
 // * Primitives are cached per concrete shape under a mutex; each call has its own stream and a
 //   user-provided scratchpad, so concurrent run() calls are safe.
 // oneDNN threads with its own OpenMP runtime (Debian's build), not with the ThreadPool.
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
 #include "kernels/cpu/kernel_util.h"
@@ -224,7 +223,8 @@ class MatMulKernel : public KernelBase {
     }
     const int64_t K = sb[sb.size() - 2], N = sb.back();
     int64_t M = 256;
-    if (!av->shape.empty() && av->shape.size() >= 2 && av->shape[av->shape.size() - 2].is_static()) {
+    if (!av->shape.empty() && av->shape.size() >= 2 &&
+        av->shape[av->shape.size() - 2].is_static()) {
       M = av->shape[av->shape.size() - 2].value();
       for (size_t i = 0; i + 2 < av->shape.size(); ++i) {
         if (av->shape[i].is_static()) M *= av->shape[i].value();

@@ -160,8 +160,8 @@ void strided_copy_t(const E* src, const Dims& dm, E* dst, ThreadPool& pool) {
 
 // Copies the contiguous output `out` from `src` (element size es) starting at element `base`
 // with per-output-dim source strides.
-void strided_copy(const void* src, int64_t base, const std::vector<int64_t>& strides,
-                  void* out, const Sizes& sizes, size_t es, ThreadPool& pool) {
+void strided_copy(const void* src, int64_t base, const std::vector<int64_t>& strides, void* out,
+                  const Sizes& sizes, size_t es, ThreadPool& pool) {
   if (numel(sizes) == 0) return;
   const Dims dm = simplify(sizes, strides);
   const char* s = static_cast<const char*>(src) + base * int64_t(es);
@@ -178,7 +178,8 @@ void strided_copy(const void* src, int64_t base, const std::vector<int64_t>& str
     case 8:
       return strided_copy_t(reinterpret_cast<const uint64_t*>(s), dm, static_cast<uint64_t*>(out),
                             pool);
-    default: UBF_CHECK(false, "strided_copy: element size " + std::to_string(es));
+    default:
+      UBF_CHECK(false, "strided_copy: element size " + std::to_string(es));
   }
 }
 
@@ -356,7 +357,8 @@ class ConcatKernel : public KernelBase {
 
 std::unique_ptr<OpKernel> make_movement_kernel(const Node& n) {
   switch (n.op) {
-    case OpKind::Reshape: return std::make_unique<ReshapeKernel>(n);
+    case OpKind::Reshape:
+      return std::make_unique<ReshapeKernel>(n);
     case OpKind::Transpose:
       return std::make_unique<TransposeKernel>(
           n, n.has_attr("perm") ? n.attr_ints("perm") : std::vector<int64_t>{});
@@ -376,9 +378,12 @@ std::unique_ptr<OpKernel> make_movement_kernel(const Node& n) {
       }
       return std::make_unique<SliceKernel>(n, starts, ends, axes, steps);
     }
-    case OpKind::Concat: return std::make_unique<ConcatKernel>(n, n.attr_int("axis", 0));
-    case OpKind::Expand: return std::make_unique<ExpandKernel>(n);
-    default: break;
+    case OpKind::Concat:
+      return std::make_unique<ConcatKernel>(n, n.attr_int("axis", 0));
+    case OpKind::Expand:
+      return std::make_unique<ExpandKernel>(n);
+    default:
+      break;
   }
   UBF_CHECK(false, "make_movement_kernel: " + n.describe());
   return nullptr;

@@ -1,6 +1,8 @@
 // ReduceSum / ReduceMean / ReduceMax over the last axis (keepdims only changes the output's
 // sizes, not its memory). f32 accumulation; rows are split over the pool.
+// clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/reduce.cc"
@@ -43,7 +45,8 @@ void ReduceRun(int op, int code, const void* x, void* y, size_t rows, size_t col
     case 2:
       return ReduceRows(op, static_cast<const hwy::float16_t*>(x), static_cast<hwy::float16_t*>(y),
                         rows, cols);
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -94,8 +97,8 @@ class ReduceKernel : public KernelBase {
     const char* px = static_cast<const char*>(x.data());
     char* py = static_cast<char*>(y.data());
     pool.parallel_for(rows, grain_for(cols), [&](int64_t lo, int64_t hi, int) {
-      HWY_DYNAMIC_DISPATCH(ReduceRun)(rop_, fc, px + lo * cols * es, py + lo * es,
-                                      size_t(hi - lo), size_t(cols));
+      HWY_DYNAMIC_DISPATCH(ReduceRun)
+      (rop_, fc, px + lo * cols * es, py + lo * es, size_t(hi - lo), size_t(cols));
     });
   }
 
@@ -108,10 +111,17 @@ class ReduceKernel : public KernelBase {
 std::unique_ptr<OpKernel> make_reduce_kernel(const Node& n) {
   int op = 0;
   switch (n.op) {
-    case OpKind::ReduceSum: op = 0; break;
-    case OpKind::ReduceMean: op = 1; break;
-    case OpKind::ReduceMax: op = 2; break;
-    default: UBF_CHECK(false, "make_reduce_kernel: " + n.describe());
+    case OpKind::ReduceSum:
+      op = 0;
+      break;
+    case OpKind::ReduceMean:
+      op = 1;
+      break;
+    case OpKind::ReduceMax:
+      op = 2;
+      break;
+    default:
+      UBF_CHECK(false, "make_reduce_kernel: " + n.describe());
   }
   return std::make_unique<ReduceKernel>(n, op);
 }

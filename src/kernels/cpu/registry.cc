@@ -21,33 +21,44 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
     case OpKind::Gelu:
     case OpKind::Erf:
     case OpKind::Pow:
-    case OpKind::Not: return make_unary_kernel(n);
-    case OpKind::Cast: return make_cast_kernel(n);
+    case OpKind::Not:
+      return make_unary_kernel(n);
+    case OpKind::Cast:
+      return make_cast_kernel(n);
     case OpKind::Add:
     case OpKind::Sub:
     case OpKind::Mul:
     case OpKind::Div:
     case OpKind::Max:
-    case OpKind::Min: return make_binary_kernel(n);
+    case OpKind::Min:
+      return make_binary_kernel(n);
     case OpKind::Equal:
     case OpKind::Less:
     case OpKind::Greater:
-    case OpKind::Where: return make_compare_kernel(n);
+    case OpKind::Where:
+      return make_compare_kernel(n);
     case OpKind::LayerNorm:
-    case OpKind::RMSNorm: return make_norm_kernel(n);
-    case OpKind::Softmax: return make_softmax_kernel(n);
+    case OpKind::RMSNorm:
+      return make_norm_kernel(n);
+    case OpKind::Softmax:
+      return make_softmax_kernel(n);
     case OpKind::ReduceSum:
     case OpKind::ReduceMean:
-    case OpKind::ReduceMax: return make_reduce_kernel(n);
-    case OpKind::MatMul: return make_matmul_kernel(n);
-    case OpKind::Gather: return make_gather_kernel(n);
+    case OpKind::ReduceMax:
+      return make_reduce_kernel(n);
+    case OpKind::MatMul:
+      return make_matmul_kernel(n);
+    case OpKind::Gather:
+      return make_gather_kernel(n);
     case OpKind::Reshape:
     case OpKind::Transpose:
     case OpKind::Slice:
     case OpKind::Concat:
-    case OpKind::Expand: return make_movement_kernel(n);
+    case OpKind::Expand:
+      return make_movement_kernel(n);
     case OpKind::Constant:
-    case OpKind::Host: break;
+    case OpKind::Host:
+      break;
   }
   UBF_CHECK(false, "make_op_kernel: " + n.describe() +
                        " has no eager kernel (Constant and Host are handled by the executor)");

@@ -3,7 +3,9 @@
 // the next row, so each input byte comes from DRAM once. f32 accumulation with independent vector
 // accumulators; LayerNorm's variance is a second pass over the row shifted by its pass-1 mean
 // (no cancellation, exact even with a large common offset).
+// clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
 
 #include <algorithm>
 #include <cmath>
@@ -119,12 +121,14 @@ void NormTyped(bool rms, const void* x, void* y, size_t rows, size_t cols, const
 void NormRun(bool rms, int code, const void* x, void* y, size_t rows, size_t cols, const float* w,
              const float* b, float eps, bool stream) {
   switch (code) {
-    case 0: return NormTyped<float>(rms, x, y, rows, cols, w, b, eps, stream);
+    case 0:
+      return NormTyped<float>(rms, x, y, rows, cols, w, b, eps, stream);
     case 1:
       return NormTyped<hwy::bfloat16_t>(rms, x, y, rows, cols, w, b, eps, stream);
     case 2:
       return NormTyped<hwy::float16_t>(rms, x, y, rows, cols, w, b, eps, stream);
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -152,8 +156,7 @@ class NormKernel : public KernelBase {
     check_arity(in, 1, rms_ ? 2 : 3, out);
     const Tensor& x = in[0];
     const Tensor& y = out[0];
-    if (!is_float(x.dtype()) || y.dtype() != x.dtype() || y.numel() != x.numel() ||
-        x.rank() == 0) {
+    if (!is_float(x.dtype()) || y.dtype() != x.dtype() || y.numel() != x.numel() || x.rank() == 0) {
       fail("needs a float input of rank >= 1 and a like output, got " + tensors_str({x, y}));
     }
     const int64_t cols = x.dim(-1);
@@ -184,9 +187,9 @@ class NormKernel : public KernelBase {
     const char* px = static_cast<const char*>(x.data());
     char* py = static_cast<char*>(y.data());
     pool.parallel_for(rows, grain_for(cols), [&](int64_t lo, int64_t hi, int) {
-      HWY_DYNAMIC_DISPATCH(NormRun)(rms_, fc, px + lo * cols * es, py + lo * cols * es,
-                                    size_t(hi - lo), size_t(cols), params[0], params[1], eps_,
-                                    stream);
+      HWY_DYNAMIC_DISPATCH(NormRun)
+      (rms_, fc, px + lo * cols * es, py + lo * cols * es, size_t(hi - lo), size_t(cols), params[0],
+       params[1], eps_, stream);
       if (stream) hwy::FlushStream();
     });
   }

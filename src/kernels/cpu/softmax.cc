@@ -2,7 +2,9 @@
 // pass 2 writes exp(x - max) into a per-thread f32 scratch row (from L1) and sums it while
 // prefetching the next row, pass 3 scales the scratch by 1/sum into the output. One exp per
 // element, f32 accumulation, and the max subtraction keeps exp from overflowing.
+// clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
 
 #include <vector>
 
@@ -67,7 +69,8 @@ void SoftmaxRun(int code, const void* x, void* y, size_t rows, size_t cols, bool
     case 2:
       return SoftmaxRows(static_cast<const hwy::float16_t*>(x), static_cast<hwy::float16_t*>(y),
                          rows, cols, stream);
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -94,8 +97,7 @@ class SoftmaxKernel : public KernelBase {
     check_arity(in, 1, 1, out);
     const Tensor& x = in[0];
     const Tensor& y = out[0];
-    if (!is_float(x.dtype()) || y.dtype() != x.dtype() || y.numel() != x.numel() ||
-        x.rank() == 0) {
+    if (!is_float(x.dtype()) || y.dtype() != x.dtype() || y.numel() != x.numel() || x.rank() == 0) {
       fail("needs a float input of rank >= 1 and a like output, got " + tensors_str({x, y}));
     }
     const int64_t cols = x.dim(-1);
@@ -107,8 +109,8 @@ class SoftmaxKernel : public KernelBase {
     const char* px = static_cast<const char*>(x.data());
     char* py = static_cast<char*>(y.data());
     pool.parallel_for(rows, grain_for(cols), [&](int64_t lo, int64_t hi, int) {
-      HWY_DYNAMIC_DISPATCH(SoftmaxRun)(fc, px + lo * cols * es, py + lo * cols * es,
-                                       size_t(hi - lo), size_t(cols), stream);
+      HWY_DYNAMIC_DISPATCH(SoftmaxRun)
+      (fc, px + lo * cols * es, py + lo * cols * es, size_t(hi - lo), size_t(cols), stream);
       if (stream) hwy::FlushStream();
     });
   }

@@ -43,9 +43,9 @@ HWY_INLINE uint16_t F16BitsFromF32(float f) {
   const uint32_t ax = x & 0x7fffffffu;
   if (ax > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // NaN
   if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (ax < 0x38800000u) {                                 // below the smallest normal half
-    if (ax < 0x33000000u) return uint16_t(sign);          // < 2^-25: rounds to zero
-    const uint32_t e = ax >> 23;                          // 102..112
+  if (ax < 0x38800000u) {                                  // below the smallest normal half
+    if (ax < 0x33000000u) return uint16_t(sign);           // < 2^-25: rounds to zero
+    const uint32_t e = ax >> 23;                           // 102..112
     const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126 - e;  // 14..24: m >> shift is in units of 2^-24
     uint32_t r = m >> shift;
