@@ -170,6 +170,10 @@ void one_input(const uint8_t* data, size_t size) {
   g.b.output("out0", g.pool.back());
   for (int i = 1; i < n_out; i++) g.b.output("out" + std::to_string(i), g.pick());
   Graph graph = g.b.build();
+  if (std::getenv("UBFUSE_FUZZ_PRINT")) {  // to reduce a finding by hand
+    std::fprintf(stderr, "%s", print_graph(graph).c_str());
+    for (auto& [name, t] : g.inputs) std::fprintf(stderr, "%s = %s\n", name.c_str(), t.str().c_str());
+  }
 
   auto want = ref::run_graph(graph, g.inputs);  // an Error here (bad index) ends the input
   Options eager = {{"ge.exec.enableOperatorFusion", "0"}};
@@ -182,6 +186,11 @@ void one_input(const uint8_t* data, size_t size) {
     try {
       got = compile(graph, *opts).run(g.inputs);
     } catch (const Error& e) {
+      // Known: graph mode rejects a symbolic dim that turns out to broadcast at run time
+      // (tests/regressions_test.cc, DISABLED_SymbolicDimBroadcastingAtRunTimeInAFusedGroup).
+      if (std::string(e.what()).find("do not broadcast to the group's domain") != std::string::npos) {
+        return;
+      }
       fuzz::finding(std::string(mode) + " failed where the reference ran: " + e.what(), graph);
     }
     fuzz::compare(graph, g.inputs, want, got, mode);

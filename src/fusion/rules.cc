@@ -81,7 +81,7 @@ FusionRules parse_fusion_rules(const std::string& text, const std::string& src) 
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     throw Error("fusion rules file " + src + ": not valid JSON: " + e.what());
   }
   if (!j.is_object()) throw Error("fusion rules file " + src + ": top level must be an object");

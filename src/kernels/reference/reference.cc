@@ -228,6 +228,16 @@ RefTensor from_tensor(const Tensor& t) {
   return r;
 }
 
+// Concrete sizes can fail to broadcast where the symbolic shapes did (a symbol bound to 6 against
+// a fixed 38): a user error, as in the executor, never a dereferenced empty optional.
+static Sizes broadcast_or_throw(const Node& n, const Sizes& a, const Shape& b) {
+  std::string why;
+  auto s = broadcast_shapes(to_shape(a), b, &why);
+  if (!s) throw Error(n.describe() + ": sizes " + sizes_str(a) + " and " + shape_str(b) +
+                      " do not broadcast: " + why);
+  return static_sizes(*s);
+}
+
 std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in) {
   FusionClass fc = fusion_class(n.op);
   if (fc == FusionClass::Elementwise) {
@@ -238,8 +248,7 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
   if (fc == FusionClass::Broadcast) {
     Sizes os = in[0].sizes;
     for (size_t i = 1; i < in.size(); i++) {
-      Shape s = *broadcast_shapes(to_shape(os), to_shape(in[i].sizes), nullptr);
-      os = static_sizes(s);
+      os = broadcast_or_throw(n, os, to_shape(in[i].sizes));
     }
     RefTensor y = make(n, os);
     std::vector<std::vector<int64_t>> st;
@@ -349,7 +358,7 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       auto tgt = n.attr_ints("shape");
       Shape t;
       for (auto v : tgt) t.push_back(Dim(v == -1 ? 1 : v));
-      os = static_sizes(*broadcast_shapes(to_shape(os), t, nullptr));
+      os = broadcast_or_throw(n, os, t);
       auto st = broadcast_strides(in[0].sizes, os);
       RefTensor y = make(n, os);
       for (int64_t f = 0; f < int64_t(y.data.size()); f++) {
