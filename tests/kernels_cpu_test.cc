@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/op_kernel.h"
 #include "kernels/reference/reference.h"
@@ -105,7 +106,7 @@ std::vector<UnaryCase> unary_cases() {
   };
 }
 
-TEST(KernelsCpu, UnaryAllDtypesAndSizes) {
+void unary_all_dtypes_and_sizes() {
   uint64_t seed = 1;
   for (const auto& c : unary_cases()) {
     for (DType dt : kFloats) {
@@ -296,7 +297,7 @@ const std::vector<ShapePair> kBroadcasts = {
     {{1, 3, 1}, {2, 3, 4097}},
 };
 
-TEST(KernelsCpu, BinaryBroadcastFloat) {
+void binary_broadcast_float() {
   using Fn = std::function<V(GraphBuilder&, V, V)>;
   const std::vector<std::pair<const char*, Fn>> ops = {
       {"add", [](GraphBuilder& b, V x, V y) { return b.add(x, y); }},
@@ -380,7 +381,7 @@ TEST(KernelsCpu, IntegerDivisionByZeroIsAnError) {
       {"div_by_zero", "Div", "division by zero"}));
 }
 
-TEST(KernelsCpu, CompareAndWhere) {
+void compare_and_where() {
   uint64_t seed = 500;
   for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::i64, DType::i32}) {
     for (const auto& sp : kBroadcasts) {
@@ -419,7 +420,7 @@ TEST(KernelsCpu, CompareAndWhere) {
 
 const std::vector<Sizes> kRowSizes = {{1}, {3}, {4097}, {3, 1}, {3, 4097}, {2, 3, 17}, {64, 1000}};
 
-TEST(KernelsCpu, NormsSoftmaxReductions) {
+void norms_softmax_reductions() {
   uint64_t seed = 700;
   for (DType dt : kFloats) {
     for (const Sizes& s : kRowSizes) {
@@ -663,7 +664,7 @@ TEST(KernelsCpu, GatherOutOfRangeNamesNodeAndIndex) {
   EXPECT_TRUE(throws_with([&] { k->run({td, tn}, outs, pool2()); }, {"embed", "index -6"}));
 }
 
-TEST(KernelsCpu, CastAllPairs) {
+void cast_all_pairs() {
   const std::vector<DType> all = {DType::f32, DType::bf16, DType::f16,
                                   DType::i64, DType::i32,  DType::boolean};
   std::vector<float> vals;
@@ -716,6 +717,29 @@ TEST(KernelsCpu, ThreadCountDoesNotChangeResults) {
     k->run({x}, v1, one);
     k->run({x}, v3, three);
     EXPECT_EQ(std::memcmp(o1.data(), o3.data(), o1.nbytes()), 0) << op;
+  }
+}
+
+TEST(KernelsCpu, UnaryAllDtypesAndSizes) { unary_all_dtypes_and_sizes(); }
+TEST(KernelsCpu, BinaryBroadcastFloat) { binary_broadcast_float(); }
+TEST(KernelsCpu, CompareAndWhere) { compare_and_where(); }
+TEST(KernelsCpu, NormsSoftmaxReductions) { norms_softmax_reductions(); }
+TEST(KernelsCpu, CastAllPairs) { cast_all_pairs(); }
+
+// The kernels are compiled for several Highway targets (hwy_targets.h) and dispatched to the best
+// one the CPU has; the others (AVX2 for machines without AVX-512, the portable scalar fallback)
+// are forced here so they are tested too.
+TEST(KernelsCpu, OtherHighwayTargets) {
+  for (int64_t target : {int64_t(HWY_AVX2), int64_t(HWY_SCALAR)}) {
+    if ((hwy::SupportedTargets() & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    unary_all_dtypes_and_sizes();
+    binary_broadcast_float();
+    compare_and_where();
+    norms_softmax_reductions();
+    cast_all_pairs();
+    hwy::SetSupportedTargetsForTest(0);
   }
 }
 
