@@ -65,5 +65,21 @@ TEST(Regressions, DISABLED_SymbolicDimBroadcastingAtRunTimeInAFusedGroup) {
   EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts()));
 }
 
+// fuzz_graph, crash-f474a65a (OPEN, disabled): ReduceMax over a row holding NaN gives -Inf (a row of
+// only NaN) or the largest number in eager mode; the reference, numpy and PyTorch give NaN.
+// Highway's Max (x86 vmaxps) returns one operand when the other is NaN, so RowMax in
+// src/kernels/cpu/loops-inl.h drops it. fuzz_graph skips NaN-vs-number mismatches in graphs with
+// Max/Min/ReduceMax/Relu until this is fixed.
+TEST(Regressions, DISABLED_ReduceMaxPropagatesNaN) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {2, 5});
+  b.output("y", b.reduce_max(b.rsqrt(x), false));
+  Graph g = b.build();
+  Tensor xv = Tensor::from_floats(f32, {2, 5}, {-1, -1, -1, -1, -1, 4, 1, -1, 4, 4});
+  auto y = compile(g, testing::eager_opts()).run({{"x", xv}}).at("y");
+  EXPECT_TRUE(std::isnan(y.get(0))) << y.get(0);
+  EXPECT_TRUE(std::isnan(y.get(1))) << y.get(1);
+}
+
 }  // namespace
 }  // namespace ubfuse
