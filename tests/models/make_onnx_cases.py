@@ -27,7 +27,7 @@ def save(name, nodes, inputs, outputs, inits=(), opset=17, check=True):
 
 
 def npy(name, arr):
-    np.save(os.path.join(OUT, name + ".npy"), arr)
+    np.save(os.path.join(OUT, name + ".npy"), np.ascontiguousarray(arr))
 
 
 def vi(name, t, shape):
