@@ -11,6 +11,7 @@
 // docs/onnx.md lists the supported ops and their conformance results.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ struct ImportOptions {
   // Where external data files are looked up when importing from bytes (a path import uses the
   // model's folder). External data may not leave this folder.
   std::string external_data_dir;
+  // Graph inputs frozen to these values (as if they were initializers): lets shape-like inputs
+  // (a Reshape's shape, Slice bounds, axes) fold at import.
+  std::map<std::string, Tensor> constant_inputs;
 };
 
 struct OnnxModel {

@@ -160,6 +160,14 @@ OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
   for (const auto& in : g.input()) {
     if (st.values.count(in.name())) continue;  // an initializer listed as input (IR < 4)
     if (in.name().empty()) throw Error("a graph input has no name");
+    if (auto c = options.constant_inputs.find(in.name()); c != options.constant_inputs.end()) {
+      IValue iv;
+      iv.konst = c->second;
+      iv.dtype = c->second.dtype();
+      iv.shape = to_shape(c->second.sizes());
+      st.values[in.name()] = std::move(iv);
+      continue;
+    }
     if (!in.type().has_tensor_type()) {
       throw OnnxUnsupportedError("graph input '" + in.name() + "' is not a tensor (sequences, maps "
                                  "and optionals are not supported)");
