@@ -116,8 +116,8 @@ def typed_fields():
     a = helper.make_tensor("a", TensorProto.FLOAT, [2], [1.5, -2.0])
     d = helper.make_tensor("d", TensorProto.DOUBLE, [2], [0.25, 4.0])
     idx = helper.make_tensor("idx", TensorProto.INT64, [2], [1, 0])
-    h = helper.make_tensor("h", TensorProto.FLOAT16, [2],
-                           np.array([0.5, 2.0], np.float16).view(np.uint16).astype(np.int32).tolist())
+    # make_tensor stores FLOAT16 values as their bits in int32_data.
+    h = helper.make_tensor("h", TensorProto.FLOAT16, [2], [0.5, 2.0])
     nodes = [helper.make_node("Mul", ["x", "a"], ["m"]),
              helper.make_node("Add", ["m", "d"], ["s"]),
              helper.make_node("Gather", ["s", "idx"], ["y"], axis=1),
