@@ -308,7 +308,8 @@ void binary_broadcast_float() {
       {"min", [](GraphBuilder& b, V x, V y) { return b.min(x, y); }},
   };
   uint64_t seed = 100;
-  for (auto& [name, f] : ops) {
+  for (auto& [name, fn] : ops) {
+    auto& f = fn;  // clang 14 cannot capture a structured binding in a lambda
     for (DType dt : kFloats) {
       for (const auto& sp : kBroadcasts) {
         Tensor a = Tensor::random(dt, sp.a, seed++, -2, 2);
