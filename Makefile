@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test bench format clean
+.PHONY: all deps build demo test test-hardening bench format clean
 
 all: build
 
@@ -22,6 +22,10 @@ demo: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	bash scripts/extra-tests.sh $(BUILD)
+
+# ASan+UBSan suite, ThreadSanitizer concurrency tests, bounded libFuzzer runs (each its own build).
+test-hardening: deps
+	UBFUSE_EXTRA_STAGES="asan tsan fuzz" bash scripts/extra-tests.sh $(BUILD)
 
 bench: build
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b || exit 1; done
