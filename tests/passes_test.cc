@@ -178,6 +178,32 @@ TEST(Simplify, TransposesAndExpandsThatDoNothing) {
   EXPECT_TRUE(same_as_original(g, s, random_inputs(g, 6)));
 }
 
+TEST(Simplify, RowOpBetweenRowRegroupingReshapes) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {"batch", 3, 16});
+  auto w = b.input("w", f32, {16});
+  auto flat = b.reshape(x, {-1, 16});
+  b.output("sm", b.reshape(b.softmax(flat), {-1, 3, 16}));   // sinks: Softmax(x)
+  b.output("ln", b.reshape(b.rms_norm(flat, w), {-1, 3, 16}));  // sinks: RMSNorm(x, w)
+  auto wide = b.reshape(x, {-1, 48});                           // changes the rows: stays
+  b.output("wide", b.reshape(b.softmax(wide), {-1, 3, 16}));
+  auto kept = b.softmax(flat);                                  // also read as 2-D: stays
+  b.output("kept2d", kept);
+  b.output("kept", b.reshape(kept, {-1, 3, 16}));
+  Graph g = b.build();
+  Graph s = simplified(g);
+  EXPECT_EQ(s.outputs()[0].second->producer->op, OpKind::Softmax);
+  EXPECT_EQ(s.outputs()[0].second->producer->inputs[0], s.inputs()[0]);
+  EXPECT_EQ(s.outputs()[1].second->producer->op, OpKind::RMSNorm);
+  EXPECT_EQ(s.outputs()[1].second->producer->inputs[0], s.inputs()[0]);
+  EXPECT_EQ(s.outputs()[2].second->producer->op, OpKind::Reshape);
+  EXPECT_EQ(s.outputs()[4].second->producer->op, OpKind::Reshape);
+  EXPECT_EQ(count_op(s, OpKind::Reshape), 4) << print_graph(s);  // flat, wide and two inverses
+  std::map<std::string, Tensor> in{{"x", Tensor::random(f32, {2, 3, 16}, 8)},
+                                   {"w", Tensor::random(f32, {16}, 9)}};
+  EXPECT_TRUE(same_as_original(g, s, in));
+}
+
 TEST(Simplify, KeepsOutputNamesAndNodeNames) {
   GraphBuilder b;
   auto x = b.input("x", f32, {4});

@@ -92,6 +92,29 @@ bool merge_transposes(Node* n) {
   return false;
 }
 
+// Reshape(y), y = rowop(Reshape(x), params) -> rowop(x, params) when the reshapes only regroup
+// the rows: row ops (LayerNorm, RMSNorm, Softmax) treat each last-axis row alike.
+bool sink_row_op_reshapes(Graph& g, Node* n) {
+  Node* y = n->inputs[0]->producer;
+  if (!y || (y->op != OpKind::LayerNorm && y->op != OpKind::RMSNorm && y->op != OpKind::Softmax)) {
+    return false;
+  }
+  Node* z = producer_if(y->inputs[0], OpKind::Reshape);
+  if (!z) return false;
+  Value* x = z->inputs[0];
+  if (x->shape != n->out()->shape || x->shape.empty() || x->shape.back() != z->out()->shape.back()) {
+    return false;
+  }
+  if (g.is_output(y->out()) || g.users(y->out()).size() != 1) return false;
+  Value* old_in = y->inputs[0];
+  y->inputs[0] = x;
+  infer_node(*y);  // the same rows: x's shape, y's dtype
+  if (bypass(g, n, y->out())) return true;
+  y->inputs[0] = old_in;
+  infer_node(*y);
+  return false;
+}
+
 }  // namespace
 
 bool simplify_identity(Graph& g, Node* n) {
@@ -119,7 +142,8 @@ bool simplify_data_movement(Graph& g, Node* n) {
   switch (n->op) {
     case OpKind::Reshape:
     case OpKind::Expand:
-      return bypass(g, n, n->inputs[0]) || (n->op == OpKind::Reshape && merge_reshapes(n));
+      if (bypass(g, n, n->inputs[0])) return true;
+      return n->op == OpKind::Reshape && (merge_reshapes(n) || sink_row_op_reshapes(g, n));
     case OpKind::Transpose: {
       auto perm = n->attr_ints("perm");
       std::vector<int64_t> iota(perm.size());

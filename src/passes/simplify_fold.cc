@@ -22,7 +22,11 @@ bool foldable_shape(const Node& n) {
   int64_t out = numel(static_sizes(n.out()->shape));
   if (out > kMaxFoldElements) return false;
   int64_t in = 0;
-  for (const Value* v : n.inputs) in += v->producer->payload.numel();
+  for (const Value* v : n.inputs) {
+    int64_t k = v->producer->payload.numel();
+    if (k > kMaxFoldElements) return false;  // a Gather from an embedding table, a big MatMul
+    in += k;
+  }
   if (out > kMaxFoldGrowth && out > in) return false;
   if (n.op == OpKind::MatMul) {
     const Sizes& a = n.inputs[0]->producer->payload.sizes();

@@ -8,7 +8,9 @@
 namespace ubfuse::passes {
 
 // Named limits of constant folding (simplify_fold.cc).
-inline constexpr int64_t kMaxFoldElements = int64_t(1) << 20;  // largest folded constant
+// Largest folded constant, and largest constant input a fold reads (the reference widens it to
+// double: an embedding table must not be copied for a Gather of a few rows).
+inline constexpr int64_t kMaxFoldElements = int64_t(1) << 20;
 // A fold may produce more elements than its inputs hold (an Expand, a broadcast) only up to this:
 // beyond it the folded constant would cost more memory traffic than computing it.
 inline constexpr int64_t kMaxFoldGrowth = int64_t(1) << 16;
@@ -21,7 +23,9 @@ bool fold_constant_node(Graph& g, Node* n);
 // result read x. Never x*0 (NaN*0 is NaN) or x-x.
 bool simplify_identity(Graph& g, Node* n);
 // Reshape/Expand to the same shape, identity Transpose: bypassed. Reshape of Reshape and
-// Transpose of Transpose: merged into one node.
+// Transpose of Transpose: merged into one node. Reshape(rowop(Reshape(x))) with both reshapes
+// keeping the last dim and the outer one restoring x's shape (the flatten-to-2-D that ONNX
+// function bodies write around a norm or softmax): rowop(x).
 bool simplify_data_movement(Graph& g, Node* n);
 
 }  // namespace ubfuse::passes
