@@ -37,7 +37,10 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
     auto s0 = hn::Zero(d), s1 = hn::Zero(d);
     size_t i = 0;
     for (; i + 2 * N <= cols; i += 2 * N) {
-      if (next) hwy::Prefetch(next + i);
+      if (next) {
+        hwy::Prefetch(next + i);
+        if (sizeof(T) == 4) hwy::Prefetch(next + i + N);  // 2N floats span two cache lines
+      }
       const auto e0 = ExpF(d, hn::Sub(LoadF32(d, xr + i), vmax));
       const auto e1 = ExpF(d, hn::Sub(LoadF32(d, xr + i + N), vmax));
       hn::StoreU(e0, d, e + i);
