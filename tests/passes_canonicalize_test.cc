@@ -41,7 +41,8 @@ V gelu_erf_onnx(GraphBuilder& b, V x) {
 // (x * (x * x)))))).
 V gelu_tanh_torch(GraphBuilder& b, V x) {
   V cube = b.mul(x, b.mul(x, x));
-  V inner = b.mul(b.scalar(std::sqrt(2 / M_PI), x->dtype), b.add(x, b.mul(b.scalar(0.044715, x->dtype), cube)));
+  V inner = b.mul(b.scalar(std::sqrt(2 / M_PI), x->dtype),
+                  b.add(x, b.mul(b.scalar(0.044715, x->dtype), cube)));
   return b.mul(half(b, x), b.mul(x, b.add(one(b, x), b.tanh(inner))));
 }
 // HF gelu_new / GPT-2: 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3.0))))
@@ -81,10 +82,18 @@ V rms_norm_llama(GraphBuilder& b, V x, V w, double eps, RsqrtForm form) {
   V a = b.add(b.reduce_mean(b.pow(x, 2)), eps);
   V y = nullptr;
   switch (form) {
-    case RsqrtForm::Rsqrt: y = b.mul(x, b.rsqrt(a)); break;
-    case RsqrtForm::DivOneSqrt: y = b.mul(x, b.div(one(b, x), b.sqrt(a))); break;
-    case RsqrtForm::DivBySqrt: y = b.div(x, b.sqrt(a)); break;
-    case RsqrtForm::PowMinusHalf: y = b.mul(b.pow(a, -0.5), x); break;
+    case RsqrtForm::Rsqrt:
+      y = b.mul(x, b.rsqrt(a));
+      break;
+    case RsqrtForm::DivOneSqrt:
+      y = b.mul(x, b.div(one(b, x), b.sqrt(a)));
+      break;
+    case RsqrtForm::DivBySqrt:
+      y = b.div(x, b.sqrt(a));
+      break;
+    case RsqrtForm::PowMinusHalf:
+      y = b.mul(b.pow(a, -0.5), x);
+      break;
   }
   return w ? b.mul(w, y) : y;
 }
@@ -207,16 +216,16 @@ TEST_P(Canon, LayerNormOnnxFunctionBody) {
                              {OpKind::ReduceMean, OpKind::Cast, OpKind::Sqrt, OpKind::Sub});
   // The flatten to 2-D and its inverse only regroup rows: simplify drops them around the norm.
   EXPECT_EQ(o.num_nodes(), 1) << print_graph(o);
-  EXPECT_NE(print_graph(o).find("LayerNorm(%X, %W, %B) {eps=0.1} : " +
-                                std::string(dtype_name(t)) + "[2,3,40]"),
+  EXPECT_NE(print_graph(o).find("LayerNorm(%X, %W, %B) {eps=0.1} : " + std::string(dtype_name(t)) +
+                                "[2,3,40]"),
             std::string::npos)
       << print_graph(o);
   expect_compiled(g, OpKind::LayerNorm);
 }
 
 TEST_P(Canon, RmsNormLlamaForms) {
-  for (auto form : {RsqrtForm::Rsqrt, RsqrtForm::DivOneSqrt, RsqrtForm::DivBySqrt,
-                    RsqrtForm::PowMinusHalf}) {
+  for (auto form :
+       {RsqrtForm::Rsqrt, RsqrtForm::DivOneSqrt, RsqrtForm::DivBySqrt, RsqrtForm::PowMinusHalf}) {
     GraphBuilder b;
     auto x = b.input("x", GetParam(), {2, 3, 64});
     auto w = b.input("w", GetParam(), {64});
@@ -224,8 +233,7 @@ TEST_P(Canon, RmsNormLlamaForms) {
     Graph g = b.build();
     Graph o = expect_recovered(g, OpKind::RMSNorm,
                                {OpKind::ReduceMean, OpKind::Pow, OpKind::Mul, OpKind::Div});
-    EXPECT_NE(print_graph(o).find("RMSNorm(%x, %w) {eps="), std::string::npos)
-        << print_graph(o);
+    EXPECT_NE(print_graph(o).find("RMSNorm(%x, %w) {eps="), std::string::npos) << print_graph(o);
   }
   GraphBuilder b;
   auto x = b.input("x", GetParam(), {3, 96});
@@ -301,8 +309,8 @@ TEST(Canonicalize, SymbolicShapes) {
   EXPECT_EQ(count_op(cm.graph(), OpKind::Gelu), 1) << print_graph(cm.graph());
   for (int64_t batch : {1, 3}) {
     std::map<std::string, Tensor> in{{"x", Tensor::random(f32, {batch, 5, 32}, 1, -3, 3)},
-                                      {"w", Tensor::random(f32, {32}, 2)},
-                                      {"b", Tensor::random(f32, {32}, 3)}};
+                                     {"w", Tensor::random(f32, {32}, 2)},
+                                     {"b", Tensor::random(f32, {32}, 3)}};
     EXPECT_TRUE(matches_reference(g, in, graph_opts()));
   }
 }
@@ -333,8 +341,8 @@ TEST(CanonicalizeNegative, SiluIntermediateUsedElsewhereOrOtherOperand) {
   auto z = b.input("z", f32, {4, 8});
   auto s = b.sigmoid(x);
   b.output("y", b.mul(x, s));
-  b.output("s", s);                         // the sigmoid is a graph output too
-  b.output("other", b.mul(z, b.sigmoid(x)));  // z * sigmoid(x), z != x
+  b.output("s", s);                                       // the sigmoid is a graph output too
+  b.output("other", b.mul(z, b.sigmoid(x)));              // z * sigmoid(x), z != x
   b.output("twice", b.mul(b.mul(x, b.sigmoid(x)), 2.0));  // 2*silu: only the inner product
   Graph g = b.build();
   Graph o = optimized(g);
@@ -359,7 +367,8 @@ TEST(CanonicalizeNegative, GeluWrongConstants) {
                        }),
                        OpKind::Gelu);
   expect_not_recovered(build([](GraphBuilder& b, V x) {  // 1 - erf
-                         return b.mul(b.mul(x, 0.5), b.sub(one(b, x), b.erf(b.div(x, std::sqrt(2.0)))));
+                         return b.mul(b.mul(x, 0.5),
+                                      b.sub(one(b, x), b.erf(b.div(x, std::sqrt(2.0)))));
                        }),
                        OpKind::Gelu);
   expect_not_recovered(build([](GraphBuilder& b, V x) {  // cubic coefficient 0.05
@@ -368,7 +377,8 @@ TEST(CanonicalizeNegative, GeluWrongConstants) {
                        }),
                        OpKind::Gelu);
   expect_not_recovered(build([](GraphBuilder& b, V x) {  // x^2 where x^3 belongs
-                         V inner = b.mul(b.add(x, b.mul(b.pow(x, 2.0), 0.044715)), std::sqrt(2 / M_PI));
+                         V inner =
+                             b.mul(b.add(x, b.mul(b.pow(x, 2.0), 0.044715)), std::sqrt(2 / M_PI));
                          return b.mul(b.mul(x, 0.5), b.add(b.tanh(inner), 1.0));
                        }),
                        OpKind::Gelu);

@@ -36,7 +36,8 @@ class RandomPatternGraph {
 
   V step(V v) {
     switch (rng_() % 9) {
-      case 0: return b_.mul(v, b_.sigmoid(v));
+      case 0:
+        return b_.mul(v, b_.sigmoid(v));
       case 1:  // gelu, erf form
         return b_.mul(b_.mul(v, 0.5), b_.add(b_.erf(b_.div(v, std::sqrt(2.0))), 1.0));
       case 2: {  // gelu, tanh form
@@ -53,9 +54,12 @@ class RandomPatternGraph {
         V e = b_.exp(b_.sub(v, b_.reduce_max(v)));
         return b_.div(e, b_.reduce_sum(e));
       }
-      case 6: return b_.sub(b_.add(b_.mul(v, 1.0), 0.0), 0.0);
-      case 7: return b_.reshape(b_.reshape(v, {-1}), {3, 16});
-      default: return b_.add(v, x_);  // a residual: x gains readers
+      case 6:
+        return b_.sub(b_.add(b_.mul(v, 1.0), 0.0), 0.0);
+      case 7:
+        return b_.reshape(b_.reshape(v, {-1}), {3, 16});
+      default:
+        return b_.add(v, x_);  // a residual: x gains readers
     }
   }
 
@@ -102,8 +106,8 @@ TEST(PassesRandom, RewritesNeverChangeResults) {
     // Rounding differs (one rounding instead of several) but stays in the dtype's tolerance; the
     // stacked patterns amplify bf16 noise a little, hence the scale.
     ASSERT_TRUE(same_as_original(g, o, in, 4.0)) << "seed " << seed << "\n"
-                                                  << print_graph(g) << "\n"
-                                                  << print_graph(o);
+                                                 << print_graph(g) << "\n"
+                                                 << print_graph(o);
   }
   EXPECT_GT(rewritten, 150);
 }

@@ -52,8 +52,8 @@ TEST(Simplify, FoldRoundsToTheDtype) {
 TEST(Simplify, FoldCapsKeepBigBroadcastsUnfolded) {
   GraphBuilder b;
   auto x = b.input("x", f32, {1024, 1024});
-  auto small = b.expand(b.scalar(0.5), {1024});       // 1K elements: folds
-  auto big = b.expand(b.scalar(2.0), {1024, 1024});    // 1M elements from 1: stays an Expand
+  auto small = b.expand(b.scalar(0.5), {1024});      // 1K elements: folds
+  auto big = b.expand(b.scalar(2.0), {1024, 1024});  // 1M elements from 1: stays an Expand
   b.output("y", b.add(b.mul(x, big), b.reshape(small, {1024, 1})));
   Graph s = simplified(b.build());
   EXPECT_EQ(count_op(s, OpKind::Expand), 1) << print_graph(s);
@@ -101,10 +101,10 @@ TEST(Simplify, ScalarIdentitiesVanish) {
 TEST(Simplify, NanAndInfSensitiveFormsStay) {
   GraphBuilder b;
   auto x = b.input("x", f32, {4});
-  b.output("zero", b.mul(x, 0.0));        // NaN * 0 is NaN, Inf * 0 is NaN
-  b.output("self", b.sub(x, x));          // Inf - Inf is NaN
-  b.output("ratio", b.div(x, x));         // 0 / 0 is NaN
-  b.output("two", b.mul(x, 2.0));         // not an identity
+  b.output("zero", b.mul(x, 0.0));  // NaN * 0 is NaN, Inf * 0 is NaN
+  b.output("self", b.sub(x, x));    // Inf - Inf is NaN
+  b.output("ratio", b.div(x, x));   // 0 / 0 is NaN
+  b.output("two", b.mul(x, 2.0));   // not an identity
   Graph g = b.build();
   Graph s = simplified(g);
   EXPECT_EQ(count_op(s, OpKind::Mul), 2) << print_graph(s);
@@ -183,11 +183,11 @@ TEST(Simplify, RowOpBetweenRowRegroupingReshapes) {
   auto x = b.input("x", f32, {"batch", 3, 16});
   auto w = b.input("w", f32, {16});
   auto flat = b.reshape(x, {-1, 16});
-  b.output("sm", b.reshape(b.softmax(flat), {-1, 3, 16}));   // sinks: Softmax(x)
+  b.output("sm", b.reshape(b.softmax(flat), {-1, 3, 16}));      // sinks: Softmax(x)
   b.output("ln", b.reshape(b.rms_norm(flat, w), {-1, 3, 16}));  // sinks: RMSNorm(x, w)
   auto wide = b.reshape(x, {-1, 48});                           // changes the rows: stays
   b.output("wide", b.reshape(b.softmax(wide), {-1, 3, 16}));
-  auto kept = b.softmax(flat);                                  // also read as 2-D: stays
+  auto kept = b.softmax(flat);  // also read as 2-D: stays
   b.output("kept2d", kept);
   b.output("kept", b.reshape(kept, {-1, 3, 16}));
   Graph g = b.build();

@@ -47,7 +47,8 @@ inline Graph optimized(const Graph& g) {
 inline std::map<std::string, Tensor> random_inputs(const Graph& g, uint64_t seed, double lo = -3,
                                                    double hi = 3) {
   std::map<std::string, Tensor> in;
-  for (Value* v : g.inputs()) in[v->name] = Tensor::random(v->dtype, static_sizes(v->shape), seed++, lo, hi);
+  for (Value* v : g.inputs())
+    in[v->name] = Tensor::random(v->dtype, static_sizes(v->shape), seed++, lo, hi);
   return in;
 }
 

@@ -7,9 +7,10 @@
 // reader table is rebuilt after each rewrite. Sweeps repeat until nothing matches, since one
 // rewrite can expose another (a Silu over a recovered LayerNorm). Dead nodes are dropped
 // between sweeps.
+#include "passes/canonicalize.h"
+
 #include <unordered_set>
 
-#include "passes/canonicalize.h"
 #include "passes/pass.h"
 
 namespace ubfuse {

@@ -51,8 +51,8 @@ std::vector<Node*> match_activation(Graph& g, Node* n, const UseInfo& uses) {
   for (auto& [id, fv] : p->atoms) {
     Node* f = fv->producer;
     if (!f || !uses.single_use(fv)) continue;
-    Value* x = p->atoms.begin()->second == fv ? p->atoms.rbegin()->second
-                                               : p->atoms.begin()->second;
+    Value* x =
+        p->atoms.begin()->second == fv ? p->atoms.rbegin()->second : p->atoms.begin()->second;
     double tol = const_rel_tol(x->dtype);
     auto x_f = monomial({x, fv});
     std::vector<Node*> matched = p->nodes;

@@ -70,8 +70,8 @@ Value* inv_sqrt_arg(Value* r, std::vector<Node*>* nodes) {
 // s = sqrt(a): returns a and appends the node.
 Value* sqrt_arg(Value* s, std::vector<Node*>* nodes) {
   Node* p = s->producer;
-  bool ok = p && (p->op == OpKind::Sqrt ||
-                  (p->op == OpKind::Pow && p->attr_float("exponent", 0) == 0.5));
+  bool ok =
+      p && (p->op == OpKind::Sqrt || (p->op == OpKind::Pow && p->attr_float("exponent", 0) == 0.5));
   if (!ok) return nullptr;
   nodes->push_back(p);
   return p->inputs[0];
@@ -123,8 +123,8 @@ bool moment_variance(Value* v, Value* x, Value* m, std::vector<Node*>* nodes) {
 }
 
 // The statistics part below the core, trying LayerNorm first.
-std::optional<Match> match_stats(Value* d, Value* a, const std::vector<Node*>& core,
-                                 const Node* n, const UseInfo& uses) {
+std::optional<Match> match_stats(Value* d, Value* a, const std::vector<Node*>& core, const Node* n,
+                                 const UseInfo& uses) {
   Match m;
   m.nodes = core;
   Value* v = a;
@@ -147,8 +147,8 @@ std::optional<Match> match_stats(Value* d, Value* a, const std::vector<Node*>& c
       ln.op = OpKind::LayerNorm;
       ln.x = sub->inputs[0];
       ln.nodes.insert(ln.nodes.end(), {sub, mean});
-      bool var = centered_variance(v, d, &ln.nodes) ||
-                 moment_variance(v, ln.x, mean->out(), &ln.nodes);
+      bool var =
+          centered_variance(v, d, &ln.nodes) || moment_variance(v, ln.x, mean->out(), &ln.nodes);
       if (var && uses.private_to(ln.nodes, n)) return ln;
     }
   }
@@ -215,7 +215,8 @@ std::vector<Node*> match_norm(Graph& g, Node* n, const UseInfo& uses) {
   if (Node* up = producer_if(m->x, OpKind::Cast)) {
     Value* x0 = up->inputs[0];
     Node* down = sole_reader(cur, OpKind::Cast, uses);
-    bool widening = m->x->dtype == DType::f32 && (x0->dtype == DType::bf16 || x0->dtype == DType::f16);
+    bool widening =
+        m->x->dtype == DType::f32 && (x0->dtype == DType::bf16 || x0->dtype == DType::f16);
     if (widening && down && down->out()->dtype == x0->dtype) {
       m->nodes.insert(m->nodes.end(), {up, down});
       if (uses.private_to(m->nodes, down)) {

@@ -63,7 +63,8 @@ class Expander {
         }
         return checked(r);
       }
-      default: break;
+      default:
+        break;
     }
     std::optional<Terms> b = expand(p->inputs[1], false);
     if (!b) return std::nullopt;
@@ -73,8 +74,10 @@ class Expander {
         r = *a;
         for (auto& [m, c] : *b) add_term(r, m, p->op == OpKind::Add ? c : -c);
         return checked(r);
-      case OpKind::Mul: return mul(*a, *b);
-      default: return std::nullopt;
+      case OpKind::Mul:
+        return mul(*a, *b);
+      default:
+        return std::nullopt;
     }
   }
 
@@ -84,7 +87,8 @@ class Expander {
       case OpKind::Add:
       case OpKind::Sub:
       case OpKind::Mul:
-      case OpKind::Neg: return true;
+      case OpKind::Neg:
+        return true;
       case OpKind::Div: {
         auto c = uniform_constant(n.inputs[1]);
         return c && *c != 0 && std::isfinite(*c);
@@ -93,7 +97,8 @@ class Expander {
         double e = n.attr_float("exponent", 1);
         return e >= 0 && e <= kMaxPolyPower && e == std::floor(e);
       }
-      default: return false;
+      default:
+        return false;
     }
   }
 

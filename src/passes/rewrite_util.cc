@@ -57,9 +57,12 @@ std::optional<double> uniform_constant(const Value* v) {
 
 double const_rel_tol(DType t) {
   switch (t) {
-    case DType::bf16: return 1.0 / 128;   // two bf16 roundings (8-bit mantissa)
-    case DType::f16: return 1.0 / 1024;   // two f16 roundings (11-bit mantissa)
-    default: return 1e-4;
+    case DType::bf16:
+      return 1.0 / 128;  // two bf16 roundings (8-bit mantissa)
+    case DType::f16:
+      return 1.0 / 1024;  // two f16 roundings (11-bit mantissa)
+    default:
+      return 1e-4;
   }
 }
 

@@ -42,10 +42,10 @@ bool is_constant(const Value* v);
 double const_rel_tol(DType t);
 bool near(double got, double want, double rel_tol);
 
-// Adds node `op(inputs){attrs}` (with `payload` for a Constant) that takes over root's name and every read of root's (single)
-// output, graph outputs included. Returns null and leaves the graph as it was when the new node's
-// dtype or shape would differ from root's (or inference rejects it). Root stays in the graph,
-// dead and renamed, until dead-code elimination.
+// Adds node `op(inputs){attrs}` (with `payload` for a Constant) that takes over root's name and
+// every read of root's (single) output, graph outputs included. Returns null and leaves the graph
+// as it was when the new node's dtype or shape would differ from root's (or inference rejects it).
+// Root stays in the graph, dead and renamed, until dead-code elimination.
 Node* replace_node(Graph& g, Node* root, OpKind op, std::vector<Value*> inputs, Attrs attrs = {},
                    Tensor payload = {});
 

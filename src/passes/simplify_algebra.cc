@@ -102,7 +102,8 @@ bool sink_row_op_reshapes(Graph& g, Node* n) {
   Node* z = producer_if(y->inputs[0], OpKind::Reshape);
   if (!z) return false;
   Value* x = z->inputs[0];
-  if (x->shape != n->out()->shape || x->shape.empty() || x->shape.back() != z->out()->shape.back()) {
+  if (x->shape != n->out()->shape || x->shape.empty() ||
+      x->shape.back() != z->out()->shape.back()) {
     return false;
   }
   if (g.is_output(y->out()) || g.users(y->out()).size() != 1) return false;
@@ -123,18 +124,23 @@ bool simplify_identity(Graph& g, Node* n) {
     case OpKind::Add:
       if (is_uniform(in(1), 0) && bypass(g, n, in(0))) return true;
       return is_uniform(in(0), 0) && bypass(g, n, in(1));
-    case OpKind::Sub: return is_uniform(in(1), 0) && bypass(g, n, in(0));
+    case OpKind::Sub:
+      return is_uniform(in(1), 0) && bypass(g, n, in(0));
     case OpKind::Mul:
       if (is_uniform(in(1), 1) && bypass(g, n, in(0))) return true;
       return is_uniform(in(0), 1) && bypass(g, n, in(1));
-    case OpKind::Div: return is_uniform(in(1), 1) && bypass(g, n, in(0));
-    case OpKind::Pow: return n->attr_float("exponent", 0) == 1 && bypass(g, n, in(0));
+    case OpKind::Div:
+      return is_uniform(in(1), 1) && bypass(g, n, in(0));
+    case OpKind::Pow:
+      return n->attr_float("exponent", 0) == 1 && bypass(g, n, in(0));
     case OpKind::Neg: {
       Node* inner = producer_if(in(0), OpKind::Neg);
       return inner && bypass(g, n, inner->inputs[0]);
     }
-    case OpKind::Cast: return bypass(g, n, in(0));  // only when `to` is x's dtype
-    default: return false;
+    case OpKind::Cast:
+      return bypass(g, n, in(0));  // only when `to` is x's dtype
+    default:
+      return false;
   }
 }
 
@@ -150,7 +156,8 @@ bool simplify_data_movement(Graph& g, Node* n) {
       std::iota(iota.begin(), iota.end(), 0);
       return (perm == iota && bypass(g, n, n->inputs[0])) || merge_transposes(n);
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
