@@ -1,6 +1,8 @@
 // The explain report as text: kernels, boundaries with reasons and hints, traffic.
 #include <fmt/format.h>
 
+#include <map>
+
 #include "profiler/summary.h"
 #include "ubfuse/explain.h"
 
@@ -64,6 +66,18 @@ std::string format_explain(const ExplainReport& r) {
     out += fmt::format("Kernel boundaries ({}): each value crossing one is written to main memory "
                        "and read back\n",
                        r.boundaries.size());
+    // The tally first: in a big model it says which reason costs the most traffic.
+    std::map<std::string, std::pair<int, int64_t>> by_reason;
+    for (auto& b : r.boundaries) {
+      auto& [edges, bytes] = by_reason[std::string(fusion_reason_name(b.decision.reason))];
+      edges++;
+      bytes += b.bytes;
+    }
+    for (auto& [reason, eb] : by_reason) {
+      out += fmt::format("  {:<15} {:>4} {:<6} {:>10} crossing\n", reason, eb.first,
+                         eb.first == 1 ? "edge," : "edges,", format_bytes(double(eb.second)));
+    }
+    out += "\n";
     for (auto& b : r.boundaries) {
       out += fmt::format("  {}   {} -> {}, {} ({})\n", decision_line(b.decision), b.producer_kernel,
                          b.consumer_kernel, format_bytes(double(b.bytes)), join(b.values, ", "));
@@ -79,6 +93,12 @@ std::string format_explain(const ExplainReport& r) {
     }
   }
 
+  for (auto& k : r.graph_kernels) {
+    if (k.variant.find("two-pass") == std::string::npos) continue;
+    out += fmt::format("\n{} runs two-pass: it re-reads its row inputs, so it moves more than the "
+                       "once-each bytes below (the profiler trace shows what it read)\n",
+                       k.name);
+  }
   out += "\nMain-memory traffic per run (predicted from the plan: inputs read once, outputs "
          "written once per kernel):\n";
   out += fmt::format("  eager  {:<10}  {:>10}\n", plural(r.eager_kernels.size(), "kernel"),
