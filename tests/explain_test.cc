@@ -151,3 +151,25 @@ TEST(Explain, DotFilesAreAcceptedByGraphviz) {
 
 }  // namespace
 }  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+// docs/profiling.md explains every reason code and shows the pictures it links.
+TEST(Explain, DocsListEveryReasonCodeAndTheirPictures) {
+  std::ifstream f(std::string(UBFUSE_SOURCE_DIR) + "/docs/profiling.md");
+  std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(doc.empty());
+  for (int r = int(FusionReason::HostSync); r <= int(FusionReason::GroupLimit); r++) {
+    std::string name(fusion_reason_name(FusionReason(r)));
+    EXPECT_TRUE(has(doc, "| `" + name + "` |")) << name << " is not in the reason table";
+  }
+  for (const char* img : {"demo-before.svg", "demo-after.svg", "demo-print-mid-after.svg"}) {
+    EXPECT_TRUE(has(doc, std::string("img/") + img)) << img;
+    EXPECT_TRUE(std::filesystem::exists(std::string(UBFUSE_SOURCE_DIR) + "/docs/img/" + img))
+        << img;
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse
