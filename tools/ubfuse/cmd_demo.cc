@@ -114,6 +114,9 @@ int run_demo(const DemoArgs& a) {
     m["within_tolerance"] = r.max_abs_diff <= ref::tolerance(so.dtype) * 10;
     m["kernels"] = kernels_json(r.model);
     m["compile_ms"] = r.model.stats().compile_ms;
+    m["compilations"] = r.model.stats().compilations;
+    m["plan_builds"] = r.model.stats().plan_builds;
+    m["plan_cache_hits"] = r.model.stats().plan_cache_hits;
     if (!r.trace_path.empty()) {
       m["trace"] = r.trace_path;
       for (auto& row : r.summary.rows) {
