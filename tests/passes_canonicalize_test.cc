@@ -3,6 +3,7 @@
 // result matches the double reference of the ORIGINAL graph in f32 and bf16; forms that must not
 // match (intermediate used elsewhere, wrong axis, wrong constant) stay decomposed.
 #include <cmath>
+#include <fstream>
 #include <functional>
 
 #include "passes_test_util.h"
@@ -313,6 +314,25 @@ TEST(Canonicalize, SymbolicShapes) {
                                      {"b", Tensor::random(f32, {32}, 3)}};
     EXPECT_TRUE(matches_reference(g, in, graph_opts()));
   }
+}
+
+TEST(Canonicalize, RulesFileSwitchesThePassOff) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {4, 8});
+  b.output("y", b.mul(x, b.sigmoid(x)));
+  Graph g = b.build();
+  std::string path = ::testing::TempDir() + "/ubfuse_canonicalize_off.json";
+  {
+    std::ofstream f(path);
+    f << R"({"Switch": {"GraphFusion": {"canonicalize": "off"}}})";
+  }
+  Options opts = graph_opts();
+  opts["ge.fusionSwitchFile"] = path;
+  auto m = compile(g, opts);
+  EXPECT_EQ(count_op(m.graph(), OpKind::Silu), 0) << print_graph(m.graph());
+  EXPECT_EQ(count_op(m.graph(), OpKind::Sigmoid), 1);
+  EXPECT_EQ(count_op(compile(g, graph_opts()).graph(), OpKind::Silu), 1);
+  EXPECT_TRUE(matches_reference(g, random_inputs(g, 14), opts));
 }
 
 TEST(Canonicalize, IsIdempotent) {
