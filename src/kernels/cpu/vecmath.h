@@ -119,14 +119,34 @@ HWY_INLINE hn::VFromD<D> LoadF32(D d, const hwy::float16_t* HWY_RESTRICT p) {
 #endif
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && !defined(__AVX512BF16__) && \
+    (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
+namespace detail {
+// Whether the CPU has AVX512_BF16 (checked once at load time): the dispatched AVX-512 code then
+// narrows with VCVTNEPS2BF16 through inline asm (no compiler target flag needed).
+inline const bool kCpuHasAvx512Bf16 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") != 0;
+}();
+}  // namespace detail
+#endif
+
 // Narrows f32 lanes to bf16 bits with round-to-nearest-even (Highway 1.0.3's DemoteTo truncates).
+// One VCVTNEPS2BF16 where the CPU has AVX512_BF16, else integer rounding (about 9 ops).
 template <class D>
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> BF16BitsFromF32V(D d, hn::VFromD<D> v) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
-  // Compiled for a CPU with AVX512_BF16 (e.g. generated code with -march=native): one
-  // VCVTNEPS2BF16, which rounds to nearest even and keeps NaNs.
+  // Compiled for a CPU with AVX512_BF16 (e.g. generated code with -march=native).
   if constexpr (hn::MaxLanes(D()) == 16) {
     return hn::Vec256<uint16_t>{(__m256i)_mm512_cvtneps_pbh(v.raw)};
+  }
+#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
+  if constexpr (hn::MaxLanes(D()) == 16) {
+    if (detail::kCpuHasAvx512Bf16) {
+      __m256i r;
+      asm("vcvtneps2bf16 %1, %0" : "=v"(r) : "v"(v.raw));
+      return hn::Vec256<uint16_t>{r};
+    }
   }
 #endif
   const hn::RebindToUnsigned<D> du32;
