@@ -1,7 +1,8 @@
 // Explain: fused groups with their bytes, every kernel boundary with its reason and hint, eager vs
 // graph traffic, and DOT pictures Graphviz accepts.
-#include "profiler_test_util.h"
 #include "ubfuse/explain.h"
+
+#include "profiler_test_util.h"
 
 namespace ubfuse {
 namespace {
@@ -78,7 +79,8 @@ TEST(Explain, TinyUnifiedBufferReportsBufferCapacity) {
 TEST(Explain, RulesFileReportsDisabledByRuleNamingTheFile) {
   std::string dir = temp_dir("explain_rules");
   std::string rules = dir + "/rules.json";
-  std::ofstream(rules) << R"({"Switch": {"UBFusion": {"ALL": "on", "ReductionEpilogueFusion": "off"}}})";
+  std::ofstream(rules)
+      << R"({"Switch": {"UBFusion": {"ALL": "on", "ReductionEpilogueFusion": "off"}}})";
   ExplainReport r =
       explain(seed_graph(kShape), {.options = {{"ge.fusion_optimizer_config_path", rules}}});
   const ExplainBoundary* b = find_boundary(r, FusionReason::DisabledByRule);
@@ -168,6 +170,47 @@ TEST(Explain, DocsListEveryReasonCodeAndTheirPictures) {
     EXPECT_TRUE(has(doc, std::string("img/") + img)) << img;
     EXPECT_TRUE(std::filesystem::exists(std::string(UBFUSE_SOURCE_DIR) + "/docs/img/" + img))
         << img;
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+// The issue's acceptance commands, through the CLI binary when it is built beside the tests.
+TEST(Cli, DemoTraceAndExplainPrintMidDot) {
+  std::string cli = std::string(UBFUSE_BINARY_DIR) + "/ubfuse";
+  if (!std::filesystem::exists(cli)) GTEST_SKIP() << cli << " is not built";
+  fixed_bandwidth();
+  std::string dir = temp_dir("cli");
+  std::string log = dir + "/log", out = dir + "/out";
+  ASSERT_EQ(std::system((cli + " demo --shape 1,8,64 --iters 2 --trace " + log + " > " + dir +
+                         "/demo.txt 2>&1")
+                            .c_str()),
+            0);
+  json eager = read_json(log + "/eager.trace.json"), graph = read_json(log + "/graph.trace.json");
+  std::set<std::string> eager_names, graph_names;
+  for (auto& e : eager["traceEvents"]) {
+    if (e["cat"] == "kernel") eager_names.insert(e["name"]);
+  }
+  for (auto& e : graph["traceEvents"]) {
+    if (e["cat"] == "kernel") graph_names.insert(e["name"]);
+  }
+  EXPECT_EQ(eager_names, (std::set<std::string>{"Add", "LayerNorm", "Silu"}));
+  EXPECT_EQ(graph_names, (std::set<std::string>{"FusedAddLayerNormSilu"}));
+
+  ASSERT_EQ(std::system((cli + " explain demo --print-mid --shape 1,8,64 --dot " + out + " > " +
+                         dir + "/explain.txt 2>&1")
+                            .c_str()),
+            0);
+  std::ifstream f(dir + "/explain.txt");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has(text, "HostSync layer_norm -> print")) << text;
+  EXPECT_TRUE(std::filesystem::exists(out + "/after.dot"));
+  if (have_graphviz()) {
+    EXPECT_TRUE(std::filesystem::exists(out + "/after.svg"));
   }
 }
 

@@ -1,12 +1,13 @@
 // Profiler: the Chrome trace is valid JSON with the required fields, rows never overlap, eager and
 // graph traces hold the kernels users look for with their source ops, bytes equal the planner's.
+#include "ubfuse/profiler.h"
+
 #include <thread>
 
 #include "profiler/machine.h"
 #include "profiler/roofline.h"
 #include "profiler_test_util.h"
 #include "ubfuse/explain.h"
-#include "ubfuse/profiler.h"
 
 namespace ubfuse {
 namespace {
@@ -69,9 +70,9 @@ TEST(Profiler, TraceIsChromeTraceJsonWithRequiredFields) {
   ASSERT_FALSE(kernels.empty());
   for (auto& k : kernels) {
     const json& a = k["args"];
-    for (const char* key : {"nodes", "ops", "input_shapes", "input_dtypes", "output_shapes",
-                            "output_dtypes", "bytes_read", "bytes_written", "gb_per_s",
-                            "pct_of_bandwidth", "variant"}) {
+    for (const char* key :
+         {"nodes", "ops", "input_shapes", "input_dtypes", "output_shapes", "output_dtypes",
+          "bytes_read", "bytes_written", "gb_per_s", "pct_of_bandwidth", "variant"}) {
       EXPECT_TRUE(a.contains(key)) << key << " missing in " << k;
     }
     EXPECT_EQ(a["input_shapes"].size(), a["input_dtypes"].size());

@@ -31,7 +31,9 @@ inline Graph seed_graph(Sizes shape, bool print_mid = false, bool symbolic = fal
   b.name_last("add");
   auto ln = b.layer_norm(sum, w, bias, 1e-5);
   b.name_last("layer_norm");
-  if (print_mid) ln = b.host(ln, [](Tensor&) {}, "print");
+  if (print_mid)
+    ln = b.host(
+        ln, [](Tensor&) {}, "print");
   auto y = b.silu(ln);
   b.name_last("silu");
   b.output("y", y);

@@ -20,8 +20,8 @@
 namespace ubfuse {
 
 struct ExplainOptions {
-  Options options{};          // compile options; the fusion switch is set by explain itself
-  SymbolBindings dims{};      // values for the model's symbolic dims
+  Options options{};      // compile options; the fusion switch is set by explain itself
+  SymbolBindings dims{};  // values for the model's symbolic dims
   std::string model_name = "model";
 };
 

@@ -42,10 +42,10 @@ struct KernelSummaryRow {
   std::vector<std::string> ops;  // op types inside
   int64_t calls = 0;
   double total_us = 0, mean_us = 0, min_us = 0, max_us = 0;
-  double pct_of_time = 0;         // of all kernel time
-  int64_t bytes = 0;              // read + written over all calls
-  double gb_per_s = 0;            // bytes / total time
-  double pct_of_bandwidth = 0;    // gb_per_s / measured bandwidth; 0 when unknown
+  double pct_of_time = 0;       // of all kernel time
+  int64_t bytes = 0;            // read + written over all calls
+  double gb_per_s = 0;          // bytes / total time
+  double pct_of_bandwidth = 0;  // gb_per_s / measured bandwidth; 0 when unknown
 };
 
 struct ProfilerSummary {

@@ -78,8 +78,9 @@ std::string render(const ExplainReport& r, bool after) {
   std::vector<const Node*> ops;
   for (const Node* n : g.topo_order()) {
     if (n->op == OpKind::Constant) {
-      o += fmt::format("  {} [shape=note, style=filled, fillcolor=\"#f2f2f2\", label=\"{}\\n{}\"];\n",
-                       nid(n), esc(n->name), esc(typed(n->out(), *plan)));
+      o += fmt::format(
+          "  {} [shape=note, style=filled, fillcolor=\"#f2f2f2\", label=\"{}\\n{}\"];\n", nid(n),
+          esc(n->name), esc(typed(n->out(), *plan)));
     } else {
       ops.push_back(n);
     }
@@ -89,9 +90,10 @@ std::string render(const ExplainReport& r, bool after) {
     for (size_t k = 0; k < impl.kernels.size(); k++) {
       const KernelInfo& info = impl.kernels[k]->info;
       if (info.node_names.size() < 2) continue;
-      o += fmt::format("  subgraph cluster_k{} {{\n    label=\"{}\"; style=\"rounded,filled\"; "
-                       "color=\"#2e7d32\"; fillcolor=\"#e8f5e9\"; fontname=Helvetica;\n",
-                       k, esc(info.name + (info.variant.empty() ? "" : " [" + info.variant + "]")));
+      o += fmt::format(
+          "  subgraph cluster_k{} {{\n    label=\"{}\"; style=\"rounded,filled\"; "
+          "color=\"#2e7d32\"; fillcolor=\"#e8f5e9\"; fontname=Helvetica;\n",
+          k, esc(info.name + (info.variant.empty() ? "" : " [" + info.variant + "]")));
       for (const Node* n : ops) {
         auto it = kernel_of.find(n);
         if (it != kernel_of.end() && it->second == k) o += "    " + op_node(n) + "\n";
@@ -101,8 +103,8 @@ std::string render(const ExplainReport& r, bool after) {
   }
   for (const Node* n : ops) {
     auto it = kernel_of.find(n);
-    bool clustered = after && it != kernel_of.end() &&
-                     impl.kernels[it->second]->info.node_names.size() >= 2;
+    bool clustered =
+        after && it != kernel_of.end() && impl.kernels[it->second]->info.node_names.size() >= 2;
     if (!clustered) o += "  " + op_node(n) + "\n";
   }
 
@@ -115,8 +117,9 @@ std::string render(const ExplainReport& r, bool after) {
       bool internal = after && p && p->op != OpKind::Constant && kernel_of.count(p) &&
                       kernel_of.count(c) && kernel_of[p] == kernel_of[c];
       if (internal) {
-        o += fmt::format("  {} -> {} [style=dashed, color=gray50, fontcolor=gray40, label=\"UB\"];\n",
-                         source(v), nid(c));
+        o += fmt::format(
+            "  {} -> {} [style=dashed, color=gray50, fontcolor=gray40, label=\"UB\"];\n", source(v),
+            nid(c));
         continue;
       }
       std::string label = bytes_of(v, *plan);
@@ -133,7 +136,8 @@ std::string render(const ExplainReport& r, bool after) {
     }
   }
   for (auto& [name, v] : g.outputs()) {
-    o += fmt::format("  out_{} [shape=ellipse, fillcolor=white, label=\"{}\"];\n", v->id, esc(name));
+    o +=
+        fmt::format("  out_{} [shape=ellipse, fillcolor=white, label=\"{}\"];\n", v->id, esc(name));
     o += fmt::format("  {} -> out_{} [label=\"{}\"];\n", source(v), v->id, esc(bytes_of(v, *plan)));
   }
   o += "}\n";

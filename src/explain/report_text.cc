@@ -63,9 +63,10 @@ std::string format_explain(const ExplainReport& r) {
   if (r.boundaries.empty()) {
     out += "Kernel boundaries: none, every edge between ops is fused\n";
   } else {
-    out += fmt::format("Kernel boundaries ({}): each value crossing one is written to main memory "
-                       "and read back\n",
-                       r.boundaries.size());
+    out += fmt::format(
+        "Kernel boundaries ({}): each value crossing one is written to main memory "
+        "and read back\n",
+        r.boundaries.size());
     // The tally first: in a big model it says which reason costs the most traffic.
     std::map<std::string, std::pair<int, int64_t>> by_reason;
     for (auto& b : r.boundaries) {
@@ -95,19 +96,22 @@ std::string format_explain(const ExplainReport& r) {
 
   for (auto& k : r.graph_kernels) {
     if (k.variant.find("two-pass") == std::string::npos) continue;
-    out += fmt::format("\n{} runs two-pass: it re-reads its row inputs, so it moves more than the "
-                       "once-each bytes below (the profiler trace shows what it read)\n",
-                       k.name);
+    out += fmt::format(
+        "\n{} runs two-pass: it re-reads its row inputs, so it moves more than the "
+        "once-each bytes below (the profiler trace shows what it read)\n",
+        k.name);
   }
-  out += "\nMain-memory traffic per run (predicted from the plan: inputs read once, outputs "
-         "written once per kernel):\n";
+  out +=
+      "\nMain-memory traffic per run (predicted from the plan: inputs read once, outputs "
+      "written once per kernel):\n";
   out += fmt::format("  eager  {:<10}  {:>10}\n", plural(r.eager_kernels.size(), "kernel"),
                      format_bytes(double(r.eager_bytes)));
   out += fmt::format("  graph  {:<10}  {:>10}\n", plural(r.graph_kernels.size(), "kernel"),
                      format_bytes(double(r.graph_bytes)));
-  out += fmt::format("  speedup bound {:.2f}x (eager bytes / graph bytes: the most fusion can gain "
-                     "where the kernels are memory-bound)\n",
-                     r.speedup_bound);
+  out += fmt::format(
+      "  speedup bound {:.2f}x (eager bytes / graph bytes: the most fusion can gain "
+      "where the kernels are memory-bound)\n",
+      r.speedup_bound);
   return out;
 }
 

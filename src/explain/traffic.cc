@@ -50,8 +50,8 @@ SymbolBindings bind_dims(const Graph& g, const SymbolBindings& dims) {
   if (!missing.empty()) {
     std::string eg;
     for (auto& m : missing) eg += (eg.empty() ? "" : " ") + ("--dim " + m + "=N");
-    throw Error("symbolic dims " + list(missing) +
-                " need values to predict bytes; hint: pass " + eg);
+    throw Error("symbolic dims " + list(missing) + " need values to predict bytes; hint: pass " +
+                eg);
   }
   return b;
 }

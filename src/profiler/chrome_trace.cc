@@ -67,12 +67,21 @@ std::string chrome_trace_json(std::vector<TraceEvent> events,
              })->t0_ns;
   }
   json evs = json::array();
-  evs.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", meta.pid}, {"tid", 0},
+  evs.push_back({{"name", "process_name"},
+                 {"ph", "M"},
+                 {"pid", meta.pid},
+                 {"tid", 0},
                  {"args", {{"name", meta.process_name}}}});
   for (auto& [tid, name] : thread_names) {
-    evs.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", meta.pid}, {"tid", tid},
+    evs.push_back({{"name", "thread_name"},
+                   {"ph", "M"},
+                   {"pid", meta.pid},
+                   {"tid", tid},
                    {"args", {{"name", name}}}});
-    evs.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", meta.pid}, {"tid", tid},
+    evs.push_back({{"name", "thread_sort_index"},
+                   {"ph", "M"},
+                   {"pid", meta.pid},
+                   {"tid", tid},
                    {"args", {{"sort_index", tid}}}});
   }
   for (size_t i = 0; i < events.size(); i++) {
@@ -80,9 +89,13 @@ std::string chrome_trace_json(std::vector<TraceEvent> events,
     int64_t t1 = e.t1_ns;
     // Rows never overlap: a clock read after a kernel can equal the next kernel's start.
     if (i + 1 < events.size() && events[i + 1].tid == e.tid) t1 = std::min(t1, events[i + 1].t0_ns);
-    json j = {{"name", e.name}, {"cat", e.cat},       {"ph", "X"},
-              {"ts", us(e.t0_ns - origin)},           {"dur", us(std::max<int64_t>(t1 - e.t0_ns, 0))},
-              {"pid", meta.pid}, {"tid", e.tid}};
+    json j = {{"name", e.name},
+              {"cat", e.cat},
+              {"ph", "X"},
+              {"ts", us(e.t0_ns - origin)},
+              {"dur", us(std::max<int64_t>(t1 - e.t0_ns, 0))},
+              {"pid", meta.pid},
+              {"tid", e.tid}};
     if (e.cat == "kernel" || e.cat == "host") {
       j["args"] = kernel_args(e, meta);
     } else if (e.cat == "compile") {
@@ -98,8 +111,8 @@ std::string chrome_trace_json(std::vector<TraceEvent> events,
                 {"machine", meta.machine},
                 {"steps", meta.steps}};
   // One event per line: small enough to diff and grep, still one JSON document.
-  std::string out = "{\"displayTimeUnit\": \"ms\",\n\"otherData\": " + other.dump() +
-                    ",\n\"traceEvents\": [\n";
+  std::string out =
+      "{\"displayTimeUnit\": \"ms\",\n\"otherData\": " + other.dump() + ",\n\"traceEvents\": [\n";
   for (size_t i = 0; i < evs.size(); i++) {
     out += evs[i].dump();
     out += i + 1 < evs.size() ? ",\n" : "\n";

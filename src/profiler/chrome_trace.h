@@ -21,9 +21,12 @@ struct TraceMeta {
 };
 
 // GB/s of `bytes` moved in `ns` nanoseconds (0 when ns is 0).
-inline double gb_per_s(int64_t bytes, int64_t ns) { return ns > 0 ? double(bytes) / double(ns) : 0; }
+inline double gb_per_s(int64_t bytes, int64_t ns) {
+  return ns > 0 ? double(bytes) / double(ns) : 0;
+}
 
 std::string chrome_trace_json(std::vector<TraceEvent> events,
-                              const std::map<int, std::string>& thread_names, const TraceMeta& meta);
+                              const std::map<int, std::string>& thread_names,
+                              const TraceMeta& meta);
 
 }  // namespace ubfuse::prof

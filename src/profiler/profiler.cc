@@ -72,7 +72,8 @@ Profiler::Profiler(ProfilerOptions options) : s_(std::make_shared<State>()) {
   }
   s_->options = std::move(options);
   // Measured (or read from the cache) before recording, so it never lands in the trace.
-  if (s_->options.with_bandwidth) s_->roofline = prof::machine_roofline(s_->options.remeasure_bandwidth);
+  if (s_->options.with_bandwidth)
+    s_->roofline = prof::machine_roofline(s_->options.remeasure_bandwidth);
   s_->recorder = std::make_shared<prof::Recorder>(s_->options.record_shapes);
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_current) {

@@ -67,7 +67,8 @@ void Recorder::on_kernel(const KernelEvent& e) {
 }
 
 std::string Recorder::default_label(const CompiledModel& m) const {
-  return "model " + std::to_string(refs_.size() + 1) + (m.fusion_enabled() ? " (graph)" : " (eager)");
+  return "model " + std::to_string(refs_.size() + 1) +
+         (m.fusion_enabled() ? " (graph)" : " (eager)");
 }
 
 void Recorder::add_compile(const CompiledModel& m, const std::string& label) {

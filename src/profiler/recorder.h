@@ -51,8 +51,8 @@ class Recorder : public TraceSink {
   int64_t step_start_ns_ = 0;
   std::vector<TraceEvent> events_;
   std::unordered_map<std::thread::id, int> tids_;
-  std::vector<int64_t> compile_row_end_;          // per compile row, end of its last pass
-  std::vector<CompiledModel> models_;             // kept alive so KernelInfo pointers stay valid
+  std::vector<int64_t> compile_row_end_;  // per compile row, end of its last pass
+  std::vector<CompiledModel> models_;     // kept alive so KernelInfo pointers stay valid
   std::unordered_map<const CompiledModelImpl*, size_t> model_index_;
   std::unordered_map<const KernelInfo*, KernelRef> kernel_ref_;
   std::vector<ModelRef> refs_;

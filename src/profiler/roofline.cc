@@ -63,12 +63,11 @@ Roofline measure_and_cache(const std::string& key, const std::string& path) {
   r.source = "measured";
   json j = read_cache(path);  // re-read: another process may have added its machine
   if (!j.contains("machines")) j["machines"] = json::object();
-  j["machines"][key] = {
-      {"add_gb_per_s", r.gb_per_s},
-      {"threads", r.threads},
-      {"measured_unix", std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count()}};
+  j["machines"][key] = {{"add_gb_per_s", r.gb_per_s},
+                        {"threads", r.threads},
+                        {"measured_unix", std::chrono::duration_cast<std::chrono::seconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count()}};
   if (!path.empty()) write_cache(path, j);
   return r;
 }
@@ -108,8 +107,8 @@ Roofline machine_roofline(bool remeasure) {
 
   std::string path = bandwidth_cache_path();
   // Bandwidth scales with threads, so the thread count is part of the key.
-  std::string key = machine_info().key() + " | " + std::to_string(threads_for_measurement()) +
-                    " threads";
+  std::string key =
+      machine_info().key() + " | " + std::to_string(threads_for_measurement()) + " threads";
   if (!remeasure && !path.empty()) {
     json j = read_cache(path);
     if (j.contains("machines") && j["machines"].contains(key)) {

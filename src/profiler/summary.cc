@@ -66,9 +66,9 @@ namespace ubfuse {
 std::string ProfilerSummary::table() const {
   size_t w = 6;
   for (auto& r : rows) w = std::max(w, r.name.size());
-  std::string out = fmt::format("{:<{}}  {:>6}  {:>11}  {:>11}  {:>6}  {:>10}  {:>7}  {:>6}  {}\n",
-                                "Kernel", w, "Calls", "Total", "Mean", "% time", "Bytes/call",
-                                "GB/s", "% BW", "Ops");
+  std::string out =
+      fmt::format("{:<{}}  {:>6}  {:>11}  {:>11}  {:>6}  {:>10}  {:>7}  {:>6}  {}\n", "Kernel", w,
+                  "Calls", "Total", "Mean", "% time", "Bytes/call", "GB/s", "% BW", "Ops");
   out += std::string(out.size() - 1, '-') + "\n";
   int64_t calls = 0;
   double total = 0;

@@ -18,15 +18,15 @@ inline constexpr int kFirstCompileTid = 100;
 inline constexpr int kFirstThreadTid = 1000;
 
 struct KernelFields {
-  std::vector<std::string> nodes, ops;                // source nodes inside, and their op types
+  std::vector<std::string> nodes, ops;  // source nodes inside, and their op types
   std::vector<std::string> input_values, output_values;
-  std::vector<Sizes> in_sizes, out_sizes;             // empty unless record_shapes
+  std::vector<Sizes> in_sizes, out_sizes;  // empty unless record_shapes
   std::vector<DType> in_dtypes, out_dtypes;
   int64_t bytes_read = 0, bytes_written = 0;
   std::string variant;
-  int model = -1;                                     // recorded model (index), -1 unknown
-  std::string model_label;                            // filled by Recorder::events()
-  std::vector<std::string> boundaries;                // fusion decisions that touch this kernel
+  int model = -1;                       // recorded model (index), -1 unknown
+  std::string model_label;              // filled by Recorder::events()
+  std::vector<std::string> boundaries;  // fusion decisions that touch this kernel
   int step = 0;
 };
 

@@ -46,7 +46,8 @@ SymbolBindings parse_dims(const std::vector<std::string>& kvs) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 int run_explain(const ExplainArgs& a) {
@@ -62,8 +63,8 @@ int run_explain(const ExplainArgs& a) {
     so.print_mid = a.print_mid;
     g = seed_block(so);
     o.model_name = std::string("demo silu(layer_norm(x + residual))") +
-                   (a.print_mid ? " with a Host print after layer_norm" : "") + ", " +
-                   a.dtype + sizes_str(so.shape);
+                   (a.print_mid ? " with a Host print after layer_norm" : "") + ", " + a.dtype +
+                   sizes_str(so.shape);
   } else if (ends_with(a.target, ".onnx")) {
     if (a.print_mid) throw Error("--print-mid only applies to 'demo'");
     try {
