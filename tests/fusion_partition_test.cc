@@ -134,6 +134,22 @@ TEST(Partition, MatMulEpilogueAndCycle) {
   EXPECT_NE(d->message.find("MatMul"), std::string::npos) << d->message;
 }
 
+TEST(Partition, ResidualAddFusesWithTheNormNotTheMatMul) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {"tokens", 32});
+  auto w = b.constant(Tensor::random(f32, {32, 32}, 1));
+  auto nw = b.constant(Tensor::random(f32, {32}, 2));
+  auto h = b.add(x, b.matmul(x, w));
+  b.output("normed", b.rms_norm(h, nw));
+  b.output("h", h);
+  Graph g = b.build();
+  Partition p = partition_graph(g, config_with(), FusionRules{});
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].name, "MatMul");
+  EXPECT_EQ(p.groups[1].name, "FusedAddRMSNorm");
+  EXPECT_EQ(p.groups[1].outputs.size(), 2u);
+}
+
 TEST(Partition, PathThroughAnotherKernelIsACycle) {
   GraphBuilder b;
   auto x = b.input("x", f32, {8, 8});

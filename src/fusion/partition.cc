@@ -213,6 +213,18 @@ class Partitioner {
                     " and does not fuse with '" + (bad == n ? p : n)->name + "'" + why,
                 "fusion joins Elementwise, Broadcast and RowReduction ops and MatMul epilogues");
     }
+    if (epilogue) {
+      // A residual add that feeds a norm saves more traffic fused with the norm (the sum stays
+      // on chip for the row's passes) than as a MatMul epilogue; leave it for the norm.
+      for (auto* u : users_[n->out()]) {
+        if (is_reduction(u) && u->inputs[0] == n->out()) {
+          return no(FusionReason::NotFusible, p, n,
+                    "'" + n->name + "' stays out of the MatMul epilogue of '" + p->name +
+                        "' to fuse with the row reduction '" + u->name + "' that reads it",
+                    "a norm with its residual add moves less memory than a MatMul epilogue");
+        }
+      }
+    }
     std::string rule = rule_for(p, n, a);
     if (!rules_.rule_enabled(rule)) {
       return no(FusionReason::DisabledByRule, p, n,
