@@ -3,6 +3,9 @@
 // size-1 dims, every broadcast form of an input, the re-read variant, and the traffic of the
 // seed block. Groups are built by hand (one group per graph) and all kernels of one engine are
 // built in one call, so the generated ones compile as one translation unit.
+#include <stdlib.h>
+
+#include <filesystem>
 #include <functional>
 #include <memory>
 
@@ -445,9 +448,43 @@ TEST(FusedCompile, MatMulEpilogueInBlocks) {
   }
 }
 
-TEST(FusedCompile, CompileErrorsNameTheGroup) {
-  // A kernel cache entry that is not a library is reported with a hint.
-  EXPECT_TRUE(cpp::toolchain().available) << cpp::toolchain().why_not;
+TEST(FusedCompile, CompileErrorsNameTheGroupAndKeepTheSource) {
+  ASSERT_TRUE(cpp::toolchain().available) << cpp::toolchain().why_not;
+  CompileConfig c = config_for("cpp");
+  EXPECT_TRUE(
+      testing::throws_with([&] { cpp::build_library("this is not C++;\n", c, "FusedBrokenGroup"); },
+                           {"FusedBrokenGroup", "error", "failed-", "codegen=interpreter"}));
+}
+
+TEST(FusedCompile, KernelsComeFromTheDiskCacheTheSecondTime) {
+  std::string dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  Graph g = seed_graph({"batch", 96});
+  Options o = graph_opts("cpp");
+  o["cache_dir"] = dir;
+  cpp::BuildCounters before = cpp::build_counters();
+  { compile(g, o); }  // compiles, then unloads with the model
+  cpp::BuildCounters mid = cpp::build_counters();
+  CompiledModel m = compile(g, o);
+  cpp::BuildCounters after = cpp::build_counters();
+  EXPECT_EQ(mid.compiles, before.compiles + 1);
+  EXPECT_EQ(after.compiles, mid.compiles);
+  EXPECT_EQ(after.cache_hits, mid.cache_hits + 1);
+  auto in = seed_inputs({3, 96});
+  EXPECT_TRUE(close_to_ref(m.run(in).at("y"), ref::run_graph(g, in).at("y")));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FusedCompile, WithoutACompilerGroupsRunOnTheInterpreter) {
+  ::setenv("UBFUSE_CXX", "/nonexistent/ubfuse-test-c++", 1);
+  Graph g = seed_graph({"batch", 100});
+  CompiledModel m = compile(g, graph_opts("cpp"));
+  ::unsetenv("UBFUSE_CXX");
+  ASSERT_EQ(m.kernels().size(), 1u);
+  EXPECT_EQ(m.kernels()[0].variant.rfind("interpreter (the C++ compiler", 0), 0u)
+      << m.kernels()[0].variant;
+  auto in = seed_inputs({2, 100});
+  EXPECT_TRUE(close_to_ref(m.run(in).at("y"), ref::run_graph(g, in).at("y")));
 }
 
 }  // namespace

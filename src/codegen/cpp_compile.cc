@@ -17,6 +17,7 @@
 #include <sstream>
 #include <vector>
 
+#include "codegen/cpp_render.h"
 #include "codegen/embedded_files.h"
 #include "codegen/hash.h"
 #include "codegen/ubk_abi.h"
@@ -136,7 +137,7 @@ const std::vector<std::string>& compile_flags() {
 
 // Writes the embedded headers under <dir>/include-<hash>/ once; returns that include dir.
 std::string ensure_headers(const std::string& dir, std::string* hash_out) {
-  std::string all;
+  std::string all = std::string(kPreludeHeader) + kPreludeText;
   for (int i = 0; i < kNumEmbeddedFiles; i++) {
     all += kEmbeddedFiles[i].path;
     all += kEmbeddedFiles[i].text;
@@ -154,51 +155,84 @@ std::string ensure_headers(const std::string& dir, std::string* hash_out) {
     mkdirs(path.substr(0, path.rfind('/')));
     write_atomic(path, kEmbeddedFiles[i].text);
   }
+  if (!file_exists(inc + "/" + kPreludeHeader))
+    write_atomic(inc + "/" + kPreludeHeader, kPreludeText);
   return inc;
+}
+
+// Precompiles the prelude header next to it (GCC picks up `<header>.gch` when its flags match;
+// an unusable one is ignored, so failure here only costs time). Saves most of a compile.
+void ensure_pch(const std::string& inc, const std::vector<std::string>& argv) {
+  const std::string hdr = inc + "/" + kPreludeHeader, gch = hdr + ".gch";
+  if (file_exists(gch)) return;
+  std::vector<std::string> a;
+  for (auto& x : argv) {
+    if (x != "-shared") a.push_back(x);
+  }
+  const std::string tmp = gch + ".tmp-" + unique_suffix();
+  a.insert(a.end(), {"-x", "c++-header", hdr, "-o", tmp});
+  if (run_process(a, tmp + ".log") == 0) {
+    std::rename(tmp.c_str(), gch.c_str());
+  } else {
+    std::remove(tmp.c_str());
+  }
+  std::remove((tmp + ".log").c_str());
+}
+
+}  // namespace
+
+namespace {
+
+Toolchain probe(const std::string& compiler) {
+  Toolchain t;
+  t.compiler = compiler;
+  bool found = false;
+  if (t.compiler.find('/') != std::string::npos) {
+    found = ::access(t.compiler.c_str(), X_OK) == 0;
+  } else if (const char* path = std::getenv("PATH")) {
+    std::stringstream ss(path);
+    std::string d;
+    while (!found && std::getline(ss, d, ':')) {
+      found = ::access((d + "/" + t.compiler).c_str(), X_OK) == 0;
+    }
+  }
+  if (!found) {
+    t.why_not = "the C++ compiler '" + t.compiler + "' was not found";
+    return t;
+  }
+  std::vector<std::string> dirs = hwy_include_dirs();
+  dirs.insert(dirs.end(), {"/usr/include", "/usr/local/include"});
+  bool hwy = false;
+  for (auto& d : dirs) hwy = hwy || file_exists(d + "/hwy/highway.h");
+  if (!hwy) {
+    t.why_not = "the Highway headers (hwy/highway.h) were not found";
+    return t;
+  }
+  std::string log = "/tmp/ubfuse-cxx-version-" + unique_suffix();
+  if (run_process({t.compiler, "--version"}, log) != 0) {
+    std::remove(log.c_str());
+    t.why_not = "'" + t.compiler + " --version' failed";
+    return t;
+  }
+  std::string v = read_file(log);
+  std::remove(log.c_str());
+  t.version = v.substr(0, v.find('\n'));
+  t.available = true;
+  return t;
 }
 
 }  // namespace
 
 const Toolchain& toolchain() {
-  static const Toolchain tc = [] {
-    Toolchain t;
-    const char* env = std::getenv("UBFUSE_CXX");
-    t.compiler = env && *env ? env : UBFUSE_CXX_COMPILER;
-    bool found = false;
-    if (t.compiler.find('/') != std::string::npos) {
-      found = ::access(t.compiler.c_str(), X_OK) == 0;
-    } else if (const char* path = std::getenv("PATH")) {
-      std::stringstream ss(path);
-      std::string d;
-      while (!found && std::getline(ss, d, ':')) {
-        found = ::access((d + "/" + t.compiler).c_str(), X_OK) == 0;
-      }
-    }
-    if (!found) {
-      t.why_not = "the C++ compiler '" + t.compiler + "' was not found";
-      return t;
-    }
-    std::vector<std::string> dirs = hwy_include_dirs();
-    dirs.insert(dirs.end(), {"/usr/include", "/usr/local/include"});
-    bool hwy = false;
-    for (auto& d : dirs) hwy = hwy || file_exists(d + "/hwy/highway.h");
-    if (!hwy) {
-      t.why_not = "the Highway headers (hwy/highway.h) were not found";
-      return t;
-    }
-    std::string log = "/tmp/ubfuse-cxx-version-" + unique_suffix();
-    if (run_process({t.compiler, "--version"}, log) != 0) {
-      std::remove(log.c_str());
-      t.why_not = "'" + t.compiler + " --version' failed";
-      return t;
-    }
-    std::string v = read_file(log);
-    std::remove(log.c_str());
-    t.version = v.substr(0, v.find('\n'));
-    t.available = true;
-    return t;
-  }();
-  return tc;
+  // Probed once per value of UBFUSE_CXX (tests switch it to check the interpreter fallback).
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Toolchain>> probed;
+  const char* env = std::getenv("UBFUSE_CXX");
+  std::string compiler = env && *env ? env : UBFUSE_CXX_COMPILER;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& t = probed[compiler];
+  if (!t) t = std::make_unique<Toolchain>(probe(compiler));
+  return *t;
 }
 
 std::string kernel_cache_dir(const CompileConfig& config) {
@@ -244,6 +278,7 @@ std::shared_ptr<void> build_library(const std::string& source, const CompileConf
   if (file_exists(so)) {
     g_hits++;
   } else {
+    ensure_pch(inc, argv);
     const std::string tmp = dir + "/tmp-" + key + "-" + unique_suffix();
     write_atomic(tmp + ".cc", source);
     argv.push_back("-o");

@@ -19,6 +19,11 @@ struct RenderedKernel {
 RenderedKernel render_kernel(const kir::Program& p, const kir::Schedule& ub,
                              const kir::Schedule& reread);
 
+// The one header a translation unit includes (written next to the embedded headers, with a
+// precompiled version), and its text.
+extern const char* const kPreludeHeader;
+extern const char* const kPreludeText;
+
 // A whole translation unit: includes, then the kernels (duplicates by symbol dropped).
 std::string render_unit(const std::vector<RenderedKernel>& kernels);
 
