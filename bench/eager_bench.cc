@@ -95,6 +95,26 @@ void BM_EagerSilu(benchmark::State& s) { run_op(s, Op::Silu, DType::f32); }
 void BM_EagerSoftmax(benchmark::State& s) { run_op(s, Op::Softmax, DType::f32); }
 void BM_EagerSiluBf16(benchmark::State& s) { run_op(s, Op::Silu, DType::bf16); }
 
+// MatMul with constant (prepacked) weights: [512, 2048] x [2048, 2048], GFLOP/s.
+void run_matmul(benchmark::State& state, DType dt) {
+  const int64_t M = 512, K = 2048, N = 2048;
+  GraphBuilder b;
+  V x = b.input("x", dt, {M, K});
+  Tensor w = Tensor::random(dt, {K, N}, 5, -1, 1);
+  V y = b.matmul(x, b.constant(w, "w"));
+  b.output("y", y);
+  Graph g = b.build();
+  auto k = cpu::make_op_kernel(*y->producer);
+  std::vector<Tensor> in{Tensor::random(dt, {M, K}, 6, -1, 1), w};
+  std::vector<Tensor> out{Tensor::zeros(dt, {M, N})};
+  k->run(in, out, pool());
+  for (auto _ : state) k->run(in, out, pool());
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      double(2 * M * K * N) * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+void BM_EagerMatMulF32(benchmark::State& s) { run_matmul(s, DType::f32); }
+void BM_EagerMatMulBf16(benchmark::State& s) { run_matmul(s, DType::bf16); }
+
 // The yardstick: each iteration measures (allocation and page faults excluded, best of a few
 // passes inside) and reports one pass's time.
 void stream(benchmark::State& state, bool nt) {
@@ -127,6 +147,8 @@ BENCHMARK(BM_EagerLayerNorm)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMi
 BENCHMARK(BM_EagerSilu)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EagerSoftmax)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EagerSiluBf16)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerMatMulF32)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerMatMulBf16)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Console output plus a record of each run's bytes_per_second for the ratio table.
 class RatioReporter : public benchmark::ConsoleReporter {
