@@ -236,11 +236,14 @@ class MatMulKernel : public KernelBase {
     g.a = {M, K};
     g.b = {K, N};
     g.c = {M, N};
-    // f32 copy of the weights (always: the fallback for non-bf16 CPUs and f16 inputs).
-    std::vector<float> w32(static_cast<size_t>(K * N));
-    convert_floats(bt.dtype(), bt.data(), DType::f32, w32.data(), K * N);
-    packed_f32_ = pack(g, dt::f32, w32.data(), &packed_f32_md_);
+    // bf16 weights stay bf16 where oneDNN has a bf16 kernel; otherwise (and for f32 / f16) the
+    // weights are packed as f32.
     if (bt.dtype() == DType::bf16) packed_bf16_ = pack(g, dt::bf16, bt.data(), &packed_bf16_md_);
+    if (!packed_bf16_) {
+      std::vector<float> w32(static_cast<size_t>(K * N));
+      convert_floats(bt.dtype(), bt.data(), DType::f32, w32.data(), K * N);
+      packed_f32_ = pack(g, dt::f32, w32.data(), &packed_f32_md_);
+    }
     packed_sizes_ = bt.sizes();
     has_packed_ = packed_f32_ != nullptr || packed_bf16_ != nullptr;
   }
