@@ -1,6 +1,7 @@
 #include "codegen/matmul_epilogue.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/cpu/op_kernel.h"
 #include "ubfuse/error.h"
@@ -8,6 +9,16 @@
 namespace ubfuse {
 
 namespace {
+
+// kEpilogueBlockBytes, or $UBFUSE_EPILOGUE_BLOCK_BYTES (for tuning on another machine).
+int64_t epilogue_block_bytes() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("UBFUSE_EPILOGUE_BLOCK_BYTES");
+    int64_t x = e ? std::atoll(e) : 0;
+    return x > 0 ? x : kEpilogueBlockBytes;
+  }();
+  return v;
+}
 
 class MatMulEpilogueKernel : public Kernel {
  public:
@@ -61,8 +72,8 @@ class MatMulEpilogueKernel : public Kernel {
     const int64_t K = A.dim(-1), N = D.back();
     const int64_t rows = N ? numel(D) / N : 0;
     if (rows == 0) return;
-    int64_t br = kEpilogueBlockBytes / std::max<int64_t>(1, N * esize);
-    br = std::clamp<int64_t>(br / 16 * 16, 16, 1024);
+    int64_t br = epilogue_block_bytes() / std::max<int64_t>(1, N * esize);
+    br = std::max<int64_t>(br / 16 * 16, kEpilogueMinBlockRows);
     // Where the blocks go: the group's output when the raw product is needed outside, else a
     // per-thread scratch block.
     static thread_local std::vector<char> scratch;
