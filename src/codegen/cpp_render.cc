@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -100,12 +101,27 @@ std::string vop(const Expr& e, const std::string& a, const std::string& b, const
       return f2("LtF");
     case Op::Gt:
       return f2("GtF");
+    case Op::ExpLowp:
+      return f1("ExpLowpF");
+    case Op::SigmoidLowp:
+      return f1("SigmoidLowpF");
+    case Op::SiluLowp:
+      return f1("SiluLowpF");
+    case Op::GeluTanhLowp:
+      return f1("GeluTanhLowpF");
+    case Op::MulAdd:
+      return "hn::MulAdd(" + a + ", " + b + ", " + c + ")";
     case Op::Where:
       return "WhereF(d, " + a + ", " + b + ", " + c + ")";
     default:
       break;
   }
   UBF_CHECK(false, std::string("cpp render: no vector form for ") + kir::op_str(e.op));
+}
+
+std::string prefetch_mode() {
+  const char* e = std::getenv("UBFUSE_CODEGEN_PREFETCH");
+  return e && *e ? e : "spread";
 }
 
 class Renderer {
@@ -244,13 +260,21 @@ class Renderer {
     }
     o_ << ind << "int64_t i0 = 0;\n";
     o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
-    if (q == 0) {
-      for (size_t i = 0; i < p_.inputs.size(); i++) {
-        if (prefetched(int(i))) {
-          o_ << ind << "  hwy::Prefetch(q" << i << " + i0);\n";
-          o_ << ind << "  hwy::Prefetch(q" << i << " + i0 + L);\n";
-        }
+    // The next row's inputs are prefetched (into L2) evenly over all passes, pass q covering
+    // columns [q, q + 1) * cols / P: the memory system stays busy while later passes compute.
+    // UBFUSE_CODEGEN_PREFETCH=first|none (tuning) prefetches in the first pass only, or not.
+    const size_t P = s_->phases.size();
+    const std::string mode = prefetch_mode();
+    for (size_t i = 0; i < p_.inputs.size(); i++) {
+      if (!prefetched(int(i)) || mode == "none") continue;
+      if (mode == "first" || P == 1) {
+        if (q != 0) continue;
+        o_ << ind << "  __builtin_prefetch(q" << i << " + i0, 0, 3);\n";
+        o_ << ind << "  __builtin_prefetch(q" << i << " + i0 + L, 0, 3);\n";
+        continue;
       }
+      o_ << ind << "  __builtin_prefetch(q" << i << " + (" << q << " * cvec + i0) / " << P
+         << ", 0, 2);\n";
     }
     o_ << ind << "  {\n" << ind << "    const int64_t i = i0;\n";
     step(ph, ind + "    ", false, "");

@@ -22,6 +22,7 @@ int arity(Op op) {
     case Op::Gt:
       return 2;
     case Op::Where:
+    case Op::MulAdd:
       return 3;
     default:
       return 1;
@@ -94,6 +95,16 @@ const char* op_str(Op op) {
       return "gt";
     case Op::Where:
       return "where";
+    case Op::MulAdd:
+      return "muladd";
+    case Op::ExpLowp:
+      return "exp~bf16";
+    case Op::SigmoidLowp:
+      return "sigmoid~bf16";
+    case Op::SiluLowp:
+      return "silu~bf16";
+    case Op::GeluTanhLowp:
+      return "gelu_tanh~bf16";
     case Op::RowSum:
       return "rowsum";
     case Op::RowMax:
@@ -117,6 +128,10 @@ bool is_expensive(Op op) {
     case Op::Erf:
     case Op::Pow:
     case Op::Div:
+    case Op::ExpLowp:
+    case Op::SigmoidLowp:
+    case Op::SiluLowp:
+    case Op::GeluTanhLowp:
       return true;
     default:
       return false;

@@ -60,8 +60,15 @@ enum class Op : uint8_t {
   Eq,
   Lt,
   Gt,
-  // Ternary: a != 0 ? b : c.
+  // Ternary: a != 0 ? b : c; a * b + c (fused, one rounding).
   Where,
+  MulAdd,
+  // bf16-grade forms of Exp, Sigmoid, Silu, GeluTanh (relative error ~1e-4, 40x below bf16's
+  // rounding), used where the value reaches only bf16 outputs (analyze()).
+  ExpLowp,
+  SigmoidLowp,
+  SiluLowp,
+  GeluTanhLowp,
   // Column value -> row scalar, accumulated over the row during one phase.
   RowSum,
   RowMax,

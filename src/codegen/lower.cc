@@ -336,12 +336,14 @@ class Lowerer {
     double eps = n.attr_float("eps", 1e-5);
     auto col = [&](Op op, int a, int b = -1) { return mk(op, false, a, b); };
     auto row = [&](Op op, int a, int b = -1) { return mk(op, true, a, b); };
+    // y * w + b as one FMA when both are there.
     auto affine = [&](int y, size_t first) {
-      if (n.inputs.size() > first) y = col(Op::Mul, y, operand(n.inputs[first], Form::Col));
-      if (n.inputs.size() > first + 1) {
-        y = col(Op::Add, y, operand(n.inputs[first + 1], Form::Col));
+      bool w = n.inputs.size() > first, b = n.inputs.size() > first + 1;
+      if (w && b) {
+        return mk(Op::MulAdd, false, y, operand(n.inputs[first], Form::Col),
+                  operand(n.inputs[first + 1], Form::Col));
       }
-      return y;
+      return w ? col(Op::Mul, y, operand(n.inputs[first], Form::Col)) : y;
     };
     switch (n.op) {
       case OpKind::LayerNorm: {
@@ -349,6 +351,7 @@ class Lowerer {
         int d = col(Op::Sub, x, mean);
         int var = row(Op::Div, row(Op::RowSum, col(Op::Mul, d, d)), cols());
         int rstd = row(Op::Rsqrt, row(Op::Add, var, cnst(eps)));
+        // (x - mean) * rstd, not x * rstd - mean * rstd: that cancels badly when |mean| >> std.
         return affine(col(Op::Mul, d, rstd), 1);
       }
       case OpKind::RMSNorm: {

@@ -35,6 +35,62 @@ void for_col_operands(const Program& p, int e, F f) {
   }
 }
 
+// An activation whose value reaches only bf16 outputs, through elementwise arithmetic (not
+// comparisons, reductions or row scalars), gets its bf16-grade form: its error stays far below
+// the output's rounding, and it costs about half.
+void use_bf16_grade_math(Program& p) {
+  const size_t n = p.exprs.size();
+  std::vector<bool> ok(n, true), used(n, false);
+  for (auto& o : p.outputs) {
+    used[size_t(o.expr)] = true;
+    if (o.dtype != DType::bf16) ok[size_t(o.expr)] = false;
+  }
+  auto passes_through = [](const Expr& u, int operand_pos) {
+    switch (u.op) {
+      case Op::Add:
+      case Op::Sub:
+      case Op::Mul:
+      case Op::MulAdd:
+      case Op::Neg:
+      case Op::Abs:
+      case Op::Max:
+      case Op::Min:
+      case Op::Relu:
+      case Op::Exp:
+      case Op::Sigmoid:
+      case Op::Silu:
+      case Op::GeluTanh:
+      case Op::GeluErf:
+      case Op::RoundBf16:
+        return true;
+      case Op::Where:
+        return operand_pos > 0;  // the selected values, not the condition
+      default:
+        return false;
+    }
+  };
+  for (size_t u = n; u-- > 0;) {
+    if (!p.needed[u]) continue;
+    const Expr& x = p.exprs[u];
+    int pos = 0;
+    for (int o : {x.a, x.b, x.c}) {
+      if (o >= 0) {
+        used[size_t(o)] = true;
+        if (x.row || !ok[u] || !passes_through(x, pos)) ok[size_t(o)] = false;
+      }
+      pos++;
+    }
+  }
+  for (size_t e = 0; e < n; e++) {
+    Expr& x = p.exprs[e];
+    if (!used[e] || !ok[e] || x.row) continue;
+    if (x.op == Op::Exp) x.op = Op::ExpLowp;
+    if (x.op == Op::Sigmoid) x.op = Op::SigmoidLowp;
+    if (x.op == Op::Silu) x.op = Op::SiluLowp;
+    if (x.op == Op::GeluTanh) x.op = Op::GeluTanhLowp;
+  }
+}
+
 }  // namespace
 
 void analyze(Program& p) {
@@ -58,6 +114,7 @@ void analyze(Program& p) {
       if (o >= 0) p.needed[size_t(o)] = true;
     }
   }
+  use_bf16_grade_math(p);
   p.num_phases = 0;
   for (size_t i = 0; i < n; i++) {
     if (p.needed[i] && !p.exprs[i].row) p.num_phases = std::max(p.num_phases, p.phase[i] + 1);
