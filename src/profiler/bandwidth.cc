@@ -15,8 +15,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // c[i] = a[i] + b[i] for i in [0, n); n a multiple of 2 * Lanes, pointers vector-aligned.
-void StreamAdd(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, float* HWY_RESTRICT c,
-               size_t n, bool nt) {
+void StreamAddLoop(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, float* HWY_RESTRICT c,
+                   size_t n, bool nt) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   size_t i = 0;
@@ -51,7 +51,7 @@ HWY_AFTER_NAMESPACE();
 #include "ubfuse/error.h"
 
 namespace ubfuse {
-HWY_EXPORT(StreamAdd);
+HWY_EXPORT(StreamAddLoop);
 
 namespace {
 struct FreeDeleter {
@@ -60,43 +60,60 @@ struct FreeDeleter {
 using Buf = std::unique_ptr<float, FreeDeleter>;
 Buf alloc_floats(size_t n) {
   void* p = std::aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64);
-  if (!p)
-    throw Error("measure_stream_add_gbps: cannot allocate " + std::to_string(n * 4) + " bytes");
+  if (!p) throw Error("STREAM add: cannot allocate " + std::to_string(n * 4) + " bytes");
   return Buf(static_cast<float*>(p));
 }
+constexpr int64_t kBlock = 1024;  // floats; chunk boundaries stay vector-aligned
 }  // namespace
 
-double measure_stream_add_gbps(ThreadPool& pool, size_t bytes_per_array, bool nontemporal) {
-  constexpr int64_t kBlock = 1024;  // floats; chunk boundaries stay vector-aligned
+struct StreamAdd::Impl {
+  ThreadPool& pool;
+  int64_t n;
+  Buf a, b, c;
+};
+
+StreamAdd::StreamAdd(ThreadPool& pool, size_t bytes_per_array) {
   const int64_t n =
       std::max<int64_t>(kBlock, int64_t(bytes_per_array / sizeof(float)) / kBlock * kBlock);
-  Buf a = alloc_floats(size_t(n)), b = alloc_floats(size_t(n)), c = alloc_floats(size_t(n));
-  float* pa = a.get();
-  float* pb = b.get();
-  float* pc = c.get();
-  const int64_t blocks = n / kBlock;
+  impl_.reset(
+      new Impl{pool, n, alloc_floats(size_t(n)), alloc_floats(size_t(n)), alloc_floats(size_t(n))});
+  float* pa = impl_->a.get();
+  float* pb = impl_->b.get();
+  float* pc = impl_->c.get();
   // First touch by the same threads and chunks as the timed loop.
-  pool.parallel_for(blocks, 1, [&](int64_t lo, int64_t hi, int) {
+  pool.parallel_for(n / kBlock, 1, [&](int64_t lo, int64_t hi, int) {
     for (int64_t i = lo * kBlock; i < hi * kBlock; ++i) {
       pa[i] = 1.0f;
       pb[i] = 2.0f;
       pc[i] = 0.0f;
     }
   });
+}
+
+StreamAdd::~StreamAdd() = default;
+
+double StreamAdd::bytes_moved() const { return 3.0 * double(impl_->n) * sizeof(float); }
+
+double StreamAdd::pass_seconds(bool nontemporal) {
+  float* pa = impl_->a.get();
+  float* pb = impl_->b.get();
+  float* pc = impl_->c.get();
+  const auto t0 = std::chrono::steady_clock::now();
+  impl_->pool.parallel_for(impl_->n / kBlock, 1, [&](int64_t lo, int64_t hi, int) {
+    HWY_DYNAMIC_DISPATCH(StreamAddLoop)
+    (pa + lo * kBlock, pb + lo * kBlock, pc + lo * kBlock, size_t((hi - lo) * kBlock), nontemporal);
+    if (nontemporal) hwy::FlushStream();
+  });
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (pc[impl_->n - 1] != 3.0f) throw Error("STREAM add: wrong sum (internal error)");
+  return dt;
+}
+
+double measure_stream_add_gbps(ThreadPool& pool, size_t bytes_per_array, bool nontemporal) {
+  StreamAdd s(pool, bytes_per_array);
   double best = 1e30;
-  for (int rep = 0; rep < 6; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(blocks, 1, [&](int64_t lo, int64_t hi, int) {
-      HWY_DYNAMIC_DISPATCH(StreamAdd)
-      (pa + lo * kBlock, pb + lo * kBlock, pc + lo * kBlock, size_t((hi - lo) * kBlock),
-       nontemporal);
-      if (nontemporal) hwy::FlushStream();
-    });
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, dt);
-  }
-  if (pc[n - 1] != 3.0f) throw Error("measure_stream_add_gbps: wrong sum (internal error)");
-  return 3.0 * double(n) * sizeof(float) / best / 1e9;
+  for (int rep = 0; rep < 6; ++rep) best = std::min(best, s.pass_seconds(nontemporal));
+  return s.bytes_moved() / best / 1e9;
 }
 
 }  // namespace ubfuse
