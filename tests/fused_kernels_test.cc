@@ -272,6 +272,9 @@ TEST_P(FusedKernels, EveryUnaryOpInAChain) { check("unary"); }
 TEST_P(FusedKernels, EveryBinaryOpWithEveryBroadcast) { check("binary"); }
 TEST_P(FusedKernels, ComparisonsWhereNotAndBool) { check("logic"); }
 TEST_P(FusedKernels, RowOpsWithPrologueAndEpilogue) { check("row"); }
+// 20000 bytes hold one 4097-column row but not two: the one-row-at-a-time UB variant, not
+// the pipelined one (generated code).
+TEST_P(FusedKernels, RowOpsWithUbForOneRowOnly) { check("row", 20000); }
 // 256 bytes of UB hold no row of 64+ columns: every row op re-reads its inputs.
 TEST_P(FusedKernels, RowOpsTwoPassWithTinyUb) { check("row", 256); }
 

@@ -1,5 +1,6 @@
 #include "codegen/cpp_render.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -128,14 +129,81 @@ class Renderer {
  public:
   Renderer(const kir::Program& p, std::ostringstream& o) : p_(p), o_(o) {}
 
-  // The body of one variant as a static function `name`.
+  // One row at a time: every pass of row r, then row r + 1.
   void variant(const kir::Schedule& s, const std::string& name) {
+    begin(s, name,
+          s.ub ? "UB variant: values crossing passes live in " + std::to_string(s.num_slots) +
+                     " UB slot(s)"
+               : "re-read variant: crossing values are recomputed from the inputs");
+    for (int e : s.per_call) row_expr(e, "  ");
+    o_ << "  for (int64_t r = r0; r < r1; ++r) {\n";
+    const std::string ind = "    ";
+    row_pointers(ind, "r", "r + 1 < r1 ? r + 1 : r", "ub");
+    for (int e : s.before) row_expr(e, ind);
+    for (int o : s.row_outs_before) row_out(o, ind);
+    for (size_t q = 0; q < s.phases.size(); q++) pass(int(q), ind, 0);
+    o_ << "  }\n";
+    end();
+  }
+
+  // Software-pipelined UB variant (2+ passes, two sets of slots): the last pass of row r and the
+  // first pass of row r + 1 run in one loop, so the first pass's loads stream from memory while
+  // the last pass computes. Row scalars live in x<e> (row r) and nx<e> (row r + 1).
+  void pipelined(const kir::Schedule& s, const std::string& name) {
+    const int P = int(s.phases.size());
+    UBF_CHECK(P >= 2, "pipelining needs two passes");
+    begin(s, name,
+          "pipelined UB variant: the last pass of a row shares its loop with the first pass of "
+          "the next; " +
+              std::to_string(2 * s.num_slots) + " UB slot(s)");
+    for (int e : s.per_call) row_expr(e, "  ");
+    assign_ = true;
+    std::string decl;
+    for (size_t e = 0; e < p_.exprs.size(); e++) {
+      if (p_.needed[e] && p_.exprs[e].row && !per_call(int(e))) {
+        decl += (decl.empty() ? "" : ", ") + rv(int(e)) + " = 0.f, n" + rv(int(e)) + " = 0.f";
+      }
+    }
+    if (!decl.empty()) o_ << "  float " << decl << ";\n";
+    o_ << "  const int64_t slot_set = " << s.num_slots << " * a->slot_floats;\n";
+    // Prologue: the first pass of the first row.
+    o_ << "  if (r0 < r1) {\n    const int64_t r = r0;\n";
+    row_pointers("    ", "r", "r + 2 < r1 ? r + 2 : r", "ub");
+    for (int e : s.before) row_expr(e, "    ");
+    for (int o : s.row_outs_before) row_out(o, "    ");
+    pass(0, "    ", 1);
+    o_ << "  }\n";
+    o_ << "  for (int64_t r = r0; r < r1; ++r) {\n";
+    const std::string ind = "    ";
+    row_pointers(ind, "r", "r + 2 < r1 ? r + 2 : r", "ub + ((r - r0) & 1) * slot_set");
+    for (int q = 1; q + 1 < P; q++) pass(q, ind, 1);
+    o_ << ind << "if (r + 1 < r1) {\n";
+    const std::string in2 = ind + "  ";
+    pfx_ = "n";
+    row_pointers(in2, "r + 1", "", "ub + ((r + 1 - r0) & 1) * slot_set");
+    for (int e : s.before) row_expr(e, in2);
+    for (int o : s.row_outs_before) row_out(o, in2);
+    pfx_.clear();
+    pass_pair(P - 1, 0, in2);
+    // Row r + 1's scalars so far become the current row's.
+    std::string copy;
+    std::vector<int> carried = s.before;
+    carried.insert(carried.end(), s.phases[0].reductions.begin(), s.phases[0].reductions.end());
+    carried.insert(carried.end(), s.phases[0].after.begin(), s.phases[0].after.end());
+    for (int e : carried) copy += " " + rv(e) + " = n" + rv(e) + ";";
+    if (!copy.empty()) o_ << in2 << copy.substr(1) << "\n";
+    o_ << ind << "} else {\n";
+    pass(P - 1, in2, 1);
+    o_ << ind << "}\n";
+    o_ << "  }\n";
+    assign_ = false;
+    end();
+  }
+
+ private:
+  void begin(const kir::Schedule& s, const std::string& name, const std::string& what) {
     s_ = &s;
-    o_ << "// "
-       << (s.ub ? "UB variant: values crossing passes live in " + std::to_string(s.num_slots) +
-                      " UB slot(s)"
-                : std::string("re-read variant: crossing values are recomputed"))
-       << "\n";
+    o_ << "// " << what << "\n";
     o_ << "static HWY_NOINLINE void " << name
        << "(const UbfKernelArgs* HWY_RESTRICT a, int64_t r0, int64_t r1, float* HWY_RESTRICT ub) "
           "{\n";
@@ -154,35 +222,37 @@ class Renderer {
          << storage_type(p_.outputs[i].dtype) << "*)a->out[" << i << "].data;  // "
          << p_.outputs[i].value->name << "\n";
     }
-    for (int e : s.per_call) row_expr(e, "  ");
-    o_ << "  for (int64_t r = r0; r < r1; ++r) {\n";
-    const std::string ind = "    ";
-    // Row pointers; the next row's for inputs the first pass streams.
-    for (size_t i = 0; i < p_.inputs.size(); i++) {
-      if (!used_input(int(i))) continue;
-      o_ << ind << "const " << storage_type(p_.inputs[i].dtype) << "* const p" << i << " = in" << i
-         << " + ubf_row_offset(&a->in[" << i << "], r);\n";
-      if (prefetched(int(i))) {
-        o_ << ind << "const " << storage_type(p_.inputs[i].dtype) << "* const q" << i << " = in"
-           << i << " + ubf_row_offset(&a->in[" << i << "], r + 1 < r1 ? r + 1 : r);\n";
-      }
-    }
-    for (size_t i = 0; i < p_.outputs.size(); i++) {
-      o_ << ind << storage_type(p_.outputs[i].dtype) << "* const o" << i << " = out" << i
-         << " + ubf_row_offset(&a->out[" << i << "], r);\n";
-    }
-    for (int k = 0; k < s.num_slots; k++) {
-      o_ << ind << "float* const s" << k << " = ub + " << k << " * a->slot_floats;\n";
-    }
-    for (int e : s.before) row_expr(e, ind);
-    for (int o : s.row_outs_before) row_out(o, ind);
-    for (size_t q = 0; q < s.phases.size(); q++) pass(int(q), ind);
-    o_ << "  }\n";
+  }
+
+  void end() {
     o_ << "  if (nt) hwy::FlushStream();\n";
     o_ << "}\n\n";
   }
 
- private:
+  // Row pointers p<i> / o<i>, UB slots s<k> (all with the current prefix) for row `row`, and
+  // q<i>, the row `ahead` for prefetching the inputs the first pass streams ("": none).
+  void row_pointers(const std::string& ind, const std::string& row, const std::string& ahead,
+                    const std::string& slot_base) {
+    for (size_t i = 0; i < p_.inputs.size(); i++) {
+      if (!used_input(int(i))) continue;
+      const char* t = storage_type(p_.inputs[i].dtype);
+      o_ << ind << "const " << t << "* const " << pfx_ << "p" << i << " = in" << i
+         << " + ubf_row_offset(&a->in[" << i << "], " << row << ");\n";
+      if (prefetched(int(i)) && !ahead.empty()) {
+        o_ << ind << "const " << t << "* const " << pfx_ << "q" << i << " = in" << i
+           << " + ubf_row_offset(&a->in[" << i << "], " << ahead << ");\n";
+      }
+    }
+    for (size_t i = 0; i < p_.outputs.size(); i++) {
+      o_ << ind << storage_type(p_.outputs[i].dtype) << "* const " << pfx_ << "o" << i << " = out"
+         << i << " + ubf_row_offset(&a->out[" << i << "], " << row << ");\n";
+    }
+    for (int k = 0; k < s_->num_slots; k++) {
+      o_ << ind << "float* const " << pfx_ << "s" << k << " = " << slot_base << " + " << k
+         << " * a->slot_floats;\n";
+    }
+  }
+
   bool used_input(int i) const {
     for (size_t e = 0; e < p_.exprs.size(); e++) {
       if (p_.needed[e] && p_.exprs[e].op == Op::Load && p_.exprs[e].arg == i) return true;
@@ -198,18 +268,31 @@ class Renderer {
     }
     return false;
   }
+  bool per_call(int e) const {
+    return std::find(s_->per_call.begin(), s_->per_call.end(), e) != s_->per_call.end();
+  }
 
-  static std::string rv(int e) { return "x" + std::to_string(e); }
-  static std::string cv(int e) { return "v" + std::to_string(e); }
+  // Rough cost of one column step of a pass: transcendental ops count 8, others 1.
+  int64_t pass_weight(const kir::Phase& ph) const {
+    int64_t w = int64_t(ph.slot_loads.size() + ph.slot_stores.size() + ph.out_stores.size() +
+                        ph.reductions.size());
+    for (int e : ph.compute) w += kir::is_expensive(p_.exprs[size_t(e)].op) ? 8 : 1;
+    return std::max<int64_t>(w, 1);
+  }
+
+  // Names carry the prefix of the row being rendered ("" or "n" for the next row); per-call
+  // scalars are shared.
+  std::string rv(int e) const { return (per_call(e) ? "" : pfx_) + "x" + std::to_string(e); }
+  std::string cv(int e) const { return pfx_ + "v" + std::to_string(e); }
   // A column op's operand: a column value or a row scalar splatted before the loop.
   std::string operand(int e) const {
     if (e < 0) return "";
-    return p_.exprs[size_t(e)].row ? "b" + std::to_string(e) : cv(e);
+    return p_.exprs[size_t(e)].row ? pfx_ + "b" + std::to_string(e) : cv(e);
   }
 
   void row_expr(int e, const std::string& ind) {
     const Expr& x = p_.exprs[size_t(e)];
-    o_ << ind << "const float " << rv(e) << " = ";
+    o_ << ind << (assign_ && !per_call(e) ? "" : "const float ") << rv(e) << " = ";
     switch (x.op) {
       case Op::Const:
         o_ << flit(x.imm);
@@ -218,7 +301,7 @@ class Renderer {
         o_ << "float(cols)";
         break;
       case Op::Load:
-        o_ << "hn::GetLane(UbLoadN(d, p" << x.arg << ", 1))";
+        o_ << "hn::GetLane(UbLoadN(d, " << pfx_ << "p" << x.arg << ", 1))";
         break;
       default: {
         auto s = [&](int o) { return o < 0 ? std::string() : "hn::Set(d, " + rv(o) + ")"; };
@@ -229,16 +312,12 @@ class Renderer {
   }
 
   void row_out(int o, const std::string& ind) {
-    o_ << ind << "UbStoreN(hn::Set(d, " << rv(p_.outputs[size_t(o)].expr) << "), d, o" << o
-       << ", 1);  // " << p_.outputs[size_t(o)].value->name << "\n";
+    o_ << ind << "UbStoreN(hn::Set(d, " << rv(p_.outputs[size_t(o)].expr) << "), d, " << pfx_ << "o"
+       << o << ", 1);  // " << p_.outputs[size_t(o)].value->name << "\n";
   }
 
-  void pass(int q, const std::string& outer) {
-    const kir::Phase& ph = s_->phases[size_t(q)];
-    o_ << outer << "// pass " << q << "\n";
-    for (int e : ph.reductions) o_ << outer << "float " << rv(e) << ";\n";
-    o_ << outer << "{\n";
-    const std::string ind = outer + "  ";
+  // Declarations before a pass's loop: splatted row scalars, accumulators, streaming flags.
+  void pass_setup(const kir::Phase& ph, const std::string& ind) {
     std::set<int> splats;
     for (int e : ph.compute) {
       const Expr& x = p_.exprs[size_t(e)];
@@ -246,52 +325,27 @@ class Renderer {
         if (o >= 0 && p_.exprs[size_t(o)].row) splats.insert(o);
       }
     }
-    for (int e : splats) o_ << ind << "const VF b" << e << " = hn::Set(d, " << rv(e) << ");\n";
+    for (int e : splats)
+      o_ << ind << "const VF " << operand(e) << " = hn::Set(d, " << rv(e) << ");\n";
     // Two accumulators per reduction (even and odd vectors of a 2x unrolled loop) halve the
     // dependency chain of the row sum.
     for (int e : ph.reductions) {
       bool mx = p_.exprs[size_t(e)].op == Op::RowMax;
       const char* init = mx ? "hn::Set(d, -__builtin_inff())" : "hn::Zero(d)";
-      o_ << ind << "VF acc" << e << " = " << init << ", acc" << e << "b = " << init << ";\n";
+      o_ << ind << "VF " << acc(e) << " = " << init << ", " << acc(e) << "b = " << init << ";\n";
     }
     for (int o : ph.out_stores) {
-      o_ << ind << "const bool nt" << o << " = nt && (reinterpret_cast<uintptr_t>(o" << o
-         << ") & 63) == 0;\n";
+      o_ << ind << "const bool " << pfx_ << "nt" << o << " = nt && (reinterpret_cast<uintptr_t>("
+         << pfx_ << "o" << o << ") & 63) == 0;\n";
     }
-    o_ << ind << "int64_t i0 = 0;\n";
-    o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
-    // The next row's inputs are prefetched (into L2) evenly over all passes, pass q covering
-    // columns [q, q + 1) * cols / P: the memory system stays busy while later passes compute.
-    // UBFUSE_CODEGEN_PREFETCH=first|none (tuning) prefetches in the first pass only, or not.
-    const size_t P = s_->phases.size();
-    const std::string mode = prefetch_mode();
-    for (size_t i = 0; i < p_.inputs.size(); i++) {
-      if (!prefetched(int(i)) || mode == "none") continue;
-      if (mode == "first" || P == 1) {
-        if (q != 0) continue;
-        o_ << ind << "  __builtin_prefetch(q" << i << " + i0, 0, 3);\n";
-        o_ << ind << "  __builtin_prefetch(q" << i << " + i0 + L, 0, 3);\n";
-        continue;
-      }
-      o_ << ind << "  __builtin_prefetch(q" << i << " + (" << q << " * cvec + i0) / " << P
-         << ", 0, 2);\n";
-    }
-    o_ << ind << "  {\n" << ind << "    const int64_t i = i0;\n";
-    step(ph, ind + "    ", false, "");
-    o_ << ind << "  }\n" << ind << "  {\n" << ind << "    const int64_t i = i0 + L;\n";
-    step(ph, ind + "    ", false, "b");
-    o_ << ind << "  }\n" << ind << "}\n";
-    o_ << ind << "if (i0 < cvec) {\n" << ind << "  const int64_t i = i0;\n";
-    step(ph, ind + "  ", false, "");
-    o_ << ind << "}\n";
-    o_ << ind << "if (tail) {\n";
-    o_ << ind << "  const int64_t i = cvec;\n";
-    step(ph, ind + "  ", true, "b");
-    o_ << ind << "}\n";
+  }
+
+  // After the loop: reduction results, then the row scalars and row outputs that follow.
+  void pass_finish(const kir::Phase& ph, const std::string& inner, const std::string& outer) {
     for (int e : ph.reductions) {
       bool mx = p_.exprs[size_t(e)].op == Op::RowMax;
-      std::string a = "acc" + std::to_string(e);
-      o_ << ind << rv(e) << " = "
+      std::string a = acc(e);
+      o_ << inner << rv(e) << " = "
          << (mx ? "ReduceMaxF(d, MaxF(d, " + a + ", " + a + "b))"
                 : "ReduceSumF(d, hn::Add(" + a + ", " + a + "b))")
          << ";  // " << p_.exprs[size_t(e)].note << "\n";
@@ -301,19 +355,123 @@ class Renderer {
     for (int o : ph.row_outs_after) row_out(o, outer);
   }
 
+  std::string acc(int e) const { return pfx_ + "acc" + std::to_string(e); }
+
+  // The spread prefetch of the row ahead for pass q (first = the first pass that prefetches).
+  void prefetch(int q, int first, const std::string& ind) {
+    const int P = int(s_->phases.size());
+    const std::string mode = prefetch_mode();
+    if (mode == "none") return;
+    int64_t before = 0, total = 0;
+    for (int k = first; k < P; k++) {
+      int64_t w = mode == "uniform" ? 1 : pass_weight(s_->phases[size_t(k)]);
+      if (k < q) before += w;
+      total += w;
+    }
+    const int64_t mine = mode == "uniform" ? 1 : pass_weight(s_->phases[size_t(q)]);
+    for (size_t i = 0; i < p_.inputs.size(); i++) {
+      if (!prefetched(int(i))) continue;
+      if (mode == "first" || P - first == 1) {
+        if (q != first) continue;
+        o_ << ind << "__builtin_prefetch(q" << i << " + i0, 0, 3);\n";
+        o_ << ind << "__builtin_prefetch(q" << i << " + i0 + L, 0, 3);\n";
+        continue;
+      }
+      o_ << ind << "__builtin_prefetch(q" << i << " + (" << before << " * cvec + " << mine
+         << " * i0) / " << total << ", 0, 2);\n";
+    }
+  }
+
+  // One pass over the row: setup, a 2x unrolled loop of column steps, the last whole vector,
+  // the masked tail, then the results. The next row's inputs are prefetched (into L2) over the
+  // passes from `first_prefetch` on, each pass covering a share of the row proportional to its
+  // work, so requests go out at an even rate and memory stays busy while later passes compute.
+  // UBFUSE_CODEGEN_PREFETCH=uniform|first|none (tuning): equal shares, first pass only, none.
+  void pass(int q, const std::string& outer, int first_prefetch) {
+    const kir::Phase& ph = s_->phases[size_t(q)];
+    o_ << outer << "// pass " << q << "\n";
+    if (!assign_) {
+      for (int e : ph.reductions) o_ << outer << "float " << rv(e) << ";\n";
+    }
+    o_ << outer << "{\n";
+    const std::string ind = outer + "  ";
+    pass_setup(ph, ind);
+    o_ << ind << "int64_t i0 = 0;\n";
+    o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
+    if (q >= first_prefetch || first_prefetch == 0) prefetch(q, first_prefetch, ind + "  ");
+    steps(ph, ind + "  ");
+    o_ << ind << "}\n";
+    last_steps(ph, ind);
+    pass_finish(ph, ind, outer);
+  }
+
+  // Pass qa of row r and pass qb of row r + 1 (prefix "n") in one loop.
+  void pass_pair(int qa, int qb, const std::string& outer) {
+    const kir::Phase& pa = s_->phases[size_t(qa)];
+    const kir::Phase& pb = s_->phases[size_t(qb)];
+    o_ << outer << "// pass " << qa << " of this row with pass " << qb << " of the next\n";
+    o_ << outer << "{\n";
+    const std::string ind = outer + "  ";
+    pass_setup(pa, ind);
+    pfx_ = "n";
+    pass_setup(pb, ind);
+    pfx_.clear();
+    o_ << ind << "int64_t i0 = 0;\n";
+    o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
+    prefetch(qa, 1, ind + "  ");
+    steps(pa, ind + "  ");
+    pfx_ = "n";
+    steps(pb, ind + "  ");
+    pfx_.clear();
+    o_ << ind << "}\n";
+    last_steps(pa, ind);
+    pfx_ = "n";
+    last_steps(pb, ind);
+    pfx_.clear();
+    // Results of this row first (they use x<e>), then the next row's (nx<e>).
+    o_ << ind << "{\n";
+    pass_finish(pa, ind + "  ", ind);
+    pfx_ = "n";
+    o_ << ind << "{\n";
+    pass_finish(pb, ind + "  ", ind);
+    pfx_.clear();
+    o_ << outer << "}\n";
+  }
+
+  // The body of the unrolled loop: two column steps (even and odd accumulators).
+  void steps(const kir::Phase& ph, const std::string& ind) {
+    o_ << ind << "{\n" << ind << "  const int64_t i = i0;\n";
+    step(ph, ind + "  ", false, "");
+    o_ << ind << "}\n" << ind << "{\n" << ind << "  const int64_t i = i0 + L;\n";
+    step(ph, ind + "  ", false, "b");
+    o_ << ind << "}\n";
+  }
+
+  // After the unrolled loop: at most one whole vector, then the masked tail.
+  void last_steps(const kir::Phase& ph, const std::string& ind) {
+    o_ << ind << "if (i0 < cvec) {\n" << ind << "  const int64_t i = i0;\n";
+    step(ph, ind + "  ", false, "");
+    o_ << ind << "}\n";
+    o_ << ind << "if (tail) {\n";
+    o_ << ind << "  const int64_t i = cvec;\n";
+    step(ph, ind + "  ", true, "b");
+    o_ << ind << "}\n";
+  }
+
   // One column step: slot reads, the chain, slot writes, reductions, output writes.
-  void step(const kir::Phase& ph, const std::string& ind, bool tail, const std::string& acc) {
+  void step(const kir::Phase& ph, const std::string& ind, bool tail, const std::string& accb) {
     for (int e : ph.slot_loads) {
-      o_ << ind << "const VF " << cv(e) << " = hn::LoadU(d, s" << s_->slot[size_t(e)] << " + i);\n";
+      o_ << ind << "const VF " << cv(e) << " = hn::LoadU(d, " << pfx_ << "s" << s_->slot[size_t(e)]
+         << " + i);\n";
     }
     for (int e : ph.compute) {
       const Expr& x = p_.exprs[size_t(e)];
       o_ << ind << "const VF " << cv(e) << " = ";
       if (x.op == Op::Load) {
         if (tail) {
-          o_ << "UbLoadN(d, p" << x.arg << " + i, tail)";
+          o_ << "UbLoadN(d, " << pfx_ << "p" << x.arg << " + i, tail)";
         } else {
-          o_ << "UbLoad(d, p" << x.arg << " + i)";
+          o_ << "UbLoad(d, " << pfx_ << "p" << x.arg << " + i)";
         }
       } else {
         o_ << vop(x, operand(x.a), operand(x.b), operand(x.c));
@@ -321,24 +479,26 @@ class Renderer {
       o_ << ";" << (x.note.empty() ? "" : "  // " + x.note) << "\n";
     }
     for (int e : ph.slot_stores) {
-      o_ << ind << "hn::StoreU(" << cv(e) << ", d, s" << s_->slot[size_t(e)] << " + i);\n";
+      o_ << ind << "hn::StoreU(" << cv(e) << ", d, " << pfx_ << "s" << s_->slot[size_t(e)]
+         << " + i);\n";
     }
     for (int e : ph.reductions) {
       const Expr& x = p_.exprs[size_t(e)];
       bool mx = x.op == Op::RowMax;
       std::string v = cv(x.a);
       if (tail) v = std::string(mx ? "TailForMax" : "TailForSum") + "(d, " + v + ", tail)";
-      std::string a = "acc" + std::to_string(e) + acc;
+      std::string a = acc(e) + accb;
       o_ << ind << a << " = "
          << (mx ? "MaxF(d, " + a + ", " + v + ")" : "hn::Add(" + a + ", " + v + ")") << ";\n";
     }
     for (int o : ph.out_stores) {
       std::string v = cv(p_.outputs[size_t(o)].expr);
+      std::string dst = pfx_ + "o" + std::to_string(o) + " + i";
       if (tail) {
-        o_ << ind << "UbStoreN(" << v << ", d, o" << o << " + i, tail);\n";
+        o_ << ind << "UbStoreN(" << v << ", d, " << dst << ", tail);\n";
       } else {
-        o_ << ind << "if (nt" << o << ") UbStream(" << v << ", d, o" << o << " + i); else UbStore("
-           << v << ", d, o" << o << " + i);\n";
+        o_ << ind << "if (" << pfx_ << "nt" << o << ") UbStream(" << v << ", d, " << dst
+           << "); else UbStore(" << v << ", d, " << dst << ");\n";
       }
     }
   }
@@ -346,6 +506,8 @@ class Renderer {
   const kir::Program& p_;
   std::ostringstream& o_;
   const kir::Schedule* s_ = nullptr;
+  std::string pfx_;      // "" for row r, "n" for row r + 1 (pipelined variant)
+  bool assign_ = false;  // row scalars are pre-declared (pipelined variant)
 };
 
 constexpr const char* kName = "@UBK@";
@@ -363,6 +525,12 @@ const char* const kPreludeText =
     "#include \"kernels/cpu/vecmath.h\"\n"
     "#include \"codegen/ubk_vec-inl.h\"\n";
 
+bool has_pipelined_variant(const kir::Schedule& ub) {
+  const char* e = std::getenv("UBFUSE_CODEGEN_PIPELINE");  // "0": off (tuning)
+  if (e && std::string(e) == "0") return false;
+  return ub.ub && ub.phases.size() >= 2 && ub.num_slots > 0;
+}
+
 RenderedKernel render_kernel(const kir::Program& p, const kir::Schedule& ub,
                              const kir::Schedule& reread) {
   std::ostringstream o;
@@ -378,20 +546,23 @@ RenderedKernel render_kernel(const kir::Program& p, const kir::Schedule& ub,
     o << "//   out" << i << ": " << p.outputs[i].value->name << " "
       << dtype_name(p.outputs[i].dtype) << shape_str(p.outputs[i].value->shape) << "\n";
   }
+  // Variants: _ub (one row at a time), _pl (pipelined, use_ub == 2) when there are 2+ passes
+  // and slots, _rr (re-read, use_ub == 0) when the UB variant keeps anything.
   Renderer r(p, o);
   r.variant(ub, std::string(kName) + "_ub");
-  bool same = ub.num_slots == 0;
+  const bool same = ub.num_slots == 0;
+  const bool pipe = has_pipelined_variant(ub);
+  if (pipe) r.pipelined(ub, std::string(kName) + "_pl");
   if (!same) r.variant(reread, std::string(kName) + "_rr");
   o << "}  // namespace\n}  // namespace HWY_NAMESPACE\n}  // namespace ubfuse\n";
   o << "extern \"C\" void " << kName
     << "(const UbfKernelArgs* a, int64_t r0, int64_t r1, float* ub, int64_t ub_floats) {\n"
     << "  (void)ub_floats;\n";
-  if (same) {
-    o << "  ubfuse::HWY_NAMESPACE::" << kName << "_ub(a, r0, r1, ub);\n";
-  } else {
-    o << "  if (a->use_ub) ubfuse::HWY_NAMESPACE::" << kName << "_ub(a, r0, r1, ub);\n"
-      << "  else ubfuse::HWY_NAMESPACE::" << kName << "_rr(a, r0, r1, ub);\n";
-  }
+  const std::string ns = "  ubfuse::HWY_NAMESPACE::";
+  if (pipe) o << "  if (a->use_ub == 2) return" << ns.substr(1) << kName << "_pl(a, r0, r1, ub);\n";
+  if (!same)
+    o << "  if (a->use_ub == 0) return" << ns.substr(1) << kName << "_rr(a, r0, r1, ub);\n";
+  o << ns << kName << "_ub(a, r0, r1, ub);\n";
   o << "}\n";
   o << "namespace ubfuse {\nnamespace HWY_NAMESPACE {\nnamespace {\n\n";
   std::string text = o.str();

@@ -16,6 +16,10 @@ struct RenderedKernel {
   std::string code;    // the definitions (no includes)
 };
 
+// Whether render_kernel emits the software-pipelined UB variant (UbfKernelArgs::use_ub == 2):
+// groups with 2+ passes that keep values in the UB. It needs twice the slots.
+bool has_pipelined_variant(const kir::Schedule& ub);
+
 RenderedKernel render_kernel(const kir::Program& p, const kir::Schedule& ub,
                              const kir::Schedule& reread);
 

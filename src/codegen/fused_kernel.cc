@@ -14,7 +14,8 @@ void choose_variant(const LoweredGroup& lg, RowArgs& ra, const std::vector<Tenso
   const int64_t need = int64_t(lg.ub.num_slots) * a.slot_floats * int64_t(sizeof(float));
   const bool use_ub =
       !lg.force_reread && (lg.ub.num_slots == 0 || (!ctx.ub.empty() && need <= ctx.ub_bytes));
-  a.use_ub = use_ub ? 1 : 0;
+  // The pipelined variant (generated code) keeps two rows' slots.
+  a.use_ub = !use_ub ? 0 : lg.pipelined && 2 * need <= ctx.ub_bytes ? 2 : 1;
   const kir::Schedule& s = use_ub ? lg.ub : lg.reread;
   if (!use_ub && s.rereads()) {
     for (size_t i = 0; i < p.inputs.size(); i++) {

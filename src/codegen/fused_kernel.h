@@ -33,6 +33,7 @@ struct LoweredGroup {
   std::shared_ptr<const kir::Program> prog;
   kir::Schedule ub, reread;
   bool force_reread = false;  // FusedGroup::reread
+  bool pipelined = false;     // the engine has the pipelined UB variant (generated code)
 };
 
 // Outputs at least this large may be written with non-temporal stores.

@@ -105,6 +105,7 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
                    kir::to_string(*prog, p.lowered.reread).c_str());
     }
     if (cpp) {
+      p.lowered.pipelined = cpp::has_pipelined_variant(p.lowered.ub);
       rendered.push_back(cpp::render_kernel(*prog, p.lowered.ub, p.lowered.reread));
       p.symbol = rendered.back().symbol;
       if (names.size() < 200 && names.find(g.name) == std::string::npos) {
