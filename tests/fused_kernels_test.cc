@@ -451,6 +451,50 @@ TEST(FusedCompile, MatMulEpilogueInBlocks) {
   }
 }
 
+// A projection, its bias, the residual add and the LayerNorm in one kernel (BERT's output
+// block), and a MatMul whose only output is a row reduction; both in and out of blocks.
+TEST(FusedCompile, MatMulEpilogueWithRowReductions) {
+  for (DType t : {f32, bf16}) {
+    for (int64_t rows : {1, 3, 700}) {
+      GraphBuilder b;
+      auto x = b.input("x", t, {"batch", rows, 48});
+      auto w = b.constant(Tensor::random(t, {48, 1031}, 7, -0.2, 0.2), "w");
+      auto bias = b.constant(Tensor::random(t, {1031}, 8), "bias");
+      auto lw = b.constant(Tensor::random(t, {1031}, 9), "lw");
+      auto lb = b.constant(Tensor::random(t, {1031}, 10), "lb");
+      auto res = b.input("res", t, {"batch", rows, 1031});
+      auto mm = b.matmul(x, w);
+      b.output("y", b.layer_norm(b.add(b.add(mm, bias), res), lw, lb, 1e-5));
+      b.output("rowmax", b.reduce_max(b.mul(mm, mm)));
+      Graph g = b.build();
+      CompiledModel m = compile(g, graph_opts("cpp"));
+      std::string names;
+      for (auto& k : m.kernels()) names += k.name + " ";
+      EXPECT_EQ(m.kernels().size(), 1u) << names;
+      EXPECT_EQ(m.kernels()[0].name, "FusedMatMulAddAddLayerNormMulReduceMax") << names;
+      std::map<std::string, Tensor> in = {{"x", Tensor::random(t, {2, rows, 48}, 1)},
+                                          {"res", Tensor::random(t, {2, rows, 1031}, 3)}};
+      auto out = m.run(in);
+      auto want = ref::run_graph(g, in);
+      EXPECT_TRUE(close_to_ref(out.at("y"), want.at("y"), t == bf16 ? 2 : 1)) << rows;
+      EXPECT_TRUE(close_to_ref(out.at("rowmax"), want.at("rowmax"), t == bf16 ? 2 : 1)) << rows;
+      // Only the reduction leaves the kernel: the blocks' shape comes from the operands.
+      GraphBuilder b2;
+      auto x2 = b2.input("x", t, {"batch", rows, 48});
+      auto w2 = b2.constant(Tensor::random(t, {48, 1031}, 7, -0.2, 0.2), "w");
+      b2.output("rowsum", b2.reduce_sum(b2.matmul(x2, w2)));
+      Graph g2 = b2.build();
+      CompiledModel m2 = compile(g2, graph_opts("cpp"));
+      ASSERT_EQ(m2.kernels().size(), 1u);
+      EXPECT_EQ(m2.kernels()[0].name, "FusedMatMulReduceSum");
+      std::map<std::string, Tensor> in2 = {{"x", in.at("x")}};
+      EXPECT_TRUE(close_to_ref(m2.run(in2).at("rowsum"), ref::run_graph(g2, in2).at("rowsum"),
+                               t == bf16 ? 2 : 1))
+          << rows;
+    }
+  }
+}
+
 TEST(FusedCompile, CompileErrorsNameTheGroupAndKeepTheSource) {
   ASSERT_TRUE(cpp::toolchain().available) << cpp::toolchain().why_not;
   CompileConfig c = config_for("cpp");

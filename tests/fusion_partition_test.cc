@@ -22,7 +22,9 @@ Graph seed(bool print_mid = false, Shape s = {2, 16, 64}) {
   auto w = b.input("w", f32, {s.back()});
   auto bias = b.input("b", f32, {s.back()});
   auto ln = b.layer_norm(b.add(x, r), w, bias, 1e-5);
-  if (print_mid) ln = b.host(ln, [](Tensor&) {}, "print");
+  if (print_mid)
+    ln = b.host(
+        ln, [](Tensor&) {}, "print");
   b.output("y", b.silu(ln));
   return b.build();
 }
@@ -134,7 +136,7 @@ TEST(Partition, MatMulEpilogueAndCycle) {
   EXPECT_NE(d->message.find("MatMul"), std::string::npos) << d->message;
 }
 
-TEST(Partition, ResidualAddFusesWithTheNormNotTheMatMul) {
+TEST(Partition, ResidualAddAndNormJoinTheMatMulEpilogue) {
   GraphBuilder b;
   auto x = b.input("x", f32, {"tokens", 32});
   auto w = b.constant(Tensor::random(f32, {32, 32}, 1));
@@ -144,10 +146,24 @@ TEST(Partition, ResidualAddFusesWithTheNormNotTheMatMul) {
   b.output("h", h);
   Graph g = b.build();
   Partition p = partition_graph(g, config_with(), FusionRules{});
+  ASSERT_EQ(p.groups.size(), 1u);
+  EXPECT_EQ(p.groups[0].name, "FusedMatMulAddRMSNorm");
+  EXPECT_EQ(p.groups[0].kind, GroupKind::MatMulEpilogue);
+  EXPECT_EQ(p.groups[0].outputs.size(), 2u);
+}
+
+TEST(Partition, VectorMatMulKeepsItsReductionApart) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {32});
+  auto w = b.constant(Tensor::random(f32, {32, 16}, 1));
+  b.output("y", b.softmax(b.exp(b.matmul(x, w))));
+  Graph g = b.build();
+  Partition p = partition_graph(g, config_with(), FusionRules{});
   ASSERT_EQ(p.groups.size(), 2u);
-  EXPECT_EQ(p.groups[0].name, "MatMul");
-  EXPECT_EQ(p.groups[1].name, "FusedAddRMSNorm");
-  EXPECT_EQ(p.groups[1].outputs.size(), 2u);
+  EXPECT_EQ(p.groups[0].name, "FusedMatMulExp");
+  auto* d = find_reason(p, FusionReason::NotFusible);
+  ASSERT_NE(d, nullptr);
+  EXPECT_NE(d->message.find("vector operand"), std::string::npos) << d->message;
 }
 
 TEST(Partition, PathThroughAnotherKernelIsACycle) {
@@ -200,7 +216,9 @@ TEST(Rules, BadFilesNameTheField) {
       [] { parse_fusion_rules(R"({"Switch": {"UBFusion": {"ALL": "no"}}})", "r.json"); },
       {"Switch.UBFusion.ALL", "\"on\" or \"off\""}));
   EXPECT_TRUE(throws_with(
-      [] { parse_fusion_rules(R"({"Patterns": [{"name": "P", "ops": ["Add", "Frob"]}]})", "r.json"); },
+      [] {
+        parse_fusion_rules(R"({"Patterns": [{"name": "P", "ops": ["Add", "Frob"]}]})", "r.json");
+      },
       {"Patterns[0].ops", "unknown op \"Frob\"", "LayerNorm"}));
   EXPECT_TRUE(throws_with([] { parse_fusion_rules(R"({"Switchh": {}})", "r.json"); },
                           {"unknown field 'Switchh'", "Switch, Patterns"}));

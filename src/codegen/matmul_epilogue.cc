@@ -20,6 +20,22 @@ int64_t epilogue_block_bytes() {
   return v;
 }
 
+// [batch..., M, N] of A [..., M, K] times B [..., K, N] (both of rank >= 2: the partitioner
+// puts row reductions only behind such MatMuls).
+Sizes matmul_sizes(const Sizes& a, const Sizes& b) {
+  UBF_CHECK(a.size() >= 2 && b.size() >= 2, "MatMul epilogue with a row reduction needs matrices");
+  const size_t r = std::max(a.size(), b.size());
+  Sizes d(r);
+  for (size_t i = 0; i + 2 < r; i++) {
+    int64_t x = i + a.size() >= r ? a[i + a.size() - r] : 1;
+    int64_t y = i + b.size() >= r ? b[i + b.size() - r] : 1;
+    d[i] = x == 1 ? y : x;
+  }
+  d[r - 2] = a[a.size() - 2];
+  d[r - 1] = b.back();
+  return d;
+}
+
 class MatMulEpilogueKernel : public Kernel {
  public:
   MatMulEpilogueKernel(const FusedGroup& g, LoweredGroup lg, Engine eng)
@@ -50,7 +66,8 @@ class MatMulEpilogueKernel : public Kernel {
     for (size_t o = 0; o < out.size() && D.empty(); o++) {
       if (!lg_.prog->exprs[size_t(lg_.prog->outputs[o].expr)].row) D = out[o].sizes();
     }
-    UBF_CHECK(!D.empty() || lg_.prog->domain_rank == 0, "epilogue without a column output");
+    // Only per-row outputs (a reduction of the product): the domain is the product's shape.
+    if (D.empty()) D = matmul_sizes(A.sizes(), B.sizes());
     const int64_t esize = int64_t(dtype_size(dt));
     bool b_batched = B.rank() < 2;
     for (int i = 0; i + 2 < B.rank(); i++) b_batched = b_batched || B.sizes()[size_t(i)] != 1;

@@ -22,9 +22,7 @@ bool is_reduction(const Node* n) { return fusion_class(n->op) == FusionClass::Ro
 bool is_matmul(const Node* n) { return n->op == OpKind::MatMul; }
 
 // The domain a node iterates over: its input for a row reduction, else its output.
-Shape node_domain(const Node* n) {
-  return is_reduction(n) ? n->inputs[0]->shape : n->out()->shape;
-}
+Shape node_domain(const Node* n) { return is_reduction(n) ? n->inputs[0]->shape : n->out()->shape; }
 
 // Per-row forms of a domain: last dim 1 (keepdims) or dropped.
 bool is_row_form(const Shape& small, const Shape& dom) {
@@ -113,6 +111,11 @@ class Partitioner {
   static bool has(const Group& g, F pred) {
     return std::any_of(g.nodes.begin(), g.nodes.end(), pred);
   }
+  template <typename F>
+  static const Node* first(const Group& g, F pred) {
+    auto it = std::find_if(g.nodes.begin(), g.nodes.end(), pred);
+    return it == g.nodes.end() ? nullptr : *it;
+  }
 
   FusedGroup describe(const std::vector<const Node*>& nodes, const Shape& domain) {
     FusedGroup fg;
@@ -191,16 +194,27 @@ class Partitioner {
                     n->name + "'",
                 "move '" + h->name + "' after the fused chain or remove it");
     }
-    bool epilogue = is_matmul(p) && !is_reduction(n) && is_fusible(n) && !has(b, is_matmul) &&
-                    !has(b, is_reduction);
+    // The epilogue runs on blocks of whole output rows, so it takes row reductions too (a
+    // residual add and its norm right after a projection), when the MatMul's output is a
+    // matrix (rank-1 operands have no rows to block).
+    const Node* mm = is_matmul(p) ? p : first(a, is_matmul);
+    bool rows_ok = !mm || (mm->inputs[0]->shape.size() >= 2 && mm->inputs[1]->shape.size() >= 2);
+    bool epilogue =
+        is_matmul(p) && is_fusible(n) && !has(b, is_matmul) && (rows_ok || !has(b, is_reduction));
     if (!epilogue && (!is_fusible(p) || !is_fusible(n) || has(b, is_matmul) ||
-                      (has(a, is_matmul) && has(b, is_reduction)))) {
+                      (!rows_ok && has(b, is_reduction)))) {
+      if (is_fusible(p) && is_fusible(n) && has(b, is_matmul)) {
+        return no(FusionReason::NotFusible, p, n,
+                  "'" + n->name + "' is in a MatMul epilogue; '" + p->name +
+                      "' is computed before it as its own kernel",
+                  "a MatMul epilogue takes elementwise ops and row reductions on the MatMul's "
+                  "output only");
+      }
       if (is_fusible(p) && is_fusible(n)) {
         return no(FusionReason::NotFusible, p, n,
-                  "'" + n->name + "' is in a MatMul epilogue" +
-                      std::string(has(b, is_reduction) ? " and a row reduction" : "") +
-                      "; '" + p->name + "' is computed before it as its own kernel",
-                  "a MatMul epilogue takes elementwise ops on the MatMul's output only");
+                  "'" + n->name + "' is a row reduction and the MatMul '" + mm->name +
+                      "' before it has a vector operand, so its output has no rows to block",
+                  "a MatMul epilogue takes row reductions only over matrix outputs");
       }
       const Node* bad = !is_fusible(n) ? n : p;
       std::string cls(fusion_class_name(fusion_class(bad->op)));
@@ -212,18 +226,6 @@ class Partitioner {
                 "'" + bad->name + "' (" + std::string(op_name(bad->op)) + ") is " + cls +
                     " and does not fuse with '" + (bad == n ? p : n)->name + "'" + why,
                 "fusion joins Elementwise, Broadcast and RowReduction ops and MatMul epilogues");
-    }
-    if (epilogue) {
-      // A residual add that feeds a norm saves more traffic fused with the norm (the sum stays
-      // on chip for the row's passes) than as a MatMul epilogue; leave it for the norm.
-      for (auto* u : users_[n->out()]) {
-        if (is_reduction(u) && u->inputs[0] == n->out()) {
-          return no(FusionReason::NotFusible, p, n,
-                    "'" + n->name + "' stays out of the MatMul epilogue of '" + p->name +
-                        "' to fuse with the row reduction '" + u->name + "' that reads it",
-                    "a norm with its residual add moves less memory than a MatMul epilogue");
-        }
-      }
     }
     std::string rule = rule_for(p, n, a);
     if (!rules_.rule_enabled(rule)) {
@@ -256,18 +258,20 @@ class Partitioner {
     }
     for (auto& pat : rules_.patterns) {
       if (pat.forbid && contains_sequence(nodes, pat.ops)) {
-        return no(FusionReason::DisabledByRule, p, n,
-                  "pattern '" + pat.name + "' in " + rules_.source + " forbids fusing " +
-                      names_of(nodes),
-                  "remove the pattern or its \"action\": \"forbid\"");
+        return no(
+            FusionReason::DisabledByRule, p, n,
+            "pattern '" + pat.name + "' in " + rules_.source + " forbids fusing " + names_of(nodes),
+            "remove the pattern or its \"action\": \"forbid\"");
       }
     }
     // Values of the merged group that are also needed outside it.
     if (fg.outputs.size() > 1 || (fg.outputs.size() == 1 && fg.outputs[0] != nodes.back()->out())) {
       if (!rules_.rule_enabled("MultiOutputFusion")) {
         return no(FusionReason::DisabledByRule, p, n,
-                  "'" + p->name + "' is also needed outside the group and rule MultiOutputFusion "
-                  "is off" + (rules_.source.empty() ? "" : " in " + rules_.source),
+                  "'" + p->name +
+                      "' is also needed outside the group and rule MultiOutputFusion "
+                      "is off" +
+                      (rules_.source.empty() ? "" : " in " + rules_.source),
                   "switch MultiOutputFusion on");
       }
     }
@@ -375,13 +379,12 @@ class Partitioner {
     int64_t need = ub_bytes_per_row(fg, cols.value());
     if (need > config_.ub_bytes) {
       fg.reread = true;
-      decisions.push_back({FusionReason::BufferCapacity, fg.nodes.front()->name,
-                           fg.nodes.back()->name,
-                           fg.name + " needs " + std::to_string(need) +
-                               " bytes of unified buffer per row, ub_bytes is " +
-                               std::to_string(config_.ub_bytes) +
-                               ": it runs as a two-pass kernel that re-reads its inputs",
-                           "raise ub_bytes to at least " + std::to_string(need)});
+      decisions.push_back(
+          {FusionReason::BufferCapacity, fg.nodes.front()->name, fg.nodes.back()->name,
+           fg.name + " needs " + std::to_string(need) +
+               " bytes of unified buffer per row, ub_bytes is " + std::to_string(config_.ub_bytes) +
+               ": it runs as a two-pass kernel that re-reads its inputs",
+           "raise ub_bytes to at least " + std::to_string(need)});
     }
   }
 
