@@ -7,7 +7,8 @@
 // (the first that fails is the edge's reason):
 //   HostSync        neither side is a Host node
 //   NotFusible      both are fusible classes (Elementwise, Broadcast, RowReduction), or p is a
-//                   MatMul taking an elementwise epilogue
+//                   MatMul taking an epilogue (elementwise ops, and row reductions when both
+//                   operands are matrices: the epilogue sees blocks of whole rows)
 //   DisabledByRule  the rule for this kind of edge is on (rules file / options)
 //   ShapeMismatch   both groups iterate over the same domain (or one holds only per-row values
 //                   of the other's domain)
