@@ -17,7 +17,7 @@ TEST(Regressions, SymbolBoundAgainstFixedDimDoesNotBroadcast) {
   auto x = b.input("x0", bf16, {"rows", 38});
   auto col = b.input("col", bf16, {38});
   auto row_max = b.reduce_max(x, /*keepdims=*/false);  // bf16[rows]
-  auto p = b.pow(col, 2.0);                             // bf16[38]
+  auto p = b.pow(col, 2.0);                            // bf16[38]
   b.output("y", b.where(b.less(p, row_max), p, row_max));
   Graph g = b.build();
   std::map<std::string, Tensor> in{{"x0", Tensor::random(bf16, {6, 38}, 1)},
@@ -38,17 +38,18 @@ TEST(Regressions, SymbolBoundAgainstFixedDimDoesNotBroadcast) {
 // foreign exception. Every nlohmann exception is now a rules-file error.
 TEST(Regressions, RulesFileNumberOverflowIsAnError) {
   EXPECT_TRUE(throws_with(
-      [] { parse_fusion_rules("{\"Switch\": 0.5e17777777777777000000015105683216109345906}", "r.json"); },
+      [] {
+        parse_fusion_rules("{\"Switch\": 0.5e17777777777777000000015105683216109345906}", "r.json");
+      },
       {"fusion rules file r.json: not valid JSON", "number overflow"}));
 }
 
-// fuzz_graph, crash-b564c1e5 (OPEN, disabled): Greater(transpose(x1) : [44, rows], col : [44]) is
+// fuzz_graph, crash-b564c1e5: Greater(transpose(x1) : [44, rows], col : [44]) is
 // inferred as [44, 44], i.e. rows is 44 or 1. With rows = 1 the reference and eager mode broadcast
 // fine, but the fused group (FusedGreaterWhere) was planned for a full [44, 44] operand and
 // rejects it at run time: "input 'transpose0' [44,1] has rows of 1 but the domain [44,44] has
-// 44". Graph mode must give eager's answer (or the partitioner must keep such an operand out of
-// the group). fuzz_graph skips this message until then.
-TEST(Regressions, DISABLED_SymbolicDimBroadcastingAtRunTimeInAFusedGroup) {
+// 44". The partitioner now keeps such an operand out of the group with a DynamicShape decision.
+TEST(Regressions, SymbolicDimBroadcastingAtRunTimeInAFusedGroup) {
   GraphBuilder b;
   b.input("x0", bf16, {"rows", 44});
   auto x1 = b.input("x1", bf16, {"rows", 44});
@@ -63,14 +64,22 @@ TEST(Regressions, DISABLED_SymbolicDimBroadcastingAtRunTimeInAFusedGroup) {
   o["codegen"] = "interpreter";
   EXPECT_TRUE(testing::matches_reference(g, in, o));
   EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts()));
+  bool recorded = false;
+  std::string msgs;
+  CompiledModel m = compile(g, o);
+  for (auto& d : m.decisions()) {
+    recorded |= d.reason == FusionReason::DynamicShape &&
+                d.message.find("'transpose0' [44,rows]") != std::string::npos;
+    msgs += d.message + "\n";
+  }
+  EXPECT_TRUE(recorded) << msgs;
 }
 
-// fuzz_graph, crash-f474a65a (OPEN, disabled): ReduceMax over a row holding NaN gives -Inf (a row of
+// fuzz_graph, crash-f474a65a: ReduceMax over a row holding NaN gives -Inf (a row of
 // only NaN) or the largest number in eager mode; the reference, numpy and PyTorch give NaN.
 // Highway's Max (x86 vmaxps) returns one operand when the other is NaN, so RowMax in
-// src/kernels/cpu/loops-inl.h drops it. fuzz_graph skips NaN-vs-number mismatches in graphs with
-// Max/Min/ReduceMax/Relu until this is fixed.
-TEST(Regressions, DISABLED_ReduceMaxPropagatesNaN) {
+// src/kernels/cpu/loops-inl.h dropped it; it now uses the NaN-aware MaxF.
+TEST(Regressions, ReduceMaxPropagatesNaN) {
   GraphBuilder b;
   auto x = b.input("x", f32, {2, 5});
   b.output("y", b.reduce_max(b.rsqrt(x), false));

@@ -147,6 +147,32 @@ class Partitioner {
     return fg;
   }
 
+  // A fused kernel fixes when it is compiled how it reads each input: whole, per row or per
+  // column. An input dim that meets a different domain dim is a broadcast only if it is 1 at
+  // run time (symbol `rows` against 44), which the compiled reads cannot follow; eager can.
+  std::optional<std::string> run_time_broadcast(const FusedGroup& fg) {
+    for (const Value* v : fg.inputs) {
+      bool elementwise_use = false;
+      for (auto* u : users_[v]) {
+        elementwise_use |= !is_matmul(u) && std::count(fg.nodes.begin(), fg.nodes.end(), u) > 0;
+      }
+      if (!elementwise_use) continue;  // a MatMul operand: not read over the domain
+      const Shape& s = v->shape;
+      const size_t k = std::min(s.size(), fg.domain.size());
+      for (size_t i = 1; i <= k; i++) {
+        const Dim& d = s[s.size() - i];
+        const Dim& want = fg.domain[fg.domain.size() - i];
+        if (d == want || (d.is_static() && d.value() == 1)) continue;
+        std::string name = v->producer ? v->producer->name : v->name;
+        return "'" + name + "' " + shape_str(s) + " meets the domain " + shape_str(fg.domain) +
+               " with " + d.str() + " against " + want.str() +
+               ": they agree only by broadcasting a 1 at run time, which a fused kernel's "
+               "compiled reads cannot follow";
+      }
+    }
+    return std::nullopt;
+  }
+
   std::vector<const Node*> merged_nodes(const Group& a, const Group& b) {
     std::vector<const Node*> m = a.nodes;
     m.insert(m.end(), b.nodes.begin(), b.nodes.end());
@@ -244,6 +270,11 @@ class Partitioner {
     }
     auto nodes = merged_nodes(a, b);
     FusedGroup fg = describe(nodes, *dom);
+    if (auto why = run_time_broadcast(fg)) {
+      return no(FusionReason::DynamicShape, p, n, *why,
+                "give the dim a fixed size, or the same symbol as the dim it meets, so the fused "
+                "kernel knows how to read the input");
+    }
     int reductions = int(std::count_if(nodes.begin(), nodes.end(), is_reduction));
     if (int(nodes.size()) > kMaxGroupOps || int(fg.inputs.size()) > kMaxGroupInputs ||
         int(fg.outputs.size()) > kMaxGroupOutputs || reductions > kMaxGroupReductions) {

@@ -107,15 +107,15 @@ HWY_INLINE float RowMax(D d, const T* HWY_RESTRICT x, size_t n) {
   auto m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
   size_t i = 0;
   for (; i + 4 * N <= n; i += 4 * N) {
-    m0 = hn::Max(m0, LoadF32(d, x + i));
-    m1 = hn::Max(m1, LoadF32(d, x + i + N));
-    m2 = hn::Max(m2, LoadF32(d, x + i + 2 * N));
-    m3 = hn::Max(m3, LoadF32(d, x + i + 3 * N));
+    m0 = MaxF(d, m0, LoadF32(d, x + i));
+    m1 = MaxF(d, m1, LoadF32(d, x + i + N));
+    m2 = MaxF(d, m2, LoadF32(d, x + i + 2 * N));
+    m3 = MaxF(d, m3, LoadF32(d, x + i + 3 * N));
   }
-  for (; i + N <= n; i += N) m0 = hn::Max(m0, LoadF32(d, x + i));
+  for (; i + N <= n; i += N) m0 = MaxF(d, m0, LoadF32(d, x + i));
   if (i < n)
-    m1 = hn::Max(m1, hn::IfThenElse(hn::FirstN(d, n - i), LoadNF32(d, x + i, n - i), ninf));
-  return ReduceMaxF(d, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3)));
+    m1 = MaxF(d, m1, hn::IfThenElse(hn::FirstN(d, n - i), LoadNF32(d, x + i, n - i), ninf));
+  return ReduceMaxF(d, MaxF(d, MaxF(d, m0, m1), MaxF(d, m2, m3)));
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <limits>
+
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -458,9 +460,10 @@ template <class D, class V>
 HWY_INLINE float ReduceSumF(D d, V v) {
   return hn::GetLane(hn::SumOfLanes(d, v));
 }
-// Max of all lanes.
+// Max of all lanes; NaN if any lane is NaN (x86's max would return the other operand).
 template <class D, class V>
 HWY_INLINE float ReduceMaxF(D d, V v) {
+  if (!hn::AllFalse(d, hn::IsNaN(v))) return std::numeric_limits<float>::quiet_NaN();
   return hn::GetLane(hn::MaxOfLanes(d, v));
 }
 
