@@ -7,6 +7,9 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libdnnl-dev libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   graphviz python3-torch python3-numpy python3-onnx
+  # Debian's torch runs f32 GEMM through libblas.so.3, which without OpenBLAS is the netlib
+  # reference BLAS (measured ~100x slower): the PyTorch baseline of bench/decoder_bench.py.
+  libopenblas0-pthread
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
 )
 missing=()
