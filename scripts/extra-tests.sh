@@ -3,14 +3,14 @@
 #   asan  ASan+UBSan build of the library and tests, the suite run under it  (scripts/sanitize.sh)
 #   tsan  ThreadSanitizer build, the Concurrency* tests                       (scripts/sanitize.sh)
 #   fuzz  libFuzzer targets, each for UBFUSE_FUZZ_SECONDS (default 60)       (scripts/fuzz.sh)
-# Env: UBFUSE_EXTRA_STAGES picks stages (default none, see below; "asan tsan fuzz" runs all). Each stage
-# runs in its own build dir (build-asan, build-tsan, build-fuzz); the script fails if any fails.
+# Env: UBFUSE_EXTRA_STAGES picks stages (default "asan tsan fuzz"; "none" skips them all, for a
+# quick local loop). Each stage runs in its own build dir (build-asan shared by asan and fuzz,
+# build-tsan); the script fails if any fails. Measured on the 2-core machine: asan 459 s (build
+# 302 s), tsan 266 s, fuzz 182 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # $1, the normal build dir, is not needed: every stage builds its own configuration.
-# The stages are not yet verified end to end on a clean machine (issue 7 stays open until they
-# are), so `make test` runs none by default; `make test-hardening` runs all three.
-STAGES=${UBFUSE_EXTRA_STAGES:-none}
+STAGES=${UBFUSE_EXTRA_STAGES:-asan tsan fuzz}
 [[ $STAGES == none ]] && STAGES=""
 
 failed=()

@@ -90,5 +90,20 @@ TEST(Regressions, ReduceMaxPropagatesNaN) {
   EXPECT_TRUE(std::isnan(y.get(1))) << y.get(1);
 }
 
+// fuzz_options, crash-1e3f1e4c: a gear "ge.dynamic_dims=48585;48585;255555555555552770" made the
+// planner multiply sizes past int64 (UBSan: signed overflow in memory_plan.cc). Sizes are now
+// checked: a plan whose tensor would pass 2^48 bytes is an error naming the value and binding.
+TEST(Regressions, HugeGearIsAnErrorNotAnOverflow) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {"batch", 16});
+  auto r = b.input("r", f32, {"batch", 16});
+  b.output("y", b.silu(b.add(x, r)));
+  Graph g = b.build();
+  Options o = testing::graph_opts();
+  o["ge.dynamic_dims"] = "48585;48585;255555555555552770";
+  EXPECT_TRUE(throws_with([&] { compile(g, o); },
+                          {"'x' [batch,16]", "batch=255555555555552770", "2^48 bytes", "hint"}));
+}
+
 }  // namespace
 }  // namespace ubfuse

@@ -111,36 +111,6 @@ HWY_INLINE V WhereF(D d, V c, V a, V b) {
   return hn::IfThenElse(hn::Ne(c, hn::Zero(d)), a, b);
 }
 
-// bf16-grade activations, for values that reach only bf16 outputs: e^x with one-constant
-// range reduction and a degree-4 polynomial (relative error < 5e-5) and the 14-bit hardware
-// reciprocal, against bf16's 2^-9 rounding. About half the work of the exact forms.
-template <class D, class V>
-HWY_INLINE V ExpLowpF(D d, V x) {
-  const V xc = hn::Max(hn::Set(d, -87.0f), hn::Min(hn::Set(d, 88.0f), x));  // NaN x kept
-  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
-  const V r = hn::NegMulAdd(n, hn::Set(d, 0.693147180559945f), xc);
-  V p = hn::MulAdd(r, hn::Set(d, 1.0f / 24), hn::Set(d, 1.0f / 6));
-  p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-  return Pow2ScaleF(d, p, n);
-}
-template <class D, class V>
-HWY_INLINE V SigmoidLowpF(D d, V x) {
-  return hn::ApproximateReciprocal(hn::Add(hn::Set(d, 1.0f), ExpLowpF(d, hn::Neg(x))));
-}
-template <class D, class V>
-HWY_INLINE V SiluLowpF(D d, V x) {
-  return hn::Mul(x, SigmoidLowpF(d, x));
-}
-// 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
-template <class D, class V>
-HWY_INLINE V GeluTanhLowpF(D d, V x) {
-  const V x3 = hn::Mul(hn::Mul(x, x), x);
-  const V u2 = hn::Mul(hn::Set(d, 1.5957691216057308f), hn::MulAdd(hn::Set(d, 0.044715f), x3, x));
-  return hn::Mul(x, SigmoidLowpF(d, u2));
-}
-
 // Lanes past n neutral for a sum (0) or a max (-inf): the tail of a row.
 template <class D, class V>
 HWY_INLINE V TailForSum(D d, V v, size_t n) {

@@ -95,13 +95,18 @@ std::optional<int64_t> eval_dim(const Dim& d, const SymbolBindings& b) {
   int64_t v = 1;
   for (auto& f : split_factors(d.symbol())) {
     bool numeric = !f.empty() && std::all_of(f.begin(), f.end(), ::isdigit);
+    int64_t x;
     if (numeric) {
-      v *= std::stoll(f);
-      continue;
+      x = std::stoll(f);
+    } else {
+      auto it = b.find(f);
+      if (it == b.end()) return std::nullopt;
+      x = it->second;
     }
-    auto it = b.find(f);
-    if (it == b.end()) return std::nullopt;
-    v *= it->second;
+    if (__builtin_mul_overflow(v, x, &v)) {
+      throw Error("dim '" + d.symbol() + "' overflows a 64-bit size with " + f + "=" +
+                  std::to_string(x) + "; hint: check the symbol values (input shapes, gears)");
+    }
   }
   return v;
 }

@@ -14,6 +14,28 @@ constexpr int64_t kAlign = 64;
 
 int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
+// No real tensor passes 2^48 bytes (256 TiB); below it, sums over a plan's buffers cannot
+// overflow. Symbol values from gears or the fuzzer can ask for more.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
+
+std::string bindings_str(const SymbolBindings& b) {
+  std::string r;
+  for (auto& [k, x] : b) r += (r.empty() ? "" : ", ") + k + "=" + std::to_string(x);
+  return r;
+}
+
+void check_bytes(const Value* v, const Sizes& s, const SymbolBindings& b) {
+  int64_t bytes = int64_t(dtype_size(v->dtype));
+  bool over = false;
+  for (int64_t d : s)
+    over = over || __builtin_mul_overflow(bytes, d, &bytes) || bytes > kMaxTensorBytes;
+  if (over) {
+    throw Error("value '" + v->name + "' " + shape_str(v->shape) + " would be " + sizes_str(s) +
+                " with " + bindings_str(b) + ", more than the 2^48 bytes one tensor may have" +
+                "; hint: check the symbol values (input shapes, gears)");
+  }
+}
+
 // Re-infers node n on concrete input sizes to catch symbol bindings that break it (a symbol bound
 // to 5 broadcast against a fixed 4, say).
 Sizes concrete_check(const Node& n, const std::unordered_map<const Value*, Sizes>& sizes) {
@@ -39,19 +61,20 @@ Sizes concrete_check(const Node& n, const std::unordered_map<const Value*, Sizes
 std::shared_ptr<const Plan> CompiledModelImpl::build_plan(const SymbolBindings& b) const {
   auto plan = std::make_shared<Plan>();
   plan->symbols = b;
-  for (auto* in : graph.inputs()) plan->sizes[in] = eval_shape(in->shape, b);
+  for (auto* in : graph.inputs()) {
+    plan->sizes[in] = eval_shape(in->shape, b);
+    check_bytes(in, plan->sizes[in], b);
+  }
   for (Node* n : graph.topo_order()) {
     for (size_t i = 0; i < n->outputs.size(); i++) {
       const Value* v = n->outputs[i];
       Sizes s = eval_shape(v->shape, b);
+      check_bytes(v, s, b);
       if (i == 0) {
         Sizes c = concrete_check(*n, plan->sizes);
         if (c != s) {
-          throw Error(n->describe() + ": with " + [&] {
-            std::string r;
-            for (auto& [k, x] : b) r += (r.empty() ? "" : ", ") + k + "=" + std::to_string(x);
-            return r;
-          }() + " the output is " + sizes_str(c) + " but the graph declares " + shape_str(v->shape) +
+          throw Error(n->describe() + ": with " + bindings_str(b) + " the output is " +
+                      sizes_str(c) + " but the graph declares " + shape_str(v->shape) +
                       "; hint: the symbols bound from the inputs are inconsistent with this op");
         }
       }

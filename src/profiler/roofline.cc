@@ -74,6 +74,8 @@ Roofline measure_and_cache(const std::string& key, const std::string& path) {
 
 }  // namespace
 
+constexpr int64_t kCacheMaxAgeSeconds = 7 * 24 * 3600;
+
 std::string bandwidth_cache_path() {
   if (const char* d = std::getenv("UBFUSE_CACHE_DIR"); d && *d) {
     return (fs::path(d) / "bandwidth.json").string();
@@ -113,7 +115,14 @@ Roofline machine_roofline(bool remeasure) {
     json j = read_cache(path);
     if (j.contains("machines") && j["machines"].contains(key)) {
       const json& e = j["machines"][key];
-      if (e.contains("add_gb_per_s") && e["add_gb_per_s"].is_number() &&
+      // A week-old figure is measured again: the machine under a VM may have moved or been
+      // busy when it was taken.
+      const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      const bool fresh = e.contains("measured_unix") && e["measured_unix"].is_number_integer() &&
+                         now - e["measured_unix"].get<int64_t>() < kCacheMaxAgeSeconds;
+      if (fresh && e.contains("add_gb_per_s") && e["add_gb_per_s"].is_number() &&
           e["add_gb_per_s"].get<double>() > 0) {
         cached = {e["add_gb_per_s"].get<double>(), e.value("threads", 0), key, "cache", path};
         have = true;

@@ -3,7 +3,8 @@
 //   $UBFUSE_CACHE_DIR/bandwidth.json, else ~/.cache/ubfuse/bandwidth.json
 //   {"machines": {"<cpu model> | <cpus> cpus | <mem> GiB | <threads> threads":
 //                 {"add_gb_per_s": 27.1, "threads": 2, "measured_unix": 1764430000}}}
-// so later runs on the same machine do not pay for the measurement. Overrides:
+// so later runs on the same machine do not pay for the measurement; entries older than a week
+// are measured again. Overrides:
 //   UBFUSE_BANDWIDTH_GBPS=27.1     use this value (no measurement, no cache)
 //   UBFUSE_REMEASURE_BANDWIDTH=1   measure again and replace the cached value
 #pragma once

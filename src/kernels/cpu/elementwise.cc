@@ -29,6 +29,8 @@ enum UnaryCode : int {
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/elementwise.cc"
+#include <type_traits>
+
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/cpu/loops-inl.h"
@@ -62,6 +64,9 @@ UBF_UNARY_FUNCTOR(UGeluErf, GeluErfF(d, x))
 UBF_UNARY_FUNCTOR(UGeluTanh, GeluTanhF(d, x))
 UBF_UNARY_FUNCTOR(UErf, ErfF(d, x))
 UBF_UNARY_FUNCTOR(UPow, PowF(d, x, p))
+UBF_UNARY_FUNCTOR(USigmoidLowp, SigmoidLowpF(d, x))
+UBF_UNARY_FUNCTOR(USiluLowp, SiluLowpF(d, x))
+UBF_UNARY_FUNCTOR(UGeluTanhLowp, GeluTanhLowpF(d, x))
 #undef UBF_UNARY_FUNCTOR
 
 template <class Op, typename T>
@@ -95,15 +100,25 @@ void UnaryTyped(int op, const void* in, void* out, size_t n, bool stream, float 
       return UnaryLoop<URecip>(x, y, n, stream, p);
     case cpu::kTanh:
       return UnaryLoop<UTanh>(x, y, n, stream, p);
+    // bf16 keeps 8 significant bits: the bf16-grade forms (half the work) round the same.
     case cpu::kSigmoid:
+      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+        return UnaryLoop<USigmoidLowp>(x, y, n, stream, p);
+      }
       return UnaryLoop<USigmoid>(x, y, n, stream, p);
     case cpu::kRelu:
       return UnaryLoop<URelu>(x, y, n, stream, p);
     case cpu::kSilu:
+      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+        return UnaryLoop<USiluLowp>(x, y, n, stream, p);
+      }
       return UnaryLoop<USilu>(x, y, n, stream, p);
     case cpu::kGeluErf:
       return UnaryLoop<UGeluErf>(x, y, n, stream, p);
     case cpu::kGeluTanh:
+      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+        return UnaryLoop<UGeluTanhLowp>(x, y, n, stream, p);
+      }
       return UnaryLoop<UGeluTanh>(x, y, n, stream, p);
     case cpu::kErf:
       return UnaryLoop<UErf>(x, y, n, stream, p);

@@ -178,6 +178,7 @@ HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, hwy::bfloat16_t* HWY_RESTRICT p) 
 template <class D>
 HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, hwy::float16_t* HWY_RESTRICT p) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  (void)d;
   const hn::Rebind<hwy::float16_t, D> df16;
   hn::StoreU(hn::DemoteTo(df16, v), df16, p);
 #else
@@ -204,6 +205,7 @@ HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, hwy::bfloat16_t* HWY_RESTRICT p)
 template <class D>
 HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, hwy::float16_t* HWY_RESTRICT p) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  (void)d;
   const hn::Rebind<hwy::float16_t, D> df16;
   const hn::Rebind<uint16_t, D> du16;
   hn::Stream(hn::BitCast(du16, hn::DemoteTo(df16, v)), du16, reinterpret_cast<uint16_t*>(p));
@@ -454,6 +456,37 @@ HWY_INLINE V PowF(D d, V x, float e) {
 
 // ---------------------------------------------------------------------------------------------
 // Horizontal reductions of one vector (f32).
+
+// bf16-grade activations, for values that reach only bf16 outputs (eager bf16 kernels and
+// generated kernels): e^x with one-constant
+// range reduction and a degree-4 polynomial (relative error < 5e-5) and the 14-bit hardware
+// reciprocal, against bf16's 2^-9 rounding. About half the work of the exact forms.
+template <class D, class V>
+HWY_INLINE V ExpLowpF(D d, V x) {
+  const V xc = hn::Max(hn::Set(d, -87.0f), hn::Min(hn::Set(d, 88.0f), x));  // NaN x kept
+  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
+  const V r = hn::NegMulAdd(n, hn::Set(d, 0.693147180559945f), xc);
+  V p = hn::MulAdd(r, hn::Set(d, 1.0f / 24), hn::Set(d, 1.0f / 6));
+  p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  return Pow2ScaleF(d, p, n);
+}
+template <class D, class V>
+HWY_INLINE V SigmoidLowpF(D d, V x) {
+  return hn::ApproximateReciprocal(hn::Add(hn::Set(d, 1.0f), ExpLowpF(d, hn::Neg(x))));
+}
+template <class D, class V>
+HWY_INLINE V SiluLowpF(D d, V x) {
+  return hn::Mul(x, SigmoidLowpF(d, x));
+}
+// 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+template <class D, class V>
+HWY_INLINE V GeluTanhLowpF(D d, V x) {
+  const V x3 = hn::Mul(hn::Mul(x, x), x);
+  const V u2 = hn::Mul(hn::Set(d, 1.5957691216057308f), hn::MulAdd(hn::Set(d, 0.044715f), x3, x));
+  return hn::Mul(x, SigmoidLowpF(d, u2));
+}
 
 // Sum of all lanes.
 template <class D, class V>
