@@ -2,6 +2,7 @@
 // graph traces hold the kernels users look for with their source ops, bytes equal the planner's.
 #include "ubfuse/profiler.h"
 
+#include <chrono>
 #include <thread>
 
 #include "profiler/machine.h"
@@ -253,7 +254,12 @@ TEST(Profiler, BandwidthComesFromTheCacheFileKeyedByMachine) {
                     std::to_string(prof::threads_for_measurement()) + " threads";
   {
     std::ofstream f(cache + "/bandwidth.json");
-    f << json({{"machines", {{key, {{"add_gb_per_s", 123.5}, {"threads", 2}}}}}}).dump();
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    f << json({{"machines",
+                {{key, {{"add_gb_per_s", 123.5}, {"threads", 2}, {"measured_unix", now}}}}}})
+             .dump();
   }
   prof::Roofline r = prof::machine_roofline();
   EXPECT_EQ(r.source, "cache");

@@ -43,7 +43,7 @@ Shape input_shape(const onnx::ValueInfoProto& vi, const ImportOptions& o, int* f
         throw Error("graph input '" + vi.name() + "' has a negative dim " +
                     std::to_string(d.dim_value()));
       }
-      s.push_back(Dim(d.dim_value()));
+      s.emplace_back(int64_t(d.dim_value()));  // in place: GCC 12 misreads a moved variant
       continue;
     }
     std::string sym = d.has_dim_param() && !d.dim_param().empty()
@@ -79,7 +79,8 @@ void convert_node(ImportState& st, const onnx::NodeProto& node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") {
     throw OnnxUnsupportedError(c.where() + ": domain '" + node.domain() +
                                "' is not supported (only the default ONNX domain); supported "
-                               "ops: " + supported_list());
+                               "ops: " +
+                               supported_list());
   }
   auto& table = converters();
   auto it = table.find(node.op_type());
@@ -115,7 +116,8 @@ void declare_outputs(const onnx::GraphProto& g, ImportState& st) {
     if (iv.dims) c.needs_static(*iv.dims, "a graph output that is a shape vector");
     Value* v = iv.v;
     if (!v) {
-      Node* n = st.graph.add_node(OpKind::Constant, {}, {}, st.graph.unique_name(o.name() + "_const"));
+      Node* n =
+          st.graph.add_node(OpKind::Constant, {}, {}, st.graph.unique_name(o.name() + "_const"));
       n->payload = iv.konst;
       infer_node(*n);
       v = n->out();
@@ -125,8 +127,9 @@ void declare_outputs(const onnx::GraphProto& g, ImportState& st) {
     used.insert(v);
     if (o.type().has_tensor_type() && o.type().tensor_type().elem_type() != 0) {
       int32_t et = o.type().tensor_type().elem_type();
-      DType want = et == onnx::TensorProto::DOUBLE ? DType::f32
-                                                   : dtype_from_onnx(et, "graph output '" + o.name() + "'");
+      DType want = et == onnx::TensorProto::DOUBLE
+                       ? DType::f32
+                       : dtype_from_onnx(et, "graph output '" + o.name() + "'");
       if (want != v->dtype) {
         throw Error("graph output '" + o.name() + "' is declared " + onnx_type_name(et) +
                     " but computes " + std::string(dtype_name(v->dtype)));
@@ -145,11 +148,13 @@ OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
   check_opsets(m, st);
   if (!m.has_graph()) throw Error("ONNX model has no graph");
   const onnx::GraphProto& g = m.graph();
-  if (g.sparse_initializer_size()) throw OnnxUnsupportedError("sparse initializers are not supported");
+  if (g.sparse_initializer_size())
+    throw OnnxUnsupportedError("sparse initializers are not supported");
 
   for (const auto& init : g.initializer()) {
     if (init.name().empty()) throw Error("an initializer has no name");
-    if (st.values.count(init.name())) throw Error("initializer '" + init.name() + "' is given twice");
+    if (st.values.count(init.name()))
+      throw Error("initializer '" + init.name() + "' is given twice");
     IValue iv;
     iv.konst = tensor_from_proto(init, init.name(), st.tensor_options);
     iv.dtype = iv.konst.dtype();
@@ -169,10 +174,12 @@ OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
       continue;
     }
     if (!in.type().has_tensor_type()) {
-      throw OnnxUnsupportedError("graph input '" + in.name() + "' is not a tensor (sequences, maps "
+      throw OnnxUnsupportedError("graph input '" + in.name() +
+                                 "' is not a tensor (sequences, maps "
                                  "and optionals are not supported)");
     }
-    DType dt = dtype_from_onnx(in.type().tensor_type().elem_type(), "graph input '" + in.name() + "'");
+    DType dt =
+        dtype_from_onnx(in.type().tensor_type().elem_type(), "graph input '" + in.name() + "'");
     Value* v = st.graph.add_input(in.name(), dt, input_shape(in, options, &fresh));
     IValue iv;
     iv.v = v;
@@ -189,7 +196,8 @@ OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
   OnnxModel out;
   out.graph = std::move(st.graph);
   out.opset = st.opset;
-  out.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+  out.producer =
+      m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
   out.notes = std::move(st.notes);
   return out;
 }

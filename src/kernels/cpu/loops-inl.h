@@ -99,23 +99,31 @@ HWY_INLINE float RowSum(D d, const T* HWY_RESTRICT x, size_t n) {
   return ReduceSumF(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
 }
 
-// Max of x[0, n) (n >= 1) in f32.
-template <class D, typename T>
+// Max of x[0, n) (n >= 1) in f32; NaN if any element is NaN. kPropagateNaN = false drops NaN
+// (x86 max returns an operand) at a third of the work, for callers whose later math propagates
+// it anyway (softmax: exp(NaN - max) is NaN).
+template <bool kPropagateNaN = true, class D, typename T>
 HWY_INLINE float RowMax(D d, const T* HWY_RESTRICT x, size_t n) {
+  const auto mx = [d](auto a, auto b) HWY_ATTR {
+    if constexpr (kPropagateNaN) {
+      return MaxF(d, a, b);
+    } else {
+      return hn::Max(a, b);
+    }
+  };
   const size_t N = hn::Lanes(d);
   const auto ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
   auto m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
   size_t i = 0;
   for (; i + 4 * N <= n; i += 4 * N) {
-    m0 = MaxF(d, m0, LoadF32(d, x + i));
-    m1 = MaxF(d, m1, LoadF32(d, x + i + N));
-    m2 = MaxF(d, m2, LoadF32(d, x + i + 2 * N));
-    m3 = MaxF(d, m3, LoadF32(d, x + i + 3 * N));
+    m0 = mx(m0, LoadF32(d, x + i));
+    m1 = mx(m1, LoadF32(d, x + i + N));
+    m2 = mx(m2, LoadF32(d, x + i + 2 * N));
+    m3 = mx(m3, LoadF32(d, x + i + 3 * N));
   }
-  for (; i + N <= n; i += N) m0 = MaxF(d, m0, LoadF32(d, x + i));
-  if (i < n)
-    m1 = MaxF(d, m1, hn::IfThenElse(hn::FirstN(d, n - i), LoadNF32(d, x + i, n - i), ninf));
-  return ReduceMaxF(d, MaxF(d, MaxF(d, m0, m1), MaxF(d, m2, m3)));
+  for (; i + N <= n; i += N) m0 = mx(m0, LoadF32(d, x + i));
+  if (i < n) m1 = mx(m1, hn::IfThenElse(hn::FirstN(d, n - i), LoadNF32(d, x + i, n - i), ninf));
+  return ReduceMaxF(d, mx(mx(m0, m1), mx(m2, m3)));
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

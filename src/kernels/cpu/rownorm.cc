@@ -1,8 +1,9 @@
-// LayerNorm and RMSNorm over the last axis. One row at a time: the first pass streams the row in
-// from memory, the later passes re-read it from L1 (a 4096-float row is 16 KiB) while prefetching
-// the next row, so each input byte comes from DRAM once. f32 accumulation with independent vector
-// accumulators; LayerNorm's variance is a second pass over the row shifted by its pass-1 mean
-// (no cancellation, exact even with a large common offset).
+// LayerNorm and RMSNorm over the last axis. One row at a time, two passes: the statistics pass
+// streams the row in from memory while prefetching the next row, the output pass re-reads it from
+// L1 (a 4096-float row is 16 KiB), so each input byte comes from DRAM once. f32 accumulation with
+// independent vector accumulators; LayerNorm sums x - x[0] and its square (the shifted-data
+// variance: x[0] lies within the row's spread, so a large common offset cancels exactly and the
+// sums do not).
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -62,19 +63,22 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
     const T* next = r + 1 < rows ? xr + cols : nullptr;
-    // Shifted two-pass statistics: the f32 mean m1 of pass 1 is only a pivot; pass 2 sums
-    // d = x - m1 (exact for x near m1) and d^2, so the mean m1 + md and the variance keep full
-    // precision even for rows with a large common offset.
-    const float m1 = RowSum(d, xr, cols) / float(cols);
+    // One statistics pass over d = x - x[0]: the mean is x[0] + mean(d), and the variance
+    // mean(d^2) - mean(d)^2 has no cancellation because d is of the row's spread, not its offset.
+    const float pivot = cols ? hn::GetLane(LoadNF32(d, xr, 1)) : 0.0f;
     float sd, sd2;
-    RowShiftedSums(d, xr, cols, m1, next, &sd, &sd2);
+    RowShiftedSums(d, xr, cols, pivot, next, &sd, &sd2);
     const float md = sd / float(cols);
-    const float var = std::max(0.0f, sd2 / float(cols) - md * md);
-    const auto vm1 = hn::Set(d, m1);
+    const float raw = sd2 / float(cols) - md * md;
+    const float var = raw < 0.0f ? 0.0f : raw;  // keeps NaN (an Inf in the row gives Inf - Inf)
+    const auto vpivot = hn::Set(d, pivot);
     const auto vmd = hn::Set(d, md);
     const auto vrstd = hn::Set(d, 1.0f / std::sqrt(var + eps));
     MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
-      auto v = hn::Mul(hn::Sub(hn::Sub(LoadAt<kFull>(d, xr, i, count), vm1), vmd), vrstd);
+      auto v = hn::Mul(hn::Sub(hn::Sub(LoadAt<kFull>(d, xr, i, count), vpivot), vmd), vrstd);
+      if constexpr (kW && kB) {
+        return hn::MulAdd(v, LoadAt<kFull>(d, w, i, count), LoadAt<kFull>(d, b, i, count));
+      }
       if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
       if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
       return v;

@@ -33,7 +33,7 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
     const T* next = r + 1 < rows ? xr + cols : nullptr;
-    const auto vmax = hn::Set(d, RowMax(d, xr, cols));
+    const auto vmax = hn::Set(d, RowMax<false>(d, xr, cols));  // NaN flows through exp
     auto s0 = hn::Zero(d), s1 = hn::Zero(d);
     size_t i = 0;
     for (; i + 2 * N <= cols; i += 2 * N) {
