@@ -105,5 +105,27 @@ TEST(Regressions, HugeGearIsAnErrorNotAnOverflow) {
                           {"'x' [batch,16]", "batch=255555555555552770", "2^48 bytes", "hint"}));
 }
 
+// fuzz_graph, crash-fa2e724a: exp(exp(exp(x))) in bf16 gave 1.65e38 in graph mode where the
+// reference overflows to inf: the bf16-grade exp clamped its argument at 88 (e^88 = 1.65e38)
+// instead of letting the scaling overflow past 88.72, and returned e^-87 for anything smaller.
+TEST(Regressions, Bf16GradeExpOverflowsAndUnderflowsLikeExp) {
+  GraphBuilder b;
+  auto x = b.input("x", bf16, {2, 5});
+  b.output("y", b.exp(b.exp(x)));
+  b.output("s", b.silu(x));
+  Graph g = b.build();
+  Tensor xv = Tensor::from_floats(
+      bf16, {2, 5}, {4.5f, 4.6f, 5.0f, -200.0f, 1.0f, 2.0f, 0.0f, -1000.0f, 90.0f, -90.0f});
+  for (const char* engine : {"cpp", "interpreter"}) {
+    Options o = testing::graph_opts();
+    o["codegen"] = engine;
+    EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, o)) << engine;
+    Tensor y = compile(g, o).run({{"x", xv}}).at("y");
+    EXPECT_TRUE(std::isinf(y.get(2))) << engine << " " << y.get(2);  // e^(e^5) = e^148
+    EXPECT_EQ(y.get(3), 1.0) << engine;                              // e^(e^-200) = e^0
+  }
+  EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, testing::eager_opts()));
+}
+
 }  // namespace
 }  // namespace ubfuse

@@ -463,7 +463,8 @@ HWY_INLINE V PowF(D d, V x, float e) {
 // reciprocal, against bf16's 2^-9 rounding. About half the work of the exact forms.
 template <class D, class V>
 HWY_INLINE V ExpLowpF(D d, V x) {
-  const V xc = hn::Max(hn::Set(d, -87.0f), hn::Min(hn::Set(d, 88.0f), x));  // NaN x kept
+  // ExpF's range: past 88.72 the scaling overflows to inf, below -87 it goes subnormal, then 0.
+  const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 88.8f), x));  // NaN x kept
   const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
   const V r = hn::NegMulAdd(n, hn::Set(d, 0.693147180559945f), xc);
   V p = hn::MulAdd(r, hn::Set(d, 1.0f / 24), hn::Set(d, 1.0f / 6));
