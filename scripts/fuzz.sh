@@ -3,8 +3,8 @@
 # scripts/sanitize.sh asan runs the tests in) and runs each for a bounded time
 # on a copy of its committed seed corpus (fuzz/corpus/<target>), two at a time.
 #   scripts/fuzz.sh [target...]      default: every target
-# Env: UBFUSE_FUZZ_SECONDS (per target, default 60), UBFUSE_FUZZ_SEED (libFuzzer's -seed, default 1;
-# 0 picks one from the clock), UBFUSE_FUZZ_JOBS (targets at once, default
+# Env: UBFUSE_FUZZ_SECONDS (per target, default 60), UBFUSE_FUZZ_SEED (libFuzzer's -seed, default 0:
+# from the clock; set it to replay a run), UBFUSE_FUZZ_JOBS (targets at once, default
 # nproc), UBFUSE_JOBS (build jobs). A crash leaves its input in build-asan/artifacts/<target>/ and
 # fails the script; rerun it with build-asan/fuzz_<target> <file>, then add a regression test.
 set -euo pipefail
@@ -30,7 +30,7 @@ run_one() {
   local t=$1 work=$DIR/corpus/$1 art=$DIR/artifacts/$1/
   mkdir -p "$work" "$art"
   # New inputs go to the work dir; the committed seeds are read only.
-  # A fixed seed: CI replays the same mutation sequence a local run has explored.
+  # UBFUSE_FUZZ_SEED replays a run's mutation sequence.
   if "./$DIR/fuzz_$t" -seed="$SEED" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=3072 \
     -print_final_stats=1 -artifact_prefix="$art" "$work" "fuzz/corpus/$t" >"$DIR/fuzz_$t.log" 2>&1; then
     echo "ok"
@@ -39,7 +39,7 @@ run_one() {
   fi >"$DIR/fuzz_$t.status"
 }
 export -f run_one
-SEED=${UBFUSE_FUZZ_SEED:-1}
+SEED=${UBFUSE_FUZZ_SEED:-0}
 export DIR SECONDS_EACH SEED
 printf '%s\n' "${TARGETS[@]}" | xargs -P "$FUZZ_JOBS" -I{} bash -c 'run_one {}'
 t2=$(date +%s)
