@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "ir/shape_util.h"
 #include "kernels/cpu/op_kernel.h"
 #include "ubfuse/error.h"
 
@@ -24,15 +25,13 @@ int64_t epilogue_block_bytes() {
 // puts row reductions only behind such MatMuls).
 Sizes matmul_sizes(const Sizes& a, const Sizes& b) {
   UBF_CHECK(a.size() >= 2 && b.size() >= 2, "MatMul epilogue with a row reduction needs matrices");
-  const size_t r = std::max(a.size(), b.size());
-  Sizes d(r);
-  for (size_t i = 0; i + 2 < r; i++) {
-    int64_t x = i + a.size() >= r ? a[i + a.size() - r] : 1;
-    int64_t y = i + b.size() >= r ? b[i + b.size() - r] : 1;
-    d[i] = x == 1 ? y : x;
-  }
-  d[r - 2] = a[a.size() - 2];
-  d[r - 1] = b.back();
+  std::string why;
+  auto batch = broadcast_shapes(to_shape(Sizes(a.begin(), a.end() - 2)),
+                                to_shape(Sizes(b.begin(), b.end() - 2)), &why);
+  UBF_CHECK(batch.has_value(), "MatMul epilogue operands' batch dims: " + why);
+  Sizes d = static_sizes(*batch);
+  d.push_back(a[a.size() - 2]);
+  d.push_back(b.back());
   return d;
 }
 
