@@ -127,5 +127,37 @@ TEST(Regressions, Bf16GradeExpOverflowsAndUnderflowsLikeExp) {
   EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, testing::eager_opts()));
 }
 
+// fuzz_graph, crash-389ba9a0 (seed 1): ReduceMean of a ReduceMean ([2,rows,1] reduced again over
+// its last axis of 1) heap-overflowed kir::schedule: the inner mean is a row scalar, and the
+// reduction of a row scalar was given a pass after the last one. A sum, mean or max over one
+// element is that element; lowering now says so, and schedule() checks the pass bound loudly.
+TEST(Regressions, ReductionOfARowScalarStaysInTheKernelsPasses) {
+  GraphBuilder b;
+  auto x = b.input("x0", f32, {2, "rows", 10});
+  auto m0 = b.reduce_mean(x, true);   // [2,rows,1]
+  auto m1 = b.reduce_mean(m0, true);  // over one element
+  auto m2 = b.reduce_max(m1, true);
+  auto s = b.reduce_sum(b.exp(m2), true);
+  b.output("y", b.reduce_mean(s, true));
+  b.output("z", b.softmax(m1));  // exp(m - m) / 1 = 1
+  Graph g = b.build();
+  Tensor xv = Tensor::random(f32, {2, 4, 10}, 7);
+  for (const char* engine : {"cpp", "interpreter"}) {
+    for (const char* ub : {"1024", "65536"}) {
+      Options o = testing::graph_opts();
+      o["codegen"] = engine;
+      o["ub_bytes"] = ub;
+      EXPECT_TRUE(testing::matches_reference(g, {{"x0", xv}}, o)) << engine << " " << ub;
+      CompiledModel m = compile(g, o);
+      // mean(x) apart (another domain), the chain over [2,rows,1] in one kernel, and the
+      // softmax apart: the chain is at the limit of 4 reductions per group.
+      ASSERT_EQ(m.kernels().size(), 3u) << engine << " " << ub;
+      EXPECT_EQ(m.kernels()[1].name, "FusedReduceMeanReduceMaxExpReduceSumReduceMean");
+      EXPECT_EQ(m.run({{"x0", xv}}).at("z").get(3), 1.0);
+    }
+  }
+  EXPECT_TRUE(testing::matches_reference(g, {{"x0", xv}}, testing::eager_opts()));
+}
+
 }  // namespace
 }  // namespace ubfuse

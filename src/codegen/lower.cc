@@ -136,6 +136,10 @@ class Lowerer {
         throw Fail{"a per-row value of '" + note_ + "' depends on a full row"};
       }
     }
+    // A row scalar reaches a reduction only where the domain has one column (operand() allows
+    // nothing else), and the sum or max of one element is that element. Keeping it a row value
+    // keeps every reduction's operand a column, which the pass schedule relies on.
+    if (is_reduction(op) && prog_->exprs[size_t(a)].row) return a;
     return add(e);
   }
   int cnst(double v) { return mk(Op::Const, true, -1, -1, -1, float(v)); }

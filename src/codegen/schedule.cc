@@ -213,6 +213,8 @@ Schedule schedule(const Program& p, bool ub) {
     const Expr& x = p.exprs[size_t(e)];
     if (!p.needed[size_t(e)] || !x.row || is_reduction(x.op)) continue;  // reductions: per pass
     int ph = p.phase[size_t(e)];
+    UBF_CHECK(ph <= P, "row value " + std::to_string(e) + " is due after pass " +
+                           std::to_string(ph) + " of a " + std::to_string(P) + "-pass kernel");
     if (call_const[size_t(e)]) {
       s.per_call.push_back(e);
     } else if (ph == 0) {
@@ -224,6 +226,9 @@ Schedule schedule(const Program& p, bool ub) {
   for (int o = 0; o < int(p.outputs.size()); o++) {
     int e = p.outputs[size_t(o)].expr;
     int ph = p.phase[size_t(e)];
+    UBF_CHECK(p.exprs[size_t(e)].row ? ph <= P : ph < P,
+              "output " + std::to_string(o) + " is due in pass " + std::to_string(ph) +
+                  " of a " + std::to_string(P) + "-pass kernel");
     if (p.exprs[size_t(e)].row) {
       (ph == 0 ? s.row_outs_before : s.phases[size_t(ph - 1)].row_outs_after).push_back(o);
     } else {
