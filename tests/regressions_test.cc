@@ -159,5 +159,40 @@ TEST(Regressions, ReductionOfARowScalarStaysInTheKernelsPasses) {
   EXPECT_TRUE(testing::matches_reference(g, {{"x0", xv}}, testing::eager_opts()));
 }
 
+// fuzz_graph, crash-e47e1e68 (seed 1): log(layer_norm(x)^3) in f16. Where x^3 falls below f16's
+// smallest subnormal, eager mode (and the reference, rounding every op) gives log(0) = -inf; the
+// fused kernel keeps x^3 in f32 and gives about -22.3. Both are right for their contract, so the
+// fuzzers now also accept graph mode matching the reference that rounds only at casts.
+TEST(Regressions, FusedKernelsKeepF16IntermediatesInF32) {
+  GraphBuilder b;
+  auto x = b.input("x", f16, {1, 4});
+  auto y = b.log(b.pow(x, 3.0));
+  b.output("y", y);
+  b.output("c", b.cast(b.cast(b.mul(x, 1e-4), f16), f32));  // a cast still rounds
+  Graph g = b.build();
+  std::map<std::string, Tensor> in{
+      {"x", Tensor::from_floats(f16, {1, 4}, {5.8e-4f, 0.5f, 2.0f, 0.1f})}};
+  auto every_op = ref::run_graph(g, in);
+  auto casts_only = ref::run_graph(g, in, ref::Rounding::CastsOnly);
+  EXPECT_TRUE(std::isinf(every_op.at("y").data[0]));
+  EXPECT_NEAR(casts_only.at("y").data[0], 3 * std::log(double(f16_to_f32(f32_to_f16(5.8e-4f)))),
+              1e-9);
+  EXPECT_EQ(casts_only.at("c").data[0], every_op.at("c").data[0]);  // both round at the cast
+  EXPECT_NE(casts_only.at("c").data[0], double(f16_to_f32(f32_to_f16(5.8e-4f))) * 1e-4);
+
+  Tensor eager = compile(g, testing::eager_opts()).run(in).at("y");
+  EXPECT_TRUE(std::isinf(eager.get(0)) && eager.get(0) < 0) << eager.get(0);
+  for (const char* engine : {"cpp", "interpreter"}) {
+    Options o = testing::graph_opts();
+    o["codegen"] = engine;
+    CompiledModel m = compile(g, o);
+    ASSERT_EQ(m.kernels().size(), 2u) << engine;  // pow+log, and the mul+casts chain
+    EXPECT_EQ(m.kernels()[0].name, "FusedPowLog") << engine;
+    Tensor fused = m.run(in).at("y");
+    EXPECT_NEAR(fused.get(0), casts_only.at("y").data[0], 0.05) << engine;
+    for (int64_t i = 1; i < 4; i++) EXPECT_NEAR(fused.get(i), every_op.at("y").data[size_t(i)], 0.05);
+  }
+}
+
 }  // namespace
 }  // namespace ubfuse

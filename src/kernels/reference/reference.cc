@@ -238,11 +238,14 @@ static Sizes broadcast_or_throw(const Node& n, const Sizes& a, const Shape& b) {
   return static_sizes(*s);
 }
 
-std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in) {
+std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in, Rounding rounding) {
   FusionClass fc = fusion_class(n.op);
+  const DType out_dtype = n.out()->dtype;
+  const bool exact = rounding == Rounding::CastsOnly && n.op != OpKind::Cast && is_float(out_dtype);
+  auto round = [&](double v) { return exact ? v : round_to(out_dtype, v); };
   if (fc == FusionClass::Elementwise) {
     RefTensor y = make(n, in[0].sizes);
-    for (size_t i = 0; i < y.data.size(); i++) y.data[i] = round_to(y.dtype, unary(n, in[0].data[i]));
+    for (size_t i = 0; i < y.data.size(); i++) y.data[i] = round(unary(n, in[0].data[i]));
     return {y};
   }
   if (fc == FusionClass::Broadcast) {
@@ -262,7 +265,7 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       } else {
         v = binary(n.op, a, b);
       }
-      y.data[size_t(f)] = round_to(y.dtype, v);
+      y.data[size_t(f)] = round(v);
     }
     return {y};
   }
@@ -378,8 +381,8 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
   UBF_CHECK(false, "ref eval_node: unhandled op " + std::string(op_name(n.op)));
 }
 
-std::map<std::string, RefTensor> run_graph(const Graph& g,
-                                           const std::map<std::string, Tensor>& inputs) {
+std::map<std::string, RefTensor> run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                           Rounding rounding) {
   std::map<const Value*, RefTensor> vals;
   for (auto* in : g.inputs()) {
     auto it = inputs.find(in->name);
@@ -389,7 +392,7 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
   for (Node* n : g.topo_order()) {
     std::vector<RefTensor> ins;
     for (auto* v : n->inputs) ins.push_back(vals.at(v));
-    auto outs = eval_node(*n, ins);
+    auto outs = eval_node(*n, ins, rounding);
     for (size_t i = 0; i < outs.size(); i++) {
       outs[i].dtype = n->outputs[i]->dtype;
       vals[n->outputs[i]] = std::move(outs[i]);

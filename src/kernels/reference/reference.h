@@ -17,11 +17,19 @@ struct RefTensor {
   DType dtype = DType::f32;  // the dtype the graph gives this value
 };
 
+// Where elementwise results are rounded to their float dtype. EveryOp is eager mode's contract
+// (every op materializes its output); CastsOnly keeps intermediates exact except where a Cast
+// asks for rounding: what a fused kernel, computing in f32, approaches. Integer and bool results
+// are always rounded.
+enum class Rounding { EveryOp, CastsOnly };
+
 RefTensor from_tensor(const Tensor& t);
 // Evaluates one node on double inputs.
-std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& inputs);
+std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& inputs,
+                                 Rounding rounding = Rounding::EveryOp);
 // Evaluates the whole graph (symbols bound from the inputs' sizes); returns named outputs.
-std::map<std::string, RefTensor> run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs);
+std::map<std::string, RefTensor> run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+                                           Rounding rounding = Rounding::EveryOp);
 
 // Tolerances used when comparing a dtype's result with the double reference.
 double tolerance(DType t);
