@@ -42,19 +42,27 @@ struct OpBench {
   int64_t bytes = 0;  // moved per run
 };
 
-enum class Op { Add, LayerNorm, Silu, Softmax };
+// Scale (y = 2x, STREAM's 1 read + 1 write) shows what an op that reads one tensor and writes one
+// can reach at all here: LayerNorm, Silu and Softmax move bytes in that ratio, not in Add's 2:1.
+enum class Op { Add, Scale, LayerNorm, Silu, Softmax };
 
-std::unique_ptr<OpBench> make_bench(Op op, DType dt) {
+std::unique_ptr<OpBench> make_bench(Op op, DType dt, const Sizes& shape = kShape) {
   auto ob = std::make_unique<OpBench>();
   GraphBuilder b;
-  V x = b.input("x", dt, to_shape(kShape));
+  V x = b.input("x", dt, to_shape(shape));
   V y = nullptr;
-  ob->inputs.push_back(Tensor::random(dt, kShape, 1, -2, 2));
+  ob->inputs.push_back(Tensor::random(dt, shape, 1, -2, 2));
   switch (op) {
     case Op::Add: {
-      V r = b.input("r", dt, to_shape(kShape));
-      ob->inputs.push_back(Tensor::random(dt, kShape, 2, -2, 2));
+      V r = b.input("r", dt, to_shape(shape));
+      ob->inputs.push_back(Tensor::random(dt, shape, 2, -2, 2));
       y = b.add(x, r);
+      break;
+    }
+    case Op::Scale: {
+      Tensor two = Tensor::from_floats(dt, {}, {2.0f});
+      ob->inputs.push_back(two);
+      y = b.mul(x, b.constant(two));
       break;
     }
     case Op::LayerNorm: {
@@ -75,7 +83,7 @@ std::unique_ptr<OpBench> make_bench(Op op, DType dt) {
   b.output("y", y);
   ob->graph = b.build();
   ob->kernel = cpu::make_op_kernel(*y->producer);
-  ob->outputs.push_back(Tensor::zeros(dt, kShape));  // pre-faulted
+  ob->outputs.push_back(Tensor::zeros(dt, shape));  // pre-faulted
   for (const auto& t : ob->inputs) ob->bytes += int64_t(t.nbytes());
   ob->bytes += int64_t(ob->outputs[0].nbytes());
   return ob;
@@ -97,6 +105,21 @@ void BM_EagerLayerNorm(benchmark::State& s) { run_op(s, Op::LayerNorm, DType::f3
 void BM_EagerSilu(benchmark::State& s) { run_op(s, Op::Silu, DType::f32); }
 void BM_EagerSoftmax(benchmark::State& s) { run_op(s, Op::Softmax, DType::f32); }
 void BM_EagerSiluBf16(benchmark::State& s) { run_op(s, Op::Silu, DType::bf16); }
+
+// The same kernels on [2, 16, 4096] (256 KiB per f32 tensor, in each core's L2): what they
+// compute per second when memory is not the limit. An op whose in-cache rate is not far above its
+// DRAM-shape rate is compute-bound on this machine.
+void run_in_cache(benchmark::State& state, Op op, DType dt) {
+  auto ob = make_bench(op, dt, {2, 16, kCols});
+  ob->kernel->run(ob->inputs, ob->outputs, pool());
+  for (auto _ : state) ob->kernel->run(ob->inputs, ob->outputs, pool());
+  state.SetItemsProcessed(state.iterations() * ob->outputs[0].numel());
+  state.SetBytesProcessed(state.iterations() * ob->bytes);
+}
+void BM_InCacheLayerNorm(benchmark::State& s) { run_in_cache(s, Op::LayerNorm, DType::f32); }
+void BM_InCacheSilu(benchmark::State& s) { run_in_cache(s, Op::Silu, DType::f32); }
+void BM_InCacheSoftmax(benchmark::State& s) { run_in_cache(s, Op::Softmax, DType::f32); }
+void BM_InCacheSiluBf16(benchmark::State& s) { run_in_cache(s, Op::Silu, DType::bf16); }
 
 // MatMul with constant (prepacked) weights: [512, 2048] x [2048, 2048], GFLOP/s.
 void run_matmul(benchmark::State& state, DType dt) {
@@ -150,6 +173,10 @@ BENCHMARK(BM_EagerLayerNorm)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMi
 BENCHMARK(BM_EagerSilu)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EagerSoftmax)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EagerSiluBf16)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_InCacheLayerNorm)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_InCacheSilu)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_InCacheSoftmax)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_InCacheSiluBf16)->UseRealTime()->Repetitions(3)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EagerMatMulF32)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EagerMatMulBf16)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -167,6 +194,7 @@ void print_ratios() {
     DType dt;
   };
   const Row rows[] = {{"Add f32", Op::Add, DType::f32},
+                      {"Scale f32", Op::Scale, DType::f32},
                       {"LayerNorm f32", Op::LayerNorm, DType::f32},
                       {"Silu f32", Op::Silu, DType::f32},
                       {"Softmax f32", Op::Softmax, DType::f32},

@@ -374,11 +374,31 @@ HWY_INLINE V TanhF(D d, V x) {
 }
 
 // 1 / (1 + e^-x), <= 2.4 ulp; 1 for large x, and for x < -88 a value below 1e-38 (0 where the
-// hardware reciprocal flushes).
+// hardware reciprocal flushes). e^-x is ExpF's method with the negation folded into the
+// constants, one clamp (x in [-88, 104]: 1 + e^-x stays finite and 2^n in range) and a degree-6
+// polynomial (relative error 2e-9 on the reduced range, fitted for this): 17 operations, not 20,
+// which matters because SiLU is compute-bound on wide cores.
 template <class D, class V>
 HWY_INLINE V SigmoidF(D d, V x) {
-  const V e = ExpF(d, hn::Min(hn::Set(d, 88.0f), hn::Neg(x)));  // keeps 1 + e finite
-  return FastReciprocalF(d, hn::Add(hn::Set(d, 1.0f), e));
+  // Operand order: x second, so x86 min/max keep a NaN x.
+  const V xc = hn::Max(hn::Set(d, -88.0f), hn::Min(hn::Set(d, 104.0f), x));
+  const V n = hn::Round(hn::Mul(xc, hn::Set(d, -1.44269504088896341f)));  // -x = n ln2 - s
+  V s = hn::MulAdd(n, hn::Set(d, 0.693359375f), xc);
+  s = hn::MulAdd(n, hn::Set(d, -2.12194440e-4f), s);
+  V p = hn::Set(d, 1.3836742145940661e-3f);  // e^-s = sum c_k s^k
+  p = hn::MulAdd(p, s, hn::Set(d, -8.374898694455624e-3f));
+  p = hn::MulAdd(p, s, hn::Set(d, 4.1668232530355453e-2f));
+  p = hn::MulAdd(p, s, hn::Set(d, -1.6666419804096222e-1f));
+  p = hn::MulAdd(p, s, hn::Set(d, 4.9999991059303284e-1f));
+  p = hn::MulAdd(p, s, hn::Set(d, -1.0f));
+  p = hn::MulAdd(p, s, hn::Set(d, 1.0f));
+  const V e = Pow2ScaleF(d, p, n);
+  const V r = FastReciprocalF(d, hn::Add(hn::Set(d, 1.0f), e));
+  if constexpr (detail::kMinMaxPropagateSecondNaN) {
+    return r;
+  } else {
+    return hn::IfThenElse(hn::IsNaN(x), x, r);
+  }
 }
 
 // x * sigmoid(x) = x / (1 + e^-x).
