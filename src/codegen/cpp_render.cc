@@ -301,7 +301,7 @@ class Renderer {
         o_ << "float(cols)";
         break;
       case Op::Load:
-        o_ << "hn::GetLane(UbLoadN(d, " << pfx_ << "p" << x.arg << ", 1))";
+        o_ << "hn::GetLane(LoadNF32(d, " << pfx_ << "p" << x.arg << ", 1))";
         break;
       default: {
         auto s = [&](int o) { return o < 0 ? std::string() : "hn::Set(d, " + rv(o) + ")"; };
@@ -312,7 +312,7 @@ class Renderer {
   }
 
   void row_out(int o, const std::string& ind) {
-    o_ << ind << "UbStoreN(hn::Set(d, " << rv(p_.outputs[size_t(o)].expr) << "), d, " << pfx_ << "o"
+    o_ << ind << "StoreNF32(hn::Set(d, " << rv(p_.outputs[size_t(o)].expr) << "), d, " << pfx_ << "o"
        << o << ", 1);  // " << p_.outputs[size_t(o)].value->name << "\n";
   }
 
@@ -469,9 +469,9 @@ class Renderer {
       o_ << ind << "const VF " << cv(e) << " = ";
       if (x.op == Op::Load) {
         if (tail) {
-          o_ << "UbLoadN(d, " << pfx_ << "p" << x.arg << " + i, tail)";
+          o_ << "LoadNF32(d, " << pfx_ << "p" << x.arg << " + i, tail)";
         } else {
-          o_ << "UbLoad(d, " << pfx_ << "p" << x.arg << " + i)";
+          o_ << "LoadF32(d, " << pfx_ << "p" << x.arg << " + i)";
         }
       } else {
         o_ << vop(x, operand(x.a), operand(x.b), operand(x.c));
@@ -495,10 +495,10 @@ class Renderer {
       std::string v = cv(p_.outputs[size_t(o)].expr);
       std::string dst = pfx_ + "o" + std::to_string(o) + " + i";
       if (tail) {
-        o_ << ind << "UbStoreN(" << v << ", d, " << dst << ", tail);\n";
+        o_ << ind << "StoreNF32(" << v << ", d, " << dst << ", tail);\n";
       } else {
-        o_ << ind << "if (" << pfx_ << "nt" << o << ") UbStream(" << v << ", d, " << dst
-           << "); else UbStore(" << v << ", d, " << dst << ");\n";
+        o_ << ind << "if (" << pfx_ << "nt" << o << ") StreamF32(" << v << ", d, " << dst
+           << "); else StoreF32(" << v << ", d, " << dst << ");\n";
       }
     }
   }

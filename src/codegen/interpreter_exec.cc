@@ -144,8 +144,8 @@ HWY_INLINE void LoadTile(const void* src, float* HWY_RESTRICT dst, size_t n) {
   const size_t L = hn::Lanes(d);
   const T* p = static_cast<const T*>(src);
   size_t i = 0;
-  for (; i + L <= n; i += L) hn::Store(UbLoad(d, p + i), d, dst + i);
-  if (i < n) hn::Store(UbLoadN(d, p + i, n - i), d, dst + i);
+  for (; i + L <= n; i += L) hn::Store(LoadF32(d, p + i), d, dst + i);
+  if (i < n) hn::Store(LoadNF32(d, p + i, n - i), d, dst + i);
 }
 
 template <typename T>
@@ -154,8 +154,8 @@ HWY_INLINE void StoreTile(const float* src, void* dstv, size_t n) {
   const size_t L = hn::Lanes(d);
   T* p = static_cast<T*>(dstv);
   size_t i = 0;
-  for (; i + L <= n; i += L) UbStore(hn::Load(d, src + i), d, p + i);
-  if (i < n) UbStoreN(hn::Load(d, src + i), d, p + i, n - i);
+  for (; i + L <= n; i += L) StoreF32(hn::Load(d, src + i), d, p + i);
+  if (i < n) StoreNF32(hn::Load(d, src + i), d, p + i, n - i);
 }
 
 HWY_INLINE void LoadAny(DType t, const void* src, float* dst, size_t n) {
@@ -187,7 +187,7 @@ HWY_INLINE void StoreAny(DType t, const float* src, void* dst, size_t n) {
 template <typename T>
 HWY_INLINE float LoadScalarT(const void* p) {
   const DF d;
-  return hn::GetLane(UbLoadN(d, static_cast<const T*>(p), 1));
+  return hn::GetLane(LoadNF32(d, static_cast<const T*>(p), 1));
 }
 HWY_INLINE float LoadScalar(DType t, const void* p) {
   switch (t) {
@@ -205,7 +205,7 @@ HWY_INLINE float LoadScalar(DType t, const void* p) {
 template <typename T>
 HWY_INLINE void StoreScalarT(float v, void* p) {
   const DF d;
-  UbStoreN(hn::Set(d, v), d, static_cast<T*>(p), 1);
+  StoreNF32(hn::Set(d, v), d, static_cast<T*>(p), 1);
 }
 HWY_INLINE void StoreScalar(DType t, float v, void* p) {
   switch (t) {

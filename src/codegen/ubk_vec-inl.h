@@ -1,6 +1,6 @@
-// Vector helpers of fused kernels that vecmath.h (the shared elementwise math) does not cover:
-// loads and stores of any storage dtype including bool (as uint8 0/1), partial vectors for row
-// tails, explicit rounding casts, comparisons and select as 0/1 floats. Used by generated C++
+// Vector helpers of fused kernels that vecmath.h (the shared elementwise math, loads and stores of
+// every storage dtype) does not cover: explicit rounding casts, comparisons and select as 0/1
+// floats, neutral row tails for reductions. Used by generated C++
 // (static target) and by the tile interpreter (every dispatched target). A Highway per-target
 // header, like vecmath.h; embedded into the library for generated sources.
 
@@ -22,54 +22,6 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// Full-vector load / store / stream of a storage dtype as f32 lanes.
-template <class D, typename T>
-HWY_INLINE hn::VFromD<D> UbLoad(D d, const T* HWY_RESTRICT p) {
-  return LoadF32(d, p);
-}
-template <class D>
-HWY_INLINE hn::VFromD<D> UbLoad(D d, const uint8_t* HWY_RESTRICT p) {
-  const hn::Rebind<uint8_t, D> du8;
-  const hn::RebindToSigned<D> di32;
-  return hn::ConvertTo(
-      d, hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(du8, p))));
-}
-template <class D, typename T>
-HWY_INLINE void UbStore(hn::VFromD<D> v, D d, T* HWY_RESTRICT p) {
-  StoreF32(v, d, p);
-}
-template <class D>
-HWY_INLINE void UbStore(hn::VFromD<D> v, D d, uint8_t* HWY_RESTRICT p) {
-  const hn::Rebind<uint8_t, D> du8;
-  const hn::RebindToSigned<D> di32;
-  const auto bits =
-      hn::IfThenElseZero(hn::RebindMask(di32, hn::Ne(v, hn::Zero(d))), hn::Set(di32, 1));
-  hn::StoreU(hn::DemoteTo(du8, bits), du8, p);
-}
-template <class D, typename T>
-HWY_INLINE void UbStream(hn::VFromD<D> v, D d, T* HWY_RESTRICT p) {
-  StreamF32(v, d, p);
-}
-template <class D>
-HWY_INLINE void UbStream(hn::VFromD<D> v, D d, uint8_t* HWY_RESTRICT p) {
-  UbStore(v, d, p);
-}
-
-// The first n (< Lanes) elements; other lanes 0. Never touches memory past p[n-1].
-template <class D, typename T>
-HWY_INLINE hn::VFromD<D> UbLoadN(D d, const T* HWY_RESTRICT p, size_t n) {
-  HWY_ALIGN T tmp[hn::MaxLanes(d)];
-  memset(tmp, 0, sizeof(tmp));
-  memcpy(tmp, p, n * sizeof(T));
-  return UbLoad(d, tmp);
-}
-template <class D, typename T>
-HWY_INLINE void UbStoreN(hn::VFromD<D> v, D d, T* HWY_RESTRICT p, size_t n) {
-  HWY_ALIGN T tmp[hn::MaxLanes(d)];
-  UbStore(v, d, tmp);
-  memcpy(p, tmp, n * sizeof(T));
-}
 
 // Round to bf16 / f16 and widen back (an explicit Cast inside a fused group).
 template <class D>

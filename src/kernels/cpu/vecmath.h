@@ -91,7 +91,7 @@ HWY_INLINE uint16_t BF16BitsFromF32(float f) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Loads and stores: storage dtype f32 / bf16 / f16 <-> f32 vector of Lanes(d).
+// Loads and stores: storage dtype f32 / bf16 / f16 / bool (uint8) <-> f32 vector of Lanes(d).
 // Pointers need no alignment unless the name says Stream (aligned to the stored bytes' width).
 
 // Loads Lanes(d) floats.
@@ -119,6 +119,15 @@ HWY_INLINE hn::VFromD<D> LoadF32(D d, const hwy::float16_t* HWY_RESTRICT p) {
   for (size_t i = 0; i < hn::Lanes(d); ++i) tmp[i] = F32FromF16Bits(u[i]);
   return hn::Load(d, tmp);
 #endif
+}
+
+// Loads Lanes(d) bools (uint8 0/1, how tensors store bool) as 0/1 floats.
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadF32(D d, const uint8_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint8_t, D> du8;
+  const hn::RebindToSigned<D> di32;
+  return hn::ConvertTo(
+      d, hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(du8, p))));
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && !defined(__AVX512BF16__) && \
@@ -189,6 +198,16 @@ HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, hwy::float16_t* HWY_RESTRICT p) {
 #endif
 }
 
+// Stores Lanes(d) values as bools (uint8: 1 where nonzero or NaN, else 0).
+template <class D>
+HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, uint8_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint8_t, D> du8;
+  const hn::RebindToSigned<D> di32;
+  const auto bits =
+      hn::IfThenElseZero(hn::RebindMask(di32, hn::Ne(v, hn::Zero(d))), hn::Set(di32, 1));
+  hn::StoreU(hn::DemoteTo(du8, bits), du8, p);
+}
+
 // Non-temporal store of Lanes(d) floats; p aligned to the vector width. Call hwy::FlushStream()
 // before other threads read the data.
 template <class D>
@@ -212,6 +231,11 @@ HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, hwy::float16_t* HWY_RESTRICT p) 
 #else
   StoreF32(v, d, p);
 #endif
+}
+// Bools (a quarter of a vector's bytes, rarely aligned for a stream): a plain store.
+template <class D>
+HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, uint8_t* HWY_RESTRICT p) {
+  StoreF32(v, d, p);
 }
 
 // Loads the first n (< Lanes(d) allowed, also 0) elements; other lanes are 0. Never reads past
