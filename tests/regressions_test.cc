@@ -1,6 +1,10 @@
 // One test per bug found by fuzzing (scripts/fuzz.sh) or by the sanitizer runs: the input that
 // found it, reduced, and the behaviour now expected. Each names the fuzz target it came from.
+#include <fstream>
+#include <sstream>
+
 #include "fusion/rules.h"
+#include "ubfuse/onnx.h"
 #include "test_util.h"
 
 namespace ubfuse {
@@ -191,6 +195,52 @@ TEST(Regressions, FusedKernelsKeepF16IntermediatesInF32) {
     Tensor fused = m.run(in).at("y");
     EXPECT_NEAR(fused.get(0), casts_only.at("y").data[0], 0.05) << engine;
     for (int64_t i = 1; i < 4; i++) EXPECT_NEAR(fused.get(i), every_op.at("y").data[size_t(i)], 0.05);
+  }
+}
+
+// fuzz_onnx, crash-c5cb5bf7 (seed 2): a Split whose input is a scalar (the backend test
+// test_split_equal_parts_1d with its input's shape cut to rank 0). The importer's axis check let
+// axis 0 pass for rank 0 and split() then read the shape's first dim: UBSan, reference binding
+// to null. An axis on a scalar is now an error naming the node and the attribute.
+TEST(Regressions, AxisOfAScalarIsAnImportError) {
+  std::ifstream f(std::string(UBFUSE_SOURCE_DIR) +
+                      "/fuzz/corpus/onnx/crash-c5cb5bf7c8958c22ed9f2df1e86028ee8914c5ee",
+                  std::ios::binary);
+  ASSERT_TRUE(f.good());
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  EXPECT_TRUE(throws_with([&] { import_onnx_model_from_bytes(bytes.str()); },
+                          {"Split", "axis 0: the input is a scalar, which has no axes"}));
+}
+
+// fuzz_graph, crash-4754e83f (seed 2): exp(x0 - ReduceSum(x1)) in f16, eager 92.125 against a
+// reference 92.5. Eager mode stores the row sum in f16 before the Sub; the reference kept row ops
+// and MatMul in double, so the exp amplified one f16 rounding of the sum past the tolerance. The
+// reference now stores every op's result in its dtype (Rounding::EveryOp), as eager mode does;
+// CastsOnly still keeps them exact.
+TEST(Regressions, ReferenceStoresRowOpResultsInTheirDtype) {
+  GraphBuilder b;
+  auto x0 = b.input("x0", f16, {2, 6, 15});
+  auto x1 = b.input("x1", f16, {2, 6, 15});
+  auto s = b.reduce_sum(x1, true);
+  b.output("s", s);
+  b.output("y", b.exp(b.sub(x0, s)));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in{{"x0", Tensor::random(f16, {2, 6, 15}, 1, 2, 5)},
+                                   {"x1", Tensor::random(f16, {2, 6, 15}, 2, -1, 1)}};
+  auto every_op = ref::run_graph(g, in);
+  auto casts_only = ref::run_graph(g, in, ref::Rounding::CastsOnly);
+  int differs = 0;
+  for (size_t i = 0; i < every_op.at("s").data.size(); i++) {
+    double stored = every_op.at("s").data[i], exact = casts_only.at("s").data[i];
+    EXPECT_EQ(stored, double(f16_to_f32(f32_to_f16(float(exact)))));
+    differs += stored != exact;
+  }
+  EXPECT_GT(differs, 0);  // the sums of 15 f16 values are mostly not f16 values
+  for (int seed = 0; seed < 20; seed++) {
+    in["x0"] = Tensor::random(f16, {2, 6, 15}, uint64_t(100 + seed), 2, 5);
+    in["x1"] = Tensor::random(f16, {2, 6, 15}, uint64_t(200 + seed), -1, 1);
+    EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts())) << seed;
   }
 }
 

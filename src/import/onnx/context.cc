@@ -71,11 +71,9 @@ void NodeCtx::needs_static(const std::vector<Dim>& dims, const std::string& what
 }
 
 int64_t NodeCtx::norm_axis(int64_t axis, int64_t rank, const std::string& attr) const {
+  if (rank == 0) invalid(attr + " " + std::to_string(axis) + ": the input is a scalar, which has no axes");
   if (axis < -rank || axis >= rank) {
-    if (!(rank == 0 && axis == 0)) {
-      invalid(attr + " " + std::to_string(axis) + " is out of range for rank " +
-              std::to_string(rank));
-    }
+    invalid(attr + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   }
   return axis < 0 ? axis + rank : axis;
 }

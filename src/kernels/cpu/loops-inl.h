@@ -108,6 +108,7 @@ HWY_INLINE float RowMax(D d, const T* HWY_RESTRICT x, size_t n) {
     if constexpr (kPropagateNaN) {
       return MaxF(d, a, b);
     } else {
+      (void)d;  // used only by the NaN-aware form
       return hn::Max(a, b);
     }
   };

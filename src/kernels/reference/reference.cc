@@ -243,6 +243,13 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
   const DType out_dtype = n.out()->dtype;
   const bool exact = rounding == Rounding::CastsOnly && n.op != OpKind::Cast && is_float(out_dtype);
   auto round = [&](double v) { return exact ? v : round_to(out_dtype, v); };
+  // Row ops and MatMul accumulate in double; their result is stored in its dtype like any other.
+  auto stored = [&](RefTensor t) {
+    if (!exact) {
+      for (double& v : t.data) v = round_to(out_dtype, v);
+    }
+    return t;
+  };
   if (fc == FusionClass::Elementwise) {
     RefTensor y = make(n, in[0].sizes);
     for (size_t i = 0; i < y.data.size(); i++) y.data[i] = round(unary(n, in[0].data[i]));
@@ -275,8 +282,8 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
     case OpKind::Softmax:
     case OpKind::ReduceSum:
     case OpKind::ReduceMean:
-    case OpKind::ReduceMax: return {row_op(n, in)};
-    case OpKind::MatMul: return {matmul(n, in)};
+    case OpKind::ReduceMax: return {stored(row_op(n, in))};
+    case OpKind::MatMul: return {stored(matmul(n, in))};
     case OpKind::Gather: {
       const RefTensor& x = in[0];
       const RefTensor& idx = in[1];

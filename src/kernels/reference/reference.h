@@ -1,5 +1,6 @@
 // The test oracle: obvious, slow kernels in double precision. Inputs of any dtype are widened to
-// double; results are rounded to the output dtype only by the caller's comparison.
+// double; each op computes in double and its result is rounded to its dtype as eager mode stores
+// it (see Rounding for the variant fused kernels approach).
 #pragma once
 
 #include <map>
