@@ -125,16 +125,9 @@ void BinaryTyped(int op, const void* a, bool as, const void* b, bool bs, void* o
 void BinaryRun(int op, int code, const void* a, bool as, const void* b, bool bs, void* out,
                size_t n, bool stream) {
   if (as && bs) as = bs = false;  // n == 1
-  switch (code) {
-    case 0:
-      return BinaryTyped<float>(op, a, as, b, bs, out, n, stream);
-    case 1:
-      return BinaryTyped<hwy::bfloat16_t>(op, a, as, b, bs, out, n, stream);
-    case 2:
-      return BinaryTyped<hwy::float16_t>(op, a, as, b, bs, out, n, stream);
-    default:
-      break;
-  }
+  WithStorage(code, [&](auto s) HWY_ATTR {
+    BinaryTyped<typename decltype(s)::type>(op, a, as, b, bs, out, n, stream);
+  });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -102,16 +102,9 @@ void CompareRun(int op, int code, const void* a, bool as, const void* b, bool bs
                 size_t n) {
   if (as && bs) as = bs = false;  // n == 1
   uint8_t* o = static_cast<uint8_t*>(out);
-  switch (code) {
-    case 0:
-      return CompareTyped<float>(op, a, as, b, bs, o, n);
-    case 1:
-      return CompareTyped<hwy::bfloat16_t>(op, a, as, b, bs, o, n);
-    case 2:
-      return CompareTyped<hwy::float16_t>(op, a, as, b, bs, o, n);
-    default:
-      break;
-  }
+  WithStorage(code, [&](auto s) HWY_ATTR {
+    CompareTyped<typename decltype(s)::type>(op, a, as, b, bs, o, n);
+  });
 }
 
 // out[i] = c[i] ? a[i] : b[i]; float storage is selected without conversion (bit copy).
@@ -172,16 +165,9 @@ void WhereTyped(const void* c, bool cs, const void* a, bool as, const void* b, b
 
 void WhereRun(int code, const void* c, bool cs, const void* a, bool as, const void* b, bool bs,
               void* out, size_t n, bool stream) {
-  switch (code) {
-    case 0:
-      return WhereTyped<float>(c, cs, a, as, b, bs, out, n, stream);
-    case 1:
-      return WhereTyped<hwy::bfloat16_t>(c, cs, a, as, b, bs, out, n, stream);
-    case 2:
-      return WhereTyped<hwy::float16_t>(c, cs, a, as, b, bs, out, n, stream);
-    default:
-      break;
-  }
+  WithStorage(code, [&](auto s) HWY_ATTR {
+    WhereTyped<typename decltype(s)::type>(c, cs, a, as, b, bs, out, n, stream);
+  });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -131,16 +131,9 @@ void UnaryTyped(int op, const void* in, void* out, size_t n, bool stream, float 
 
 // One contiguous run of n elements of float dtype `code` (0 f32, 1 bf16, 2 f16).
 void UnaryRun(int op, int code, const void* in, void* out, size_t n, bool stream, float p) {
-  switch (code) {
-    case 0:
-      return UnaryTyped<float>(op, in, out, n, stream, p);
-    case 1:
-      return UnaryTyped<hwy::bfloat16_t>(op, in, out, n, stream, p);
-    case 2:
-      return UnaryTyped<hwy::float16_t>(op, in, out, n, stream, p);
-    default:
-      break;
-  }
+  WithStorage(code, [&](auto s) HWY_ATTR {
+    UnaryTyped<typename decltype(s)::type>(op, in, out, n, stream, p);
+  });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -20,21 +20,25 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
-// Storage type for a dtype code (see kernels/cpu/kernel_util.h: 0 f32, 1 bf16, 2 f16).
-template <int kCode>
-struct StorageOf;
-template <>
-struct StorageOf<0> {
-  using type = float;
+// Calls f(Storage<T>{}) with T the storage type of a float dtype code (kernels/cpu/kernel_util.h:
+// 0 f32, 1 bf16, 2 f16), so each kernel's entry point is written once for all three.
+template <typename T>
+struct Storage {
+  using type = T;
 };
-template <>
-struct StorageOf<1> {
-  using type = hwy::bfloat16_t;
-};
-template <>
-struct StorageOf<2> {
-  using type = hwy::float16_t;
-};
+template <class F>
+HWY_INLINE void WithStorage(int code, const F& f) {
+  switch (code) {
+    case 0:
+      return f(Storage<float>{});
+    case 1:
+      return f(Storage<hwy::bfloat16_t>{});
+    case 2:
+      return f(Storage<hwy::float16_t>{});
+    default:
+      HWY_ABORT("float dtype code %d is not 0 (f32), 1 (bf16) or 2 (f16)", code);
+  }
+}
 
 // Writes out[0, n) from f: f.template operator()<kFull>(i, count) returns the vector of results
 // for elements [i, i + count), where count == Lanes(d) when kFull (f may then use full loads) and

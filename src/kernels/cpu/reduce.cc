@@ -36,18 +36,10 @@ HWY_NOINLINE void ReduceRows(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y,
 }
 
 void ReduceRun(int op, int code, const void* x, void* y, size_t rows, size_t cols) {
-  switch (code) {
-    case 0:
-      return ReduceRows(op, static_cast<const float*>(x), static_cast<float*>(y), rows, cols);
-    case 1:
-      return ReduceRows(op, static_cast<const hwy::bfloat16_t*>(x),
-                        static_cast<hwy::bfloat16_t*>(y), rows, cols);
-    case 2:
-      return ReduceRows(op, static_cast<const hwy::float16_t*>(x), static_cast<hwy::float16_t*>(y),
-                        rows, cols);
-    default:
-      break;
-  }
+  WithStorage(code, [&](auto s) HWY_ATTR {
+    using T = typename decltype(s)::type;
+    ReduceRows(op, static_cast<const T*>(x), static_cast<T*>(y), rows, cols);
+  });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -124,16 +124,9 @@ void NormTyped(bool rms, const void* x, void* y, size_t rows, size_t cols, const
 // Normalizes `rows` rows of `cols` elements; w/b (f32, may be null) cover one row.
 void NormRun(bool rms, int code, const void* x, void* y, size_t rows, size_t cols, const float* w,
              const float* b, float eps, bool stream) {
-  switch (code) {
-    case 0:
-      return NormTyped<float>(rms, x, y, rows, cols, w, b, eps, stream);
-    case 1:
-      return NormTyped<hwy::bfloat16_t>(rms, x, y, rows, cols, w, b, eps, stream);
-    case 2:
-      return NormTyped<hwy::float16_t>(rms, x, y, rows, cols, w, b, eps, stream);
-    default:
-      break;
-  }
+  WithStorage(code, [&](auto s) HWY_ATTR {
+    NormTyped<typename decltype(s)::type>(rms, x, y, rows, cols, w, b, eps, stream);
+  });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -63,18 +63,10 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
 }
 
 void SoftmaxRun(int code, const void* x, void* y, size_t rows, size_t cols, bool stream) {
-  switch (code) {
-    case 0:
-      return SoftmaxRows(static_cast<const float*>(x), static_cast<float*>(y), rows, cols, stream);
-    case 1:
-      return SoftmaxRows(static_cast<const hwy::bfloat16_t*>(x), static_cast<hwy::bfloat16_t*>(y),
-                         rows, cols, stream);
-    case 2:
-      return SoftmaxRows(static_cast<const hwy::float16_t*>(x), static_cast<hwy::float16_t*>(y),
-                         rows, cols, stream);
-    default:
-      break;
-  }
+  WithStorage(code, [&](auto s) HWY_ATTR {
+    using T = typename decltype(s)::type;
+    SoftmaxRows(static_cast<const T*>(x), static_cast<T*>(y), rows, cols, stream);
+  });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
