@@ -17,17 +17,6 @@ constexpr int kRunsPerThread = 3;
 using Inputs = std::map<std::string, Tensor>;
 using Outputs = std::map<std::string, Tensor>;
 
-// The seed block: silu(layer_norm(x + residual)).
-Graph seed_block(Shape s) {
-  GraphBuilder b;
-  auto x = b.input("x", f32, s);
-  auto r = b.input("residual", f32, s);
-  auto w = b.input("w", f32, {s.back()});
-  auto bias = b.input("b", f32, {s.back()});
-  b.output("y", b.silu(b.layer_norm(b.add(x, r), w, bias, 1e-5)));
-  return b.build();
-}
-
 // A DAG with a matmul, a matmul epilogue, a softmax and a second output that shares a value.
 Graph matmul_dag() {
   GraphBuilder b;
@@ -124,7 +113,7 @@ std::vector<Mode> modes() {
 }
 
 TEST(Concurrency, SeedBlockStaticShapeFromEightThreads) {
-  Graph g = seed_block({32, 256});
+  Graph g = testing::seed_block({32, 256});
   for (auto& mode : modes()) {
     SCOPED_TRACE(mode.name);
     CompiledModel m = compile(g, mode.opts);
@@ -135,7 +124,7 @@ TEST(Concurrency, SeedBlockStaticShapeFromEightThreads) {
 
 TEST(Concurrency, SeedBlockSymbolicShapesPlannedConcurrently) {
   // Every thread brings its own row count, so plans for new shapes are built while others run.
-  Graph g = seed_block({"batch", 256});
+  Graph g = testing::seed_block({"batch", 256});
   for (auto& mode : modes()) {
     SCOPED_TRACE(mode.name);
     CompiledModel m = compile(g, mode.opts);
@@ -178,7 +167,7 @@ TEST(Concurrency, RunIntoReusedOutputsFromEightThreads) {
 
 TEST(Concurrency, ConcurrentResultsMatchReference) {
   // Identical to sequential is only useful if sequential is right.
-  Graph g = seed_block({32, 256});
+  Graph g = testing::seed_block({32, 256});
   auto in = seed_inputs(42, 32);
   for (auto& mode : modes()) {
     SCOPED_TRACE(mode.name);

@@ -283,18 +283,8 @@ INSTANTIATE_TEST_SUITE_P(Engines, FusedKernels, ::testing::Values("cpp", "interp
 
 // ---- schedules: what the UB keeps ----
 
-Graph seed_graph(Shape s) {
-  GraphBuilder b;
-  auto x = b.input("x", f32, s);
-  auto r = b.input("residual", f32, s);
-  auto w = b.input("w", f32, {s.back()});
-  auto bias = b.input("b", f32, {s.back()});
-  b.output("y", b.silu(b.layer_norm(b.add(x, r), w, bias, 1e-5)));
-  return b.build();
-}
-
 TEST(KernelIr, SeedBlockKeepsTheSumInOneSlot) {
-  Graph g = seed_graph({"batch", "seq", 4096});
+  Graph g = testing::seed_block({"batch", "seq", 4096});
   FusedGroup fg = whole_graph_group(g);
   std::string why;
   auto p = kir::lower_group(fg, &why);
@@ -365,7 +355,7 @@ Options graph_opts(const std::string& engine, int64_t ub = 0) {
 }
 
 TEST(FusedCompile, SeedBlockIsOneGeneratedKernelMovingOnlyInputsAndOutputs) {
-  Graph g = seed_graph({"batch", "seq", 1024});
+  Graph g = testing::seed_block({"batch", "seq", 1024});
   CompiledModel m = compile(g, graph_opts("cpp"));
   ASSERT_EQ(m.kernels().size(), 1u);
   EXPECT_EQ(m.kernels()[0].name, "FusedAddLayerNormSilu");
@@ -385,7 +375,7 @@ TEST(FusedCompile, SeedBlockIsOneGeneratedKernelMovingOnlyInputsAndOutputs) {
 }
 
 TEST(FusedCompile, RowLongerThanTheUbRereadsAndSaysSo) {
-  Graph g = seed_graph({"batch", "hidden"});
+  Graph g = testing::seed_block({"batch", "hidden"});
   for (const char* engine : {"cpp", "interpreter"}) {
     CompiledModel m = compile(g, graph_opts(engine, 4096));
     ASSERT_EQ(m.kernels().size(), 1u);
@@ -506,7 +496,7 @@ TEST(FusedCompile, CompileErrorsNameTheGroupAndKeepTheSource) {
 TEST(FusedCompile, KernelsComeFromTheDiskCacheTheSecondTime) {
   std::string dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache-test-XXXXXX";
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-  Graph g = seed_graph({"batch", 96});
+  Graph g = testing::seed_block({"batch", 96});
   Options o = graph_opts("cpp");
   o["cache_dir"] = dir;
   cpp::BuildCounters before = cpp::build_counters();
@@ -524,7 +514,7 @@ TEST(FusedCompile, KernelsComeFromTheDiskCacheTheSecondTime) {
 
 TEST(FusedCompile, WithoutACompilerGroupsRunOnTheInterpreter) {
   ::setenv("UBFUSE_CXX", "/nonexistent/ubfuse-test-c++", 1);
-  Graph g = seed_graph({"batch", 100});
+  Graph g = testing::seed_block({"batch", 100});
   CompiledModel m = compile(g, graph_opts("cpp"));
   ::unsetenv("UBFUSE_CXX");
   ASSERT_EQ(m.kernels().size(), 1u);

@@ -15,6 +15,17 @@ namespace ubfuse::testing {
 inline Options eager_opts() { return {{"ge.exec.enableOperatorFusion", "0"}}; }
 inline Options graph_opts() { return {{"ge.exec.enableOperatorFusion", "1"}}; }
 
+// The seed block y = silu(layer_norm(x + residual, w, b)) over shape s (w, b: the last dim).
+inline Graph seed_block(const Shape& s, DType t = DType::f32) {
+  GraphBuilder b;
+  auto x = b.input("x", t, s);
+  auto r = b.input("residual", t, s);
+  auto w = b.input("w", t, {s.back()});
+  auto bias = b.input("b", t, {s.back()});
+  b.output("y", b.silu(b.layer_norm(b.add(x, r), w, bias, 1e-5)));
+  return b.build();
+}
+
 // |got - want| <= atol + rtol * |want| elementwise, with atol/rtol from the dtype.
 inline ::testing::AssertionResult close_to_ref(const Tensor& got, const ref::RefTensor& want,
                                                double scale = 1.0) {
