@@ -170,6 +170,8 @@ TEST(KernelsCpu, VecmathAccuracyInUlps) {
        -1e-3, 1e-3, 6.0},
       {"sigmoid", [](B& b, V x) { return b.sigmoid(x); },
        [](double v) { return 1 / (1 + std::exp(-v)); }, -80, 80, 2.5},
+      {"sigmoid (subnormal results)", [](B& b, V x) { return b.sigmoid(x); },
+       [](double v) { return 1 / (1 + std::exp(-v)); }, -103, -87, 2.5},
       {"silu", [](B& b, V x) { return b.silu(x); }, [](double v) { return v / (1 + std::exp(-v)); },
        -80, 80, 3.0},
       {"rsqrt", [](B& b, V x) { return b.rsqrt(x); }, [](double v) { return 1 / std::sqrt(v); },

@@ -244,5 +244,38 @@ TEST(Regressions, ReferenceStoresRowOpResultsInTheirDtype) {
   }
 }
 
+// fuzz_graph, crash-23acbd1c (seed 3): rsqrt(sigmoid(x1 / x0)) gave 1.3e19 where the reference
+// gives inf. sigmoid clamped x at -88 to keep 1 + e^-x finite, so every x below -88 gave
+// e^-88 = 6e-39 instead of a smaller subnormal or 0. sigmoid is now 2^m / (2^m + e^-s), exact down
+// to the subnormal results, and the bf16-grade form likewise.
+TEST(Regressions, SigmoidIsAccurateWhereItsResultIsSubnormal) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {8});
+  b.output("y", b.rsqrt(b.sigmoid(x)));
+  b.output("s", b.sigmoid(x));
+  Graph g = b.build();
+  Tensor xv = Tensor::from_floats(f32, {8}, {-88.5f, -95.0f, -103.0f, -104.5f, -200.0f, 87.5f,
+                                             200.0f, -1.0f});
+  for (const char* engine : {"eager", "cpp", "interpreter"}) {
+    Options o = std::string(engine) == "eager" ? testing::eager_opts() : testing::graph_opts();
+    if (std::string(engine) != "eager") o["codegen"] = engine;
+    EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, o)) << engine;
+    Tensor s = compile(g, o).run({{"x", xv}}).at("s");
+    EXPECT_NEAR(s.get(1), std::exp(-95.0), 2e-45) << engine;  // a subnormal, not e^-88
+    EXPECT_EQ(s.get(4), 0.0) << engine;
+    EXPECT_EQ(s.get(6), 1.0) << engine;
+  }
+  // bf16 storage, where fused kernels use the bf16-grade sigmoid.
+  GraphBuilder b16;
+  auto x16 = b16.input("x", bf16, {8});
+  b16.output("s", b16.mul(b16.sigmoid(x16), 1e30));
+  Graph g16 = b16.build();
+  Tensor x16v = Tensor::from_floats(bf16, {8}, {-88.5f, -95.0f, -103.0f, -104.5f, -200.0f, 87.5f,
+                                                200.0f, -1.0f});
+  for (auto o : {testing::eager_opts(), testing::graph_opts()}) {
+    EXPECT_TRUE(testing::matches_reference(g16, {{"x", x16v}}, o));
+  }
+}
+
 }  // namespace
 }  // namespace ubfuse
