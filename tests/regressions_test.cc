@@ -277,5 +277,30 @@ TEST(Regressions, SigmoidIsAccurateWhereItsResultIsSubnormal) {
   }
 }
 
+// fuzz_graph, crash-3ed54487 (seed 4): rsqrt(rms_norm(mean(row)) + softmax(row)) over rows of one bf16 element.
+// Eager mode rounds rms_norm(-1.73) to -1 and gives rsqrt(0) = inf; the fused kernel keeps
+// -0.99999982 in f32 and gives 2368, where the exact value is 2440: 1 - 0.9999998 cancels, so
+// one f32 ulp moves the result by a third. Neither is wrong. The fuzzers now also re-run the
+// CastsOnly reference with every computed value nudged by 4 f32 ulps (ref::Jitter) and do not
+// judge graph mode where that moves the output past half the tolerance.
+TEST(Regressions, JitteredReferenceExposesF32Cancellation) {
+  GraphBuilder b;
+  auto row = b.input("row", bf16, {3, 1});
+  b.output("y", b.rsqrt(b.add(b.rms_norm(b.reduce_mean(row, true), nullptr, 1e-6), b.softmax(row))));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in{{"row", Tensor::from_floats(bf16, {3, 1}, {-1.72656f, 2.0f, -0.5f})}};
+  auto every_op = ref::run_graph(g, in).at("y").data;
+  auto exact = ref::run_graph(g, in, ref::Rounding::CastsOnly).at("y").data;
+  EXPECT_TRUE(std::isinf(every_op[0]));
+  EXPECT_NEAR(exact[0], 2441.6, 1.0);
+  double widest = 0;
+  for (uint32_t k = 0; k < 4; k++) {
+    auto j = ref::run_graph(g, in, ref::Rounding::CastsOnly, {4.0 / (1 << 24), k}).at("y").data;
+    widest = std::max(widest, std::isnan(j[0]) ? 1e9 : std::fabs(j[0] - exact[0]) / exact[0]);
+    EXPECT_NEAR(j[1], exact[1], 1e-5 * exact[1]);  // 2 + 1: well-conditioned, barely moves
+  }
+  EXPECT_GT(widest, 0.1);
+}
+
 }  // namespace
 }  // namespace ubfuse

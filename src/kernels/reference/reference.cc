@@ -389,18 +389,36 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
 }
 
 std::map<std::string, RefTensor> run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
-                                           Rounding rounding) {
+                                           Rounding rounding, Jitter jitter) {
   std::map<const Value*, RefTensor> vals;
   for (auto* in : g.inputs()) {
     auto it = inputs.find(in->name);
     if (it == inputs.end()) throw Error("reference: missing input '" + in->name + "'");
     vals[in] = from_tensor(it->second);
   }
+  uint64_t node_index = 0;
   for (Node* n : g.topo_order()) {
+    node_index++;
     std::vector<RefTensor> ins;
     for (auto* v : n->inputs) ins.push_back(vals.at(v));
     auto outs = eval_node(*n, ins, rounding);
+    const FusionClass fc = fusion_class(n->op);
+    const bool computes = fc == FusionClass::Elementwise || fc == FusionClass::Broadcast ||
+                          fc == FusionClass::RowReduction || n->op == OpKind::MatMul;
+    const bool jittered = jitter.rel != 0 && rounding == Rounding::CastsOnly && computes &&
+                          n->op != OpKind::Cast;
     for (size_t i = 0; i < outs.size(); i++) {
+      if (jittered && is_float(n->outputs[i]->dtype)) {
+        auto& d = outs[i].data;
+        for (size_t e = 0; e < d.size(); e++) {
+          // splitmix64 of (pattern, node, element): independent signs across nodes and elements.
+          uint64_t h = (uint64_t(jitter.pattern) << 56) ^ (node_index << 40) ^ uint64_t(e);
+          h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+          h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+          h ^= h >> 31;
+          d[e] *= 1 + ((h & 1) ? jitter.rel : -jitter.rel);
+        }
+      }
       outs[i].dtype = n->outputs[i]->dtype;
       vals[n->outputs[i]] = std::move(outs[i]);
     }

@@ -3,6 +3,7 @@
 // it (see Rounding for the variant fused kernels approach).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,8 +30,16 @@ RefTensor from_tensor(const Tensor& t);
 std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& inputs,
                                  Rounding rounding = Rounding::EveryOp);
 // Evaluates the whole graph (symbols bound from the inputs' sizes); returns named outputs.
+// With CastsOnly, a nonzero jitter scales each computed float element (not casts or data
+// movement) by 1 +- rel, the sign a hash of (pattern, node, element): how far f32 rounding inside
+// a fused kernel may move an output.
+struct Jitter {
+  double rel = 0;
+  uint32_t pattern = 0;
+};
 std::map<std::string, RefTensor> run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
-                                           Rounding rounding = Rounding::EveryOp);
+                                           Rounding rounding = Rounding::EveryOp,
+                                           Jitter jitter = {});
 
 // Tolerances used when comparing a dtype's result with the double reference.
 double tolerance(DType t);
