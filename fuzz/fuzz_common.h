@@ -120,7 +120,7 @@ inline void compare(const Graph& g, const Inputs& in, const RefOutputs& want,
     for (int64_t i = 0; i < t.numel(); i++) {
       double a = t.get(i), b = w.data[size_t(i)];
       if (same(a, b, tol)) continue;
-      if (!every_op.ready()) return;  // nothing to judge by
+      if (!every_op.ready()) return;                  // nothing to judge by
       if (every_op.unstable(name, i, tol)) continue;  // ill-conditioned here
       if (fused) {
         if (!casts_only.ready()) return;

@@ -107,9 +107,10 @@ struct Mode {
 };
 
 std::vector<Mode> modes() {
-  return {{"eager", {{"ge.exec.enableOperatorFusion", "0"}}},
-          {"graph", {{"ge.exec.enableOperatorFusion", "1"}}},
-          {"graph-interpreter", {{"ge.exec.enableOperatorFusion", "1"}, {"codegen", "interpreter"}}}};
+  return {
+      {"eager", {{"ge.exec.enableOperatorFusion", "0"}}},
+      {"graph", {{"ge.exec.enableOperatorFusion", "1"}}},
+      {"graph-interpreter", {{"ge.exec.enableOperatorFusion", "1"}, {"codegen", "interpreter"}}}};
 }
 
 TEST(Concurrency, SeedBlockStaticShapeFromEightThreads) {

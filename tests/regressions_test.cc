@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "fusion/rules.h"
-#include "ubfuse/onnx.h"
 #include "test_util.h"
+#include "ubfuse/onnx.h"
 
 namespace ubfuse {
 namespace {
@@ -194,7 +194,8 @@ TEST(Regressions, FusedKernelsKeepF16IntermediatesInF32) {
     EXPECT_EQ(m.kernels()[0].name, "FusedPowLog") << engine;
     Tensor fused = m.run(in).at("y");
     EXPECT_NEAR(fused.get(0), casts_only.at("y").data[0], 0.05) << engine;
-    for (int64_t i = 1; i < 4; i++) EXPECT_NEAR(fused.get(i), every_op.at("y").data[size_t(i)], 0.05);
+    for (int64_t i = 1; i < 4; i++)
+      EXPECT_NEAR(fused.get(i), every_op.at("y").data[size_t(i)], 0.05);
   }
 }
 
@@ -254,8 +255,8 @@ TEST(Regressions, SigmoidIsAccurateWhereItsResultIsSubnormal) {
   b.output("y", b.rsqrt(b.sigmoid(x)));
   b.output("s", b.sigmoid(x));
   Graph g = b.build();
-  Tensor xv = Tensor::from_floats(f32, {8}, {-88.5f, -95.0f, -103.0f, -104.5f, -200.0f, 87.5f,
-                                             200.0f, -1.0f});
+  Tensor xv = Tensor::from_floats(
+      f32, {8}, {-88.5f, -95.0f, -103.0f, -104.5f, -200.0f, 87.5f, 200.0f, -1.0f});
   for (const char* engine : {"eager", "cpp", "interpreter"}) {
     Options o = std::string(engine) == "eager" ? testing::eager_opts() : testing::graph_opts();
     if (std::string(engine) != "eager") o["codegen"] = engine;
@@ -270,25 +271,27 @@ TEST(Regressions, SigmoidIsAccurateWhereItsResultIsSubnormal) {
   auto x16 = b16.input("x", bf16, {8});
   b16.output("s", b16.mul(b16.sigmoid(x16), 1e30));
   Graph g16 = b16.build();
-  Tensor x16v = Tensor::from_floats(bf16, {8}, {-88.5f, -95.0f, -103.0f, -104.5f, -200.0f, 87.5f,
-                                                200.0f, -1.0f});
+  Tensor x16v = Tensor::from_floats(
+      bf16, {8}, {-88.5f, -95.0f, -103.0f, -104.5f, -200.0f, 87.5f, 200.0f, -1.0f});
   for (auto o : {testing::eager_opts(), testing::graph_opts()}) {
     EXPECT_TRUE(testing::matches_reference(g16, {{"x", x16v}}, o));
   }
 }
 
-// fuzz_graph, crash-3ed54487 (seed 4): rsqrt(rms_norm(mean(row)) + softmax(row)) over rows of one bf16 element.
-// Eager mode rounds rms_norm(-1.73) to -1 and gives rsqrt(0) = inf; the fused kernel keeps
-// -0.99999982 in f32 and gives 2368, where the exact value is 2440: 1 - 0.9999998 cancels, so
+// fuzz_graph, crash-3ed54487 (seed 4): rsqrt(rms_norm(mean(row)) + softmax(row)) over rows of one
+// bf16 element. Eager mode rounds rms_norm(-1.73) to -1 and gives rsqrt(0) = inf; the fused kernel
+// keeps -0.99999982 in f32 and gives 2368, where the exact value is 2440: 1 - 0.9999998 cancels, so
 // one f32 ulp moves the result by a third. Neither is wrong. The fuzzers now also re-run the
 // CastsOnly reference with every computed value nudged by 4 f32 ulps (ref::Jitter) and do not
 // judge graph mode where that moves the output past half the tolerance.
 TEST(Regressions, JitteredReferenceExposesF32Cancellation) {
   GraphBuilder b;
   auto row = b.input("row", bf16, {3, 1});
-  b.output("y", b.rsqrt(b.add(b.rms_norm(b.reduce_mean(row, true), nullptr, 1e-6), b.softmax(row))));
+  b.output("y",
+           b.rsqrt(b.add(b.rms_norm(b.reduce_mean(row, true), nullptr, 1e-6), b.softmax(row))));
   Graph g = b.build();
-  std::map<std::string, Tensor> in{{"row", Tensor::from_floats(bf16, {3, 1}, {-1.72656f, 2.0f, -0.5f})}};
+  std::map<std::string, Tensor> in{
+      {"row", Tensor::from_floats(bf16, {3, 1}, {-1.72656f, 2.0f, -0.5f})}};
   auto every_op = ref::run_graph(g, in).at("y").data;
   auto exact = ref::run_graph(g, in, ref::Rounding::CastsOnly).at("y").data;
   EXPECT_TRUE(std::isinf(every_op[0]));

@@ -40,9 +40,9 @@ inline ::testing::AssertionResult close_to_ref(const Tensor& got, const ref::Ref
     if (std::isinf(b) && a == b) continue;
     double lim = tol + tol * std::fabs(b);
     if (!(std::fabs(a - b) <= lim)) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << a << ", reference "
-                                           << b << " (tolerance " << lim << ", dtype "
-                                           << dtype_name(got.dtype()) << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << a << ", reference " << b << " (tolerance " << lim
+             << ", dtype " << dtype_name(got.dtype()) << ")";
     }
   }
   return ::testing::AssertionSuccess();

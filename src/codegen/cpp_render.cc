@@ -312,8 +312,8 @@ class Renderer {
   }
 
   void row_out(int o, const std::string& ind) {
-    o_ << ind << "StoreNF32(hn::Set(d, " << rv(p_.outputs[size_t(o)].expr) << "), d, " << pfx_ << "o"
-       << o << ", 1);  // " << p_.outputs[size_t(o)].value->name << "\n";
+    o_ << ind << "StoreNF32(hn::Set(d, " << rv(p_.outputs[size_t(o)].expr) << "), d, " << pfx_
+       << "o" << o << ", 1);  // " << p_.outputs[size_t(o)].value->name << "\n";
   }
 
   // Declarations before a pass's loop: splatted row scalars, accumulators, streaming flags.

@@ -119,22 +119,47 @@ HWY_NOINLINE void ComputeTile(const Instr& in, float* regs, size_t n) {
           dst + i);                                                                                \
     }                                                                                              \
     return;
+  // clang-format off (one case per line; clang-format cannot see the macro ends a statement)
   switch (in.op) {
     UBF_TILE_CASE(Neg)
     UBF_TILE_CASE(Abs)
     UBF_TILE_CASE(Exp)
-    UBF_TILE_CASE(Log) UBF_TILE_CASE(Sqrt) UBF_TILE_CASE(Rsqrt) UBF_TILE_CASE(Recip)
-        UBF_TILE_CASE(Tanh) UBF_TILE_CASE(Sigmoid) UBF_TILE_CASE(Relu) UBF_TILE_CASE(Silu)
-            UBF_TILE_CASE(GeluErf) UBF_TILE_CASE(GeluTanh) UBF_TILE_CASE(Erf) UBF_TILE_CASE(Pow)
-                UBF_TILE_CASE(RoundBf16) UBF_TILE_CASE(RoundF16) UBF_TILE_CASE(ToBool)
-                    UBF_TILE_CASE(Not) UBF_TILE_CASE(Add) UBF_TILE_CASE(Sub) UBF_TILE_CASE(Mul)
-                        UBF_TILE_CASE(Div) UBF_TILE_CASE(Max) UBF_TILE_CASE(Min) UBF_TILE_CASE(Eq)
-                            UBF_TILE_CASE(Lt) UBF_TILE_CASE(Gt) UBF_TILE_CASE(Where)
-                                UBF_TILE_CASE(MulAdd) UBF_TILE_CASE(ExpLowp)
-                                    UBF_TILE_CASE(SigmoidLowp) UBF_TILE_CASE(SiluLowp)
-                                        UBF_TILE_CASE(GeluTanhLowp) default : break;
+    UBF_TILE_CASE(Log)
+    UBF_TILE_CASE(Sqrt)
+    UBF_TILE_CASE(Rsqrt)
+    UBF_TILE_CASE(Recip)
+    UBF_TILE_CASE(Tanh)
+    UBF_TILE_CASE(Sigmoid)
+    UBF_TILE_CASE(Relu)
+    UBF_TILE_CASE(Silu)
+    UBF_TILE_CASE(GeluErf)
+    UBF_TILE_CASE(GeluTanh)
+    UBF_TILE_CASE(Erf)
+    UBF_TILE_CASE(Pow)
+    UBF_TILE_CASE(RoundBf16)
+    UBF_TILE_CASE(RoundF16)
+    UBF_TILE_CASE(ToBool)
+    UBF_TILE_CASE(Not)
+    UBF_TILE_CASE(Add)
+    UBF_TILE_CASE(Sub)
+    UBF_TILE_CASE(Mul)
+    UBF_TILE_CASE(Div)
+    UBF_TILE_CASE(Max)
+    UBF_TILE_CASE(Min)
+    UBF_TILE_CASE(Eq)
+    UBF_TILE_CASE(Lt)
+    UBF_TILE_CASE(Gt)
+    UBF_TILE_CASE(Where)
+    UBF_TILE_CASE(MulAdd)
+    UBF_TILE_CASE(ExpLowp)
+    UBF_TILE_CASE(SigmoidLowp)
+    UBF_TILE_CASE(SiluLowp)
+    UBF_TILE_CASE(GeluTanhLowp)
+    default:
+      break;
   }
 #undef UBF_TILE_CASE
+  // clang-format on
   HWY_ASSERT(false);
 }
 

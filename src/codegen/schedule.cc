@@ -227,8 +227,8 @@ Schedule schedule(const Program& p, bool ub) {
     int e = p.outputs[size_t(o)].expr;
     int ph = p.phase[size_t(e)];
     UBF_CHECK(p.exprs[size_t(e)].row ? ph <= P : ph < P,
-              "output " + std::to_string(o) + " is due in pass " + std::to_string(ph) +
-                  " of a " + std::to_string(P) + "-pass kernel");
+              "output " + std::to_string(o) + " is due in pass " + std::to_string(ph) + " of a " +
+                  std::to_string(P) + "-pass kernel");
     if (p.exprs[size_t(e)].row) {
       (ph == 0 ? s.row_outs_before : s.phases[size_t(ph - 1)].row_outs_after).push_back(o);
     } else {

@@ -71,9 +71,11 @@ void NodeCtx::needs_static(const std::vector<Dim>& dims, const std::string& what
 }
 
 int64_t NodeCtx::norm_axis(int64_t axis, int64_t rank, const std::string& attr) const {
-  if (rank == 0) invalid(attr + " " + std::to_string(axis) + ": the input is a scalar, which has no axes");
+  if (rank == 0)
+    invalid(attr + " " + std::to_string(axis) + ": the input is a scalar, which has no axes");
   if (axis < -rank || axis >= rank) {
-    invalid(attr + " " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    invalid(attr + " " + std::to_string(axis) + " is out of range for rank " +
+            std::to_string(rank));
   }
   return axis < 0 ? axis + rank : axis;
 }
@@ -126,7 +128,8 @@ std::vector<int64_t> NodeCtx::const_ints(int i, const std::string& what) const {
   if (t.dtype() != DType::i64 && t.dtype() != DType::i32) {
     invalid(what + " must be int64 or int32, got " + std::string(dtype_name(t.dtype())));
   }
-  if (t.rank() > 1) invalid(what + " must be a scalar or 1-D, got rank " + std::to_string(t.rank()));
+  if (t.rank() > 1)
+    invalid(what + " must be a scalar or 1-D, got rank " + std::to_string(t.rank()));
   std::vector<int64_t> out(size_t(t.numel()));
   for (int64_t k = 0; k < t.numel(); k++) {
     out[size_t(k)] = t.dtype() == DType::i64 ? t.data_as<int64_t>()[k] : t.data_as<int32_t>()[k];
@@ -161,7 +164,8 @@ const onnx::AttributeProto* NodeCtx::typed_attr(const std::string& n, AP::Attrib
   used_attrs_.insert(n);
   const AP* a = find_attr(n);
   if (!a) return nullptr;
-  if (!a->ref_attr_name().empty()) unsupported("attribute '" + n + "' refers to a function attribute");
+  if (!a->ref_attr_name().empty())
+    unsupported("attribute '" + n + "' refers to a function attribute");
   if (a->type() != t) {
     invalid("attribute '" + n + "' must be " + attr_type_name(t) + ", got " +
             attr_type_name(a->type()));

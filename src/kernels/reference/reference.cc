@@ -16,55 +16,87 @@ using Fn1 = double (*)(double, const Node&);
 
 double round_to(DType t, double v) {
   switch (t) {
-    case DType::f32: return double(float(v));
-    case DType::bf16: return bf16_to_f32(f32_to_bf16(float(v)));
-    case DType::f16: return f16_to_f32(f32_to_f16(float(v)));
-    case DType::i64: return std::isfinite(v) ? double(int64_t(v)) : 0.0;
-    case DType::i32: return std::isfinite(v) ? double(int32_t(v)) : 0.0;
-    case DType::boolean: return v != 0 ? 1.0 : 0.0;
+    case DType::f32:
+      return double(float(v));
+    case DType::bf16:
+      return bf16_to_f32(f32_to_bf16(float(v)));
+    case DType::f16:
+      return f16_to_f32(f32_to_f16(float(v)));
+    case DType::i64:
+      return std::isfinite(v) ? double(int64_t(v)) : 0.0;
+    case DType::i32:
+      return std::isfinite(v) ? double(int32_t(v)) : 0.0;
+    case DType::boolean:
+      return v != 0 ? 1.0 : 0.0;
   }
   return v;
 }
 
 double unary(const Node& n, double x) {
   switch (n.op) {
-    case OpKind::Neg: return -x;
-    case OpKind::Abs: return std::fabs(x);
-    case OpKind::Exp: return std::exp(x);
-    case OpKind::Log: return std::log(x);
-    case OpKind::Sqrt: return std::sqrt(x);
-    case OpKind::Rsqrt: return 1.0 / std::sqrt(x);
-    case OpKind::Reciprocal: return 1.0 / x;
-    case OpKind::Tanh: return std::tanh(x);
-    case OpKind::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case OpKind::Relu: return x > 0 ? x : (std::isnan(x) ? x : 0.0);
-    case OpKind::Silu: return x / (1.0 + std::exp(-x));
-    case OpKind::Erf: return std::erf(x);
+    case OpKind::Neg:
+      return -x;
+    case OpKind::Abs:
+      return std::fabs(x);
+    case OpKind::Exp:
+      return std::exp(x);
+    case OpKind::Log:
+      return std::log(x);
+    case OpKind::Sqrt:
+      return std::sqrt(x);
+    case OpKind::Rsqrt:
+      return 1.0 / std::sqrt(x);
+    case OpKind::Reciprocal:
+      return 1.0 / x;
+    case OpKind::Tanh:
+      return std::tanh(x);
+    case OpKind::Sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case OpKind::Relu:
+      return x > 0 ? x : (std::isnan(x) ? x : 0.0);
+    case OpKind::Silu:
+      return x / (1.0 + std::exp(-x));
+    case OpKind::Erf:
+      return std::erf(x);
     case OpKind::Gelu:
       if (n.attr_str("approximate", "none") == "tanh") {
         return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
       }
       return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case OpKind::Pow: return std::pow(x, n.attr_float("exponent", 1));
-    case OpKind::Cast: return x;
-    case OpKind::Not: return x != 0 ? 0.0 : 1.0;
-    default: break;
+    case OpKind::Pow:
+      return std::pow(x, n.attr_float("exponent", 1));
+    case OpKind::Cast:
+      return x;
+    case OpKind::Not:
+      return x != 0 ? 0.0 : 1.0;
+    default:
+      break;
   }
   UBF_CHECK(false, "ref unary: " + std::string(op_name(n.op)));
 }
 
 double binary(OpKind op, double a, double b) {
   switch (op) {
-    case OpKind::Add: return a + b;
-    case OpKind::Sub: return a - b;
-    case OpKind::Mul: return a * b;
-    case OpKind::Div: return a / b;
-    case OpKind::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case OpKind::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case OpKind::Equal: return a == b ? 1 : 0;
-    case OpKind::Less: return a < b ? 1 : 0;
-    case OpKind::Greater: return a > b ? 1 : 0;
-    default: break;
+    case OpKind::Add:
+      return a + b;
+    case OpKind::Sub:
+      return a - b;
+    case OpKind::Mul:
+      return a * b;
+    case OpKind::Div:
+      return a / b;
+    case OpKind::Max:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case OpKind::Min:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case OpKind::Equal:
+      return a == b ? 1 : 0;
+    case OpKind::Less:
+      return a < b ? 1 : 0;
+    case OpKind::Greater:
+      return a > b ? 1 : 0;
+    default:
+      break;
   }
   UBF_CHECK(false, "ref binary");
 }
@@ -99,8 +131,8 @@ RefTensor row_op(const Node& n, const std::vector<RefTensor>& in) {
   int64_t c = x.sizes.back();
   int64_t rows = c ? int64_t(x.data.size()) / c : 0;
   bool keep = n.attr_int("keepdims", 1) != 0;
-  bool reduce = n.op == OpKind::ReduceSum || n.op == OpKind::ReduceMean ||
-                n.op == OpKind::ReduceMax;
+  bool reduce =
+      n.op == OpKind::ReduceSum || n.op == OpKind::ReduceMean || n.op == OpKind::ReduceMax;
   Sizes os = x.sizes;
   if (reduce) {
     if (keep) {
@@ -155,11 +187,13 @@ RefTensor row_op(const Node& n, const std::vector<RefTensor>& in) {
       }
       case OpKind::ReduceMax: {
         double m = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < c; j++) m = std::isnan(xr[j]) || std::isnan(m) ? NAN : std::max(m, xr[j]);
+        for (int64_t j = 0; j < c; j++)
+          m = std::isnan(xr[j]) || std::isnan(m) ? NAN : std::max(m, xr[j]);
         yr[0] = m;
         break;
       }
-      default: UBF_CHECK(false, "ref row op");
+      default:
+        UBF_CHECK(false, "ref row op");
     }
   }
   return y;
@@ -189,7 +223,8 @@ RefTensor matmul(const Node& n, const std::vector<RefTensor>& in) {
     for (int64_t i = 0; i < m; i++) {
       for (int64_t j = 0; j < nn; j++) {
         double s = 0;
-        for (int64_t p = 0; p < k; p++) s += in[0].data[size_t(ia + i * k + p)] * in[1].data[size_t(ib + p * nn + j)];
+        for (int64_t p = 0; p < k; p++)
+          s += in[0].data[size_t(ia + i * k + p)] * in[1].data[size_t(ib + p * nn + j)];
         y.data[size_t(b * m * nn + i * nn + j)] = s;
       }
     }
@@ -233,12 +268,14 @@ RefTensor from_tensor(const Tensor& t) {
 static Sizes broadcast_or_throw(const Node& n, const Sizes& a, const Shape& b) {
   std::string why;
   auto s = broadcast_shapes(to_shape(a), b, &why);
-  if (!s) throw Error(n.describe() + ": sizes " + sizes_str(a) + " and " + shape_str(b) +
-                      " do not broadcast: " + why);
+  if (!s)
+    throw Error(n.describe() + ": sizes " + sizes_str(a) + " and " + shape_str(b) +
+                " do not broadcast: " + why);
   return static_sizes(*s);
 }
 
-std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in, Rounding rounding) {
+std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in,
+                                 Rounding rounding) {
   FusionClass fc = fusion_class(n.op);
   const DType out_dtype = n.out()->dtype;
   const bool exact = rounding == Rounding::CastsOnly && n.op != OpKind::Cast && is_float(out_dtype);
@@ -282,8 +319,10 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
     case OpKind::Softmax:
     case OpKind::ReduceSum:
     case OpKind::ReduceMean:
-    case OpKind::ReduceMax: return {stored(row_op(n, in))};
-    case OpKind::MatMul: return {stored(matmul(n, in))};
+    case OpKind::ReduceMax:
+      return {stored(row_op(n, in))};
+    case OpKind::MatMul:
+      return {stored(matmul(n, in))};
     case OpKind::Gather: {
       const RefTensor& x = in[0];
       const RefTensor& idx = in[1];
@@ -376,19 +415,22 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       }
       return {y};
     }
-    case OpKind::Constant: return {from_tensor(n.payload)};
+    case OpKind::Constant:
+      return {from_tensor(n.payload)};
     case OpKind::Host: {
       Tensor t(in[0].dtype, in[0].sizes);
       for (int64_t i = 0; i < t.numel(); i++) t.set(i, in[0].data[size_t(i)]);
       n.host(t);
       return {from_tensor(t)};
     }
-    default: break;
+    default:
+      break;
   }
   UBF_CHECK(false, "ref eval_node: unhandled op " + std::string(op_name(n.op)));
 }
 
-std::map<std::string, RefTensor> run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+std::map<std::string, RefTensor> run_graph(const Graph& g,
+                                           const std::map<std::string, Tensor>& inputs,
                                            Rounding rounding, Jitter jitter) {
   std::map<const Value*, RefTensor> vals;
   for (auto* in : g.inputs()) {
@@ -405,8 +447,8 @@ std::map<std::string, RefTensor> run_graph(const Graph& g, const std::map<std::s
     const FusionClass fc = fusion_class(n->op);
     const bool computes = fc == FusionClass::Elementwise || fc == FusionClass::Broadcast ||
                           fc == FusionClass::RowReduction || n->op == OpKind::MatMul;
-    const bool jittered = jitter.rel != 0 && rounding == Rounding::CastsOnly && computes &&
-                          n->op != OpKind::Cast;
+    const bool jittered =
+        jitter.rel != 0 && rounding == Rounding::CastsOnly && computes && n->op != OpKind::Cast;
     for (size_t i = 0; i < outs.size(); i++) {
       if (jittered && is_float(n->outputs[i]->dtype)) {
         auto& d = outs[i].data;
@@ -430,10 +472,14 @@ std::map<std::string, RefTensor> run_graph(const Graph& g, const std::map<std::s
 
 double tolerance(DType t) {
   switch (t) {
-    case DType::f32: return 1e-4;
-    case DType::bf16: return 3e-2;
-    case DType::f16: return 4e-3;
-    default: return 0;
+    case DType::f32:
+      return 1e-4;
+    case DType::bf16:
+      return 3e-2;
+    case DType::f16:
+      return 4e-3;
+    default:
+      return 0;
   }
 }
 

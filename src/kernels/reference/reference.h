@@ -37,7 +37,8 @@ struct Jitter {
   double rel = 0;
   uint32_t pattern = 0;
 };
-std::map<std::string, RefTensor> run_graph(const Graph& g, const std::map<std::string, Tensor>& inputs,
+std::map<std::string, RefTensor> run_graph(const Graph& g,
+                                           const std::map<std::string, Tensor>& inputs,
                                            Rounding rounding = Rounding::EveryOp,
                                            Jitter jitter = {});
 
