@@ -21,9 +21,10 @@ GraphBuilder::V in(GraphBuilder& b, const std::string& n, DType t, const Sizes& 
 
 std::vector<OpCase> cases() {
   auto un = [](OpKind k, double lo = -2, double hi = 2) {
-    return OpCase{std::string(op_name(k)),
-                  [k](GraphBuilder& b, DType t, const Sizes& s) { return b.op(k, {in(b, "x", t, s)}); },
-                  lo, hi};
+    return OpCase{
+        std::string(op_name(k)),
+        [k](GraphBuilder& b, DType t, const Sizes& s) { return b.op(k, {in(b, "x", t, s)}); }, lo,
+        hi};
   };
   auto bin = [](OpKind k, double lo = -2, double hi = 2) {
     return OpCase{std::string(op_name(k)),
@@ -34,17 +35,32 @@ std::vector<OpCase> cases() {
                   lo, hi};
   };
   std::vector<OpCase> c = {
-      un(OpKind::Neg), un(OpKind::Abs), un(OpKind::Exp), un(OpKind::Log, 0.1, 4),
-      un(OpKind::Sqrt, 0.01, 4), un(OpKind::Rsqrt, 0.1, 4), un(OpKind::Reciprocal, 0.5, 4),
-      un(OpKind::Tanh), un(OpKind::Sigmoid), un(OpKind::Relu), un(OpKind::Silu), un(OpKind::Erf),
-      bin(OpKind::Add), bin(OpKind::Sub), bin(OpKind::Mul), bin(OpKind::Div, 0.5, 3),
-      bin(OpKind::Max), bin(OpKind::Min),
-      {"GeluErf", [](GraphBuilder& b, DType t, const Sizes& s) { return b.gelu(in(b, "x", t, s)); }},
+      un(OpKind::Neg),
+      un(OpKind::Abs),
+      un(OpKind::Exp),
+      un(OpKind::Log, 0.1, 4),
+      un(OpKind::Sqrt, 0.01, 4),
+      un(OpKind::Rsqrt, 0.1, 4),
+      un(OpKind::Reciprocal, 0.5, 4),
+      un(OpKind::Tanh),
+      un(OpKind::Sigmoid),
+      un(OpKind::Relu),
+      un(OpKind::Silu),
+      un(OpKind::Erf),
+      bin(OpKind::Add),
+      bin(OpKind::Sub),
+      bin(OpKind::Mul),
+      bin(OpKind::Div, 0.5, 3),
+      bin(OpKind::Max),
+      bin(OpKind::Min),
+      {"GeluErf",
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.gelu(in(b, "x", t, s)); }},
       {"GeluTanh",
        [](GraphBuilder& b, DType t, const Sizes& s) { return b.gelu(in(b, "x", t, s), true); }},
       {"Pow2", [](GraphBuilder& b, DType t, const Sizes& s) { return b.pow(in(b, "x", t, s), 2); }},
-      {"Pow1.5", [](GraphBuilder& b, DType t, const Sizes& s) { return b.pow(in(b, "x", t, s), 1.5); },
-       0.1, 3},
+      {"Pow1.5",
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.pow(in(b, "x", t, s), 1.5); }, 0.1,
+       3},
       {"CastF32",
        [](GraphBuilder& b, DType t, const Sizes& s) { return b.cast(in(b, "x", t, s), f32); }},
       {"WhereGreater",
@@ -54,7 +70,8 @@ std::vector<OpCase> cases() {
        }},
       {"LayerNorm",
        [](GraphBuilder& b, DType t, const Sizes& s) {
-         return b.layer_norm(in(b, "x", t, s), in(b, "w", t, {s.back()}), in(b, "b", t, {s.back()}));
+         return b.layer_norm(in(b, "x", t, s), in(b, "w", t, {s.back()}),
+                             in(b, "b", t, {s.back()}));
        }},
       {"LayerNormNoAffine",
        [](GraphBuilder& b, DType t, const Sizes& s) {
@@ -64,11 +81,12 @@ std::vector<OpCase> cases() {
        [](GraphBuilder& b, DType t, const Sizes& s) {
          return b.rms_norm(in(b, "x", t, s), in(b, "w", t, {s.back()}));
        }},
-      {"Softmax", [](GraphBuilder& b, DType t, const Sizes& s) { return b.softmax(in(b, "x", t, s)); }},
+      {"Softmax",
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.softmax(in(b, "x", t, s)); }},
       {"ReduceSum",
        [](GraphBuilder& b, DType t, const Sizes& s) { return b.reduce_sum(in(b, "x", t, s)); }},
-      {"ReduceMeanNoKeep",
-       [](GraphBuilder& b, DType t, const Sizes& s) { return b.reduce_mean(in(b, "x", t, s), false); }},
+      {"ReduceMeanNoKeep", [](GraphBuilder& b, DType t,
+                              const Sizes& s) { return b.reduce_mean(in(b, "x", t, s), false); }},
       {"ReduceMax",
        [](GraphBuilder& b, DType t, const Sizes& s) { return b.reduce_max(in(b, "x", t, s)); }},
       {"MatMul",
@@ -97,7 +115,7 @@ std::vector<OpCase> cases() {
          Sizes one = s;
          one[0] = 1;
          Shape target = to_shape(s);
-         target.insert(target.begin(), Dim(int64_t(2)));
+         target.emplace(target.begin(), int64_t(2));  // in place: GCC 12 misreads a moved Dim
          return b.expand(in(b, "x", t, one), target);
        }},
       {"Gather",

@@ -406,7 +406,7 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       Sizes os = in[0].sizes;
       auto tgt = n.attr_ints("shape");
       Shape t;
-      for (auto v : tgt) t.push_back(Dim(v == -1 ? 1 : v));
+      for (auto v : tgt) t.emplace_back(int64_t(v == -1 ? 1 : v));  // GCC 12: see importer.cc
       os = broadcast_or_throw(n, os, t);
       auto st = broadcast_strides(in[0].sizes, os);
       RefTensor y = make(n, os);
