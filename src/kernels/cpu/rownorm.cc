@@ -24,12 +24,18 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
-// Sums of d = x - c and of d^2 over x[0, n) in f32, prefetching `next` (the next row).
-template <class D, typename T>
+// Sums of d = x * scale - c and of d^2 over x[0, n) in f32, prefetching `next` (the next row).
+// kScaled = false: scale is 1 (the common case, one multiply fewer).
+template <bool kScaled = false, class D, typename T>
 HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, const T* next,
-                               float* sum_d, float* sum_d2) {
+                               float* sum_d, float* sum_d2, float scale = 1.0f) {
   const size_t N = hn::Lanes(d);
   const auto vc = hn::Set(d, c);
+  const auto vs = hn::Set(d, scale);
+  auto load = [&](const T* p) HWY_ATTR {
+    const auto v = LoadF32(d, p);
+    return kScaled ? hn::Mul(v, vs) : v;
+  };
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), q0 = hn::Zero(d), q1 = hn::Zero(d);
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
@@ -37,8 +43,8 @@ HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, 
       hwy::Prefetch(next + i);
       if (sizeof(T) == 4) hwy::Prefetch(next + i + N);  // 2N floats span two cache lines
     }
-    const auto a0 = hn::Sub(LoadF32(d, x + i), vc);
-    const auto a1 = hn::Sub(LoadF32(d, x + i + N), vc);
+    const auto a0 = hn::Sub(load(x + i), vc);
+    const auto a1 = hn::Sub(load(x + i + N), vc);
     s0 = hn::Add(s0, a0);
     s1 = hn::Add(s1, a1);
     q0 = hn::MulAdd(a0, a0, q0);
@@ -46,12 +52,30 @@ HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, 
   }
   for (; i < n; i += N) {
     const size_t cnt = n - i < N ? n - i : N;
-    const auto a = hn::IfThenElseZero(hn::FirstN(d, cnt), hn::Sub(LoadNF32(d, x + i, cnt), vc));
+    auto v = LoadNF32(d, x + i, cnt);
+    if constexpr (kScaled) v = hn::Mul(v, vs);
+    const auto a = hn::IfThenElseZero(hn::FirstN(d, cnt), hn::Sub(v, vc));
     s0 = hn::Add(s0, a);
     q0 = hn::MulAdd(a, a, q0);
   }
   *sum_d = ReduceSumF(d, hn::Add(s0, s1));
   *sum_d2 = ReduceSumF(d, hn::Add(q0, q1));
+}
+
+// The power of two that brings a row with finite sums of squares past f32's range back into it:
+// 2^-e for max |x| = m * 2^e (1 <= m < 2), so every scaled |x| is below 2 and its square cannot
+// overflow. 0 when the row holds an Inf or NaN: then the overflow is real and stays (NaN / 0).
+template <class D, typename T>
+HWY_INLINE float RowRescale(D d, const T* HWY_RESTRICT x, size_t n) {
+  const size_t N = hn::Lanes(d);
+  auto m = hn::Zero(d);
+  for (size_t i = 0; i < n; i += N) {
+    const size_t cnt = n - i < N ? n - i : N;
+    m = MaxF(d, m, hn::Abs(LoadNF32(d, x + i, cnt)));  // NaN-aware; lanes past cnt load 0
+  }
+  const float mx = ReduceMaxF(d, m);
+  if (!std::isfinite(mx) || mx == 0.0f) return 0.0f;
+  return std::ldexp(1.0f, -std::ilogb(mx));
 }
 
 template <typename T, bool kW, bool kB>
@@ -65,24 +89,46 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
     const T* next = r + 1 < rows ? xr + cols : nullptr;
     // One statistics pass over d = x - x[0]: the mean is x[0] + mean(d), and the variance
     // mean(d^2) - mean(d)^2 has no cancellation because d is of the row's spread, not its offset.
-    const float pivot = cols ? hn::GetLane(LoadNF32(d, xr, 1)) : 0.0f;
+    float pivot = cols ? hn::GetLane(LoadNF32(d, xr, 1)) : 0.0f;
     float sd, sd2;
     RowShiftedSums(d, xr, cols, pivot, next, &sd, &sd2);
+    // A row of finite values whose spread squared passes f32's range (|x| beyond ~1e19): redo
+    // the statistics on x * 2^-k, and normalize x * 2^-k (the result does not change).
+    float scale = 1.0f, eps_s = eps;
+    if (!std::isfinite(sd) || !std::isfinite(sd2)) {
+      const float s = RowRescale(d, xr, cols);
+      if (s != 0.0f) {
+        scale = s;
+        pivot *= s;
+        RowShiftedSums<true>(d, xr, cols, pivot, next, &sd, &sd2, s);
+        eps_s = eps * s * s;  // var + eps, both scaled by s^2 (may flush to 0: negligible)
+      }
+    }
     const float md = sd / float(cols);
     const float raw = sd2 / float(cols) - md * md;
     const float var = raw < 0.0f ? 0.0f : raw;  // keeps NaN (an Inf in the row gives Inf - Inf)
     const auto vpivot = hn::Set(d, pivot);
     const auto vmd = hn::Set(d, md);
-    const auto vrstd = hn::Set(d, 1.0f / std::sqrt(var + eps));
-    MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
-      auto v = hn::Mul(hn::Sub(hn::Sub(LoadAt<kFull>(d, xr, i, count), vpivot), vmd), vrstd);
-      if constexpr (kW && kB) {
-        return hn::MulAdd(v, LoadAt<kFull>(d, w, i, count), LoadAt<kFull>(d, b, i, count));
-      }
-      if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
-      if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
-      return v;
-    });
+    const auto vrstd = hn::Set(d, 1.0f / std::sqrt(var + eps_s));
+    const auto vscale = hn::Set(d, scale);
+    auto out = [&]<bool kScaled>() HWY_ATTR {
+      MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
+        auto xv = LoadAt<kFull>(d, xr, i, count);
+        if constexpr (kScaled) xv = hn::Mul(xv, vscale);
+        auto v = hn::Mul(hn::Sub(hn::Sub(xv, vpivot), vmd), vrstd);
+        if constexpr (kW && kB) {
+          return hn::MulAdd(v, LoadAt<kFull>(d, w, i, count), LoadAt<kFull>(d, b, i, count));
+        }
+        if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
+        if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
+        return v;
+      });
+    };
+    if (scale == 1.0f) {
+      out.template operator()<false>();
+    } else {
+      out.template operator()<true>();
+    }
   }
 }
 
@@ -96,8 +142,19 @@ HWY_NOINLINE void RMSNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
     const T* next = r + 1 < rows ? xr + cols : nullptr;
     float unused, ss;
     RowShiftedSums(d, xr, cols, 0.0f, next, &unused, &ss);
+    // Squares past f32's range (|x| beyond ~1e19): x / rms(x) = (x s) / rms(x s) for s = 2^-k.
+    float scale = 1.0f, eps_s = eps;
+    if (!std::isfinite(ss)) {
+      const float s = RowRescale(d, xr, cols);
+      if (s != 0.0f) {
+        scale = s;
+        RowShiftedSums<true>(d, xr, cols, 0.0f, next, &unused, &ss, s);
+        eps_s = eps * s * s;
+      }
+    }
     const float ms = ss / float(cols);
-    const auto vrstd = hn::Set(d, 1.0f / std::sqrt(ms + eps));
+    // x * (s / rms(x s)): one multiply per element either way.
+    const auto vrstd = hn::Set(d, scale / std::sqrt(ms + eps_s));
     MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
       auto v = hn::Mul(LoadAt<kFull>(d, xr, i, count), vrstd);
       if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
