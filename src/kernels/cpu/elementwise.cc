@@ -4,6 +4,8 @@
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
 
+#include <type_traits>
+
 #ifndef UBFUSE_KERNELS_CPU_ELEMENTWISE_CODES_
 #define UBFUSE_KERNELS_CPU_ELEMENTWISE_CODES_
 namespace ubfuse::cpu {
@@ -29,8 +31,6 @@ enum UnaryCode : int {
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/elementwise.cc"
-#include <type_traits>
-
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/cpu/loops-inl.h"

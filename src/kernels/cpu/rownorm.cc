@@ -3,7 +3,7 @@
 // L1 (a 4096-float row is 16 KiB), so each input byte comes from DRAM once. f32 accumulation with
 // independent vector accumulators; LayerNorm sums x - x[0] and its square (the shifted-data
 // variance: x[0] lies within the row's spread, so a large common offset cancels exactly and the
-// sums do not).
+// sums do not). A row whose sums overflow f32 (|x| beyond ~1e19) is redone on x * 2^-k.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -32,10 +32,7 @@ HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, 
   const size_t N = hn::Lanes(d);
   const auto vc = hn::Set(d, c);
   const auto vs = hn::Set(d, scale);
-  auto load = [&](const T* p) HWY_ATTR {
-    const auto v = LoadF32(d, p);
-    return kScaled ? hn::Mul(v, vs) : v;
-  };
+  auto scaled = [&](auto v) HWY_ATTR { return kScaled ? hn::Mul(v, vs) : v; };
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), q0 = hn::Zero(d), q1 = hn::Zero(d);
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
@@ -43,8 +40,8 @@ HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, 
       hwy::Prefetch(next + i);
       if (sizeof(T) == 4) hwy::Prefetch(next + i + N);  // 2N floats span two cache lines
     }
-    const auto a0 = hn::Sub(load(x + i), vc);
-    const auto a1 = hn::Sub(load(x + i + N), vc);
+    const auto a0 = hn::Sub(scaled(LoadF32(d, x + i)), vc);
+    const auto a1 = hn::Sub(scaled(LoadF32(d, x + i + N)), vc);
     s0 = hn::Add(s0, a0);
     s1 = hn::Add(s1, a1);
     q0 = hn::MulAdd(a0, a0, q0);
@@ -52,9 +49,8 @@ HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, 
   }
   for (; i < n; i += N) {
     const size_t cnt = n - i < N ? n - i : N;
-    auto v = LoadNF32(d, x + i, cnt);
-    if constexpr (kScaled) v = hn::Mul(v, vs);
-    const auto a = hn::IfThenElseZero(hn::FirstN(d, cnt), hn::Sub(v, vc));
+    const auto a =
+        hn::IfThenElseZero(hn::FirstN(d, cnt), hn::Sub(scaled(LoadNF32(d, x + i, cnt)), vc));
     s0 = hn::Add(s0, a);
     q0 = hn::MulAdd(a, a, q0);
   }
@@ -62,9 +58,9 @@ HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, 
   *sum_d2 = ReduceSumF(d, hn::Add(q0, q1));
 }
 
-// The power of two that brings a row with finite sums of squares past f32's range back into it:
-// 2^-e for max |x| = m * 2^e (1 <= m < 2), so every scaled |x| is below 2 and its square cannot
-// overflow. 0 when the row holds an Inf or NaN: then the overflow is real and stays (NaN / 0).
+// For a row of finite values whose sum of squares passes f32's range: the power of two 2^-e, for
+// max |x| = m * 2^e (1 <= m < 2), that brings every |x| below 2, so no square can overflow. 0 when
+// the row holds an Inf or NaN: then the overflow is real and stays (NaN / 0).
 template <class D, typename T>
 HWY_INLINE float RowRescale(D d, const T* HWY_RESTRICT x, size_t n) {
   const size_t N = hn::Lanes(d);

@@ -499,12 +499,11 @@ HWY_INLINE V PowF(D d, V x, float e) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Horizontal reductions of one vector (f32).
-
 // bf16-grade activations, for values that reach only bf16 outputs (eager bf16 kernels and
-// generated kernels): e^x with one-constant
-// range reduction and a degree-4 polynomial (relative error < 5e-5) and the 14-bit hardware
-// reciprocal, against bf16's 2^-9 rounding. About half the work of the exact forms.
+// generated kernels): e^x with one-constant range reduction and a degree-4 polynomial (relative
+// error < 5e-5) and the 14-bit hardware reciprocal, against bf16's 2^-9 rounding. About half the
+// work of the exact forms.
+
 template <class D, class V>
 HWY_INLINE V ExpLowpF(D d, V x) {
   // ExpF's range: past 88.72 the scaling overflows to inf, below -87 it goes subnormal, then 0.
@@ -541,6 +540,9 @@ HWY_INLINE V GeluTanhLowpF(D d, V x) {
   const V u2 = hn::Mul(hn::Set(d, 1.5957691216057308f), hn::MulAdd(hn::Set(d, 0.044715f), x3, x));
   return hn::Mul(x, SigmoidLowpF(d, u2));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Horizontal reductions of one vector (f32).
 
 // Sum of all lanes.
 template <class D, class V>
