@@ -305,6 +305,36 @@ TEST(Regressions, JitteredReferenceExposesF32Cancellation) {
   EXPECT_GT(widest, 0.1);
 }
 
+// The f32 twin of crash-3ed54487 (make test's seed-1 run reached it by mutation): eager f32 keeps
+// rms_norm(-1.73) = -0.9999998 but may land an ulp off the exact value, and 1 - 0.9999998 turns
+// that ulp into 20% of the output. The jittered reference now also runs with EveryOp rounding
+// (each nudged value rounded to its dtype again), so the fuzzers see eager f32 cancellation too.
+TEST(Regressions, JitteredEveryOpReferenceRoundsToTheDtype) {
+  for (DType t : {f32, bf16}) {
+    GraphBuilder b;
+    auto row = b.input("row", t, {3, 1});
+    b.output("y",
+             b.rsqrt(b.add(b.rms_norm(b.reduce_mean(row, true), nullptr, 1e-6), b.softmax(row))));
+    Graph g = b.build();
+    std::map<std::string, Tensor> in{
+        {"row", Tensor::from_floats(t, {3, 1}, {-1.72656f, 2.0f, -0.5f})}};
+    const double y0 = ref::run_graph(g, in).at("y").data[0];
+    double widest = 0;
+    for (uint32_t k = 0; k < 4; k++) {
+      auto j = ref::run_graph(g, in, ref::Rounding::EveryOp, {4.0 / (1 << 24), k}).at("y").data;
+      for (double v : j) {  // every element representable in the dtype
+        if (std::isfinite(v)) {
+          EXPECT_EQ(Tensor::from_floats(t, {1}, {float(v)}).get(0), v);
+        }
+      }
+      widest = std::max(widest, std::isnan(j[0]) ? 1e9 : std::fabs(j[0] - y0) / y0);
+    }
+    if (t == f32) {
+      EXPECT_GT(widest, 0.1);
+    }
+  }
+}
+
 // fuzz_graph, crash-ca35a9b3 (seed 5): rms_norm(col + 1e30) gave 0 in eager mode, where the
 // reference gives 1: the sum of squares passed f32's range, so 1 / rms was 0. PyTorch's f32
 // RMSNorm and LayerNorm overflow the same way. Eager LayerNorm and RMSNorm now redo such a row's

@@ -447,8 +447,7 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     const FusionClass fc = fusion_class(n->op);
     const bool computes = fc == FusionClass::Elementwise || fc == FusionClass::Broadcast ||
                           fc == FusionClass::RowReduction || n->op == OpKind::MatMul;
-    const bool jittered =
-        jitter.rel != 0 && rounding == Rounding::CastsOnly && computes && n->op != OpKind::Cast;
+    const bool jittered = jitter.rel != 0 && computes && n->op != OpKind::Cast;
     for (size_t i = 0; i < outs.size(); i++) {
       if (jittered && is_float(n->outputs[i]->dtype)) {
         auto& d = outs[i].data;
@@ -459,6 +458,8 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
           h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
           h ^= h >> 31;
           d[e] *= 1 + ((h & 1) ? jitter.rel : -jitter.rel);
+          // EveryOp stores every result in its dtype, nudged or not.
+          if (rounding == Rounding::EveryOp) d[e] = round_to(n->outputs[i]->dtype, d[e]);
         }
       }
       outs[i].dtype = n->outputs[i]->dtype;

@@ -30,9 +30,9 @@ RefTensor from_tensor(const Tensor& t);
 std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& inputs,
                                  Rounding rounding = Rounding::EveryOp);
 // Evaluates the whole graph (symbols bound from the inputs' sizes); returns named outputs.
-// With CastsOnly, a nonzero jitter scales each computed float element (not casts or data
-// movement) by 1 +- rel, the sign a hash of (pattern, node, element): how far f32 rounding inside
-// a fused kernel may move an output.
+// A nonzero jitter scales each computed float element (not casts or data movement) by 1 +- rel,
+// the sign a hash of (pattern, node, element), and with EveryOp rounds it to its dtype again: how
+// far f32 rounding inside a kernel (eager or fused) may move an output.
 struct Jitter {
   double rel = 0;
   uint32_t pattern = 0;
