@@ -335,11 +335,52 @@ TEST(Regressions, JitteredEveryOpReferenceRoundsToTheDtype) {
   }
 }
 
+// The fused half of crash-ca35a9b3, and make test's seed-1 run of session 4 (crash-7785d8ad,
+// rms_norm(log(...) + 1e30) in bf16): fused LayerNorm and RMSNorm gave 0 where squares passed
+// f32's range. LayerNorm now takes its statistics at 2^-k (k from the row's max |x|), RMSNorm
+// keeps a second sum of squares at 2^-64 (codegen/lower.cc). Rows: ordinary; around 1e30; one
+// value near FLT_MAX; a constant huge row (LayerNorm gives the bias, as the reference does).
+TEST(Regressions, FusedNormsOfHugeValuesDoNotOverflow) {
+  for (DType t : {f32, bf16}) {
+    GraphBuilder b;
+    auto x = b.input("x", t, {4, 37});
+    auto r = b.input("r", t, {4, 37});
+    auto w = b.input("w", t, {37});
+    auto bias = b.input("bias", t, {37});
+    auto sum = b.add(x, r);
+    b.output("ln", b.silu(b.layer_norm(sum, w, bias, 1e-5)));
+    b.output("rms", b.rms_norm(sum, w, 1e-6));
+    Graph g = b.build();
+    Tensor xv = Tensor::random(t, {4, 37}, 3);
+    for (int64_t c = 0; c < 37; c++) {
+      xv.set(37 + c, xv.get(37 + c) * 1e30);
+      xv.set(3 * 37 + c, 1e35);
+    }
+    xv.set(2 * 37 + 5, 3e38);
+    std::map<std::string, Tensor> in{{"x", xv},
+                                     {"r", Tensor::random(t, {4, 37}, 4)},
+                                     {"w", Tensor::random(t, {37}, 5, 0.5, 1.5)},
+                                     {"bias", Tensor::random(t, {37}, 6)}};
+    in["r"].set(3 * 37, 0);  // keep row 3 constant: x + r = 1e35 exactly
+    for (int c = 1; c < 37; c++) in["r"].set(3 * 37 + c, 0);
+    Options codegen = testing::graph_opts(), interp = testing::graph_opts();
+    interp["codegen"] = "interpreter";
+    for (const Options& o : {codegen, interp}) {
+      auto m = compile(g, o);
+      EXPECT_EQ(m.kernels().size(), 1u) << dtype_name(t);
+      EXPECT_TRUE(testing::matches_reference(g, in, o)) << dtype_name(t) << " " << o.at("codegen");
+      // Row 3 is constant: LayerNorm gives the bias, RMSNorm gives w (x / |x| = 1).
+      auto got = m.run(in);
+      EXPECT_NEAR(got.at("rms").get(3 * 37 + 2), in.at("w").get(2), 2e-2 * in.at("w").get(2));
+    }
+  }
+}
+
 // fuzz_graph, crash-ca35a9b3 (seed 5): rms_norm(col + 1e30) gave 0 in eager mode, where the
 // reference gives 1: the sum of squares passed f32's range, so 1 / rms was 0. PyTorch's f32
 // RMSNorm and LayerNorm overflow the same way. Eager LayerNorm and RMSNorm now redo such a row's
 // statistics on x * 2^-k (k from the row's largest |x|); rows with Inf or NaN keep IEEE results.
-// Fused kernels still overflow here (docs/reliability.md lists it as open).
+// Fused kernels are fixed too (FusedNormsOfHugeValuesDoNotOverflow below).
 TEST(Regressions, EagerNormsOfHugeValuesDoNotOverflow) {
   GraphBuilder b;
   auto x = b.input("x", f32, {3, 6});

@@ -114,6 +114,8 @@ std::string vop(const Expr& e, const std::string& a, const std::string& b, const
       return "hn::MulAdd(" + a + ", " + b + ", " + c + ")";
     case Op::Where:
       return "WhereF(d, " + a + ", " + b + ", " + c + ")";
+    case Op::DownScale:
+      return f1("DownScaleF");
     default:
       break;
   }
@@ -330,8 +332,7 @@ class Renderer {
     // Two accumulators per reduction (even and odd vectors of a 2x unrolled loop) halve the
     // dependency chain of the row sum.
     for (int e : ph.reductions) {
-      bool mx = p_.exprs[size_t(e)].op == Op::RowMax;
-      const char* init = mx ? "hn::Set(d, -__builtin_inff())" : "hn::Zero(d)";
+      const std::string init = row_acc(e) + "::Init(d)";
       o_ << ind << "VF " << acc(e) << " = " << init << ", " << acc(e) << "b = " << init << ";\n";
     }
     for (int o : ph.out_stores) {
@@ -343,12 +344,9 @@ class Renderer {
   // After the loop: reduction results, then the row scalars and row outputs that follow.
   void pass_finish(const kir::Phase& ph, const std::string& inner, const std::string& outer) {
     for (int e : ph.reductions) {
-      bool mx = p_.exprs[size_t(e)].op == Op::RowMax;
-      std::string a = acc(e);
-      o_ << inner << rv(e) << " = "
-         << (mx ? "ReduceMaxF(d, MaxF(d, " + a + ", " + a + "b))"
-                : "ReduceSumF(d, hn::Add(" + a + ", " + a + "b))")
-         << ";  // " << p_.exprs[size_t(e)].note << "\n";
+      const std::string a = acc(e);
+      o_ << inner << rv(e) << " = " << row_acc(e) << "::Finish(d, " << a << ", " << a << "b);  // "
+         << p_.exprs[size_t(e)].note << "\n";
     }
     o_ << outer << "}\n";
     for (int e : ph.after) row_expr(e, outer);
@@ -356,6 +354,19 @@ class Renderer {
   }
 
   std::string acc(int e) const { return pfx_ + "acc" + std::to_string(e); }
+  // The accumulator type (ubk_vec-inl.h) of reduction e.
+  std::string row_acc(int e) const {
+    switch (p_.exprs[size_t(e)].op) {
+      case Op::RowSum:
+        return "RowAcc<kRowSum>";
+      case Op::RowMax:
+        return "RowAcc<kRowMax>";
+      case Op::RowMaxAbs:
+        return "RowAcc<kRowMaxAbs>";
+      default:
+        UBF_CHECK(false, "cpp render: not a reduction");
+    }
+  }
 
   // The spread prefetch of the row ahead for pass q (first = the first pass that prefetches).
   void prefetch(int q, int first, const std::string& ind) {
@@ -483,13 +494,10 @@ class Renderer {
          << " + i);\n";
     }
     for (int e : ph.reductions) {
-      const Expr& x = p_.exprs[size_t(e)];
-      bool mx = x.op == Op::RowMax;
-      std::string v = cv(x.a);
-      if (tail) v = std::string(mx ? "TailForMax" : "TailForSum") + "(d, " + v + ", tail)";
-      std::string a = acc(e) + accb;
-      o_ << ind << a << " = "
-         << (mx ? "MaxF(d, " + a + ", " + v + ")" : "hn::Add(" + a + ", " + v + ")") << ";\n";
+      const std::string a = acc(e) + accb, v = cv(p_.exprs[size_t(e)].a);
+      o_ << ind << a << " = " << row_acc(e)
+         << (tail ? "::StepTail(d, " + a + ", " + v + ", tail)" : "::Step(d, " + a + ", " + v + ")")
+         << ";\n";
     }
     for (int o : ph.out_stores) {
       std::string v = cv(p_.outputs[size_t(o)].expr);

@@ -36,7 +36,7 @@ struct Instr {
 };
 
 struct Reduction {
-  kir::Op op;  // RowSum / RowMax
+  kir::Op op;  // RowSum / RowMax / RowMaxAbs
   int src;     // col register
   int dst;     // row scalar (expr id)
 };

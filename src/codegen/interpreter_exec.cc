@@ -13,6 +13,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "kernels/cpu/vecmath.h"
+#include "ubfuse/error.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
@@ -25,6 +26,21 @@ using interp::TileProgram;
 using kir::Op;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
+
+// Calls f.template operator()<RowAcc<K>>() for the reduction op.
+template <class F>
+HWY_INLINE void WithRowAcc(Op op, F&& f) {
+  switch (op) {
+    case Op::RowSum:
+      return f.template operator()<RowAcc<kRowSum>>();
+    case Op::RowMax:
+      return f.template operator()<RowAcc<kRowMax>>();
+    case Op::RowMaxAbs:
+      return f.template operator()<RowAcc<kRowMaxAbs>>();
+    default:
+      UBF_CHECK(false, std::string("interpreter: not a reduction: ") + kir::op_str(op));
+  }
+}
 
 HWY_INLINE VF Apply(DF d, Op op, VF a, VF b, VF c, float imm) {
   switch (op) {
@@ -96,6 +112,8 @@ HWY_INLINE VF Apply(DF d, Op op, VF a, VF b, VF c, float imm) {
       return hn::MulAdd(a, b, c);
     case Op::Where:
       return WhereF(d, a, b, c);
+    case Op::DownScale:
+      return DownScaleF(d, a);
     default:
       break;
   }
@@ -155,6 +173,7 @@ HWY_NOINLINE void ComputeTile(const Instr& in, float* regs, size_t n) {
     UBF_TILE_CASE(SigmoidLowp)
     UBF_TILE_CASE(SiluLowp)
     UBF_TILE_CASE(GeluTanhLowp)
+    UBF_TILE_CASE(DownScale)
     default:
       break;
   }
@@ -321,9 +340,8 @@ void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin
       acc_mem.resize(pass.reductions.size() * hn::MaxLanes(d) + hn::MaxLanes(d));
       float* acc = acc_mem.data();
       for (size_t k = 0; k < pass.reductions.size(); k++) {
-        const bool is_max = pass.reductions[k].op == Op::RowMax;
-        hn::StoreU(is_max ? hn::Set(d, -hwy::HighestValue<float>() * 2.0f) : hn::Zero(d), d,
-                   acc + k * L);
+        WithRowAcc(pass.reductions[k].op,
+                   [&]<class Acc>() HWY_ATTR { hn::StoreU(Acc::Init(d), d, acc + k * L); });
       }
       for (int64_t c0 = 0; c0 < cols; c0 += interp::kTile) {
         const size_t n = size_t(std::min<int64_t>(interp::kTile, cols - c0));
@@ -356,24 +374,20 @@ void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin
         }
         for (size_t k = 0; k < pass.reductions.size(); k++) {
           const float* src = regs + size_t(pass.reductions[k].src) * interp::kTile;
-          const bool is_max = pass.reductions[k].op == Op::RowMax;
-          VF a = hn::LoadU(d, acc + k * L);
-          size_t i = 0;
-          for (; i + L <= n; i += L) {
-            const VF v = hn::Load(d, src + i);
-            a = is_max ? MaxF(d, a, v) : hn::Add(a, v);
-          }
-          if (i < n) {
-            const VF v = hn::Load(d, src + i);
-            a = is_max ? MaxF(d, a, TailForMax(d, v, n - i)) : hn::Add(a, TailForSum(d, v, n - i));
-          }
-          hn::StoreU(a, d, acc + k * L);
+          WithRowAcc(pass.reductions[k].op, [&]<class Acc>() HWY_ATTR {
+            VF a = hn::LoadU(d, acc + k * L);
+            size_t i = 0;
+            for (; i + L <= n; i += L) a = Acc::Step(d, a, hn::Load(d, src + i));
+            if (i < n) a = Acc::StepTail(d, a, hn::Load(d, src + i), n - i);
+            hn::StoreU(a, d, acc + k * L);
+          });
         }
       }
       for (size_t k = 0; k < pass.reductions.size(); k++) {
-        const bool is_max = pass.reductions[k].op == Op::RowMax;
         const VF a = hn::LoadU(d, acc + k * L);
-        rowv[size_t(pass.reductions[k].dst)] = is_max ? ReduceMaxF(d, a) : ReduceSumF(d, a);
+        WithRowAcc(pass.reductions[k].op, [&]<class Acc>() HWY_ATTR {
+          rowv[size_t(pass.reductions[k].dst)] = Acc::Finish(d, a, Acc::Init(d));
+        });
       }
       RunRowInstrs(pass.after, rowv.data(), args, in_rows.data(), out_rows.data(), tp.out_dtypes);
     }

@@ -107,8 +107,12 @@ const char* op_str(Op op) {
       return "gelu_tanh~bf16";
     case Op::RowSum:
       return "rowsum";
+    case Op::DownScale:
+      return "downscale";
     case Op::RowMax:
       return "rowmax";
+    case Op::RowMaxAbs:
+      return "rowmaxabs";
   }
   return "?";
 }

@@ -69,16 +69,22 @@ enum class Op : uint8_t {
   SigmoidLowp,
   SiluLowp,
   GeluTanhLowp,
+  // Row scalar m >= 0 -> the power of two 2^-k that brings m below 2^40, or 1 when m already is
+  // (fused LayerNorm takes its statistics at this scale so that no square overflows f32).
+  DownScale,
   // Column value -> row scalar, accumulated over the row during one phase.
   RowSum,
   RowMax,
+  RowMaxAbs,  // max |x|; NaN may be dropped (it only picks a DownScale)
 };
 
 int arity(Op op);
 const char* op_str(Op op);
 // Ops worth keeping in the UB rather than recomputing in a later phase.
 bool is_expensive(Op op);
-inline bool is_reduction(Op op) { return op == Op::RowSum || op == Op::RowMax; }
+inline bool is_reduction(Op op) {
+  return op == Op::RowSum || op == Op::RowMax || op == Op::RowMaxAbs;
+}
 
 // How a Load maps (row, col) of the domain to an element of the input.
 enum class Align : uint8_t {
@@ -130,7 +136,7 @@ struct Phase {
   std::vector<int> compute;         // column values evaluated, topological (Loads included)
   std::vector<int> slot_stores;     // column values written to their UB slot
   std::vector<int> out_stores;      // output indices (column outputs) written in this pass
-  std::vector<int> reductions;      // RowSum/RowMax exprs accumulated in this pass
+  std::vector<int> reductions;      // RowSum/RowMax/RowMaxAbs exprs accumulated in this pass
   std::vector<int> after;           // row scalars computed after the pass, topological
   std::vector<int> row_outs_after;  // output indices (row outputs) written after the pass
 };

@@ -2,6 +2,7 @@
 // expressions over the group's domain; row ops are decomposed (see kernel_ir.h). Anything the IR
 // cannot express (integer dtypes, shapes that are neither the domain nor its per-row form) makes
 // lowering fail with a reason, and the group then runs op by op.
+#include <cmath>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -139,7 +140,9 @@ class Lowerer {
     // A row scalar reaches a reduction only where the domain has one column (operand() allows
     // nothing else), and the sum or max of one element is that element. Keeping it a row value
     // keeps every reduction's operand a column, which the pass schedule relies on.
-    if (is_reduction(op) && prog_->exprs[size_t(a)].row) return a;
+    if (is_reduction(op) && prog_->exprs[size_t(a)].row) {
+      return op == Op::RowMaxAbs ? mk(Op::Abs, true, a) : a;
+    }
     return add(e);
   }
   int cnst(double v) { return mk(Op::Const, true, -1, -1, -1, float(v)); }
@@ -351,16 +354,30 @@ class Lowerer {
     };
     switch (n.op) {
       case OpKind::LayerNorm: {
-        int mean = row(Op::Div, row(Op::RowSum, x), cols());
-        int d = col(Op::Sub, x, mean);
+        // Statistics at a scale s = 2^-k that keeps every |x * s| below 2^40, so no square
+        // overflows f32 (s = 1, bit for bit the plain formula, unless some |x| passes 2^40):
+        // y = d / sqrt(var(d) + eps s^2) with d = (x - mean) * s. The mean sums x / n, which
+        // cannot overflow either. Costs 2 vector ops per element (the row's max |x|).
+        int mean = row(Op::RowSum, col(Op::Mul, x, row(Op::Div, cnst(1), cols())));
+        int s = row(Op::DownScale, row(Op::RowMaxAbs, x));
+        int d = mk(Op::MulAdd, false, x, s, row(Op::Neg, row(Op::Mul, mean, s)));
         int var = row(Op::Div, row(Op::RowSum, col(Op::Mul, d, d)), cols());
-        int rstd = row(Op::Rsqrt, row(Op::Add, var, cnst(eps)));
+        int rstd = row(Op::Rsqrt, row(Op::Add, var, row(Op::Mul, cnst(eps), row(Op::Mul, s, s))));
+        // 1/sqrt(var + eps) <= 1/sqrt(eps): the bound keeps a constant row of huge values at 0
+        // (d = 0) where eps s^2 flushes to 0 and rsqrt(0) would make 0 * inf.
+        rstd = row(Op::Min, rstd, row(Op::Div, cnst(1 / std::sqrt(eps)), s));
         // (x - mean) * rstd, not x * rstd - mean * rstd: that cancels badly when |mean| >> std.
         return affine(col(Op::Mul, d, rstd), 1);
       }
       case OpKind::RMSNorm: {
-        int ms = row(Op::Div, row(Op::RowSum, col(Op::Mul, x, x)), cols());
-        int r = row(Op::Rsqrt, row(Op::Add, ms, cnst(eps)));
+        // A second sum of squares at 2^-64 takes over where the plain one passes 2^100 (|x|
+        // beyond ~1e15): then x^2 overflowed or eps is negligible. 2 vector ops per element.
+        int ss = row(Op::RowSum, col(Op::Mul, x, x));
+        int xs = col(Op::Mul, x, cnst(0x1p-64));
+        int ss_small = row(Op::RowSum, col(Op::Mul, xs, xs));
+        int r = row(Op::Rsqrt, row(Op::Add, row(Op::Div, ss, cols()), cnst(eps)));
+        int r_big = row(Op::Mul, row(Op::Rsqrt, row(Op::Div, ss_small, cols())), cnst(0x1p-64));
+        r = mk(Op::Where, true, row(Op::Lt, ss, cnst(0x1p100)), r, r_big);
         return affine(col(Op::Mul, x, r), 1);
       }
       case OpKind::Softmax: {

@@ -63,6 +63,16 @@ HWY_INLINE V WhereF(D d, V c, V a, V b) {
   return hn::IfThenElse(hn::Ne(c, hn::Zero(d)), a, b);
 }
 
+// kir::Op::DownScale: the power of two 2^-k that brings m (>= 0) below 2^40, or 1 when m already
+// is below it (then scaling by it changes nothing, bit for bit). Inf or NaN m gives 2^-88.
+template <class D, class V>
+HWY_INLINE V DownScaleF(D d, V m) {
+  const hn::RebindToSigned<D> di;
+  const auto biased = hn::And(hn::ShiftRight<23>(hn::BitCast(di, m)), hn::Set(di, 0xff));
+  const auto k = hn::Max(hn::Sub(biased, hn::Set(di, 127 + 40)), hn::Zero(di));
+  return hn::BitCast(d, hn::ShiftLeft<23>(hn::Sub(hn::Set(di, 127), k)));
+}
+
 // Lanes past n neutral for a sum (0) or a max (-inf): the tail of a row.
 template <class D, class V>
 HWY_INLINE V TailForSum(D d, V v, size_t n) {
@@ -72,6 +82,33 @@ template <class D, class V>
 HWY_INLINE V TailForMax(D d, V v, size_t n) {
   return hn::IfThenElse(hn::FirstN(d, n), v, hn::Set(d, -hwy::HighestValue<float>() * 2.0f));
 }
+
+// The row reductions of the kernel IR (kir::Op::RowSum, RowMax, RowMaxAbs) as accumulators over
+// vectors: Init, Step (one vector, or the first n lanes of the row's tail), Finish (to a scalar).
+// Generated kernels name them RowAcc<kRowSum> etc.; the interpreter picks one per reduction.
+enum RowAccKind { kRowSum, kRowMax, kRowMaxAbs };
+template <RowAccKind K>
+struct RowAcc {
+  template <class D>
+  static HWY_INLINE hn::VFromD<D> Init(D d) {
+    return K == kRowMax ? hn::Set(d, -hwy::HighestValue<float>() * 2.0f) : hn::Zero(d);
+  }
+  template <class D, class V>
+  static HWY_INLINE V Step(D d, V acc, V v) {
+    if constexpr (K == kRowSum) return hn::Add(acc, v);
+    if constexpr (K == kRowMax) return MaxF(d, acc, v);  // NaN-aware, as ReduceMax
+    return hn::Max(acc, hn::Abs(v));                     // 2 ops: only a scale hangs on it
+  }
+  template <class D, class V>
+  static HWY_INLINE V StepTail(D d, V acc, V v, size_t n) {
+    return Step(d, acc, K == kRowMax ? TailForMax(d, v, n) : TailForSum(d, v, n));
+  }
+  template <class D, class V>
+  static HWY_INLINE float Finish(D d, V acc, V acc2) {
+    if constexpr (K == kRowSum) return ReduceSumF(d, hn::Add(acc, acc2));
+    return ReduceMaxF(d, K == kRowMax ? MaxF(d, acc, acc2) : hn::Max(acc, acc2));
+  }
+};
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
