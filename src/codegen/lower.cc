@@ -355,7 +355,7 @@ class Lowerer {
     switch (n.op) {
       case OpKind::LayerNorm: {
         // Statistics at a scale s = 2^-k that keeps every |x * s| below 2^40, so no square
-        // overflows f32 (s = 1, bit for bit the plain formula, unless some |x| passes 2^40):
+        // overflows f32 (s = 1, a no-op, unless some |x| passes 2^40):
         // y = d / sqrt(var(d) + eps s^2) with d = (x - mean) * s. The mean sums x / n, which
         // cannot overflow either. Costs 2 vector ops per element (the row's max |x|).
         int mean = row(Op::RowSum, col(Op::Mul, x, row(Op::Div, cnst(1), cols())));
