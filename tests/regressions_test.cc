@@ -361,17 +361,18 @@ TEST(Regressions, FusedNormsOfHugeValuesDoNotOverflow) {
                                      {"r", Tensor::random(t, {4, 37}, 4)},
                                      {"w", Tensor::random(t, {37}, 5, 0.5, 1.5)},
                                      {"bias", Tensor::random(t, {37}, 6)}};
-    in["r"].set(3 * 37, 0);  // keep row 3 constant: x + r = 1e35 exactly
-    for (int c = 1; c < 37; c++) in["r"].set(3 * 37 + c, 0);
+    for (int c = 0; c < 37; c++) in["r"].set(3 * 37 + c, 0);  // row 3 stays constant: 1e35
     Options codegen = testing::graph_opts(), interp = testing::graph_opts();
     interp["codegen"] = "interpreter";
     for (const Options& o : {codegen, interp}) {
       auto m = compile(g, o);
       EXPECT_EQ(m.kernels().size(), 1u) << dtype_name(t);
       EXPECT_TRUE(testing::matches_reference(g, in, o)) << dtype_name(t) << " " << o.at("codegen");
-      // Row 3 is constant: LayerNorm gives the bias, RMSNorm gives w (x / |x| = 1).
+      // Row 3 is constant: LayerNorm gives the bias (silu of it here), RMSNorm gives w.
       auto got = m.run(in);
-      EXPECT_NEAR(got.at("rms").get(3 * 37 + 2), in.at("w").get(2), 2e-2 * in.at("w").get(2));
+      const double bias2 = in.at("bias").get(2), w2 = in.at("w").get(2);
+      EXPECT_NEAR(got.at("ln").get(3 * 37 + 2), bias2 / (1 + std::exp(-bias2)), 2e-2);
+      EXPECT_NEAR(got.at("rms").get(3 * 37 + 2), w2, 2e-2 * w2);
     }
   }
 }
@@ -380,7 +381,7 @@ TEST(Regressions, FusedNormsOfHugeValuesDoNotOverflow) {
 // reference gives 1: the sum of squares passed f32's range, so 1 / rms was 0. PyTorch's f32
 // RMSNorm and LayerNorm overflow the same way. Eager LayerNorm and RMSNorm now redo such a row's
 // statistics on x * 2^-k (k from the row's largest |x|); rows with Inf or NaN keep IEEE results.
-// Fused kernels are fixed too (FusedNormsOfHugeValuesDoNotOverflow below).
+// Fused kernels are fixed too (FusedNormsOfHugeValuesDoNotOverflow above).
 TEST(Regressions, EagerNormsOfHugeValuesDoNotOverflow) {
   GraphBuilder b;
   auto x = b.input("x", f32, {3, 6});
