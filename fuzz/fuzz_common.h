@@ -5,13 +5,13 @@
 // perturbed by a fraction of the dtype's tolerance (two sign patterns), and elements that move by
 // more than the tolerance there (ill-conditioned chains such as x - x*(1+tiny), exp(exp(x)), a
 // cast at an integer boundary, rsqrt of a bf16 value near 0) are skipped, as are elements that
-// move when every computed value is nudged by a few f32 ulps (kernels compute in f32, so
-// 1 - rms_norm(x) over one element may cancel to anything near 0). Graph mode may also
-// match the reference that rounds only at casts (ref::Rounding::CastsOnly), or differ where that
-// one is unstable: a fused kernel keeps intermediates in f32, so a bf16/f16 intermediate that
-// underflows, overflows or rounds to an exact cancellation in eager mode (log(x^3) with x^3 below
-// f16's range; 1 + rms_norm(-x) over one element) need not. Anything else that differs aborts
-// with the element and values.
+// move when computed values are nudged by a few f32 ulps, all nodes at once or one at a time
+// (kernels compute in f32, so 1 - rms_norm(x) over one element may cancel to anything near 0).
+// Graph mode may also match the reference that rounds only at casts (ref::Rounding::CastsOnly),
+// or differ where that one is unstable: a fused kernel keeps intermediates in f32, so a bf16/f16
+// intermediate that underflows, overflows or rounds to an exact cancellation in eager mode
+// (log(x^3) with x^3 below f16's range; 1 + rms_norm(-x) over one element) need not. Anything
+// else that differs aborts with the element and values.
 #pragma once
 
 #include <cmath>
@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/reference/reference.h"
 #include "ubfuse/ubfuse.h"
@@ -71,11 +72,21 @@ class Oracle {
       for (int k = 0; k < 2; k++) {
         if (!shaken_[k]) shaken_[k] = ref::run_graph(g_, perturbed(in_, k == 1), rounding_);
       }
-      // Kernels compute in f32 whatever they store: also nudge every computed value by a few f32
-      // ulps, with independent random signs in each of a few patterns (f32 cancellation such as
-      // 1 - 0.9999998 inside an eager or a fused kernel is not a bug).
-      for (uint32_t k = 0; k < kJitterPatterns; k++) {
-        if (!jittered_[k]) jittered_[k] = ref::run_graph(g_, in_, rounding_, {kF32Jitter, k});
+      // Kernels compute in f32 whatever they store: also nudge computed values by a few f32 ulps
+      // (f32 cancellation such as 1 - 0.9999998 inside an eager or a fused kernel is not a bug):
+      // every node with independent random signs in each of a few patterns, then each node
+      // alone, 4 ways (ref::Jitter).
+      if (jittered_.empty()) {
+        std::vector<RefOutputs> runs;
+        for (uint32_t k = 0; k < kJitterPatterns; k++) {
+          runs.push_back(ref::run_graph(g_, in_, rounding_, {kF32Jitter, k}));
+        }
+        for (uint32_t node = 1; node <= g_.topo_order().size(); node++) {
+          for (uint32_t k = 0; k < 4; k++) {
+            runs.push_back(ref::run_graph(g_, in_, rounding_, {kF32Jitter, k, node}));
+          }
+        }
+        jittered_ = std::move(runs);
       }
     } catch (const Error&) {
       return false;
@@ -90,7 +101,7 @@ class Oracle {
       if (!same(s->at(out).data[size_t(i)], v, tol / 2)) return true;
     }
     for (const auto& s : jittered_) {
-      if (s && !same(s->at(out).data[size_t(i)], v, tol / 2)) return true;
+      if (!same(s.at(out).data[size_t(i)], v, tol / 2)) return true;
     }
     return false;
   }
@@ -102,7 +113,8 @@ class Oracle {
   const Inputs& in_;
   ref::Rounding rounding_;
   const RefOutputs* exact_;
-  std::optional<RefOutputs> own_, shaken_[2], jittered_[kJitterPatterns];
+  std::optional<RefOutputs> own_, shaken_[2];
+  std::vector<RefOutputs> jittered_;
 };
 
 // Checks `got` (from `mode`, "eager" or "graph") against `want` (the EveryOp reference). An

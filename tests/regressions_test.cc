@@ -335,6 +335,36 @@ TEST(Regressions, JitteredEveryOpReferenceRoundsToTheDtype) {
   }
 }
 
+// fuzz_graph, crash-8a8fd196 (session 4, seed 9): the same graph with its rows one bit apart.
+// The fused kernel gave 1832, the CastsOnly reference 2440, and all 4 random-sign jitters happened
+// to nudge rms_norm and softmax the same way, so 1 + rms_norm barely moved and the oracle called
+// the element stable. The oracle now also nudges each node alone, up, down and both ways of random
+// signs: here nudging rms_norm alone moves the output by a third or to NaN, either direction.
+TEST(Regressions, JitteringOneNodeAtATimeExposesCancellation) {
+  GraphBuilder b;
+  auto row = b.input("row", bf16, {3, 1});
+  b.output("y",
+           b.rsqrt(b.add(b.rms_norm(b.reduce_mean(row, true), nullptr, 1e-6), b.softmax(row))));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in{
+      {"row", Tensor::from_floats(bf16, {3, 1}, {-1.72656f, 2.0f, -0.5f})}};
+  const double exact = ref::run_graph(g, in, ref::Rounding::CastsOnly).at("y").data[0];
+  auto moved = [&](uint32_t node, uint32_t pattern) {
+    const double v =
+        ref::run_graph(g, in, ref::Rounding::CastsOnly, {4.0 / (1 << 24), pattern, node})
+            .at("y")
+            .data[0];
+    return std::isnan(v) || std::fabs(v - exact) > 0.1 * exact;
+  };
+  // Some node (rms_norm, softmax) moves the output both ways; the final rsqrt does not (its
+  // input, 1 + rms_norm, is already computed: a relative nudge of it is well-conditioned).
+  const uint32_t nodes = uint32_t(g.topo_order().size());
+  bool both_ways = false;
+  for (uint32_t n = 1; n <= nodes; n++) both_ways = both_ways || (moved(n, 0) && moved(n, 1));
+  EXPECT_TRUE(both_ways);
+  EXPECT_FALSE(moved(nodes, 0) || moved(nodes, 1));
+}
+
 // The fused half of crash-ca35a9b3, and make test's seed-1 run of session 4 (crash-7785d8ad,
 // rms_norm(log(...) + 1e30) in bf16): fused LayerNorm and RMSNorm gave 0 where squares passed
 // f32's range. LayerNorm now takes its statistics at 2^-k (k from the row's max |x|), RMSNorm

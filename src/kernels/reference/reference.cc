@@ -439,6 +439,7 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     vals[in] = from_tensor(it->second);
   }
   uint64_t node_index = 0;
+  uint32_t computing_index = 0;
   for (Node* n : g.topo_order()) {
     node_index++;
     std::vector<RefTensor> ins;
@@ -447,7 +448,10 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     const FusionClass fc = fusion_class(n->op);
     const bool computes = fc == FusionClass::Elementwise || fc == FusionClass::Broadcast ||
                           fc == FusionClass::RowReduction || n->op == OpKind::MatMul;
-    const bool jittered = jitter.rel != 0 && computes && n->op != OpKind::Cast;
+    const bool nudgeable = computes && n->op != OpKind::Cast;
+    if (nudgeable) computing_index++;
+    const bool jittered =
+        jitter.rel != 0 && nudgeable && (jitter.node == 0 || jitter.node == computing_index);
     for (size_t i = 0; i < outs.size(); i++) {
       if (jittered && is_float(n->outputs[i]->dtype)) {
         auto& d = outs[i].data;
@@ -457,7 +461,13 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
           h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
           h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
           h ^= h >> 31;
-          d[e] *= 1 + ((h & 1) ? jitter.rel : -jitter.rel);
+          bool up = h & 1;
+          if (jitter.node != 0) {  // one node: all up, all down, random signs, their negation
+            up = jitter.pattern == 0   ? true
+                 : jitter.pattern == 1 ? false
+                                       : up != (jitter.pattern == 3);
+          }
+          d[e] *= 1 + (up ? jitter.rel : -jitter.rel);
           // EveryOp stores every result in its dtype, nudged or not.
           if (rounding == Rounding::EveryOp) d[e] = round_to(n->outputs[i]->dtype, d[e]);
         }

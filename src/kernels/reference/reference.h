@@ -33,9 +33,14 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
 // A nonzero jitter scales each computed float element (not casts or data movement) by 1 +- rel,
 // the sign a hash of (pattern, node, element), and with EveryOp rounds it to its dtype again: how
 // far f32 rounding inside a kernel (eager or fused) may move an output.
+// With `node` > 0 only the node-th computing node in topological order is nudged (pattern 0: every
+// element up, 1: down, 2: random signs, 3: those negated): the sensitivity of the outputs to that
+// one node's rounding, which random signs over all nodes can hide when two nudges cancel
+// (rms_norm(x) + softmax(x) over one element, both nudged up).
 struct Jitter {
   double rel = 0;
   uint32_t pattern = 0;
+  uint32_t node = 0;
 };
 std::map<std::string, RefTensor> run_graph(const Graph& g,
                                            const std::map<std::string, Tensor>& inputs,
