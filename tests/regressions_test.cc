@@ -305,6 +305,34 @@ TEST(Regressions, JitteredReferenceExposesF32Cancellation) {
   EXPECT_GT(widest, 0.1);
 }
 
+// fuzz_graph, crash-6b866758 (session 4, make test's seed 1): rsqrt(sigmoid(x1 / x0)) in eager
+// f32 gave inf where the reference gives 2.67e22. Sigmoid computed 2^m / (2^m + e^-s), and for x
+// in [-104, -103.6] m is -150, whose 2^m is not a float (it rounds to 0): the result was 0 instead
+// of the smallest subnormal 2^-149. Numerator and denominator are now scaled by 2^24 first.
+TEST(Regressions, SigmoidNearMinus104RoundsToTheSmallestSubnormal) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {4});
+  b.output("y", b.rsqrt(b.sigmoid(x)));
+  Graph g = b.build();
+  Tensor xv = Tensor::from_floats(f32, {4}, {-103.7f, -103.9f, -103.3f, -60.5f});
+  for (const char* engine : {"eager", "cpp", "interpreter"}) {
+    Options o = std::string(engine) == "eager" ? testing::eager_opts() : testing::graph_opts();
+    if (std::string(engine) != "eager") o["codegen"] = engine;
+    EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, o)) << engine;
+    // e^-103.7 = 0.66 * 2^-149 rounds up to 2^-149, whose rsqrt is 2^74.5.
+    EXPECT_NEAR(compile(g, o).run({{"x", xv}}).at("y").get(0), std::exp2(74.5), 1e18) << engine;
+  }
+  // The bf16-grade form, times 1e30 so the subnormal survives bf16 storage.
+  GraphBuilder b16;
+  auto x16 = b16.input("x", bf16, {4});
+  b16.output("s", b16.mul(b16.sigmoid(x16), 1e30));
+  Graph g16 = b16.build();
+  Tensor x16v = Tensor::from_floats(bf16, {4}, {-103.5f, -103.0f, -62.0f, 61.0f});
+  for (auto o : {testing::eager_opts(), testing::graph_opts()}) {
+    EXPECT_TRUE(testing::matches_reference(g16, {{"x", x16v}}, o));
+  }
+}
+
 // The f32 twin of crash-3ed54487 (make test's seed-1 run reached it by mutation): eager f32 keeps
 // rms_norm(-1.73) = -0.9999998 but may land an ulp off the exact value, and 1 - 0.9999998 turns
 // that ulp into 20% of the output. The jittered reference now also runs with EveryOp rounding
