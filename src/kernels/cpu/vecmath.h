@@ -406,7 +406,7 @@ HWY_INLINE V SigmoidF(D d, V x) {
   const V m = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
   V s = hn::NegMulAdd(m, hn::Set(d, 0.693359375f), xc);
   s = hn::NegMulAdd(m, hn::Set(d, -2.12194440e-4f), s);
-  constexpr float k = 16777216.0f;  // 2^24
+  constexpr float k = 0x1p24f;
   V p = hn::Set(d, k * 1.3836742145940661e-3f);  // 2^24 e^-s = sum 2^24 c_k s^k
   p = hn::MulAdd(p, s, hn::Set(d, k * -8.374898694455624e-3f));
   p = hn::MulAdd(p, s, hn::Set(d, k * 4.1668232530355453e-2f));
@@ -521,7 +521,7 @@ HWY_INLINE V SigmoidLowpF(D d, V x) {
   const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 60.0f), x));  // NaN x kept
   const V m = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
   const V s = hn::NegMulAdd(m, hn::Set(d, 0.693147180559945f), xc);
-  constexpr float k = 16777216.0f;  // 2^24
+  constexpr float k = 0x1p24f;
   V p = hn::MulAdd(s, hn::Set(d, k / 24), hn::Set(d, -k / 6));  // 2^24 e^-s, degree 4
   p = hn::MulAdd(p, s, hn::Set(d, k / 2));
   p = hn::MulAdd(p, s, hn::Set(d, -k));
