@@ -278,6 +278,21 @@ TEST(Regressions, SigmoidIsAccurateWhereItsResultIsSubnormal) {
   }
 }
 
+// rsqrt(rms_norm(mean(row)) + softmax(row)) over rows of one element (crash-3ed54487 and its
+// kin): row 0 computes 1 - 0.9999998, so one f32 ulp of rms_norm moves the output by a third.
+struct CancellingRows {
+  Graph g;
+  std::map<std::string, Tensor> in;
+};
+CancellingRows cancelling_rows(DType t) {
+  GraphBuilder b;
+  auto row = b.input("row", t, {3, 1});
+  b.output("y",
+           b.rsqrt(b.add(b.rms_norm(b.reduce_mean(row, true), nullptr, 1e-6), b.softmax(row))));
+  return {b.build(), {{"row", Tensor::from_floats(t, {3, 1}, {-1.72656f, 2.0f, -0.5f})}}};
+}
+constexpr double kFourF32Ulps = 4.0 / (1 << 24);  // the fuzz oracle's jitter, relative
+
 // fuzz_graph, crash-3ed54487 (seed 4): rsqrt(rms_norm(mean(row)) + softmax(row)) over rows of one
 // bf16 element. Eager mode rounds rms_norm(-1.73) to -1 and gives rsqrt(0) = inf; the fused kernel
 // keeps -0.99999982 in f32 and gives 2368, where the exact value is 2440: 1 - 0.9999998 cancels, so
@@ -285,20 +300,14 @@ TEST(Regressions, SigmoidIsAccurateWhereItsResultIsSubnormal) {
 // CastsOnly reference with every computed value nudged by 4 f32 ulps (ref::Jitter) and do not
 // judge graph mode where that moves the output past half the tolerance.
 TEST(Regressions, JitteredReferenceExposesF32Cancellation) {
-  GraphBuilder b;
-  auto row = b.input("row", bf16, {3, 1});
-  b.output("y",
-           b.rsqrt(b.add(b.rms_norm(b.reduce_mean(row, true), nullptr, 1e-6), b.softmax(row))));
-  Graph g = b.build();
-  std::map<std::string, Tensor> in{
-      {"row", Tensor::from_floats(bf16, {3, 1}, {-1.72656f, 2.0f, -0.5f})}};
+  auto [g, in] = cancelling_rows(bf16);
   auto every_op = ref::run_graph(g, in).at("y").data;
   auto exact = ref::run_graph(g, in, ref::Rounding::CastsOnly).at("y").data;
   EXPECT_TRUE(std::isinf(every_op[0]));
   EXPECT_NEAR(exact[0], 2441.6, 1.0);
   double widest = 0;
   for (uint32_t k = 0; k < 4; k++) {
-    auto j = ref::run_graph(g, in, ref::Rounding::CastsOnly, {4.0 / (1 << 24), k}).at("y").data;
+    auto j = ref::run_graph(g, in, ref::Rounding::CastsOnly, {kFourF32Ulps, k}).at("y").data;
     widest = std::max(widest, std::isnan(j[0]) ? 1e9 : std::fabs(j[0] - exact[0]) / exact[0]);
     EXPECT_NEAR(j[1], exact[1], 1e-5 * exact[1]);  // 2 + 1: well-conditioned, barely moves
   }
@@ -339,17 +348,11 @@ TEST(Regressions, SigmoidNearMinus104RoundsToTheSmallestSubnormal) {
 // (each nudged value rounded to its dtype again), so the fuzzers see eager f32 cancellation too.
 TEST(Regressions, JitteredEveryOpReferenceRoundsToTheDtype) {
   for (DType t : {f32, bf16}) {
-    GraphBuilder b;
-    auto row = b.input("row", t, {3, 1});
-    b.output("y",
-             b.rsqrt(b.add(b.rms_norm(b.reduce_mean(row, true), nullptr, 1e-6), b.softmax(row))));
-    Graph g = b.build();
-    std::map<std::string, Tensor> in{
-        {"row", Tensor::from_floats(t, {3, 1}, {-1.72656f, 2.0f, -0.5f})}};
+    auto [g, in] = cancelling_rows(t);
     const double y0 = ref::run_graph(g, in).at("y").data[0];
     double widest = 0;
     for (uint32_t k = 0; k < 4; k++) {
-      auto j = ref::run_graph(g, in, ref::Rounding::EveryOp, {4.0 / (1 << 24), k}).at("y").data;
+      auto j = ref::run_graph(g, in, ref::Rounding::EveryOp, {kFourF32Ulps, k}).at("y").data;
       for (double v : j) {  // every element representable in the dtype
         if (std::isfinite(v)) {
           EXPECT_EQ(Tensor::from_floats(t, {1}, {float(v)}).get(0), v);
@@ -369,19 +372,12 @@ TEST(Regressions, JitteredEveryOpReferenceRoundsToTheDtype) {
 // the element stable. The oracle now also nudges each node alone, up, down and both ways of random
 // signs: here nudging rms_norm alone moves the output by a third or to NaN, either direction.
 TEST(Regressions, JitteringOneNodeAtATimeExposesCancellation) {
-  GraphBuilder b;
-  auto row = b.input("row", bf16, {3, 1});
-  b.output("y",
-           b.rsqrt(b.add(b.rms_norm(b.reduce_mean(row, true), nullptr, 1e-6), b.softmax(row))));
-  Graph g = b.build();
-  std::map<std::string, Tensor> in{
-      {"row", Tensor::from_floats(bf16, {3, 1}, {-1.72656f, 2.0f, -0.5f})}};
+  auto [g, in] = cancelling_rows(bf16);
   const double exact = ref::run_graph(g, in, ref::Rounding::CastsOnly).at("y").data[0];
   auto moved = [&](uint32_t node, uint32_t pattern) {
-    const double v =
-        ref::run_graph(g, in, ref::Rounding::CastsOnly, {4.0 / (1 << 24), pattern, node})
-            .at("y")
-            .data[0];
+    const double v = ref::run_graph(g, in, ref::Rounding::CastsOnly, {kFourF32Ulps, pattern, node})
+                         .at("y")
+                         .data[0];
     return std::isnan(v) || std::fabs(v - exact) > 0.1 * exact;
   };
   // Some node (rms_norm, softmax) moves the output both ways; the final rsqrt does not (its
