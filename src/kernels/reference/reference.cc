@@ -429,6 +429,19 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
   UBF_CHECK(false, "ref eval_node: unhandled op " + std::string(op_name(n.op)));
 }
 
+bool jitterable(const Node& n) {
+  const FusionClass fc = fusion_class(n.op);
+  const bool computes = fc == FusionClass::Elementwise || fc == FusionClass::Broadcast ||
+                        fc == FusionClass::RowReduction || n.op == OpKind::MatMul;
+  return computes && n.op != OpKind::Cast;
+}
+
+uint32_t count_jitterable(const Graph& g) {
+  uint32_t count = 0;
+  for (const Node* n : g.topo_order()) count += jitterable(*n) ? 1 : 0;
+  return count;
+}
+
 std::map<std::string, RefTensor> run_graph(const Graph& g,
                                            const std::map<std::string, Tensor>& inputs,
                                            Rounding rounding, Jitter jitter) {
@@ -445,10 +458,7 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     std::vector<RefTensor> ins;
     for (auto* v : n->inputs) ins.push_back(vals.at(v));
     auto outs = eval_node(*n, ins, rounding);
-    const FusionClass fc = fusion_class(n->op);
-    const bool computes = fc == FusionClass::Elementwise || fc == FusionClass::Broadcast ||
-                          fc == FusionClass::RowReduction || n->op == OpKind::MatMul;
-    const bool nudgeable = computes && n->op != OpKind::Cast;
+    const bool nudgeable = jitterable(*n);
     if (nudgeable) computing_index++;
     const bool jittered =
         jitter.rel != 0 && nudgeable && (jitter.node == 0 || jitter.node == computing_index);

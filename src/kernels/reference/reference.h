@@ -42,6 +42,10 @@ struct Jitter {
   uint32_t pattern = 0;
   uint32_t node = 0;
 };
+// Whether a Jitter nudges n's outputs (it computes: not a cast, not data movement).
+bool jitterable(const Node& n);
+// How many nodes of g a Jitter can nudge: the range of Jitter::node.
+uint32_t count_jitterable(const Graph& g);
 std::map<std::string, RefTensor> run_graph(const Graph& g,
                                            const std::map<std::string, Tensor>& inputs,
                                            Rounding rounding = Rounding::EveryOp,
