@@ -300,7 +300,9 @@ constexpr double kFourF32Ulps = 4.0 / (1 << 24);  // the fuzz oracle's jitter, r
 // CastsOnly reference with every computed value nudged by 4 f32 ulps (ref::Jitter) and do not
 // judge graph mode where that moves the output past half the tolerance.
 TEST(Regressions, JitteredReferenceExposesF32Cancellation) {
-  auto [g, in] = cancelling_rows(bf16);
+  const CancellingRows rows = cancelling_rows(bf16);
+  const Graph& g = rows.g;
+  const auto& in = rows.in;
   auto every_op = ref::run_graph(g, in).at("y").data;
   auto exact = ref::run_graph(g, in, ref::Rounding::CastsOnly).at("y").data;
   EXPECT_TRUE(std::isinf(every_op[0]));
@@ -348,7 +350,9 @@ TEST(Regressions, SigmoidNearMinus104RoundsToTheSmallestSubnormal) {
 // (each nudged value rounded to its dtype again), so the fuzzers see eager f32 cancellation too.
 TEST(Regressions, JitteredEveryOpReferenceRoundsToTheDtype) {
   for (DType t : {f32, bf16}) {
-    auto [g, in] = cancelling_rows(t);
+    const CancellingRows rows = cancelling_rows(t);
+    const Graph& g = rows.g;
+    const auto& in = rows.in;
     const double y0 = ref::run_graph(g, in).at("y").data[0];
     double widest = 0;
     for (uint32_t k = 0; k < 4; k++) {
@@ -372,7 +376,10 @@ TEST(Regressions, JitteredEveryOpReferenceRoundsToTheDtype) {
 // the element stable. The oracle now also nudges each node alone, up, down and both ways of random
 // signs: here nudging rms_norm alone moves the output by a third or to NaN, either direction.
 TEST(Regressions, JitteringOneNodeAtATimeExposesCancellation) {
-  auto [g, in] = cancelling_rows(bf16);
+  // Named, not structured bindings: clang 14 cannot capture those in a lambda.
+  const CancellingRows rows = cancelling_rows(bf16);
+  const Graph& g = rows.g;
+  const auto& in = rows.in;
   const double exact = ref::run_graph(g, in, ref::Rounding::CastsOnly).at("y").data[0];
   auto moved = [&](uint32_t node, uint32_t pattern) {
     const double v = ref::run_graph(g, in, ref::Rounding::CastsOnly, {kFourF32Ulps, pattern, node})
