@@ -396,6 +396,29 @@ TEST(Regressions, JitteringOneNodeAtATimeExposesCancellation) {
   EXPECT_FALSE(moved(nodes, 0) || moved(nodes, 1));
 }
 
+// CI's seed-1 fuzz run of stop 10 (crash-9c6d268d): layer_norm(l / rms_norm(l)) in bf16, where
+// l = layer_norm(sigmoid(x)). The quotient is about 1 everywhere, so the second LayerNorm
+// amplifies its bf16 rounding; eager's f32 quotient fell on the other side of a bf16 rounding
+// boundary than the double one. The jitter nudged values after rounding them to bf16, which
+// rounds back to the same value, so the oracle called the element stable. It now nudges first.
+// Here 1 + 2^-8 is a bf16 tie: exactly it rounds to 1, nudged up by 4 f32 ulps to 1 + 2^-7.
+TEST(Regressions, JitterNudgesBeforeRoundingToTheDtype) {
+  GraphBuilder b;
+  auto x = b.input("x", bf16, {1});
+  auto y = b.input("y", bf16, {1});
+  b.output("s", b.add(x, y));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in = {{"x", Tensor::from_floats(bf16, {1}, {1.0f})},
+                                      {"y", Tensor::from_floats(bf16, {1}, {1.0f / 256})}};
+  EXPECT_EQ(ref::run_graph(g, in).at("s").data[0], 1.0);
+  const double up =
+      ref::run_graph(g, in, ref::Rounding::EveryOp, {kFourF32Ulps, 0, 1}).at("s").data[0];
+  const double down =
+      ref::run_graph(g, in, ref::Rounding::EveryOp, {kFourF32Ulps, 1, 1}).at("s").data[0];
+  EXPECT_EQ(up, 1.0 + 1.0 / 128);
+  EXPECT_EQ(down, 1.0);
+}
+
 // The fused half of crash-ca35a9b3, and make test's seed-1 run of session 4 (crash-7785d8ad,
 // rms_norm(log(...) + 1e30) in bf16): fused LayerNorm and RMSNorm gave 0 where squares passed
 // f32's range. LayerNorm now takes its statistics at 2^-k (k from the row's max |x|), RMSNorm

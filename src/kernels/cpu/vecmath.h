@@ -143,17 +143,21 @@ inline const bool kCpuHasAvx512Bf16 = [] {
 #endif
 
 // Narrows f32 lanes to bf16 bits with round-to-nearest-even (Highway 1.0.3's DemoteTo truncates).
-// One VCVTNEPS2BF16 where the CPU has AVX512_BF16, else integer rounding (about 9 ops).
+// One VCVTNEPS2BF16 where the CPU has AVX512_BF16, else integer rounding (about 9 ops). That
+// instruction flushes subnormal inputs to zero, so a vector holding one (VFPCLASSPS says) takes
+// the integer path: every target stores the same bf16 bits.
 template <class D>
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> BF16BitsFromF32V(D d, hn::VFromD<D> v) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
   // Compiled for a CPU with AVX512_BF16 (e.g. generated code with -march=native).
   if constexpr (hn::MaxLanes(D()) == 16) {
-    return hn::Vec256<uint16_t>{(__m256i)_mm512_cvtneps_pbh(v.raw)};
+    if (HWY_LIKELY(_mm512_fpclass_ps_mask(v.raw, 0x20) == 0)) {  // 0x20: subnormal
+      return hn::Vec256<uint16_t>{(__m256i)_mm512_cvtneps_pbh(v.raw)};
+    }
   }
 #elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
   if constexpr (hn::MaxLanes(D()) == 16) {
-    if (detail::kCpuHasAvx512Bf16) {
+    if (detail::kCpuHasAvx512Bf16 && HWY_LIKELY(_mm512_fpclass_ps_mask(v.raw, 0x20) == 0)) {
       __m256i r;
       asm("vcvtneps2bf16 %1, %0" : "=v"(r) : "v"(v.raw));
       return hn::Vec256<uint16_t>{r};

@@ -59,10 +59,12 @@ double unary(const Node& n, double x) {
     case OpKind::Erf:
       return std::erf(x);
     case OpKind::Gelu:
+      // As x sigmoid(2u) and with erfc: 1 + tanh(u) and 1 + erf(x/sqrt(2)) cancel even in
+      // double for large negative x (x = -7: 1 + tanh(u) is 6e-17, off by a third).
       if (n.attr_str("approximate", "none") == "tanh") {
-        return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        return x / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
       }
-      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+      return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
     case OpKind::Pow:
       return std::pow(x, n.attr_float("exponent", 1));
     case OpKind::Cast:
@@ -436,6 +438,32 @@ bool jitterable(const Node& n) {
   return computes && n.op != OpKind::Cast;
 }
 
+namespace {
+
+// Whether v reaches only bf16 storage through elementwise arithmetic (codegen/schedule.cc's rule
+// for bf16-grade math, seen from the graph; it may say yes where the kernel still uses the exact
+// form, which only widens the jitter).
+bool reaches_only_bf16(const Graph& g, const Value* v) {
+  if (v->dtype == DType::bf16) return true;
+  if (!is_float(v->dtype) || g.is_output(v)) return false;
+  for (const Node* u : g.users(v)) {
+    const FusionClass fc = fusion_class(u->op);
+    if (fc != FusionClass::Elementwise && fc != FusionClass::Broadcast) return false;
+    if (!reaches_only_bf16(g, u->out())) return false;
+  }
+  return true;
+}
+
+// Whether a kernel may compute n with a bf16-grade form (eager bf16 Sigmoid, Silu and tanh-GELU;
+// fused Exp, Sigmoid, Silu and tanh-GELU whose values reach only bf16 storage).
+bool may_be_bf16_grade(const Graph& g, const Node& n) {
+  const bool has_form = n.op == OpKind::Exp || n.op == OpKind::Sigmoid || n.op == OpKind::Silu ||
+                        (n.op == OpKind::Gelu && n.attr_str("approximate", "none") == "tanh");
+  return has_form && reaches_only_bf16(g, n.out());
+}
+
+}  // namespace
+
 uint32_t count_jitterable(const Graph& g) {
   uint32_t count = 0;
   for (const Node* n : g.topo_order()) count += jitterable(*n) ? 1 : 0;
@@ -457,11 +485,17 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     node_index++;
     std::vector<RefTensor> ins;
     for (auto* v : n->inputs) ins.push_back(vals.at(v));
-    auto outs = eval_node(*n, ins, rounding);
     const bool nudgeable = jitterable(*n);
     if (nudgeable) computing_index++;
     const bool jittered =
         jitter.rel != 0 && nudgeable && (jitter.node == 0 || jitter.node == computing_index);
+    // A jittered node is nudged before it is rounded to its dtype: a bf16 result nudged after
+    // rounding would round back to itself, hiding a kernel's f32 value on the other side of a
+    // rounding boundary. (CastsOnly leaves float results exact; `jittered` excludes casts.)
+    auto outs = eval_node(*n, ins, jittered ? Rounding::CastsOnly : rounding);
+    const double rel = jittered && may_be_bf16_grade(g, *n)
+                           ? std::max(jitter.rel, kBf16GradeRelError)
+                           : jitter.rel;
     for (size_t i = 0; i < outs.size(); i++) {
       if (jittered && is_float(n->outputs[i]->dtype)) {
         auto& d = outs[i].data;
@@ -477,7 +511,7 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
                  : jitter.pattern == 1 ? false
                                        : up != (jitter.pattern == 3);
           }
-          d[e] *= 1 + (up ? jitter.rel : -jitter.rel);
+          d[e] *= 1 + (up ? rel : -rel);
           // EveryOp stores every result in its dtype, nudged or not.
           if (rounding == Rounding::EveryOp) d[e] = round_to(n->outputs[i]->dtype, d[e]);
         }

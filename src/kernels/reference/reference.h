@@ -30,13 +30,19 @@ RefTensor from_tensor(const Tensor& t);
 std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& inputs,
                                  Rounding rounding = Rounding::EveryOp);
 // Evaluates the whole graph (symbols bound from the inputs' sizes); returns named outputs.
-// A nonzero jitter scales each computed float element (not casts or data movement) by 1 +- rel,
-// the sign a hash of (pattern, node, element), and with EveryOp rounds it to its dtype again: how
-// far f32 rounding inside a kernel (eager or fused) may move an output.
+// A nonzero jitter scales each computed float element (not casts or data movement) by 1 +- rel
+// (at least kBf16GradeRelError where a kernel may use a bf16-grade form),
+// the sign a hash of (pattern, node, element), before EveryOp rounds it to its dtype (a kernel's
+// f32 result near a bf16 rounding boundary may round either way): how far f32 rounding inside a
+// kernel (eager or fused) may move an output.
 // With `node` > 0 only the node-th computing node in topological order is nudged (pattern 0: every
 // element up, 1: down, 2: random signs, 3: those negated): the sensitivity of the outputs to that
 // one node's rounding, which random signs over all nodes can hide when two nudges cancel
 // (rms_norm(x) + softmax(x) over one element, both nudged up).
+// A value a kernel may compute with a bf16-grade form (Exp, Sigmoid, Silu, tanh-GELU reaching only
+// bf16 storage, vecmath.h) is nudged by at least this much: those forms' relative error bound
+// before bf16 rounding (tests/bf16_grade_test.cc checks it on each Highway target).
+inline constexpr double kBf16GradeRelError = 5e-4;
 struct Jitter {
   double rel = 0;
   uint32_t pattern = 0;

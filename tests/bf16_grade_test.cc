@@ -1,0 +1,105 @@
+// The bf16-grade activations (vecmath.h: Exp, Sigmoid, Silu, tanh-GELU for values that reach only
+// bf16 storage) against the bound the fuzz oracle assumes for them, ref::kBf16GradeRelError: over
+// every bf16 input in a range, each result must be the bf16 rounding of exact * (1 + d) for some
+// |d| <= that bound. Checked for eager kernels and the tile interpreter, on each Highway target
+// this CPU has (the hardware reciprocal differs: 14 bits with AVX-512, 12 with AVX2).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hwy/targets.h"
+#include "kernels/reference/reference.h"
+#include "ubfuse/ubfuse.h"
+
+namespace ubfuse {
+namespace {
+
+using V = GraphBuilder::V;
+
+// Every bf16 value in [lo, hi], in order.
+std::vector<float> every_bf16(float lo, float hi) {
+  std::vector<float> xs;
+  for (uint32_t bits = 0; bits < 0x10000; bits++) {
+    const uint32_t f32_bits = bits << 16;
+    float x;
+    std::memcpy(&x, &f32_bits, sizeof x);
+    if (x >= lo && x <= hi) xs.push_back(x);
+  }
+  std::sort(xs.begin(), xs.end());
+  return xs;
+}
+
+float to_bf16(double v) { return float(Tensor::from_floats(DType::bf16, {1}, {float(v)}).get(0)); }
+
+// The first input whose result is not the bf16 rounding of exact * (1 + d) for any |d| <= bound,
+// as "x = .., exact .., got ..", or "" when there is none.
+std::string first_beyond_bound(const std::function<V(GraphBuilder&, V)>& op,
+                               const std::function<double(double)>& exact, float lo, float hi,
+                               const Options& options, double bound) {
+  const std::vector<float> xs = every_bf16(lo, hi);
+  const int64_t n = int64_t(xs.size());
+  GraphBuilder b;
+  // Times an input of ones (exact, not folded away): graph mode fuses the op into a kernel
+  // instead of running it alone.
+  b.output("y", b.mul(op(b, b.input("x", DType::bf16, {n})), b.input("one", DType::bf16, {n})));
+  const std::vector<float> ones(xs.size(), 1.0f);
+  const Tensor y = compile(b.build(), options)
+                       .run({{"x", Tensor::from_floats(DType::bf16, {n}, xs)},
+                             {"one", Tensor::from_floats(DType::bf16, {n}, ones)}})
+                       .at("y");
+  for (int64_t i = 0; i < n; i++) {
+    const double e = exact(xs[size_t(i)]), got = y.get(i);
+    const double a = to_bf16(e * (1 - bound)), z = to_bf16(e * (1 + bound));
+    if (got >= std::min(a, z) && got <= std::max(a, z)) continue;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "x = %.9g, exact %.9g, got %.9g", double(xs[size_t(i)]), e, got);
+    return buf;
+  }
+  return "";
+}
+
+TEST(Bf16Grade, ResultsStayWithinTheFuzzOraclesBound) {
+  using B = GraphBuilder;
+  struct Case {
+    const char* name;
+    std::function<V(B&, V)> op;
+    std::function<double(double)> exact;
+    float lo, hi;
+  };
+  const double k = std::sqrt(2 / M_PI);  // tanh-GELU as x sigmoid(2u): 1 + tanh(u) cancels
+  const std::vector<Case> cases = {
+      {"exp", [](B& b, V x) { return b.exp(x); }, [](double v) { return std::exp(v); }, -80, 80},
+      {"sigmoid", [](B& b, V x) { return b.sigmoid(x); },
+       [](double v) { return 1 / (1 + std::exp(-v)); }, -80, 80},
+      {"silu", [](B& b, V x) { return b.silu(x); }, [](double v) { return v / (1 + std::exp(-v)); },
+       -80, 80},
+      {"gelu tanh", [](B& b, V x) { return b.gelu(x, "tanh"); },
+       [k](double v) { return v / (1 + std::exp(-2 * k * (v + 0.044715 * v * v * v))); }, -8, 8},
+  };
+  const Options eager = {{"ge.exec.enableOperatorFusion", "0"}};
+  const Options interpreter = {{"ge.exec.enableOperatorFusion", "1"}, {"codegen", "interpreter"}};
+  const Options generated = {{"ge.exec.enableOperatorFusion", "1"}};  // -march=native
+  for (int64_t target : {int64_t(0), int64_t(HWY_AVX2)}) {            // 0: the best this CPU has
+    if (target && (hwy::SupportedTargets() & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(target ? hwy::TargetName(target) : "best target");
+    for (const auto& c : cases) {
+      for (const Options* o : {&eager, &interpreter, &generated}) {
+        if (o == &generated && target) continue;  // not dispatched: built for this CPU
+        const char* mode = o == &eager ? ", eager" : o == &interpreter ? ", interpreter" : "";
+        EXPECT_EQ(first_beyond_bound(c.op, c.exact, c.lo, c.hi, *o, ref::kBf16GradeRelError), "")
+            << c.name << mode;
+      }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse
