@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-hardening bench format clean
+.PHONY: all deps build demo test test-hardening fuzz bench format clean
 
 all: build
 
@@ -23,9 +23,13 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	bash scripts/extra-tests.sh $(BUILD)
 
-# ASan+UBSan suite, ThreadSanitizer concurrency tests, bounded libFuzzer runs (each its own build).
+# ASan+UBSan suite, ThreadSanitizer concurrency tests, fuzz corpus replay (each its own build).
 test-hardening: deps
 	UBFUSE_EXTRA_STAGES="asan tsan fuzz" bash scripts/extra-tests.sh $(BUILD)
+
+# Explore with libFuzzer: UBFUSE_FUZZ_SECONDS (60) per target, a fresh seed each run.
+fuzz: deps
+	UBFUSE_FUZZ_MODE=explore bash scripts/fuzz.sh
 
 bench: build
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b || exit 1; done

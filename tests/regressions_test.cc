@@ -278,6 +278,28 @@ TEST(Regressions, SigmoidIsAccurateWhereItsResultIsSubnormal) {
   }
 }
 
+// Session 5's exploration (crash-62104fa3): x / gelu_tanh(1 / x) in bf16 gave inf in graph mode.
+// The fused kernel (exact form: a Div follows) computed 0.5 x (1 + tanh(u)), which is 0 in f32 for
+// x below about -5.5 (GELU(-8) is -3e-21), while eager bf16 used x sigmoid(2u). GeluTanhF is now
+// x sigmoid(2u) too. Checked in f32 and bf16, eager and both graph engines.
+TEST(Regressions, TanhGeluKeepsRelativeAccuracyForLargeNegativeX) {
+  for (DType t : {f32, bf16}) {
+    GraphBuilder b;
+    auto x = b.input("x", t, {6});
+    b.output("q", b.div(x, b.gelu(x, "tanh")));  // 1 / sigmoid(2u): huge, finite
+    b.output("g", b.gelu(x, "tanh"));
+    Graph g = b.build();
+    Tensor xv = Tensor::from_floats(t, {6}, {-8.0f, -6.5f, -5.0f, -3.0f, 0.5f, 4.0f});
+    for (const char* engine : {"eager", "cpp", "interpreter"}) {
+      Options o = std::string(engine) == "eager" ? testing::eager_opts() : testing::graph_opts();
+      if (std::string(engine) != "eager") o["codegen"] = engine;
+      EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, o)) << engine << " " << dtype_name(t);
+      const Tensor q = compile(g, o).run({{"x", xv}}).at("q");
+      EXPECT_TRUE(std::isfinite(q.get(0))) << engine << " " << dtype_name(t);
+    }
+  }
+}
+
 // rsqrt(rms_norm(mean(row)) + softmax(row)) over rows of one element (crash-3ed54487 and its
 // kin): row 0 computes 1 - 0.9999998, so one f32 ulp of rms_norm moves the output by a third.
 struct CancellingRows {
