@@ -300,6 +300,29 @@ TEST(Regressions, TanhGeluKeepsRelativeAccuracyForLargeNegativeX) {
   }
 }
 
+// Session 5's exploration (crash-3b4107d2): pow(row / (row - row), 0.5) in f16 gave NaN in eager
+// mode where the reference (C's pow) gives +inf: the 0.5 fast path was sqrt, and sqrt(-inf) is
+// NaN. Pow's fast and general paths now follow C at -inf and -0. All engines, f32 and f16.
+TEST(Regressions, PowOfMinusInfinityFollowsC) {
+  for (DType t : {f32, f16}) {
+    GraphBuilder b;
+    auto x = b.input("x", t, {4});
+    auto inf = b.div(x, b.sub(x, x));  // x / 0: +-inf, and NaN for x = 0
+    auto zero = b.neg(b.sub(x, x));    // -0
+    for (float e : {0.5f, 1.5f, -0.5f}) {
+      b.output("inf^" + std::to_string(e), b.pow(inf, e));
+      b.output("zero^" + std::to_string(e), b.pow(zero, e));
+    }
+    Graph g = b.build();
+    Tensor xv = Tensor::from_floats(t, {4}, {-0.67f, 1.97f, 0.0f, -2.5f});
+    for (const char* engine : {"eager", "cpp", "interpreter"}) {
+      Options o = std::string(engine) == "eager" ? testing::eager_opts() : testing::graph_opts();
+      if (std::string(engine) != "eager") o["codegen"] = engine;
+      EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, o)) << engine << " " << dtype_name(t);
+    }
+  }
+}
+
 // rsqrt(rms_norm(mean(row)) + softmax(row)) over rows of one element (crash-3ed54487 and its
 // kin): row 0 computes 1 - 0.9999998, so one f32 ulp of rms_norm moves the output by a third.
 struct CancellingRows {

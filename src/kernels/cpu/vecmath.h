@@ -475,12 +475,16 @@ HWY_INLINE V GeluTanhF(D d, V x) {
 // x^e for a scalar exponent e (uniform over lanes, so the branches are free; the relative error of
 // the general path grows with |e ln x|). Exact fast paths
 // for e = 0, 1, 2, 3, -1, 0.5; otherwise exp(e ln|x|) with the sign of x for odd integer e, NaN
-// for x < 0 and non-integer e, and IEEE pow's results at x = 0 / inf (|x|^e -> 0 or inf).
+// for finite x < 0 and non-integer e, and C pow's results at +-0 and +-inf on every path (as
+// ONNX and numpy; PyTorch's f32 pow(-inf, 0.5) is NaN).
 template <class D, class V>
 HWY_INLINE V PowF(D d, V x, float e) {
   if (e == 2.0f) return hn::Mul(x, x);
   if (e == 1.0f) return x;
-  if (e == 0.5f) return hn::Sqrt(x);
+  if (e == 0.5f) {  // sqrt, but pow(-inf, 0.5) = +inf and pow(-0, 0.5) = +0 (-0 + 0 = +0)
+    const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
+    return hn::IfThenElse(hn::Eq(x, hn::Neg(inf)), inf, hn::Add(hn::Sqrt(x), hn::Zero(d)));
+  }
   if (e == -1.0f) return ReciprocalF(d, x);
   if (e == 3.0f) return hn::Mul(hn::Mul(x, x), x);
   if (e == 0.0f) return hn::Set(d, 1.0f);  // pow(NaN, 0) = 1 too
@@ -495,9 +499,10 @@ HWY_INLINE V PowF(D d, V x, float e) {
   V r = ExpF(d, hn::Mul(hn::Set(d, e), LogF(d, hn::Abs(x))));  // |x| = 0 or inf: exp(+-inf)
   if (odd) {
     r = hn::CopySign(r, x);  // odd integer: sign of x (also -0 -> -0, -inf)
-  } else if (!is_int) {
+  } else if (!is_int) {  // NaN for finite x < 0; pow(-inf, e) is inf or 0 like pow(inf, e)
     const V nan = hn::BitCast(d, hn::Set(hn::RebindToUnsigned<D>(), 0x7fc00000u));
-    r = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), nan, r);
+    const V neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+    r = hn::IfThenElse(hn::And(hn::Lt(x, hn::Zero(d)), hn::Gt(x, neg_inf)), nan, r);
   }
   return r;
 }
