@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang-14, ASan+UBSan, in build-asan: the configuration that
 # scripts/sanitize.sh asan runs the tests in) and runs each on its committed corpus
-# (fuzz/corpus/<target>), two targets at a time, in one of two modes (UBFUSE_FUZZ_MODE):
-#   explore (default)  mutate for UBFUSE_FUZZ_SECONDS per target, new inputs to a work dir
-#   replay             run every committed input once, no mutation: what `make test` does. The
-#                      outcome is the same on every run; exploring is not (coverage here differs
-#                      run to run even for one seed: threads, addresses), so it stays out of CI.
+# (fuzz/corpus/<target>), two targets at a time, in one of three modes (UBFUSE_FUZZ_MODE):
+#   explore (default)  mutate for UBFUSE_FUZZ_SECONDS per target; new inputs go to a work dir,
+#                      build-asan/corpus/<target> (`make fuzz`)
+#   replay             run every committed input once, no mutation (`make test`). Its outcome
+#                      is the same on every run; exploring's is not (coverage here differs run to
+#                      run even for one seed: threads, addresses), so exploring stays out of CI
+#   merge              fold the work dir's inputs that add edge coverage into fuzz/corpus/<target>
+#                      (libFuzzer -merge=1 -use_counters=0), to commit
 #   scripts/fuzz.sh [target...]      default: every target
 # Env: UBFUSE_FUZZ_SECONDS (explore, per target, default 60), UBFUSE_FUZZ_SEED (libFuzzer's -seed,
 # default 0: from the clock), UBFUSE_FUZZ_JOBS (targets at once, default nproc), UBFUSE_JOBS
 # (build jobs). A crash leaves its input in build-asan/artifacts/<target>/ and fails the script;
 # rerun it with build-asan/fuzz_<target> <file>, fix it, add a regression test and copy the input
 # into fuzz/corpus/<target>.
-#   merge              fold the inputs an exploration left in build-asan/corpus/<target> that
-#                      add coverage into fuzz/corpus/<target> (libFuzzer -merge=1), to commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=${UBFUSE_FUZZ_MODE:-explore}
@@ -49,7 +50,7 @@ run_one() {
     # New inputs go to the work dir; the committed corpus is read only.
     explore) args=(-seed="$SEED" -max_total_time="$SECONDS_EACH" "${common[@]}" "$work" "fuzz/corpus/$t") ;;
     replay) args=(-runs=0 "${common[@]}" "fuzz/corpus/$t") ;;
-    merge) args=(-merge=1 "${common[@]}" "fuzz/corpus/$t" "$work") ;;
+    merge) args=(-merge=1 -use_counters=0 "${common[@]}" "fuzz/corpus/$t" "$work") ;;
   esac
   if "./$DIR/fuzz_$t" "${args[@]}" >"$DIR/fuzz_$t.log" 2>&1; then
     echo "ok"
@@ -68,8 +69,9 @@ printf '[fuzz] %-8s %-6s %12s %8s %8s\n' target result executions exec/s corpus
 for t in "${TARGETS[@]}"; do
   log=$DIR/fuzz_$t.log
   res=$(cat "$DIR/fuzz_$t.status")
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)
-  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | awk '{print $2}' | tail -1)
+  # A merge prints no final stats: the greps may find nothing.
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1 || true)
+  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | awk '{print $2}' | tail -1 || true)
   if [[ $MODE == explore ]]; then corpus_dir=$DIR/corpus/$t; else corpus_dir=fuzz/corpus/$t; fi
   corpus=$(find "$corpus_dir" -type f | wc -l)
   printf '[fuzz] %-8s %-6s %12s %8s %8s\n' "$t" "$res" "${execs:-?}" "${rate:-?}" "$corpus"
