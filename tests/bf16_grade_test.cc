@@ -1,8 +1,10 @@
-// The bf16-grade activations (vecmath.h: Exp, Sigmoid, Silu, tanh-GELU for values that reach only
-// bf16 storage) against the bound the fuzz oracle assumes for them, ref::kBf16GradeRelError: over
-// every bf16 input in a range, each result must be the bf16 rounding of exact * (1 + d) for some
-// |d| <= that bound. Checked for eager kernels and the tile interpreter, on each Highway target
-// this CPU has (the hardware reciprocal differs: 14 bits with AVX-512, 12 with AVX2).
+// bf16 numerics. The bf16-grade activations (vecmath.h: Exp, Sigmoid, Silu, tanh-GELU for values
+// that reach only bf16 storage) against the bound the fuzz oracle assumes for them,
+// ref::kBf16GradeRelError: over every bf16 input in a range, each result must be the bf16
+// rounding of exact * (1 + d) for some |d| <= that bound. Checked for eager kernels, the tile
+// interpreter and generated kernels, on each Highway target this CPU has (the hardware
+// reciprocal differs: 14 bits with AVX-512, 12 with AVX2). And the flush rule (dtype.h): a
+// subnormal f32 stored as bf16 becomes a zero of its sign, on every path and target.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -99,6 +103,43 @@ TEST(Bf16Grade, ResultsStayWithinTheFuzzOraclesBound) {
     }
     hwy::SetSupportedTargetsForTest(0);
   }
+}
+
+TEST(Bf16Grade, SubnormalsFlushToSignedZeroOnEveryPath) {
+  const float tiny = 1e-39f, smallest_normal = std::numeric_limits<float>::min();
+  const std::vector<float> xs = {tiny, -tiny, smallest_normal, -smallest_normal, 1.0f};
+  const std::vector<float> want = {0.0f, -0.0f, smallest_normal, -smallest_normal, 1.0f};
+  auto expect_flushed = [&](const Tensor& t, const std::string& what) {
+    for (size_t i = 0; i < xs.size(); i++) {
+      const float got = float(t.get(int64_t(i)));
+      EXPECT_TRUE(got == want[i] && std::signbit(got) == std::signbit(want[i]))
+          << what << ": " << xs[i] << " stored as " << got;
+    }
+  };
+  const int64_t n = int64_t(xs.size());
+  expect_flushed(Tensor::from_floats(DType::bf16, {n}, xs), "Tensor::from_floats");
+  // x * 1 cast to bf16: an eager Mul and Cast, or one fused kernel storing bf16.
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {n});
+  b.output("c", b.cast(b.mul(x, b.input("one", DType::f32, {n})), DType::bf16));
+  const Graph g = b.build();
+  const std::map<std::string, Tensor> in = {
+      {"x", Tensor::from_floats(DType::f32, {n}, xs)},
+      {"one", Tensor::from_floats(DType::f32, {n}, std::vector<float>(xs.size(), 1.0f))}};
+  for (int64_t target : {int64_t(0), int64_t(HWY_AVX2)}) {
+    if (target && (hwy::SupportedTargets() & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    for (const char* engine : {"eager", "interpreter", "cpp"}) {
+      if (target && std::string(engine) == "cpp") continue;  // built for this CPU, not dispatched
+      Options o = {{"ge.exec.enableOperatorFusion", std::string(engine) == "eager" ? "0" : "1"}};
+      if (std::string(engine) == "interpreter") o["codegen"] = "interpreter";
+      expect_flushed(compile(g, o).run(in).at("c"),
+                     std::string(engine) + (target ? " AVX2" : " best target"));
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+  // The reference rounds the same way.
+  EXPECT_EQ(ref::run_graph(g, in).at("c").data[0], 0.0);
 }
 
 }  // namespace

@@ -24,7 +24,10 @@ std::string_view dtype_name(DType t);
 DType parse_dtype(std::string_view s);
 inline bool is_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
 
-// Scalar conversions (round to nearest even, NaN preserved).
+// Scalar conversions (round to nearest even, NaN preserved). bf16 has no subnormals in ubfuse: a
+// subnormal f32 becomes a zero of its sign, as the CPUs' own conversion (x86 VCVTNEPS2BF16) does,
+// on every path (kernels' stores, casts, Tensor::set, the reference), so results do not depend on
+// the CPU. A bf16 subnormal read from user data (raw bytes) still loads exactly.
 inline float bf16_to_f32(uint16_t h) {
   uint32_t u = uint32_t(h) << 16;
   float f;
@@ -35,6 +38,7 @@ inline uint16_t f32_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  if ((u & 0x7f800000u) == 0) return uint16_t((u >> 16) & 0x8000u);         // flush to +-0
   u += 0x7fffu + ((u >> 16) & 1u);
   return uint16_t(u >> 16);
 }

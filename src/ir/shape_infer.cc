@@ -100,8 +100,8 @@ void infer_matmul(Node& n) {
   if (a->shape.empty() || b->shape.empty()) fail(n, "operands must have at least 1 dim");
   Shape sa = a->shape, sb = b->shape;
   bool a1 = sa.size() == 1, b1 = sb.size() == 1;
-  if (a1) sa.insert(sa.begin(), Dim(1));
-  if (b1) sb.push_back(Dim(1));
+  if (a1) sa.emplace(sa.begin(), int64_t{1});
+  if (b1) sb.emplace_back(int64_t{1});
   const Dim& k1 = sa.back();
   const Dim& k2 = sb[sb.size() - 2];
   if (k1 != k2) {
@@ -233,7 +233,7 @@ void infer_expand(Node& n) {
   Shape t;
   for (auto v : target) {
     if (v < -1) fail(n, "expand shape " + sizes_str(target) + " has a negative dim");
-    t.push_back(Dim(v == -1 ? 1 : v));
+    t.emplace_back(int64_t{v == -1 ? 1 : v});
   }
   std::string why;
   auto out = broadcast_shapes(x->shape, t, &why);

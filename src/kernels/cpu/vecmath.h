@@ -82,15 +82,6 @@ HWY_INLINE float F32FromF16Bits(uint16_t h) {
   return f;
 }
 
-// f32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN.
-HWY_INLINE uint16_t BF16BitsFromF32(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Loads and stores: storage dtype f32 / bf16 / f16 / bool (uint8) <-> f32 vector of Lanes(d).
 // Pointers need no alignment unless the name says Stream (aligned to the stored bytes' width).
@@ -143,22 +134,20 @@ inline const bool kCpuHasAvx512Bf16 = [] {
 }  // namespace detail
 #endif
 
-// Narrows f32 lanes to bf16 bits with round-to-nearest-even (Highway 1.0.3's DemoteTo truncates).
-// One VCVTNEPS2BF16 where the CPU has AVX512_BF16, else integer rounding (about 9 ops). That
-// instruction flushes subnormal inputs to zero, so a vector holding one (VFPCLASSPS says) takes
-// the integer path: every target stores the same bf16 bits.
+// Narrows f32 lanes to bf16 bits with round-to-nearest-even (Highway 1.0.3's DemoteTo truncates)
+// and subnormals flushed to signed zero (ubfuse's bf16 rule, include/ubfuse/dtype.h). One
+// VCVTNEPS2BF16 where the CPU has AVX512_BF16 (it flushes them itself), else integer rounding
+// (about 11 ops): every target stores the same bits.
 template <class D>
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> BF16BitsFromF32V(D d, hn::VFromD<D> v) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
   // Compiled for a CPU with AVX512_BF16 (e.g. generated code with -march=native).
   if constexpr (hn::MaxLanes(D()) == 16) {
-    if (HWY_LIKELY(_mm512_fpclass_ps_mask(v.raw, 0x20) == 0)) {  // 0x20: subnormal
-      return hn::Vec256<uint16_t>{(__m256i)_mm512_cvtneps_pbh(v.raw)};
-    }
+    return hn::Vec256<uint16_t>{(__m256i)_mm512_cvtneps_pbh(v.raw)};
   }
 #elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
   if constexpr (hn::MaxLanes(D()) == 16) {
-    if (detail::kCpuHasAvx512Bf16 && HWY_LIKELY(_mm512_fpclass_ps_mask(v.raw, 0x20) == 0)) {
+    if (detail::kCpuHasAvx512Bf16) {
       __m256i r;
       asm("vcvtneps2bf16 %1, %0" : "=v"(r) : "v"(v.raw));
       return hn::Vec256<uint16_t>{r};
@@ -173,6 +162,10 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> BF16BitsFromF32V(D d, hn::VFromD<D> 
   auto r = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du32, 0x7fffu), lsb)));
   const auto nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40u));
   r = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), nan, r);
+  // Zero exponent: a subnormal (or zero) becomes its sign's zero, as VCVTNEPS2BF16 makes it.
+  const auto exponent = hn::And(u, hn::Set(du32, 0x7f800000u));
+  r = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du32)),
+                     hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 0x8000u)), r);
   (void)d;
   return hn::DemoteTo(du16, hn::BitCast(di32, r));  // values < 2^16: exact
 }
