@@ -464,6 +464,29 @@ TEST(Regressions, JitterNudgesBeforeRoundingToTheDtype) {
   EXPECT_EQ(down, 1.0);
 }
 
+// Session 5's exploration (crash-5172d5d2): 1 / layer_norm(x * 0) in f16, over a row of +0 and
+// -0: eager mode gave +inf where the reference gave -inf. Which zero x - mean is depends on the
+// order of operations, not on precision, and the jitter could not move a zero. Nudged down, a
+// zero now changes sign, so the oracle sees that element as unstable.
+TEST(Regressions, JitterFlipsTheSignOfZeros) {
+  GraphBuilder b;
+  auto x = b.input("x", f16, {1, 4});
+  b.output("y", b.reciprocal(b.layer_norm(b.mul(x, 0.0), nullptr, nullptr, 0.01)));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in = {
+      {"x", Tensor::from_floats(f16, {1, 4}, {-1.0f, 2.0f, -3.0f, 4.0f})}};
+  const auto plain = ref::run_graph(g, in).at("y").data;
+  const uint32_t ln = ref::count_jitterable(g) - 1;  // the node before the reciprocal
+  const auto down =
+      ref::run_graph(g, in, ref::Rounding::EveryOp, {kFourF32Ulps, 1, ln}).at("y").data;
+  const auto up = ref::run_graph(g, in, ref::Rounding::EveryOp, {kFourF32Ulps, 0, ln}).at("y").data;
+  for (size_t i = 0; i < plain.size(); i++) {
+    ASSERT_TRUE(std::isinf(plain[i])) << i;
+    EXPECT_EQ(down[i], -plain[i]) << i;
+    EXPECT_EQ(up[i], plain[i]) << i;
+  }
+}
+
 // The fused half of crash-ca35a9b3, and make test's seed-1 run of session 4 (crash-7785d8ad,
 // rms_norm(log(...) + 1e30) in bf16): fused LayerNorm and RMSNorm gave 0 where squares passed
 // f32's range. LayerNorm now takes its statistics at 2^-k (k from the row's max |x|), RMSNorm

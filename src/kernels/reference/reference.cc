@@ -511,7 +511,9 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
                  : jitter.pattern == 1 ? false
                                        : up != (jitter.pattern == 3);
           }
-          d[e] *= 1 + (up ? rel : -rel);
+          // A zero has no magnitude to nudge, but its sign depends on the order of operations
+          // (x - mean over a row of +-0): nudged down, it flips.
+          d[e] = d[e] == 0 ? (up ? d[e] : -d[e]) : d[e] * (1 + (up ? rel : -rel));
           // EveryOp stores every result in its dtype, nudged or not.
           if (rounding == Rounding::EveryOp) d[e] = round_to(n->outputs[i]->dtype, d[e]);
         }

@@ -31,7 +31,8 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
                                  Rounding rounding = Rounding::EveryOp);
 // Evaluates the whole graph (symbols bound from the inputs' sizes); returns named outputs.
 // A nonzero jitter scales each computed float element (not casts or data movement) by 1 +- rel
-// (at least kBf16GradeRelError where a kernel may use a bf16-grade form),
+// (at least kBf16GradeRelError where a kernel may use a bf16-grade form; a zero nudged down
+// changes sign, which the order of operations decides in a kernel),
 // the sign a hash of (pattern, node, element), before EveryOp rounds it to its dtype (a kernel's
 // f32 result near a bf16 rounding boundary may round either way): how far f32 rounding inside a
 // kernel (eager or fused) may move an output.
