@@ -75,7 +75,7 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>&
         return std::nullopt;
       }
       infer_at = int(i);
-      out.push_back(Dim(int64_t(1)));
+      out.emplace_back(int64_t{1});
       continue;
     }
     if (t < -1) {
