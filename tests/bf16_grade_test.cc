@@ -19,6 +19,7 @@
 
 #include "hwy/targets.h"
 #include "kernels/reference/reference.h"
+#include "test_util.h"
 #include "ubfuse/ubfuse.h"
 
 namespace ubfuse {
@@ -37,6 +38,18 @@ std::vector<float> every_bf16(float lo, float hi) {
   }
   std::sort(xs.begin(), xs.end());
   return xs;
+}
+
+// Runs f(target) with Highway dispatching to the best target this CPU has (0), then to AVX2 where
+// the CPU has it: the hardware reciprocal and the bf16 narrowing differ between them.
+void for_each_target(const std::function<void(int64_t)>& f) {
+  for (int64_t target : {int64_t(0), int64_t(HWY_AVX2)}) {
+    if (target && (hwy::SupportedTargets() & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(target ? hwy::TargetName(target) : "best target");
+    f(target);
+    hwy::SetSupportedTargetsForTest(0);
+  }
 }
 
 float to_bf16(double v) { return float(Tensor::from_floats(DType::bf16, {1}, {float(v)}).get(0)); }
@@ -86,23 +99,18 @@ TEST(Bf16Grade, ResultsStayWithinTheFuzzOraclesBound) {
       {"gelu tanh", [](B& b, V x) { return b.gelu(x, "tanh"); },
        [k](double v) { return v / (1 + std::exp(-2 * k * (v + 0.044715 * v * v * v))); }, -8, 8},
   };
-  const Options eager = {{"ge.exec.enableOperatorFusion", "0"}};
-  const Options interpreter = {{"ge.exec.enableOperatorFusion", "1"}, {"codegen", "interpreter"}};
-  const Options generated = {{"ge.exec.enableOperatorFusion", "1"}};  // -march=native
-  for (int64_t target : {int64_t(0), int64_t(HWY_AVX2)}) {            // 0: the best this CPU has
-    if (target && (hwy::SupportedTargets() & target) == 0) continue;
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(target ? hwy::TargetName(target) : "best target");
+  for_each_target([&](int64_t target) {
     for (const auto& c : cases) {
-      for (const Options* o : {&eager, &interpreter, &generated}) {
-        if (o == &generated && target) continue;  // not dispatched: built for this CPU
-        const char* mode = o == &eager ? ", eager" : o == &interpreter ? ", interpreter" : "";
-        EXPECT_EQ(first_beyond_bound(c.op, c.exact, c.lo, c.hi, *o, ref::kBf16GradeRelError), "")
-            << c.name << mode;
+      for (const char* engine : {"eager", "interpreter", "cpp"}) {
+        // Generated code is built for this CPU (-march=native), not dispatched.
+        if (target && std::string(engine) == "cpp") continue;
+        EXPECT_EQ(first_beyond_bound(c.op, c.exact, c.lo, c.hi, testing::engine_opts(engine),
+                                     ref::kBf16GradeRelError),
+                  "")
+            << c.name << ", " << engine;
       }
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
 }
 
 TEST(Bf16Grade, SubnormalsFlushToSignedZeroOnEveryPath) {
@@ -126,18 +134,12 @@ TEST(Bf16Grade, SubnormalsFlushToSignedZeroOnEveryPath) {
   const std::map<std::string, Tensor> in = {
       {"x", Tensor::from_floats(DType::f32, {n}, xs)},
       {"one", Tensor::from_floats(DType::f32, {n}, std::vector<float>(xs.size(), 1.0f))}};
-  for (int64_t target : {int64_t(0), int64_t(HWY_AVX2)}) {
-    if (target && (hwy::SupportedTargets() & target) == 0) continue;
-    hwy::SetSupportedTargetsForTest(target);
+  for_each_target([&](int64_t target) {
     for (const char* engine : {"eager", "interpreter", "cpp"}) {
       if (target && std::string(engine) == "cpp") continue;  // built for this CPU, not dispatched
-      Options o = {{"ge.exec.enableOperatorFusion", std::string(engine) == "eager" ? "0" : "1"}};
-      if (std::string(engine) == "interpreter") o["codegen"] = "interpreter";
-      expect_flushed(compile(g, o).run(in).at("c"),
-                     std::string(engine) + (target ? " AVX2" : " best target"));
+      expect_flushed(compile(g, testing::engine_opts(engine)).run(in).at("c"), engine);
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
   // The reference rounds the same way.
   EXPECT_EQ(ref::run_graph(g, in).at("c").data[0], 0.0);
 }

@@ -258,8 +258,7 @@ TEST(Regressions, SigmoidIsAccurateWhereItsResultIsSubnormal) {
   Tensor xv = Tensor::from_floats(
       f32, {8}, {-88.5f, -95.0f, -103.0f, -104.5f, -200.0f, 87.5f, 200.0f, -1.0f});
   for (const char* engine : {"eager", "cpp", "interpreter"}) {
-    Options o = std::string(engine) == "eager" ? testing::eager_opts() : testing::graph_opts();
-    if (std::string(engine) != "eager") o["codegen"] = engine;
+    const Options o = testing::engine_opts(engine);
     EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, o)) << engine;
     Tensor s = compile(g, o).run({{"x", xv}}).at("s");
     EXPECT_NEAR(s.get(1), std::exp(-95.0), 2e-45) << engine;  // a subnormal, not e^-88
@@ -291,8 +290,7 @@ TEST(Regressions, TanhGeluKeepsRelativeAccuracyForLargeNegativeX) {
     Graph g = b.build();
     Tensor xv = Tensor::from_floats(t, {6}, {-8.0f, -6.5f, -5.0f, -3.0f, 0.5f, 4.0f});
     for (const char* engine : {"eager", "cpp", "interpreter"}) {
-      Options o = std::string(engine) == "eager" ? testing::eager_opts() : testing::graph_opts();
-      if (std::string(engine) != "eager") o["codegen"] = engine;
+      const Options o = testing::engine_opts(engine);
       EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, o)) << engine << " " << dtype_name(t);
       const Tensor q = compile(g, o).run({{"x", xv}}).at("q");
       EXPECT_TRUE(std::isfinite(q.get(0))) << engine << " " << dtype_name(t);
@@ -316,8 +314,7 @@ TEST(Regressions, PowOfMinusInfinityFollowsC) {
     Graph g = b.build();
     Tensor xv = Tensor::from_floats(t, {4}, {-0.67f, 1.97f, 0.0f, -2.5f});
     for (const char* engine : {"eager", "cpp", "interpreter"}) {
-      Options o = std::string(engine) == "eager" ? testing::eager_opts() : testing::graph_opts();
-      if (std::string(engine) != "eager") o["codegen"] = engine;
+      const Options o = testing::engine_opts(engine);
       EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, o)) << engine << " " << dtype_name(t);
     }
   }
@@ -372,8 +369,7 @@ TEST(Regressions, SigmoidNearMinus104RoundsToTheSmallestSubnormal) {
   Graph g = b.build();
   Tensor xv = Tensor::from_floats(f32, {4}, {-103.7f, -103.9f, -103.3f, -60.5f});
   for (const char* engine : {"eager", "cpp", "interpreter"}) {
-    Options o = std::string(engine) == "eager" ? testing::eager_opts() : testing::graph_opts();
-    if (std::string(engine) != "eager") o["codegen"] = engine;
+    const Options o = testing::engine_opts(engine);
     EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, o)) << engine;
     // e^-103.7 = 0.66 * 2^-149 rounds up to 2^-149, whose rsqrt is 2^74.5.
     EXPECT_NEAR(compile(g, o).run({{"x", xv}}).at("y").get(0), std::exp2(74.5), 1e18) << engine;

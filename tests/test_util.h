@@ -14,6 +14,13 @@ namespace ubfuse::testing {
 
 inline Options eager_opts() { return {{"ge.exec.enableOperatorFusion", "0"}}; }
 inline Options graph_opts() { return {{"ge.exec.enableOperatorFusion", "1"}}; }
+// Options for one engine by name: "eager", or a graph-mode codegen ("cpp", "interpreter").
+inline Options engine_opts(const std::string& engine) {
+  if (engine == "eager") return eager_opts();
+  Options o = graph_opts();
+  o["codegen"] = engine;
+  return o;
+}
 
 // The seed block y = silu(layer_norm(x + residual, w, b)) over shape s (w, b: the last dim).
 inline Graph seed_block(const Shape& s, DType t = DType::f32) {
