@@ -256,8 +256,9 @@ TEST(KernelsCpu, IntegerUnaryAndNot) {
       check_op({m}, [](GraphBuilder& b, std::vector<V>& v) { return b.logical_not(v[0]); }));
 }
 
-// The non-temporal-store path (taken for big outputs; the threshold is lowered here so small
-// tensors with unaligned rows exercise it) and threading over many blocks.
+// The non-temporal-store path (taken for big outputs of memory-bound ops such as Neg; the
+// threshold is lowered here so small tensors with unaligned rows exercise it), the plain stores
+// that compute-bound ops (SiLU) keep past it, and threading over many blocks.
 TEST(KernelsCpu, StreamingStoresPath) {
   const size_t saved = cpu::stream_min_bytes();
   cpu::set_stream_min_bytes(1024);
@@ -267,6 +268,7 @@ TEST(KernelsCpu, StreamingStoresPath) {
   Tensor w = Tensor::random(DType::f32, {1031}, 13, -1, 1);
   Tensor c = Tensor::random(DType::boolean, s, 15, 0, 2);
   EXPECT_TRUE(check_op({x}, [](GraphBuilder& b, std::vector<V>& v) { return b.silu(v[0]); }));
+  EXPECT_TRUE(check_op({x}, [](GraphBuilder& b, std::vector<V>& v) { return b.neg(v[0]); }));
   EXPECT_TRUE(
       check_op({x, r}, [](GraphBuilder& b, std::vector<V>& v) { return b.add(v[0], v[1]); }));
   EXPECT_TRUE(
@@ -280,6 +282,7 @@ TEST(KernelsCpu, StreamingStoresPath) {
   for (DType dt : {DType::bf16, DType::f16}) {
     Tensor xb = Tensor::random(dt, {129, 1031}, 14, -3, 3);
     EXPECT_TRUE(check_op({xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.silu(v[0]); }));
+    EXPECT_TRUE(check_op({xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.neg(v[0]); }));
     EXPECT_TRUE(check_op(
         {xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.rms_norm(v[0], nullptr); }));
     EXPECT_TRUE(check_op(
