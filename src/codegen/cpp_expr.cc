@@ -117,6 +117,8 @@ std::string row_acc_type(kir::Op op) {
   switch (op) {
     case Op::RowSum:
       return "RowAcc<kRowSum>";
+    case Op::RowSumSq:
+      return "RowAcc<kRowSumSq>";
     case Op::RowMax:
       return "RowAcc<kRowMax>";
     case Op::RowMaxAbs:

@@ -18,10 +18,14 @@ namespace {
 using kir::Expr;
 using kir::Op;
 
-std::string prefetch_mode() {
+// UBFUSE_CODEGEN_PREFETCH=none (tuning) turns the software prefetch off.
+bool prefetch_on() {
   const char* e = std::getenv("UBFUSE_CODEGEN_PREFETCH");
-  return e && *e ? e : "spread";
+  return !(e && std::string(e) == "none");
 }
+
+// How far ahead the pass that streams an input prefetches it (see prefetch()).
+constexpr int kPrefetchAheadBytes = 4096;
 
 class Renderer {
  public:
@@ -36,10 +40,10 @@ class Renderer {
     for (int e : s.per_call) row_expr(e, "  ");
     o_ << "  for (int64_t r = r0; r < r1; ++r) {\n";
     const std::string ind = "    ";
-    row_pointers(ind, "r", "r + 1 < r1 ? r + 1 : r", "ub");
+    row_pointers(ind, "r", "ub");
     for (int e : s.before) row_expr(e, ind);
     for (int o : s.row_outs_before) row_out(o, ind);
-    for (size_t q = 0; q < s.phases.size(); q++) pass(int(q), ind, 0);
+    for (size_t q = 0; q < s.phases.size(); q++) pass(int(q), ind);
     o_ << "  }\n";
     end();
   }
@@ -66,19 +70,19 @@ class Renderer {
     o_ << "  const int64_t slot_set = " << s.num_slots << " * a->slot_floats;\n";
     // Prologue: the first pass of the first row.
     o_ << "  if (r0 < r1) {\n    const int64_t r = r0;\n";
-    row_pointers("    ", "r", "r + 2 < r1 ? r + 2 : r", "ub");
+    row_pointers("    ", "r", "ub");
     for (int e : s.before) row_expr(e, "    ");
     for (int o : s.row_outs_before) row_out(o, "    ");
-    pass(0, "    ", 1);
+    pass(0, "    ");
     o_ << "  }\n";
     o_ << "  for (int64_t r = r0; r < r1; ++r) {\n";
     const std::string ind = "    ";
-    row_pointers(ind, "r", "r + 2 < r1 ? r + 2 : r", "ub + ((r - r0) & 1) * slot_set");
-    for (int q = 1; q + 1 < P; q++) pass(q, ind, 1);
+    row_pointers(ind, "r", "ub + ((r - r0) & 1) * slot_set");
+    for (int q = 1; q + 1 < P; q++) pass(q, ind);
     o_ << ind << "if (r + 1 < r1) {\n";
     const std::string in2 = ind + "  ";
     pfx_ = "n";
-    row_pointers(in2, "r + 1", "", "ub + ((r + 1 - r0) & 1) * slot_set");
+    row_pointers(in2, "r + 1", "ub + ((r + 1 - r0) & 1) * slot_set");
     for (int e : s.before) row_expr(e, in2);
     for (int o : s.row_outs_before) row_out(o, in2);
     pfx_.clear();
@@ -91,7 +95,7 @@ class Renderer {
     for (int e : carried) copy += " " + rv(e) + " = n" + rv(e) + ";";
     if (!copy.empty()) o_ << in2 << copy.substr(1) << "\n";
     o_ << ind << "} else {\n";
-    pass(P - 1, in2, 1);
+    pass(P - 1, in2);
     o_ << ind << "}\n";
     o_ << "  }\n";
     assign_ = false;
@@ -127,19 +131,13 @@ class Renderer {
     o_ << "}\n\n";
   }
 
-  // Row pointers p<i> / o<i>, UB slots s<k> (all with the current prefix) for row `row`, and
-  // q<i>, the row `ahead` for prefetching the inputs the first pass streams ("": none).
-  void row_pointers(const std::string& ind, const std::string& row, const std::string& ahead,
-                    const std::string& slot_base) {
+  // Row pointers p<i> / o<i> and UB slots s<k> (all with the current prefix) for row `row`.
+  void row_pointers(const std::string& ind, const std::string& row, const std::string& slot_base) {
     for (size_t i = 0; i < p_.inputs.size(); i++) {
       if (!used_input(int(i))) continue;
       const char* t = storage_type(p_.inputs[i].dtype);
       o_ << ind << "const " << t << "* const " << pfx_ << "p" << i << " = in" << i
          << " + ubf_row_offset(&a->in[" << i << "], " << row << ");\n";
-      if (prefetched(int(i)) && !ahead.empty()) {
-        o_ << ind << "const " << t << "* const " << pfx_ << "q" << i << " = in" << i
-           << " + ubf_row_offset(&a->in[" << i << "], " << ahead << ");\n";
-      }
     }
     for (size_t i = 0; i < p_.outputs.size(); i++) {
       o_ << ind << storage_type(p_.outputs[i].dtype) << "* const " << pfx_ << "o" << i << " = out"
@@ -157,25 +155,21 @@ class Renderer {
     }
     return false;
   }
-  // Column inputs the first pass reads, except [C] weights (the same row every time).
-  bool prefetched(int i) const {
-    if (s_->phases.empty() || p_.inputs[size_t(i)].vector) return false;
-    for (int e : s_->phases[0].compute) {
-      const Expr& x = p_.exprs[size_t(e)];
-      if (x.op == Op::Load && x.arg == i && !x.row) return true;
+  // Whether pass q is the first to read column input i from memory: not a [C] weight (the same
+  // row every time, it stays in cache) nor a MatMul block (computed in cache).
+  bool streams(int q, int i) const {
+    const kir::Input& in = p_.inputs[size_t(i)];
+    if (in.vector || in.matmul) return false;
+    for (int k = 0; k <= q; k++) {
+      for (int e : s_->phases[size_t(k)].compute) {
+        const Expr& x = p_.exprs[size_t(e)];
+        if (x.op == Op::Load && x.arg == i && !x.row) return k == q;
+      }
     }
     return false;
   }
   bool per_call(int e) const {
     return std::find(s_->per_call.begin(), s_->per_call.end(), e) != s_->per_call.end();
-  }
-
-  // Rough cost of one column step of a pass: transcendental ops count 8, others 1.
-  int64_t pass_weight(const kir::Phase& ph) const {
-    int64_t w = int64_t(ph.slot_loads.size() + ph.slot_stores.size() + ph.out_stores.size() +
-                        ph.reductions.size());
-    for (int e : ph.compute) w += kir::is_expensive(p_.exprs[size_t(e)].op) ? 8 : 1;
-    return std::max<int64_t>(w, 1);
   }
 
   // Names carry the prefix of the row being rendered ("" or "n" for the next row); per-call
@@ -198,7 +192,8 @@ class Renderer {
       case Op::Cols:
         o_ << "float(cols)";
         break;
-      case Op::Load:
+      case Op::Load:  // a First load of an empty row reads nothing
+        if (x.align == kir::Align::First) o_ << "cols == 0 ? 0.f : ";
         o_ << "hn::GetLane(LoadNF32(d, " << pfx_ << "p" << x.arg << ", 1))";
         break;
       default: {
@@ -252,37 +247,26 @@ class Renderer {
   std::string acc(int e) const { return pfx_ + "acc" + std::to_string(e); }
   std::string row_acc(int e) const { return row_acc_type(p_.exprs[size_t(e)].op); }
 
-  // The spread prefetch of the row ahead for pass q (first = the first pass that prefetches).
-  void prefetch(int q, int first, const std::string& ind) {
-    const int P = int(s_->phases.size());
-    const std::string mode = prefetch_mode();
-    if (mode == "none") return;
-    int64_t before = 0, total = 0;
-    for (int k = first; k < P; k++) {
-      int64_t w = mode == "uniform" ? 1 : pass_weight(s_->phases[size_t(k)]);
-      if (k < q) before += w;
-      total += w;
-    }
-    const int64_t mine = mode == "uniform" ? 1 : pass_weight(s_->phases[size_t(q)]);
+  // The inputs pass q streams from memory, prefetched kPrefetchAheadBytes ahead into L1 only
+  // (non-temporal hint: they are read once more at most, from the UB). Past the row's end this
+  // reaches the next row's head when rows are contiguous. A compute-heavy loop leaves the
+  // hardware prefetcher behind; this kept the seed block's loads and arithmetic overlapped
+  // (docs/performance.md). Each 2-vector step covers 2 cache lines of f32, 1 of bf16 / f16.
+  void prefetch(int q, const std::string& ind) {
+    if (!prefetch_on()) return;
     for (size_t i = 0; i < p_.inputs.size(); i++) {
-      if (!prefetched(int(i))) continue;
-      if (mode == "first" || P - first == 1) {
-        if (q != first) continue;
-        o_ << ind << "__builtin_prefetch(q" << i << " + i0, 0, 3);\n";
-        o_ << ind << "__builtin_prefetch(q" << i << " + i0 + L, 0, 3);\n";
-        continue;
-      }
-      o_ << ind << "__builtin_prefetch(q" << i << " + (" << before << " * cvec + " << mine
-         << " * i0) / " << total << ", 0, 2);\n";
+      if (!streams(q, int(i))) continue;
+      const size_t es = dtype_size(p_.inputs[i].dtype);
+      const std::string at = pfx_ + "p" + std::to_string(i) + " + i0 + " +
+                             std::to_string(kPrefetchAheadBytes / int(es));
+      o_ << ind << "__builtin_prefetch(" << at << ", 0, 0);\n";
+      if (es == 4) o_ << ind << "__builtin_prefetch(" << at << " + L, 0, 0);\n";
     }
   }
 
   // One pass over the row: setup, a 2x unrolled loop of column steps, the last whole vector,
-  // the masked tail, then the results. The next row's inputs are prefetched (into L2) over the
-  // passes from `first_prefetch` on, each pass covering a share of the row proportional to its
-  // work, so requests go out at an even rate and memory stays busy while later passes compute.
-  // UBFUSE_CODEGEN_PREFETCH=uniform|first|none (tuning): equal shares, first pass only, none.
-  void pass(int q, const std::string& outer, int first_prefetch) {
+  // the masked tail, then the results.
+  void pass(int q, const std::string& outer) {
     const kir::Phase& ph = s_->phases[size_t(q)];
     o_ << outer << "// pass " << q << "\n";
     if (!assign_) {
@@ -293,7 +277,7 @@ class Renderer {
     pass_setup(ph, ind);
     o_ << ind << "int64_t i0 = 0;\n";
     o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
-    if (q >= first_prefetch || first_prefetch == 0) prefetch(q, first_prefetch, ind + "  ");
+    prefetch(q, ind + "  ");
     steps(ph, ind + "  ");
     o_ << ind << "}\n";
     last_steps(ph, ind);
@@ -313,9 +297,10 @@ class Renderer {
     pfx_.clear();
     o_ << ind << "int64_t i0 = 0;\n";
     o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
-    prefetch(qa, 1, ind + "  ");
+    prefetch(qa, ind + "  ");
     steps(pa, ind + "  ");
     pfx_ = "n";
+    prefetch(qb, ind + "  ");
     steps(pb, ind + "  ");
     pfx_.clear();
     o_ << ind << "}\n";

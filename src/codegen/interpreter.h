@@ -33,10 +33,11 @@ struct Instr {
   int arg = -1;
   DType dtype = DType::f32;
   float imm = 0;
+  bool first = false;  // LoadRow of kir::Align::First
 };
 
 struct Reduction {
-  kir::Op op;  // RowSum / RowMax / RowMaxAbs
+  kir::Op op;  // RowSum / RowSumSq / RowMax / RowMaxAbs
   int src;     // col register
   int dst;     // row scalar (expr id)
 };

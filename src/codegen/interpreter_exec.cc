@@ -33,6 +33,8 @@ HWY_INLINE void WithRowAcc(Op op, F&& f) {
   switch (op) {
     case Op::RowSum:
       return f.template operator()<RowAcc<kRowSum>>();
+    case Op::RowSumSq:
+      return f.template operator()<RowAcc<kRowSumSq>>();
     case Op::RowMax:
       return f.template operator()<RowAcc<kRowMax>>();
     case Op::RowMaxAbs:
@@ -273,8 +275,8 @@ void RunRowInstrs(const std::vector<Instr>& instrs, float* rowv, const UbfKernel
   const DF d;
   for (const Instr& in : instrs) {
     switch (in.kind) {
-      case Kind::LoadRow:
-        rowv[in.dst] = LoadScalar(in.dtype, in_rows[in.arg]);
+      case Kind::LoadRow:  // a First load of an empty row reads nothing
+        rowv[in.dst] = in.first && args->cols == 0 ? 0.0f : LoadScalar(in.dtype, in_rows[in.arg]);
         break;
       case Kind::StoreOut:
         StoreScalar(out_dtypes[size_t(in.arg)], rowv[in.a], out_rows[in.arg]);

@@ -107,6 +107,8 @@ const char* op_str(Op op) {
       return "gelu_tanh~bf16";
     case Op::RowSum:
       return "rowsum";
+    case Op::RowSumSq:
+      return "rowsumsq";
     case Op::DownScale:
       return "downscale";
     case Op::RowMax:
@@ -152,6 +154,8 @@ const char* align_str(Align a) {
       return "row";
     case Align::RowDrop:
       return "row-drop";
+    case Align::First:
+      return "first";
   }
   return "?";
 }

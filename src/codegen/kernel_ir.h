@@ -74,6 +74,7 @@ enum class Op : uint8_t {
   DownScale,
   // Column value -> row scalar, accumulated over the row during one phase.
   RowSum,
+  RowSumSq,  // sum of x^2, one FMA per vector
   RowMax,
   RowMaxAbs,  // max |x|; NaN may be dropped (it only picks a DownScale)
 };
@@ -83,7 +84,7 @@ const char* op_str(Op op);
 // Ops worth keeping in the UB rather than recomputing in a later phase.
 bool is_expensive(Op op);
 inline bool is_reduction(Op op) {
-  return op == Op::RowSum || op == Op::RowMax || op == Op::RowMaxAbs;
+  return op == Op::RowSum || op == Op::RowSumSq || op == Op::RowMax || op == Op::RowMaxAbs;
 }
 
 // How a Load maps (row, col) of the domain to an element of the input.
@@ -91,6 +92,7 @@ enum class Align : uint8_t {
   Col,      // the input's last dim is the row: element (base(row) + col)
   RowKeep,  // the input's last dim is 1 (or absent), broadcast along the row: element base(row)
   RowDrop,  // the input is a per-row value in the domain's leading dims ([..., rows] form)
+  First,    // a row scalar: the first element of a Col input's row (0 when rows are empty)
 };
 
 struct Expr {
@@ -136,7 +138,7 @@ struct Phase {
   std::vector<int> compute;         // column values evaluated, topological (Loads included)
   std::vector<int> slot_stores;     // column values written to their UB slot
   std::vector<int> out_stores;      // output indices (column outputs) written in this pass
-  std::vector<int> reductions;      // RowSum/RowMax/RowMaxAbs exprs accumulated in this pass
+  std::vector<int> reductions;      // RowSum/RowSumSq/RowMax/RowMaxAbs exprs of this pass
   std::vector<int> after;           // row scalars computed after the pass, topological
   std::vector<int> row_outs_after;  // output indices (row outputs) written after the pass
 };

@@ -141,12 +141,45 @@ class Lowerer {
     // nothing else), and the sum or max of one element is that element. Keeping it a row value
     // keeps every reduction's operand a column, which the pass schedule relies on.
     if (is_reduction(op) && prog_->exprs[size_t(a)].row) {
+      if (op == Op::RowSumSq) return mk(Op::Mul, true, a, a);
       return op == Op::RowMaxAbs ? mk(Op::Abs, true, a) : a;
     }
     return add(e);
   }
   int cnst(double v) { return mk(Op::Const, true, -1, -1, -1, float(v)); }
   int cols() { return mk(Op::Cols, true, -1); }
+
+  // Whether e is known only after some pass over the row (a reduction is in its cone).
+  bool after_reduction(int e) {
+    if (e < 0) return false;
+    if (reduced_.size() < prog_->exprs.size()) reduced_.resize(prog_->exprs.size(), -1);
+    if (reduced_[size_t(e)] >= 0) return reduced_[size_t(e)] != 0;
+    const Expr x = prog_->exprs[size_t(e)];
+    bool r =
+        is_reduction(x.op) || after_reduction(x.a) || after_reduction(x.b) || after_reduction(x.c);
+    reduced_[size_t(e)] = r ? 1 : 0;
+    return r;
+  }
+
+  // The row scalar e takes at column 0 (e's cone with column loads replaced by loads of the
+  // row's first element), or -1 when e reads a MatMul block. For e before any reduction only.
+  int first_of(int e) {
+    const Expr x = prog_->exprs[size_t(e)];  // a copy: the vector grows below
+    if (x.row) return e;
+    if (x.op == Op::Load) {
+      if (x.align != Align::Col || p_input(x.arg).matmul) return -1;
+      Expr f = x;
+      f.row = true;
+      f.align = Align::First;
+      return add(f);
+    }
+    int ops[3] = {x.a, x.b, x.c};
+    for (int& o : ops) {
+      if (o >= 0 && (o = first_of(o)) < 0) return -1;
+    }
+    return mk(x.op, true, ops[0], ops[1], ops[2], x.imm);
+  }
+  const Input& p_input(int arg) const { return prog_->inputs[size_t(arg)]; }
 
   // The expression reading `v` as an operand of an op of form `f`.
   int operand(const Value* v, Form f) {
@@ -354,6 +387,8 @@ class Lowerer {
     };
     switch (n.op) {
       case OpKind::LayerNorm: {
+        int c = after_reduction(x) ? -1 : first_of(x);
+        if (c >= 0) return affine(layer_norm_one_pass(x, c, eps), 1);
         // Statistics at a scale s = 2^-k that keeps every |x * s| below 2^40, so no square
         // overflows f32 (s = 1, a no-op, unless some |x| passes 2^40):
         // y = d / sqrt(var(d) + eps s^2) with d = (x - mean) * s. The mean sums x / n, which
@@ -372,9 +407,9 @@ class Lowerer {
       case OpKind::RMSNorm: {
         // A second sum of squares at 2^-64 takes over where the plain one passes 2^100 (|x|
         // beyond ~1e15): then x^2 overflowed or eps is negligible. 2 vector ops per element.
-        int ss = row(Op::RowSum, col(Op::Mul, x, x));
+        int ss = row(Op::RowSumSq, x);
         int xs = col(Op::Mul, x, cnst(0x1p-64));
-        int ss_small = row(Op::RowSum, col(Op::Mul, xs, xs));
+        int ss_small = row(Op::RowSumSq, xs);
         int r = row(Op::Rsqrt, row(Op::Add, row(Op::Div, ss, cols()), cnst(eps)));
         int r_big = row(Op::Mul, row(Op::Rsqrt, row(Op::Div, ss_small, cols())), cnst(0x1p-64));
         r = mk(Op::Where, true, row(Op::Lt, ss, cnst(0x1p100)), r, r_big);
@@ -398,12 +433,45 @@ class Lowerer {
     throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") has no lowering"};
   }
 
+  // LayerNorm's statistics in the same pass that computes x (the two-pass form below needs
+  // the mean before its variance pass): sums of d = x - c and d^2, c = x at column 0, as the
+  // eager kernel does. Any c near the row's values keeps mean(d^2) - mean(d)^2 from cancelling.
+  // The same sums of d 2^-64 take over where the sum of d^2 passes 2^100 (|x - c| beyond ~1e15:
+  // d^2 overflowed, or eps is negligible). 6 vector ops per element, no pass over the UB.
+  int layer_norm_one_pass(int x, int c, double eps) {
+    auto col = [&](Op op, int a, int b = -1) { return mk(op, false, a, b); };
+    auto row = [&](Op op, int a, int b = -1) { return mk(op, true, a, b); };
+    const double k = 0x1p-64;
+    const int n = cols(), zero = cnst(0);
+    int d = col(Op::Sub, x, c);
+    int ds = mk(Op::MulAdd, false, x, cnst(k), row(Op::Neg, row(Op::Mul, c, cnst(k))));
+    // Mean and 1 / sqrt(var + eps) from sums of v (and of v^2) scaled by the same power of 2.
+    auto stats = [&](int v, double eps_scaled, int* mean_d) {
+      *mean_d = row(Op::Div, row(Op::RowSum, v), n);
+      int var = row(Op::Sub, row(Op::Div, row(Op::RowSumSq, v), n), row(Op::Mul, *mean_d, *mean_d));
+      var = row(Op::Max, var, zero);  // rounding may leave it below 0; NaN stays
+      return row(Op::Rsqrt, row(Op::Add, var, cnst(eps_scaled)));
+    };
+    int md = -1, mds = -1;
+    int rstd = stats(d, eps, &md);
+    int rstd_s = stats(ds, eps * k * k, &mds);
+    int small = row(Op::Lt, row(Op::RowSumSq, d), cnst(0x1p100));
+    auto pick = [&](int a, int b) { return mk(Op::Where, true, small, a, b); };
+    int scale = pick(cnst(1), cnst(k));
+    int mean_scaled = pick(row(Op::Add, c, md), row(Op::Add, row(Op::Mul, c, cnst(k)), mds));
+    // 1/sqrt(var + eps) <= 1/sqrt(eps): keeps a row whose spread cancelled to 0 at (x - mean) * 0.
+    int r = row(Op::Min, pick(rstd, rstd_s), row(Op::Div, cnst(1 / std::sqrt(eps)), scale));
+    // (x - mean) * scale in one rounding, not x * r - mean * r (that cancels when |mean| >> std).
+    return col(Op::Mul, mk(Op::MulAdd, false, x, scale, row(Op::Neg, mean_scaled)), r);
+  }
+
   const FusedGroup& g_;
   Shape dom_;
   std::unique_ptr<Program> prog_;
   std::unordered_map<const Value*, int> val_;
   std::map<std::tuple<int, bool, int, int, int, int, int, float>, int> cse_;
   std::map<int, int> arg_drop_;
+  std::vector<int8_t> reduced_;  // after_reduction memo: -1 unknown
   std::string note_;
 };
 

@@ -86,7 +86,7 @@ HWY_INLINE V TailForMax(D d, V v, size_t n) {
 // The row reductions of the kernel IR (kir::Op::RowSum, RowMax, RowMaxAbs) as accumulators over
 // vectors: Init, Step (one vector, or the first n lanes of the row's tail), Finish (to a scalar).
 // Generated kernels name them RowAcc<kRowSum> etc.; the interpreter picks one per reduction.
-enum RowAccKind { kRowSum, kRowMax, kRowMaxAbs };
+enum RowAccKind { kRowSum, kRowSumSq, kRowMax, kRowMaxAbs };
 template <RowAccKind K>
 struct RowAcc {
   template <class D>
@@ -96,6 +96,7 @@ struct RowAcc {
   template <class D, class V>
   static HWY_INLINE V Step(D d, V acc, V v) {
     if constexpr (K == kRowSum) return hn::Add(acc, v);
+    if constexpr (K == kRowSumSq) return hn::MulAdd(v, v, acc);
     if constexpr (K == kRowMax) return MaxF(d, acc, v);  // NaN-aware, as ReduceMax
     return hn::Max(acc, hn::Abs(v));                     // 2 ops: only a scale hangs on it
   }
@@ -105,7 +106,7 @@ struct RowAcc {
   }
   template <class D, class V>
   static HWY_INLINE float Finish(D d, V acc, V acc2) {
-    if constexpr (K == kRowSum) return ReduceSumF(d, hn::Add(acc, acc2));
+    if constexpr (K == kRowSum || K == kRowSumSq) return ReduceSumF(d, hn::Add(acc, acc2));
     return ReduceMaxF(d, K == kRowMax ? MaxF(d, acc, acc2) : hn::Max(acc, acc2));
   }
 };
