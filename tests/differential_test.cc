@@ -27,7 +27,8 @@ struct RandomGraph {
   DType dtype = f32;
   int ops = 0;
   bool has_norm = false;
-  std::string text;  // for failure messages
+  bool rounds_to_bf16 = false;  // an f32 graph with a bf16 round trip
+  std::string text;             // for failure messages
 };
 
 class Gen {
@@ -198,6 +199,7 @@ class Gen {
       }
       default:
         note("cast");
+        if (t_ == f32) rg.rounds_to_bf16 = true;
         return b.cast(b.cast(x, t_ == f32 ? bf16 : f32), t_);
     }
   }
@@ -222,6 +224,9 @@ class Gen {
   double tol = ref::tolerance(rg.dtype);
   if (rg.dtype != f32) tol *= 1 + rg.ops * 0.5;
   if (rg.has_norm) tol *= 2;
+  // Graph and eager f32 arithmetic differ in the last bits, so a value near a bf16 rounding tie
+  // may round either way: one bf16 ulp (2^-8 relative) apart, seen after a LayerNorm.
+  if (rg.rounds_to_bf16) tol = std::max(tol, 2 * 0x1p-8);
   if (got.sizes() != eager.sizes()) return ::testing::AssertionFailure() << "sizes differ";
   for (int64_t i = 0; i < got.numel(); i++) {
     double a = got.get(i), e = eager.get(i);

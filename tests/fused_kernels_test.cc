@@ -299,7 +299,7 @@ TEST(KernelIr, SeedBlockKeepsTheSumInOneSlot) {
   // x and residual are read once, in pass 0; the sum goes to slot 0.
   EXPECT_NE(text.find("keep %2->s0"), std::string::npos) << text;
   const std::string prog = kir::to_string(*p);
-  EXPECT_NE(prog.find("load in0 first"), std::string::npos) << prog;
+  EXPECT_NE(prog.find("load in0 sample 0.5"), std::string::npos) << prog;
   EXPECT_NE(prog.find("rowsumsq"), std::string::npos) << prog;
   EXPECT_EQ(ub_bytes_per_row(fg, 4096), 4096 * 4);
   EXPECT_EQ(ub_bytes_per_row(fg, 4097), (4096 + 16) * 4);

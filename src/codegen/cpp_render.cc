@@ -192,9 +192,13 @@ class Renderer {
       case Op::Cols:
         o_ << "float(cols)";
         break;
-      case Op::Load:  // a First load of an empty row reads nothing
-        if (x.align == kir::Align::First) o_ << "cols == 0 ? 0.f : ";
-        o_ << "hn::GetLane(LoadNF32(d, " << pfx_ << "p" << x.arg << ", 1))";
+      case Op::Load:
+        if (x.align == kir::Align::Sample) {  // an empty row has nothing to sample
+          o_ << "cols == 0 ? 0.f : hn::GetLane(LoadNF32(d, " << pfx_ << "p" << x.arg
+             << " + int64_t(" << flit(x.imm) << " * float(cols - 1)), 1))";
+        } else {
+          o_ << "hn::GetLane(LoadNF32(d, " << pfx_ << "p" << x.arg << ", 1))";
+        }
         break;
       default: {
         auto s = [&](int o) { return o < 0 ? std::string() : "hn::Set(d, " + rv(o) + ")"; };

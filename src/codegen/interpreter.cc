@@ -37,7 +37,7 @@ class Builder {
     if (x.op == kir::Op::Load) {
       in.kind = Kind::LoadRow;
       in.arg = x.arg;
-      in.first = x.align == kir::Align::First;
+      in.sample = x.align == kir::Align::Sample;
       in.dtype = p_.inputs[size_t(x.arg)].dtype;
     }
     return in;

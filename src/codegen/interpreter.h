@@ -33,7 +33,7 @@ struct Instr {
   int arg = -1;
   DType dtype = DType::f32;
   float imm = 0;
-  bool first = false;  // LoadRow of kir::Align::First
+  bool sample = false;  // LoadRow of kir::Align::Sample (column fraction in imm)
 };
 
 struct Reduction {

@@ -275,8 +275,16 @@ void RunRowInstrs(const std::vector<Instr>& instrs, float* rowv, const UbfKernel
   const DF d;
   for (const Instr& in : instrs) {
     switch (in.kind) {
-      case Kind::LoadRow:  // a First load of an empty row reads nothing
-        rowv[in.dst] = in.first && args->cols == 0 ? 0.0f : LoadScalar(in.dtype, in_rows[in.arg]);
+      case Kind::LoadRow:
+        if (!in.sample) {
+          rowv[in.dst] = LoadScalar(in.dtype, in_rows[in.arg]);
+        } else if (args->cols == 0) {  // an empty row has nothing to sample
+          rowv[in.dst] = 0.0f;
+        } else {
+          const int64_t col = int64_t(in.imm * float(args->cols - 1));
+          rowv[in.dst] =
+              LoadScalar(in.dtype, in_rows[in.arg] + col * int64_t(dtype_size(in.dtype)));
+        }
         break;
       case Kind::StoreOut:
         StoreScalar(out_dtypes[size_t(in.arg)], rowv[in.a], out_rows[in.arg]);

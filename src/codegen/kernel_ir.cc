@@ -154,8 +154,8 @@ const char* align_str(Align a) {
       return "row";
     case Align::RowDrop:
       return "row-drop";
-    case Align::First:
-      return "first";
+    case Align::Sample:
+      return "sample";
   }
   return "?";
 }
@@ -182,7 +182,7 @@ std::string to_string(const Program& p) {
     if (!p.needed.empty() && !p.needed[i]) continue;
     o << "  %" << i << " = " << op_str(e.op);
     if (e.op == Op::Load) o << " in" << e.arg << " " << align_str(e.align);
-    if (e.op == Op::Const || e.op == Op::Pow) o << " " << e.imm;
+    if (e.op == Op::Const || e.op == Op::Pow || e.align == Align::Sample) o << " " << e.imm;
     for (int x : {e.a, e.b, e.c}) {
       if (x >= 0) o << " %" << x;
     }

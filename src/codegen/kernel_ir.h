@@ -92,7 +92,8 @@ enum class Align : uint8_t {
   Col,      // the input's last dim is the row: element (base(row) + col)
   RowKeep,  // the input's last dim is 1 (or absent), broadcast along the row: element base(row)
   RowDrop,  // the input is a per-row value in the domain's leading dims ([..., rows] form)
-  First,    // a row scalar: the first element of a Col input's row (0 when rows are empty)
+  Sample,   // a row scalar: a Col input's element at column floor(imm * (cols - 1)) (0 when
+            // rows are empty)
 };
 
 struct Expr {
@@ -101,7 +102,7 @@ struct Expr {
   int a = -1, b = -1, c = -1;
   int arg = -1;  // Load: input index
   Align align = Align::Col;
-  float imm = 0;     // Const value, Pow exponent
+  float imm = 0;     // Const value, Pow exponent, Sample's column fraction
   std::string note;  // source node name, for comments
 };
 

@@ -161,23 +161,33 @@ class Lowerer {
     return r;
   }
 
-  // The row scalar e takes at column 0 (e's cone with column loads replaced by loads of the
-  // row's first element), or -1 when e reads a MatMul block. For e before any reduction only.
-  int first_of(int e) {
+  // The row scalar e takes at column floor(frac * (cols - 1)) (e's cone with column loads
+  // replaced by Sample loads), or -1 when e reads a MatMul block. For e before any reduction.
+  int sample_of(int e, float frac) {
     const Expr x = prog_->exprs[size_t(e)];  // a copy: the vector grows below
     if (x.row) return e;
     if (x.op == Op::Load) {
       if (x.align != Align::Col || p_input(x.arg).matmul) return -1;
-      Expr f = x;
-      f.row = true;
-      f.align = Align::First;
-      return add(f);
+      Expr s = x;
+      s.row = true;
+      s.align = Align::Sample;
+      s.imm = frac;
+      return add(s);
     }
     int ops[3] = {x.a, x.b, x.c};
     for (int& o : ops) {
-      if (o >= 0 && (o = first_of(o)) < 0) return -1;
+      if (o >= 0 && (o = sample_of(o, frac)) < 0) return -1;
     }
     return mk(x.op, true, ops[0], ops[1], ops[2], x.imm);
+  }
+
+  // A value near the row's bulk, known before the first pass: the median of e at the row's
+  // first, middle and last column (one outlier among them does not move it). -1 as sample_of.
+  int row_pivot(int e) {
+    int a = sample_of(e, 0.0f), b = sample_of(e, 0.5f), c = sample_of(e, 1.0f);
+    if (a < 0 || b < 0 || c < 0) return -1;
+    auto row = [&](Op op, int u, int v) { return mk(op, true, u, v); };
+    return row(Op::Max, row(Op::Min, a, b), row(Op::Min, row(Op::Max, a, b), c));
   }
   const Input& p_input(int arg) const { return prog_->inputs[size_t(arg)]; }
 
@@ -387,7 +397,7 @@ class Lowerer {
     };
     switch (n.op) {
       case OpKind::LayerNorm: {
-        int c = after_reduction(x) ? -1 : first_of(x);
+        int c = after_reduction(x) ? -1 : row_pivot(x);
         if (c >= 0) return affine(layer_norm_one_pass(x, c, eps), 1);
         // Statistics at a scale s = 2^-k that keeps every |x * s| below 2^40, so no square
         // overflows f32 (s = 1, a no-op, unless some |x| passes 2^40):
@@ -434,8 +444,10 @@ class Lowerer {
   }
 
   // LayerNorm's statistics in the same pass that computes x (the two-pass form below needs
-  // the mean before its variance pass): sums of d = x - c and d^2, c = x at column 0, as the
-  // eager kernel does. Any c near the row's values keeps mean(d^2) - mean(d)^2 from cancelling.
+  // the mean before its variance pass): sums of d = x - c and d^2, c = row_pivot(x), as the
+  // eager kernel does. mean(d^2) - mean(d)^2 loses (c - mean)^2 / var of relative accuracy, so
+  // c must lie within a few standard deviations of the mean: a median of 3 samples does unless
+  // two of them are outliers.
   // The same sums of d 2^-64 take over where the sum of d^2 passes 2^100 (|x - c| beyond ~1e15:
   // d^2 overflowed, or eps is negligible). 6 vector ops per element, no pass over the UB.
   int layer_norm_one_pass(int x, int c, double eps) {
@@ -458,11 +470,12 @@ class Lowerer {
     int small = row(Op::Lt, row(Op::RowSumSq, d), cnst(0x1p100));
     auto pick = [&](int a, int b) { return mk(Op::Where, true, small, a, b); };
     int scale = pick(cnst(1), cnst(k));
-    int mean_scaled = pick(row(Op::Add, c, md), row(Op::Add, row(Op::Mul, c, cnst(k)), mds));
     // 1/sqrt(var + eps) <= 1/sqrt(eps): keeps a row whose spread cancelled to 0 at (x - mean) * 0.
     int r = row(Op::Min, pick(rstd, rstd_s), row(Op::Div, cnst(1 / std::sqrt(eps)), scale));
-    // (x - mean) * scale in one rounding, not x * r - mean * r (that cancels when |mean| >> std).
-    return col(Op::Mul, mk(Op::MulAdd, false, x, scale, row(Op::Neg, mean_scaled)), r);
+    // ((x - c) - mean(d)) * r with (x - c) * scale in one rounding: the mean c + mean(d) itself
+    // is never rounded (at |mean| >> std its rounding would be a large part of x - mean).
+    int shifted = mk(Op::MulAdd, false, x, scale, row(Op::Neg, row(Op::Mul, c, scale)));
+    return col(Op::Mul, col(Op::Sub, shifted, pick(md, mds)), r);
   }
 
   const FusedGroup& g_;

@@ -74,6 +74,15 @@ HWY_INLINE float RowRescale(D d, const T* HWY_RESTRICT x, size_t n) {
   return std::ldexp(1.0f, -std::ilogb(mx));
 }
 
+// The median of x[0], x[n / 2] and x[n - 1] (0 for an empty row).
+template <class D, typename T>
+HWY_INLINE float RowPivot(D d, const T* HWY_RESTRICT x, size_t n) {
+  if (n == 0) return 0.0f;
+  const float a = hn::GetLane(LoadNF32(d, x, 1)), b = hn::GetLane(LoadNF32(d, x + n / 2, 1)),
+              c = hn::GetLane(LoadNF32(d, x + n - 1, 1));
+  return std::max(std::min(a, b), std::min(std::max(a, b), c));
+}
+
 template <typename T, bool kW, bool kB>
 HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
                                 size_t cols, const float* HWY_RESTRICT w,
@@ -83,9 +92,11 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
     const T* next = r + 1 < rows ? xr + cols : nullptr;
-    // One statistics pass over d = x - x[0]: the mean is x[0] + mean(d), and the variance
-    // mean(d^2) - mean(d)^2 has no cancellation because d is of the row's spread, not its offset.
-    float pivot = cols ? hn::GetLane(LoadNF32(d, xr, 1)) : 0.0f;
+    // One statistics pass over d = x - pivot: the mean is pivot + mean(d), and the variance
+    // mean(d^2) - mean(d)^2 loses (pivot - mean)^2 / var of relative accuracy. The median of the
+    // row's first, middle and last element is within a few standard deviations of the mean
+    // unless two of them are outliers (x[0] alone, an outlier 100 sigma out, cost 4e-4).
+    float pivot = RowPivot(d, xr, cols);
     float sd, sd2;
     RowShiftedSums(d, xr, cols, pivot, next, &sd, &sd2);
     // A row of finite values whose spread squared passes f32's range (|x| beyond ~1e19): redo

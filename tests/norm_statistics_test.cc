@@ -1,0 +1,82 @@
+// LayerNorm's one-pass statistics (eager kernels and fused kernels): sums of d = x - pivot and
+// d^2, the pivot a median of 3 samples of the row. The variance mean(d^2) - mean(d)^2 loses
+// (pivot - mean)^2 / var of relative accuracy, so rows whose first element is an outlier (what a
+// pivot of x[0] cancelled on: 4e-4 relative error at 100 sigma) are checked here, with rows whose
+// spread squared passes f32's range (the fused kernel's sums at 2^-64 take over) and rows of tiny
+// values, and a row whose mean is far above its spread (the mean itself must not be rounded to
+// f32 before x - mean). Each on eager, generated and interpreted kernels against the double
+// reference.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "kernels/reference/reference.h"
+#include "test_util.h"
+#include "ubfuse/ubfuse.h"
+
+namespace ubfuse {
+namespace {
+
+constexpr int64_t kCols = 4099;  // odd: a masked tail; the middle sample is column 2049
+
+// silu(layer_norm(x + r)) over rows of kCols, one fused kernel in graph mode.
+Graph add_layer_norm_silu(int64_t rows) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {rows, kCols});
+  auto r = b.input("r", DType::f32, {rows, kCols});
+  auto w = b.input("w", DType::f32, {kCols});
+  auto bias = b.input("bias", DType::f32, {kCols});
+  b.output("y", b.silu(b.layer_norm(b.add(x, r), w, bias, 1e-5)));
+  return b.build();
+}
+
+std::map<std::string, Tensor> inputs_with(const Tensor& x) {
+  const int64_t rows = x.dim(0);
+  return {{"x", x},
+          {"r", Tensor::random(DType::f32, {rows, kCols}, 2, -0.01, 0.01)},
+          {"w", Tensor::random(DType::f32, {kCols}, 3, 0.5, 1.5)},
+          {"bias", Tensor::random(DType::f32, {kCols}, 4)}};
+}
+
+void expect_all_engines_match(const Graph& g, const std::map<std::string, Tensor>& in) {
+  for (const char* engine : {"eager", "cpp", "interpreter"}) {
+    const Options o = testing::engine_opts(engine);
+    if (std::string(engine) != "eager") {
+      EXPECT_EQ(compile(g, o).kernels().size(), 1u) << engine;
+    }
+    EXPECT_TRUE(testing::matches_reference(g, in, o)) << engine;
+  }
+}
+
+TEST(NormStatistics, AnOutlierAmongTheSamplesDoesNotCancelTheVariance) {
+  // Row k: values in [-1, 1] with one outlier of 10^k at column 0, the middle or the end.
+  const int64_t rows = 12;
+  Tensor x = Tensor::random(DType::f32, {rows, kCols}, 1);
+  for (int64_t k = 0; k < rows; k++) {
+    double v = 1.0;
+    for (int64_t p = 0; p <= k / 3; p++) v *= 10.0;  // 10 .. 1e4
+    const int64_t col = k % 3 == 0 ? 0 : k % 3 == 1 ? kCols / 2 : kCols - 1;
+    x.set(k * kCols + col, v);
+  }
+  expect_all_engines_match(add_layer_norm_silu(rows), inputs_with(x));
+}
+
+TEST(NormStatistics, HugeAndTinyRowsKeepTheirPrecision) {
+  Tensor x = Tensor::random(DType::f32, {4, kCols}, 5);
+  for (int64_t c = 0; c < kCols; c++) {
+    x.set(c, x.get(c) * 1e25);                   // spread^2 passes f32: the 2^-64 sums take over
+    x.set(kCols + c, x.get(kCols + c) * 1e-20);  // squares near f32's subnormals
+    x.set(2 * kCols + c, 1e6 + x.get(2 * kCols + c));  // a mean far above the spread
+  }
+  x.set(3 * kCols, 3e38);  // one value near FLT_MAX first: d overflows for the rest of the row
+  std::map<std::string, Tensor> in = inputs_with(x);
+  for (int64_t c = 0; c < kCols; c++) {  // r must not swamp the scaled rows
+    in["r"].set(c, 0);
+    in["r"].set(kCols + c, 0);
+  }
+  expect_all_engines_match(add_layer_norm_silu(4), in);
+}
+
+}  // namespace
+}  // namespace ubfuse
