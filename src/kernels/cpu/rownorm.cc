@@ -1,15 +1,18 @@
-// LayerNorm and RMSNorm over the last axis. One row at a time, two passes: the statistics pass
-// streams the row in from memory while prefetching the next row, the output pass re-reads it from
-// L1 (a 4096-float row is 16 KiB), so each input byte comes from DRAM once. f32 accumulation with
-// independent vector accumulators; LayerNorm sums x - x[0] and its square (the shifted-data
-// variance: x[0] lies within the row's spread, so a large common offset cancels exactly and the
-// sums do not). A row whose sums overflow f32 (|x| beyond ~1e19) is redone on x * 2^-k.
+// LayerNorm and RMSNorm over the last axis, two passes per row: the statistics pass streams the
+// row in from memory (prefetching 4 KiB ahead), the output pass re-reads it from cache (a
+// 4096-float row is 16 KiB), so each input byte comes from DRAM once. LayerNorm runs row r's
+// output pass in one loop with row r + 1's statistics pass. f32 accumulation with
+// independent vector accumulators; LayerNorm sums x - c and its square, c the median of three of
+// the row's values (the shifted-data variance: c lies within the row's spread, so a large common
+// offset cancels exactly and the sums do not). A row whose sums overflow f32 (|x| beyond ~1e19)
+// is redone on x * 2^-k.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 
@@ -24,11 +27,17 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
-// Sums of d = x * scale - c and of d^2 over x[0, n) in f32, prefetching `next` (the next row).
+// How far ahead a pass that streams a row from memory prefetches it, into L1 only (non-temporal
+// hint): a loop doing arithmetic leaves the hardware prefetcher behind. Past the row's end this
+// reaches the next row, which is contiguous.
+template <typename T>
+constexpr size_t kAheadElems = 4096 / sizeof(T);
+
+// Sums of d = x * scale - c and of d^2 over x[0, n) in f32.
 // kScaled = false: scale is 1 (the common case, one multiply fewer).
 template <bool kScaled = false, class D, typename T>
-HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, const T* next,
-                               float* sum_d, float* sum_d2, float scale = 1.0f) {
+HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, float* sum_d,
+                               float* sum_d2, float scale = 1.0f) {
   const size_t N = hn::Lanes(d);
   const auto vc = hn::Set(d, c);
   const auto vs = hn::Set(d, scale);
@@ -36,10 +45,8 @@ HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, 
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), q0 = hn::Zero(d), q1 = hn::Zero(d);
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
-    if (next) {
-      hwy::Prefetch(next + i);
-      if (sizeof(T) == 4) hwy::Prefetch(next + i + N);  // 2N floats span two cache lines
-    }
+    __builtin_prefetch(x + i + kAheadElems<T>, 0, 0);
+    if (sizeof(T) == 4) __builtin_prefetch(x + i + kAheadElems<T> + N, 0, 0);  // 2 cache lines
     const auto a0 = hn::Sub(scaled(LoadF32(d, x + i)), vc);
     const auto a1 = hn::Sub(scaled(LoadF32(d, x + i + N)), vc);
     s0 = hn::Add(s0, a0);
@@ -83,22 +90,89 @@ HWY_INLINE float RowPivot(D d, const T* HWY_RESTRICT x, size_t n) {
   return std::max(std::min(a, b), std::min(std::max(a, b), c));
 }
 
+// The row's statistics: sums of d = x - pivot and of d^2 (see LayerNormRows).
+struct ShiftedSums {
+  float pivot = 0, sd = 0, sd2 = 0;
+};
+
+// Row r's output pass and row r + 1's statistics pass in one loop (2 vectors of each per step):
+// row r + 1 streams in from memory while row r (in cache) computes, so loads and arithmetic
+// overlap (eager LayerNorm at [8,2048,4096] f32: 14.5 -> 12.3 ms, 57% -> 67% of STREAM add in
+// one process; the loop alone, without the near prefetch, did not gain in session 4). Row r is
+// normalized by (x - pivot - md) * rstd [* w]
+// [+ b]; the sums of row r + 1 (pivot already set) are returned in *nx.
+template <bool kW, bool kB, class D, typename T>
+HWY_INLINE void NormalizeAndSumNext(D d, const T* HWY_RESTRICT xr, T* HWY_RESTRICT yr,
+                                    const T* HWY_RESTRICT xn, size_t cols,
+                                    const float* HWY_RESTRICT w, const float* HWY_RESTRICT b,
+                                    float pivot, float md, float rstd, bool stream,
+                                    ShiftedSums* nx) {
+  const size_t N = hn::Lanes(d);
+  const auto vpivot = hn::Set(d, pivot), vmd = hn::Set(d, md), vrstd = hn::Set(d, rstd);
+  const auto vnp = hn::Set(d, nx->pivot);
+  auto norm = [&](auto xv, size_t i, size_t count, auto full) HWY_ATTR {
+    auto v = hn::Mul(hn::Sub(hn::Sub(xv, vpivot), vmd), vrstd);
+    constexpr bool kFull = decltype(full)::value;
+    if constexpr (kW && kB) {
+      return hn::MulAdd(v, LoadAt<kFull>(d, w, i, count), LoadAt<kFull>(d, b, i, count));
+    }
+    if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
+    if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
+    return v;
+  };
+  using Full = std::true_type;
+  const bool nt = stream && reinterpret_cast<uintptr_t>(yr) % (N * sizeof(T)) == 0;
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), q0 = hn::Zero(d), q1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= cols; i += 2 * N) {
+    __builtin_prefetch(xn + i + kAheadElems<T>, 0, 0);
+    if (sizeof(T) == 4) __builtin_prefetch(xn + i + kAheadElems<T> + N, 0, 0);
+    const auto y0 = norm(LoadF32(d, xr + i), i, N, Full());
+    const auto y1 = norm(LoadF32(d, xr + i + N), i + N, N, Full());
+    if (nt) {
+      StreamF32(y0, d, yr + i);
+      StreamF32(y1, d, yr + i + N);
+    } else {
+      StoreF32(y0, d, yr + i);
+      StoreF32(y1, d, yr + i + N);
+    }
+    const auto a0 = hn::Sub(LoadF32(d, xn + i), vnp);
+    const auto a1 = hn::Sub(LoadF32(d, xn + i + N), vnp);
+    s0 = hn::Add(s0, a0);
+    s1 = hn::Add(s1, a1);
+    q0 = hn::MulAdd(a0, a0, q0);
+    q1 = hn::MulAdd(a1, a1, q1);
+  }
+  for (; i < cols; i += N) {
+    const size_t cnt = cols - i < N ? cols - i : N;
+    StoreNF32(norm(LoadNF32(d, xr + i, cnt), i, cnt, std::false_type()), d, yr + i, cnt);
+    const auto a = hn::IfThenElseZero(hn::FirstN(d, cnt), hn::Sub(LoadNF32(d, xn + i, cnt), vnp));
+    s0 = hn::Add(s0, a);
+    q0 = hn::MulAdd(a, a, q0);
+  }
+  nx->sd = ReduceSumF(d, hn::Add(s0, s1));
+  nx->sd2 = ReduceSumF(d, hn::Add(q0, q1));
+}
+
 template <typename T, bool kW, bool kB>
 HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
                                 size_t cols, const float* HWY_RESTRICT w,
                                 const float* HWY_RESTRICT b, float eps, bool stream) {
   const hn::ScalableTag<float> d;
+  // One statistics pass over d = x - pivot: the mean is pivot + mean(d), and the variance
+  // mean(d^2) - mean(d)^2 loses (pivot - mean)^2 / var of relative accuracy. The median of the
+  // row's first, middle and last element is within a few standard deviations of the mean
+  // unless two of them are outliers (x[0] alone, an outlier 100 sigma out, cost 4e-4).
+  ShiftedSums cur, nx;
+  if (rows > 0) {
+    cur.pivot = RowPivot(d, x, cols);
+    RowShiftedSums(d, x, cols, cur.pivot, &cur.sd, &cur.sd2);
+  }
   for (size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
     const T* next = r + 1 < rows ? xr + cols : nullptr;
-    // One statistics pass over d = x - pivot: the mean is pivot + mean(d), and the variance
-    // mean(d^2) - mean(d)^2 loses (pivot - mean)^2 / var of relative accuracy. The median of the
-    // row's first, middle and last element is within a few standard deviations of the mean
-    // unless two of them are outliers (x[0] alone, an outlier 100 sigma out, cost 4e-4).
-    float pivot = RowPivot(d, xr, cols);
-    float sd, sd2;
-    RowShiftedSums(d, xr, cols, pivot, next, &sd, &sd2);
+    float pivot = cur.pivot, sd = cur.sd, sd2 = cur.sd2;
     // A row of finite values whose spread squared passes f32's range (|x| beyond ~1e19): redo
     // the statistics on x * 2^-k, and normalize x * 2^-k (the result does not change).
     float scale = 1.0f, eps_s = eps;
@@ -107,16 +181,23 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
       if (s != 0.0f) {
         scale = s;
         pivot *= s;
-        RowShiftedSums<true>(d, xr, cols, pivot, next, &sd, &sd2, s);
+        RowShiftedSums<true>(d, xr, cols, pivot, &sd, &sd2, s);
         eps_s = eps * s * s;  // var + eps, both scaled by s^2 (may flush to 0: negligible)
       }
     }
     const float md = sd / float(cols);
     const float raw = sd2 / float(cols) - md * md;
     const float var = raw < 0.0f ? 0.0f : raw;  // keeps NaN (an Inf in the row gives Inf - Inf)
+    const float rstd = 1.0f / std::sqrt(var + eps_s);
+    if (next && scale == 1.0f) {
+      nx.pivot = RowPivot(d, next, cols);
+      NormalizeAndSumNext<kW, kB>(d, xr, yr, next, cols, w, b, pivot, md, rstd, stream, &nx);
+      cur = nx;
+      continue;
+    }
     const auto vpivot = hn::Set(d, pivot);
     const auto vmd = hn::Set(d, md);
-    const auto vrstd = hn::Set(d, 1.0f / std::sqrt(var + eps_s));
+    const auto vrstd = hn::Set(d, rstd);
     const auto vscale = hn::Set(d, scale);
     auto out = [&]<bool kScaled>() HWY_ATTR {
       MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
@@ -136,6 +217,10 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
     } else {
       out.template operator()<true>();
     }
+    if (next) {
+      cur.pivot = RowPivot(d, next, cols);
+      RowShiftedSums(d, next, cols, cur.pivot, &cur.sd, &cur.sd2);
+    }
   }
 }
 
@@ -146,16 +231,15 @@ HWY_NOINLINE void RMSNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
   for (size_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    const T* next = r + 1 < rows ? xr + cols : nullptr;
     float unused, ss;
-    RowShiftedSums(d, xr, cols, 0.0f, next, &unused, &ss);
+    RowShiftedSums(d, xr, cols, 0.0f, &unused, &ss);
     // Squares past f32's range (|x| beyond ~1e19): x / rms(x) = (x s) / rms(x s) for s = 2^-k.
     float scale = 1.0f, eps_s = eps;
     if (!std::isfinite(ss)) {
       const float s = RowRescale(d, xr, cols);
       if (s != 0.0f) {
         scale = s;
-        RowShiftedSums<true>(d, xr, cols, 0.0f, next, &unused, &ss, s);
+        RowShiftedSums<true>(d, xr, cols, 0.0f, &unused, &ss, s);
         eps_s = eps * s * s;
       }
     }
