@@ -99,9 +99,8 @@ struct ShiftedSums {
 // row r + 1 streams in from memory while row r (in cache) computes, so loads and arithmetic
 // overlap (at [8,2048,4096] f32, in one process: LayerNorm 14.5 -> 12.3 ms, 57% -> 67% of STREAM
 // add; RMSNorm 19.7-21.1 -> 16.5-16.7 ms; the shared loop alone, without the near prefetch, did
-// not gain in session 4). RMSNorm is the case pivot = md = 0, no bias. Row r is
-// normalized by (x - pivot - md) * rstd [* w]
-// [+ b]; the sums of row r + 1 (pivot already set) are returned in *nx.
+// not gain in session 4). Row r becomes ((x - pivot) - md) * rstd [* w] [+ b] (RMSNorm: pivot
+// and md 0, no bias); row r + 1's sums (its pivot set by the caller) go to *nx.
 template <bool kW, bool kB, class D, typename T>
 HWY_INLINE void NormalizeAndSumNext(D d, const T* HWY_RESTRICT xr, T* HWY_RESTRICT yr,
                                     const T* HWY_RESTRICT xn, size_t cols,
