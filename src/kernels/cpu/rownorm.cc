@@ -162,7 +162,7 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
   // One statistics pass over d = x - pivot: the mean is pivot + mean(d), and the variance
   // mean(d^2) - mean(d)^2 loses (pivot - mean)^2 / var of relative accuracy. The median of the
   // row's first, middle and last element is within a few standard deviations of the mean
-  // unless two of them are outliers (x[0] alone, an outlier 100 sigma out, cost 4e-4).
+  // unless two of them are outliers (x[0] alone: 100 among U(-1, 1) values cost 4e-4).
   ShiftedSums cur, nx;
   if (rows > 0) {
     cur.pivot = RowPivot(d, x, cols);
