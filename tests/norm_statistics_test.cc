@@ -1,11 +1,11 @@
 // LayerNorm's one-pass statistics (eager kernels and fused kernels): sums of d = x - pivot and
 // d^2, the pivot a median of 3 samples of the row. The variance mean(d^2) - mean(d)^2 loses
 // (pivot - mean)^2 / var of relative accuracy, so rows whose first element is an outlier (what a
-// pivot of x[0] cancelled on: 4e-4 relative error for 100 among U(-1, 1) values) are checked here, with rows whose
-// spread squared passes f32's range (the fused kernel's sums at 2^-64 take over) and rows of tiny
-// values, and a row whose mean is far above its spread (the mean itself must not be rounded to
-// f32 before x - mean). Each on eager, generated and interpreted kernels against the double
-// reference.
+// pivot of x[0] cancelled on: 4e-4 relative error for 100 among U(-1, 1) values) are checked here,
+// with rows whose spread squared passes f32's range (the fused kernel's sums at 2^-64 take over)
+// and rows of tiny values, and a row whose mean is far above its spread (the mean itself must not
+// be rounded to f32 before x - mean). Each on eager, generated and interpreted kernels against the
+// double reference.
 #include <gtest/gtest.h>
 
 #include <map>
