@@ -24,11 +24,7 @@ void choose_variant(const LoweredGroup& lg, RowArgs& ra, const std::vector<Tenso
     }
     ctx.variant_used = "two-pass";
   }
-  bool stream = out_bytes >= kNtStoreMinBytes;
-  for (size_t e = 0; e < p.exprs.size() && stream; e++) {
-    stream = !(p.needed[e] && !p.exprs[e].row && kir::is_expensive(p.exprs[e].op));
-  }
-  a.nt_stores = stream ? 1 : 0;
+  a.nt_stores = out_bytes >= kNtStoreMinBytes && !lg.compute_bound ? 1 : 0;
 }
 
 void run_rows(const Engine& eng, const RowArgs& ra, int64_t r0, int64_t r1, ExecContext& ctx) {

@@ -32,8 +32,9 @@ struct Engine {
 struct LoweredGroup {
   std::shared_ptr<const kir::Program> prog;
   kir::Schedule ub, reread;
-  bool force_reread = false;  // FusedGroup::reread
-  bool pipelined = false;     // the engine has the pipelined UB variant (generated code)
+  bool force_reread = false;   // FusedGroup::reread
+  bool pipelined = false;      // the engine has the pipelined UB variant (generated code)
+  bool compute_bound = false;  // computes a transcendental or a divide per element (see below)
 };
 
 // Outputs at least this large may be written with non-temporal stores, unless the group computes

@@ -144,6 +144,13 @@ bool is_expensive(Op op) {
   }
 }
 
+bool has_expensive_column_op(const Program& p) {
+  for (size_t e = 0; e < p.exprs.size(); e++) {
+    if (p.needed[e] && !p.exprs[e].row && is_expensive(p.exprs[e].op)) return true;
+  }
+  return false;
+}
+
 namespace {
 
 const char* align_str(Align a) {

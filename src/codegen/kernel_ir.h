@@ -164,6 +164,9 @@ std::unique_ptr<Program> lower_group(const FusedGroup& g, std::string* why_not);
 
 // Fills Program::phase / needed / num_phases.
 void analyze(Program& p);
+// Whether some column value the program needs (after analyze()) is is_expensive (its loop is
+// compute-bound).
+bool has_expensive_column_op(const Program& p);
 
 // Orders the program into passes: with ub=true values crossing passes live in UB slots
 // (inputs and expensive or far values) or are recomputed from slots (cheap ones); with

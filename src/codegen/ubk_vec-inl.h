@@ -83,9 +83,10 @@ HWY_INLINE V TailForMax(D d, V v, size_t n) {
   return hn::IfThenElse(hn::FirstN(d, n), v, hn::Set(d, -hwy::HighestValue<float>() * 2.0f));
 }
 
-// The row reductions of the kernel IR (kir::Op::RowSum, RowMax, RowMaxAbs) as accumulators over
-// vectors: Init, Step (one vector, or the first n lanes of the row's tail), Finish (to a scalar).
-// Generated kernels name them RowAcc<kRowSum> etc.; the interpreter picks one per reduction.
+// The row reductions of the kernel IR (kir::Op::RowSum, RowSumSq, RowMax, RowMaxAbs) as
+// accumulators over vectors: Init, Step (one vector, or the first n lanes of the row's tail),
+// Finish (to a scalar). Generated kernels name them RowAcc<kRowSum> etc.; the interpreter picks one
+// per reduction.
 enum RowAccKind { kRowSum, kRowSumSq, kRowMax, kRowMaxAbs };
 template <RowAccKind K>
 struct RowAcc {
