@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "hwy/cache_control.h"
 
@@ -33,6 +32,33 @@ namespace HWY_NAMESPACE {
 template <typename T>
 constexpr size_t kAheadElems = 4096 / sizeof(T);
 
+// One step of the statistics pass over a streamed row: adds d = x * scale - c (kScaled = false:
+// scale is 1, one multiply fewer) of x[0, 2N) to s0 / s1 and d^2 to q0 / q1, prefetching ahead.
+template <bool kScaled, class D, typename T, class V>
+HWY_INLINE void ShiftedSumsStep(D d, const T* HWY_RESTRICT x, V vc, V vs, V& s0, V& s1, V& q0,
+                                V& q1) {
+  const size_t N = hn::Lanes(d);
+  __builtin_prefetch(x + kAheadElems<T>, 0, 0);
+  if (sizeof(T) == 4) __builtin_prefetch(x + kAheadElems<T> + N, 0, 0);  // 2 cache lines
+  auto scaled = [&](V v) HWY_ATTR { return kScaled ? hn::Mul(v, vs) : v; };
+  const V a0 = hn::Sub(scaled(LoadF32(d, x)), vc);
+  const V a1 = hn::Sub(scaled(LoadF32(d, x + N)), vc);
+  s0 = hn::Add(s0, a0);
+  s1 = hn::Add(s1, a1);
+  q0 = hn::MulAdd(a0, a0, q0);
+  q1 = hn::MulAdd(a1, a1, q1);
+}
+// The same over x[0, cnt), cnt <= N: the row's last elements.
+template <bool kScaled, class D, typename T, class V>
+HWY_INLINE void ShiftedSumsTail(D d, const T* HWY_RESTRICT x, size_t cnt, V vc, V vs, V& s0,
+                                V& q0) {
+  V v = LoadNF32(d, x, cnt);
+  if constexpr (kScaled) v = hn::Mul(v, vs);
+  const V a = hn::IfThenElseZero(hn::FirstN(d, cnt), hn::Sub(v, vc));
+  s0 = hn::Add(s0, a);
+  q0 = hn::MulAdd(a, a, q0);
+}
+
 // Sums of d = x * scale - c and of d^2 over x[0, n) in f32.
 // kScaled = false: scale is 1 (the common case, one multiply fewer).
 template <bool kScaled = false, class D, typename T>
@@ -41,28 +67,25 @@ HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, 
   const size_t N = hn::Lanes(d);
   const auto vc = hn::Set(d, c);
   const auto vs = hn::Set(d, scale);
-  auto scaled = [&](auto v) HWY_ATTR { return kScaled ? hn::Mul(v, vs) : v; };
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), q0 = hn::Zero(d), q1 = hn::Zero(d);
   size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    __builtin_prefetch(x + i + kAheadElems<T>, 0, 0);
-    if (sizeof(T) == 4) __builtin_prefetch(x + i + kAheadElems<T> + N, 0, 0);  // 2 cache lines
-    const auto a0 = hn::Sub(scaled(LoadF32(d, x + i)), vc);
-    const auto a1 = hn::Sub(scaled(LoadF32(d, x + i + N)), vc);
-    s0 = hn::Add(s0, a0);
-    s1 = hn::Add(s1, a1);
-    q0 = hn::MulAdd(a0, a0, q0);
-    q1 = hn::MulAdd(a1, a1, q1);
-  }
-  for (; i < n; i += N) {
-    const size_t cnt = n - i < N ? n - i : N;
-    const auto a =
-        hn::IfThenElseZero(hn::FirstN(d, cnt), hn::Sub(scaled(LoadNF32(d, x + i, cnt)), vc));
-    s0 = hn::Add(s0, a);
-    q0 = hn::MulAdd(a, a, q0);
-  }
+  for (; i + 2 * N <= n; i += 2 * N) ShiftedSumsStep<kScaled>(d, x + i, vc, vs, s0, s1, q0, q1);
+  for (; i < n; i += N) ShiftedSumsTail<kScaled>(d, x + i, n - i < N ? n - i : N, vc, vs, s0, q0);
   *sum_d = ReduceSumF(d, hn::Add(s0, s1));
   *sum_d2 = ReduceSumF(d, hn::Add(q0, q1));
+}
+
+// ((x - pivot) - md) * rstd [* w] [+ b] for the elements [i, i + count) (full vectors if kFull).
+template <bool kW, bool kB, bool kFull, class D, class V>
+HWY_INLINE V NormalizeF(D d, V xv, V vpivot, V vmd, V vrstd, const float* HWY_RESTRICT w,
+                        const float* HWY_RESTRICT b, size_t i, size_t count) {
+  V v = hn::Mul(hn::Sub(hn::Sub(xv, vpivot), vmd), vrstd);
+  if constexpr (kW && kB) {
+    return hn::MulAdd(v, LoadAt<kFull>(d, w, i, count), LoadAt<kFull>(d, b, i, count));
+  }
+  if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
+  if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
+  return v;
 }
 
 // For a row of finite values whose sum of squares passes f32's range: the power of two 2^-e, for
@@ -109,26 +132,14 @@ HWY_INLINE void NormalizeAndSumNext(D d, const T* HWY_RESTRICT xr, T* HWY_RESTRI
                                     ShiftedSums* nx) {
   const size_t N = hn::Lanes(d);
   const auto vpivot = hn::Set(d, pivot), vmd = hn::Set(d, md), vrstd = hn::Set(d, rstd);
-  const auto vnp = hn::Set(d, nx->pivot);
-  auto norm = [&](auto xv, size_t i, size_t count, auto full) HWY_ATTR {
-    auto v = hn::Mul(hn::Sub(hn::Sub(xv, vpivot), vmd), vrstd);
-    constexpr bool kFull = decltype(full)::value;
-    if constexpr (kW && kB) {
-      return hn::MulAdd(v, LoadAt<kFull>(d, w, i, count), LoadAt<kFull>(d, b, i, count));
-    }
-    if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
-    if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
-    return v;
-  };
-  using Full = std::true_type;
+  const auto vnp = hn::Set(d, nx->pivot), one = hn::Set(d, 1.0f);
   const bool nt = stream && reinterpret_cast<uintptr_t>(yr) % (N * sizeof(T)) == 0;
   auto s0 = hn::Zero(d), s1 = hn::Zero(d), q0 = hn::Zero(d), q1 = hn::Zero(d);
   size_t i = 0;
   for (; i + 2 * N <= cols; i += 2 * N) {
-    __builtin_prefetch(xn + i + kAheadElems<T>, 0, 0);
-    if (sizeof(T) == 4) __builtin_prefetch(xn + i + kAheadElems<T> + N, 0, 0);
-    const auto y0 = norm(LoadF32(d, xr + i), i, N, Full());
-    const auto y1 = norm(LoadF32(d, xr + i + N), i + N, N, Full());
+    const auto y0 = NormalizeF<kW, kB, true>(d, LoadF32(d, xr + i), vpivot, vmd, vrstd, w, b, i, N);
+    const auto y1 =
+        NormalizeF<kW, kB, true>(d, LoadF32(d, xr + i + N), vpivot, vmd, vrstd, w, b, i + N, N);
     if (nt) {
       StreamF32(y0, d, yr + i);
       StreamF32(y1, d, yr + i + N);
@@ -136,19 +147,14 @@ HWY_INLINE void NormalizeAndSumNext(D d, const T* HWY_RESTRICT xr, T* HWY_RESTRI
       StoreF32(y0, d, yr + i);
       StoreF32(y1, d, yr + i + N);
     }
-    const auto a0 = hn::Sub(LoadF32(d, xn + i), vnp);
-    const auto a1 = hn::Sub(LoadF32(d, xn + i + N), vnp);
-    s0 = hn::Add(s0, a0);
-    s1 = hn::Add(s1, a1);
-    q0 = hn::MulAdd(a0, a0, q0);
-    q1 = hn::MulAdd(a1, a1, q1);
+    ShiftedSumsStep<false>(d, xn + i, vnp, one, s0, s1, q0, q1);
   }
   for (; i < cols; i += N) {
     const size_t cnt = cols - i < N ? cols - i : N;
-    StoreNF32(norm(LoadNF32(d, xr + i, cnt), i, cnt, std::false_type()), d, yr + i, cnt);
-    const auto a = hn::IfThenElseZero(hn::FirstN(d, cnt), hn::Sub(LoadNF32(d, xn + i, cnt), vnp));
-    s0 = hn::Add(s0, a);
-    q0 = hn::MulAdd(a, a, q0);
+    const auto yv =
+        NormalizeF<kW, kB, false>(d, LoadNF32(d, xr + i, cnt), vpivot, vmd, vrstd, w, b, i, cnt);
+    StoreNF32(yv, d, yr + i, cnt);
+    ShiftedSumsTail<false>(d, xn + i, cnt, vnp, one, s0, q0);
   }
   nx->sd = ReduceSumF(d, hn::Add(s0, s1));
   nx->sd2 = ReduceSumF(d, hn::Add(q0, q1));
@@ -203,13 +209,7 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
       MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
         auto xv = LoadAt<kFull>(d, xr, i, count);
         if constexpr (kScaled) xv = hn::Mul(xv, vscale);
-        auto v = hn::Mul(hn::Sub(hn::Sub(xv, vpivot), vmd), vrstd);
-        if constexpr (kW && kB) {
-          return hn::MulAdd(v, LoadAt<kFull>(d, w, i, count), LoadAt<kFull>(d, b, i, count));
-        }
-        if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
-        if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
-        return v;
+        return NormalizeF<kW, kB, kFull>(d, xv, vpivot, vmd, vrstd, w, b, i, count);
       });
     };
     if (scale == 1.0f) {
