@@ -191,6 +191,45 @@ TEST(KernelsCpu, VecmathAccuracyInUlps) {
   for (const auto& c : cases) EXPECT_LE(max_ulp(c.f, c.g, c.lo, c.hi), c.max_ulps) << c.name;
 }
 
+// Softmax over rows (0, v): exp's error (ExpNonPositiveF on AVX-512, ExpF elsewhere) plus the sum,
+// the reciprocal and the product's roundings, in ulps of each output (measured 3.1; 2.5 with ExpF).
+// For v < -17, 1 + e^v rounds to 1 and the second output is exp(v) itself, so that range checks exp
+// alone.
+double softmax_pair_max_ulp(double lo, double hi, int64_t n = 200001) {
+  std::vector<float> xs(static_cast<size_t>(2 * n));
+  for (int64_t i = 0; i < n; ++i) {
+    xs[size_t(2 * i)] = 0.0f;
+    xs[size_t(2 * i + 1)] = float(lo + (hi - lo) * double(i) / double(n - 1));
+  }
+  GraphBuilder b;
+  V x = b.input("x", DType::f32, {n, 2});
+  V y = b.softmax(x);
+  b.output("y", y);
+  Graph gr = b.build();
+  Tensor in = Tensor::from_floats(DType::f32, {n, 2}, xs);
+  Tensor out(DType::f32, {n, 2});
+  std::vector<Tensor> outs{out};
+  cpu::make_op_kernel(*y->producer)->run({in}, outs, pool2());
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = std::exp(double(xs[size_t(2 * i + 1)]));
+    const double want[2] = {1 / (1 + e), e / (1 + e)};
+    for (int k = 0; k < 2; ++k) {
+      const float wf = float(want[k]);
+      if (wf == 0.0f) continue;
+      const double ulp = std::nextafter(std::fabs(wf), INFINITY) - std::fabs(wf);
+      worst = std::max(worst, std::fabs(double(out.data_as<float>()[2 * i + k]) - want[k]) / ulp);
+    }
+  }
+  return worst;
+}
+
+TEST(KernelsCpu, SoftmaxAccuracyInUlps) {
+  EXPECT_LE(softmax_pair_max_ulp(-17, 0), 3.3);
+  EXPECT_LE(softmax_pair_max_ulp(-87, -17), 1.3);     // exp alone (vecmath.h's bound)
+  EXPECT_LE(softmax_pair_max_ulp(-103, -87.5), 1.3);  // exp's subnormal results
+}
+
 TEST(KernelsCpu, UnarySpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -279,8 +318,13 @@ TEST(KernelsCpu, StreamingStoresPath) {
   EXPECT_TRUE(check_op({x, w}, [](GraphBuilder& b, std::vector<V>& v) {
     return b.layer_norm(v[0], v[1], nullptr);
   }));
+  for (DType dt : {DType::f32, DType::bf16}) {  // aligned rows: Softmax's pipelined streaming loop
+    Tensor xa = Tensor::random(dt, {40, 1024}, 17, -3, 3);
+    EXPECT_TRUE(check_op({xa}, [](GraphBuilder& b, std::vector<V>& v) { return b.softmax(v[0]); }));
+  }
   for (DType dt : {DType::bf16, DType::f16}) {
     Tensor xb = Tensor::random(dt, {129, 1031}, 14, -3, 3);
+    EXPECT_TRUE(check_op({xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.softmax(v[0]); }));
     EXPECT_TRUE(check_op({xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.silu(v[0]); }));
     EXPECT_TRUE(check_op({xb}, [](GraphBuilder& b, std::vector<V>& v) { return b.neg(v[0]); }));
     EXPECT_TRUE(check_op(
@@ -728,6 +772,51 @@ void cast_all_pairs() {
   EXPECT_EQ(oo.data_as<uint8_t>()[0], 1);
   EXPECT_EQ(oo.data_as<uint8_t>()[2], 0);
   EXPECT_EQ(oo.data_as<uint8_t>()[3], 0);
+}
+
+// Eager Softmax runs the passes of three consecutive rows in one loop: a NaN or an infinity in one
+// row must not reach its neighbours, and each row must come out exactly as it does alone.
+TEST(KernelsCpu, SoftmaxRowsStayIndependent) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t rows = 6, cols = 37;
+  Tensor x = Tensor::random(DType::f32, {rows, cols}, 62, -3, 3);
+  float* p = x.data_as<float>();
+  p[1 * cols + 5] = std::nanf("");
+  for (int64_t c = 0; c < cols; ++c) p[2 * cols + c] = -inf;
+  p[3 * cols + 36] = inf;
+  p[4 * cols + 0] = -inf;
+  GraphBuilder b;
+  V in = b.input("x", DType::f32, {rows, cols});
+  V y = b.softmax(in);
+  b.output("y", y);
+  Graph g = b.build();
+  auto k = cpu::make_op_kernel(*y->producer);
+  Tensor out(DType::f32, {rows, cols});
+  std::vector<Tensor> outs{out};
+  k->run({x}, outs, pool2());
+  const float* o = out.data_as<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    Tensor row = Tensor::from_floats(DType::f32, {1, cols},
+                                     std::vector<float>(p + r * cols, p + (r + 1) * cols));
+    GraphBuilder b1;
+    V in1 = b1.input("x", DType::f32, {1, cols});
+    V y1 = b1.softmax(in1);
+    b1.output("y", y1);
+    Graph g1 = b1.build();
+    Tensor alone(DType::f32, {1, cols});
+    std::vector<Tensor> v1{alone};
+    cpu::make_op_kernel(*y1->producer)->run({row}, v1, pool2());
+    for (int64_t c = 0; c < cols; ++c) {
+      const float a = o[r * cols + c], e = alone.data_as<float>()[c];
+      EXPECT_TRUE(a == e || (std::isnan(a) && std::isnan(e))) << "row " << r << " col " << c;
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    EXPECT_TRUE(std::isnan(o[1 * cols + c])) << c;  // the NaN row
+    EXPECT_TRUE(std::isnan(o[2 * cols + c])) << c;  // all -inf: 0 / 0, as in PyTorch
+    EXPECT_TRUE(std::isnan(o[3 * cols + c])) << c;  // +inf: inf - inf, and the sum spreads it
+  }
+  EXPECT_EQ(o[4 * cols + 0], 0.0f);
 }
 
 // One thread and several threads give identical results (chunking never changes the math of

@@ -26,20 +26,13 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
-// How far ahead a pass that streams a row from memory prefetches it, into L1 only (non-temporal
-// hint): a loop doing arithmetic leaves the hardware prefetcher behind. Past the row's end this
-// reaches the next row, which is contiguous.
-template <typename T>
-constexpr size_t kAheadElems = 4096 / sizeof(T);
-
 // One step of the statistics pass over a streamed row: adds d = x * scale - c (kScaled = false:
 // scale is 1, one multiply fewer) of x[0, 2N) to s0 / s1 and d^2 to q0 / q1, prefetching ahead.
 template <bool kScaled, class D, typename T, class V>
 HWY_INLINE void ShiftedSumsStep(D d, const T* HWY_RESTRICT x, V vc, V vs, V& s0, V& s1, V& q0,
                                 V& q1) {
   const size_t N = hn::Lanes(d);
-  __builtin_prefetch(x + kAheadElems<T>, 0, 0);
-  if (sizeof(T) == 4) __builtin_prefetch(x + kAheadElems<T> + N, 0, 0);  // 2 cache lines
+  PrefetchAhead(d, x);
   auto scaled = [&](V v) HWY_ATTR { return kScaled ? hn::Mul(v, vs) : v; };
   const V a0 = hn::Sub(scaled(LoadF32(d, x)), vc);
   const V a1 = hn::Sub(scaled(LoadF32(d, x + N)), vc);

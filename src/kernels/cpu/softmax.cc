@@ -1,11 +1,15 @@
-// Softmax over the last axis, one row at a time: pass 1 reads the row from memory for its max,
-// pass 2 writes exp(x - max) into a per-thread f32 scratch row (from L1) and sums it while
-// prefetching the next row, pass 3 scales the scratch by 1/sum into the output. One exp per
+// Softmax over the last axis. Each row takes three passes: its max (reading the row from memory),
+// exp(x - max) into a per-thread f32 scratch row while summing it (the row now from cache), and
+// the scratch times 1/sum into the output. The passes of three rows share one loop: row r's exp
+// pass, row r - 1's output pass and row r + 1's max pass, so the loads from memory and the stores
+// to it spread over the exp arithmetic instead of each pass waiting on memory alone. One exp per
 // element, f32 accumulation, and the max subtraction keeps exp from overflowing.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
 
+#include <limits>
+#include <utility>
 #include <vector>
 
 #include "hwy/cache_control.h"
@@ -21,44 +25,99 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
+// One row-step of the pipelined loop over the columns [0, cols) of three consecutive rows: kCur:
+// ecur = exp(xr - row_max), summed into *sum; kPrev: yp = eprev * prev_inv (non-temporal stores
+// when nt); kNext: the max of xn (prefetched ahead, from memory) into *next_max. A row that does
+// not exist at the start or end of the range drops its stage.
+template <bool kCur, bool kPrev, bool kNext, class D, typename T>
+HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float row_max,
+                              float* HWY_RESTRICT ecur, float* sum, const float* HWY_RESTRICT eprev,
+                              float prev_inv, T* HWY_RESTRICT yp, bool nt, const T* HWY_RESTRICT xn,
+                              float* next_max) {
+  using V = hn::VFromD<D>;
+  const size_t N = hn::Lanes(d);
+  const V vmax = hn::Set(d, row_max), vinv = hn::Set(d, prev_inv);
+  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  V s0 = hn::Zero(d), s1 = hn::Zero(d), m0 = ninf, m1 = ninf;
+  size_t i = 0;
+  for (; i + 2 * N <= cols; i += 2 * N) {
+    if constexpr (kNext) PrefetchAhead(d, xn + i);
+    if constexpr (kCur) {
+      const V e0 = ExpNonPositiveF(d, hn::Sub(LoadF32(d, xr + i), vmax));
+      const V e1 = ExpNonPositiveF(d, hn::Sub(LoadF32(d, xr + i + N), vmax));
+      hn::StoreU(e0, d, ecur + i);
+      hn::StoreU(e1, d, ecur + i + N);
+      s0 = hn::Add(s0, e0);
+      s1 = hn::Add(s1, e1);
+    }
+    if constexpr (kPrev) {
+      const V o0 = hn::Mul(hn::LoadU(d, eprev + i), vinv);
+      const V o1 = hn::Mul(hn::LoadU(d, eprev + i + N), vinv);
+      if (nt) {
+        StreamF32(o0, d, yp + i);
+        StreamF32(o1, d, yp + i + N);
+      } else {
+        StoreF32(o0, d, yp + i);
+        StoreF32(o1, d, yp + i + N);
+      }
+    }
+    if constexpr (kNext) {  // x86 max returns its second operand for NaN: exp(NaN - max) is NaN
+      m0 = hn::Max(m0, LoadF32(d, xn + i));
+      m1 = hn::Max(m1, LoadF32(d, xn + i + N));
+    }
+  }
+  for (; i < cols; i += N) {
+    const size_t c = cols - i < N ? cols - i : N;
+    if constexpr (kCur) {
+      const V e = hn::IfThenElseZero(hn::FirstN(d, c),
+                                     ExpNonPositiveF(d, hn::Sub(LoadNF32(d, xr + i, c), vmax)));
+      hn::StoreU(e, d, ecur + i);  // the scratch row has N spare floats
+      s0 = hn::Add(s0, e);
+    }
+    if constexpr (kPrev) StoreNF32(hn::Mul(hn::LoadU(d, eprev + i), vinv), d, yp + i, c);
+    if constexpr (kNext)
+      m0 = hn::Max(m0, hn::IfThenElse(hn::FirstN(d, c), LoadNF32(d, xn + i, c), ninf));
+  }
+  if constexpr (kCur) *sum = ReduceSumF(d, hn::Add(s0, s1));
+  if constexpr (kNext) *next_max = ReduceMaxF(d, hn::Max(m0, m1));
+}
+
 template <typename T>
 HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows, size_t cols,
                               bool stream) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   thread_local std::vector<float> scratch_vec;
-  if (scratch_vec.size() < cols + N) scratch_vec.resize(cols + N);
-  float* HWY_RESTRICT e = scratch_vec.data();
-  for (size_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    const T* next = r + 1 < rows ? xr + cols : nullptr;
-    const auto vmax = hn::Set(d, RowMax<false>(d, xr, cols));  // NaN flows through exp
-    auto s0 = hn::Zero(d), s1 = hn::Zero(d);
-    size_t i = 0;
-    for (; i + 2 * N <= cols; i += 2 * N) {
-      if (next) {
-        hwy::Prefetch(next + i);
-        if (sizeof(T) == 4) hwy::Prefetch(next + i + N);  // 2N floats span two cache lines
-      }
-      const auto e0 = ExpF(d, hn::Sub(LoadF32(d, xr + i), vmax));
-      const auto e1 = ExpF(d, hn::Sub(LoadF32(d, xr + i + N), vmax));
-      hn::StoreU(e0, d, e + i);
-      hn::StoreU(e1, d, e + i + N);
-      s0 = hn::Add(s0, e0);
-      s1 = hn::Add(s1, e1);
+  if (scratch_vec.size() < 2 * (cols + N)) scratch_vec.resize(2 * (cols + N));
+  float* ecur = scratch_vec.data();
+  float* eprev = ecur + cols + N;
+  float row_max = RowMax<false>(d, x, cols), prev_inv = 0.0f;
+  // Step r: exp of row r, output of row r - 1, max of row r + 1.
+  for (size_t r = 0; r <= rows; ++r) {
+    const bool cur = r<rows, prev = r> 0, next = r + 1 < rows;
+    const T* xr = cur ? x + r * cols : nullptr;
+    const T* xn = next ? x + (r + 1) * cols : nullptr;
+    T* yp = prev ? y + (r - 1) * cols : nullptr;
+    const bool nt = stream && reinterpret_cast<uintptr_t>(yp) % (N * sizeof(T)) == 0;
+    float sum = 0.0f, next_max = 0.0f;
+    auto stages = [&]<bool kCur, bool kPrev, bool kNext>() HWY_ATTR {
+      SoftmaxStages<kCur, kPrev, kNext>(d, cols, xr, row_max, ecur, &sum, eprev, prev_inv, yp, nt,
+                                        xn, &next_max);
+    };
+    if (cur && prev && next) {
+      stages.template operator()<true, true, true>();
+    } else if (cur && next) {
+      stages.template operator()<true, false, true>();
+    } else if (cur && prev) {
+      stages.template operator()<true, true, false>();
+    } else if (cur) {
+      stages.template operator()<true, false, false>();
+    } else {
+      stages.template operator()<false, true, false>();
     }
-    for (; i < cols; i += N) {
-      const size_t c = cols - i < N ? cols - i : N;
-      auto ev = ExpF(d, hn::Sub(LoadNF32(d, xr + i, c), vmax));
-      ev = hn::IfThenElseZero(hn::FirstN(d, c), ev);
-      hn::StoreU(ev, d, e + i);  // scratch has N spare floats
-      s0 = hn::Add(s0, ev);
-    }
-    const auto inv = hn::Set(d, 1.0f / ReduceSumF(d, hn::Add(s0, s1)));
-    MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t j, size_t count) HWY_ATTR {
-      return hn::Mul(LoadAt<kFull>(d, e, j, count), inv);
-    });
+    prev_inv = 1.0f / sum;
+    row_max = next_max;
+    std::swap(ecur, eprev);
   }
 }
 
