@@ -774,8 +774,35 @@ void cast_all_pairs() {
   EXPECT_EQ(oo.data_as<uint8_t>()[3], 0);
 }
 
-// Eager Softmax runs the passes of three consecutive rows in one loop: a NaN or an infinity in one
-// row must not reach its neighbours, and each row must come out exactly as it does alone.
+// Runs the row op f on x ([rows, cols] f32) and on each row alone: the pipelined row loops
+// (Softmax: three rows' passes in one loop; LayerNorm and RMSNorm: two rows' output passes with
+// the next two rows' statistics) must give each row exactly what it gives alone. Returns the
+// output of the whole tensor.
+Tensor expect_rows_as_alone(const std::function<V(GraphBuilder&, V)>& f, const Tensor& x) {
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  auto run = [&](const Tensor& in) {
+    GraphBuilder b;
+    V y = f(b, b.input("x", DType::f32, {in.dim(0), cols}));
+    b.output("y", y);
+    Graph g = b.build();
+    Tensor out(DType::f32, {in.dim(0), cols});
+    std::vector<Tensor> outs{out};
+    cpu::make_op_kernel(*y->producer)->run({in}, outs, pool2());
+    return out;
+  };
+  Tensor all = run(x);
+  const float* p = x.data_as<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    Tensor alone = run(Tensor::from_floats(DType::f32, {1, cols},
+                                           std::vector<float>(p + r * cols, p + (r + 1) * cols)));
+    for (int64_t c = 0; c < cols; ++c) {
+      const float a = all.data_as<float>()[r * cols + c], e = alone.data_as<float>()[c];
+      EXPECT_TRUE(a == e || (std::isnan(a) && std::isnan(e))) << "row " << r << " col " << c;
+    }
+  }
+  return all;
+}
+
 TEST(KernelsCpu, SoftmaxRowsStayIndependent) {
   const float inf = std::numeric_limits<float>::infinity();
   const int64_t rows = 6, cols = 37;
@@ -785,38 +812,37 @@ TEST(KernelsCpu, SoftmaxRowsStayIndependent) {
   for (int64_t c = 0; c < cols; ++c) p[2 * cols + c] = -inf;
   p[3 * cols + 36] = inf;
   p[4 * cols + 0] = -inf;
-  GraphBuilder b;
-  V in = b.input("x", DType::f32, {rows, cols});
-  V y = b.softmax(in);
-  b.output("y", y);
-  Graph g = b.build();
-  auto k = cpu::make_op_kernel(*y->producer);
-  Tensor out(DType::f32, {rows, cols});
-  std::vector<Tensor> outs{out};
-  k->run({x}, outs, pool2());
+  Tensor out = expect_rows_as_alone([](GraphBuilder& b, V v) { return b.softmax(v); }, x);
   const float* o = out.data_as<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    Tensor row = Tensor::from_floats(DType::f32, {1, cols},
-                                     std::vector<float>(p + r * cols, p + (r + 1) * cols));
-    GraphBuilder b1;
-    V in1 = b1.input("x", DType::f32, {1, cols});
-    V y1 = b1.softmax(in1);
-    b1.output("y", y1);
-    Graph g1 = b1.build();
-    Tensor alone(DType::f32, {1, cols});
-    std::vector<Tensor> v1{alone};
-    cpu::make_op_kernel(*y1->producer)->run({row}, v1, pool2());
-    for (int64_t c = 0; c < cols; ++c) {
-      const float a = o[r * cols + c], e = alone.data_as<float>()[c];
-      EXPECT_TRUE(a == e || (std::isnan(a) && std::isnan(e))) << "row " << r << " col " << c;
-    }
-  }
   for (int64_t c = 0; c < cols; ++c) {
     EXPECT_TRUE(std::isnan(o[1 * cols + c])) << c;  // the NaN row
     EXPECT_TRUE(std::isnan(o[2 * cols + c])) << c;  // all -inf: 0 / 0, as in PyTorch
     EXPECT_TRUE(std::isnan(o[3 * cols + c])) << c;  // +inf: inf - inf, and the sum spreads it
   }
   EXPECT_EQ(o[4 * cols + 0], 0.0f);
+}
+
+// Rows whose squares overflow f32 are normalized alone at a rescaled size: one among the rows the
+// pipelined loop computes statistics for (row 5), one in the last group (row 8), a NaN row
+// (row 2), next to ordinary rows.
+TEST(KernelsCpu, NormRowsStayIndependent) {
+  const int64_t rows = 9, cols = 1031;
+  Tensor x = Tensor::random(DType::f32, {rows, cols}, 63, -3, 3);
+  float* p = x.data_as<float>();
+  for (int64_t c = 0; c < cols; ++c) p[5 * cols + c] *= 1e25f;
+  p[8 * cols + 7] = 3e38f;
+  p[2 * cols + 9] = std::nanf("");
+  Tensor w = Tensor::random(DType::f32, {cols}, 64, 0.5, 1.5);
+  Tensor bias = Tensor::random(DType::f32, {cols}, 65, -1, 1);
+  Tensor ln = expect_rows_as_alone(
+      [&](GraphBuilder& b, V v) {
+        return b.layer_norm(v, b.constant(w, "w"), b.constant(bias, "b"), 1e-5);
+      },
+      x);
+  expect_rows_as_alone([&](GraphBuilder& b, V v) { return b.rms_norm(v, b.constant(w, "w")); }, x);
+  EXPECT_TRUE(std::isfinite(ln.data_as<float>()[5 * cols]));  // rescaled, not overflowed
+  EXPECT_TRUE(std::isnan(ln.data_as<float>()[2 * cols]));
+  EXPECT_TRUE(std::isfinite(ln.data_as<float>()[3 * cols]));
 }
 
 // One thread and several threads give identical results (chunking never changes the math of

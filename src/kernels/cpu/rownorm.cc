@@ -1,7 +1,7 @@
 // LayerNorm and RMSNorm over the last axis, two passes per row: the statistics pass streams the
 // row in from memory (prefetching 4 KiB ahead), the output pass re-reads it from cache (a
-// 4096-float row is 16 KiB), so each input byte comes from DRAM once. Row r's output pass runs in
-// one loop with row r + 1's statistics pass. f32 accumulation with
+// 4096-float row is 16 KiB), so each input byte comes from DRAM once. Two rows' output passes run
+// in one loop with the next two rows' statistics passes. f32 accumulation with
 // independent vector accumulators; LayerNorm sums x - c and its square, c the median of three of
 // the row's values (the shifted-data variance: c lies within the row's spread, so a large common
 // offset cancels exactly and the sums do not). A row whose sums overflow f32 (|x| beyond ~1e19)
@@ -68,17 +68,22 @@ HWY_INLINE void RowShiftedSums(D d, const T* HWY_RESTRICT x, size_t n, float c, 
   *sum_d2 = ReduceSumF(d, hn::Add(q0, q1));
 }
 
-// ((x - pivot) - md) * rstd [* w] [+ b] for the elements [i, i + count) (full vectors if kFull).
+// ((x - pivot) - md) * rstd [* w] [+ b], given the weight and bias vectors.
+template <bool kW, bool kB, class V>
+HWY_INLINE V NormalizeV(V xv, V vpivot, V vmd, V vrstd, V wv, V bv) {
+  V v = hn::Mul(hn::Sub(hn::Sub(xv, vpivot), vmd), vrstd);
+  if constexpr (kW && kB) return hn::MulAdd(v, wv, bv);
+  if constexpr (kW) v = hn::Mul(v, wv);
+  if constexpr (kB) v = hn::Add(v, bv);
+  return v;
+}
+// The same for the elements [i, i + count) (full vectors if kFull), loading w and b.
 template <bool kW, bool kB, bool kFull, class D, class V>
 HWY_INLINE V NormalizeF(D d, V xv, V vpivot, V vmd, V vrstd, const float* HWY_RESTRICT w,
                         const float* HWY_RESTRICT b, size_t i, size_t count) {
-  V v = hn::Mul(hn::Sub(hn::Sub(xv, vpivot), vmd), vrstd);
-  if constexpr (kW && kB) {
-    return hn::MulAdd(v, LoadAt<kFull>(d, w, i, count), LoadAt<kFull>(d, b, i, count));
-  }
-  if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
-  if constexpr (kB) v = hn::Add(v, LoadAt<kFull>(d, b, i, count));
-  return v;
+  const V wv = kW ? LoadAt<kFull>(d, w, i, count) : V();
+  const V bv = kB ? LoadAt<kFull>(d, b, i, count) : V();
+  return NormalizeV<kW, kB>(xv, vpivot, vmd, vrstd, wv, bv);
 }
 
 // For a row of finite values whose sum of squares passes f32's range: the power of two 2^-e, for
@@ -111,46 +116,139 @@ struct ShiftedSums {
   float pivot = 0, sd = 0, sd2 = 0;
 };
 
-// Row r's output pass and row r + 1's statistics pass in one loop (2 vectors of each per step):
-// row r + 1 streams in from memory while row r (in cache) computes, so loads and arithmetic
-// overlap (at [8,2048,4096] f32, in one process: LayerNorm 14.5 -> 12.3 ms, 57% -> 67% of STREAM
-// add; RMSNorm 19.7-21.1 -> 16.5-16.7 ms; the shared loop alone, without the near prefetch, did
-// not gain in session 4). Row r becomes ((x - pivot) - md) * rstd [* w] [+ b] (RMSNorm: pivot
-// and md 0, no bias); row r + 1's sums (its pivot set by the caller) go to *nx.
-template <bool kW, bool kB, class D, typename T>
-HWY_INLINE void NormalizeAndSumNext(D d, const T* HWY_RESTRICT xr, T* HWY_RESTRICT yr,
-                                    const T* HWY_RESTRICT xn, size_t cols,
-                                    const float* HWY_RESTRICT w, const float* HWY_RESTRICT b,
-                                    float pivot, float md, float rstd, bool stream,
-                                    ShiftedSums* nx) {
+// How a row is normalized: ((x * scale - pivot) - md) * rstd [* w] [+ b]. scale is 1 unless the
+// row's squares passed f32's range (then a power of two that brings them back).
+struct RowCoef {
+  float pivot = 0, md = 0, rstd = 0, scale = 1;
+};
+
+// How many rows share one loop of the pipelined form: their output passes load each [C] weight
+// and bias vector once for all of them. At [8,2048,4096] f32 with weight and bias, in one process
+// vs STREAM add: 1 row 67-68%, 2 rows 74-75%, 4 rows 77-78% (4 rows' accumulators and constants
+// no longer fit the registers of the 2-vector step the statistics must keep; see below).
+constexpr size_t kRowsPerStep = 2;
+
+// Rows [0, K)'s output passes and rows [K, 2K)'s statistics passes (their pivots set by the
+// caller, their sums to nx) in one loop, 2 vectors per row per step: the next rows stream in
+// from memory (prefetched 4 KiB ahead) while the current ones (in cache) compute, and the weight
+// and bias are loaded once per step. The sums take the steps of RowShiftedSums in its order, so a
+// row's statistics never depend on which loop computed them (or on the thread count).
+template <size_t K, bool kW, bool kB, class D, typename T>
+HWY_INLINE void NormalizeRowsAndSumNext(D d, const T* HWY_RESTRICT x, T* HWY_RESTRICT y,
+                                        size_t cols, const float* HWY_RESTRICT w,
+                                        const float* HWY_RESTRICT b, const RowCoef* c, bool stream,
+                                        ShiftedSums* nx) {
+  using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
-  const auto vpivot = hn::Set(d, pivot), vmd = hn::Set(d, md), vrstd = hn::Set(d, rstd);
-  const auto vnp = hn::Set(d, nx->pivot), one = hn::Set(d, 1.0f);
-  const bool nt = stream && reinterpret_cast<uintptr_t>(yr) % (N * sizeof(T)) == 0;
-  auto s0 = hn::Zero(d), s1 = hn::Zero(d), q0 = hn::Zero(d), q1 = hn::Zero(d);
+  const T* HWY_RESTRICT xn = x + K * cols;
+  V vp[K], vmd[K], vr[K], vnp[K], s0[K], s1[K], q0[K], q1[K];
+  for (size_t k = 0; k < K; ++k) {
+    vp[k] = hn::Set(d, c[k].pivot);
+    vmd[k] = hn::Set(d, c[k].md);
+    vr[k] = hn::Set(d, c[k].rstd);
+    vnp[k] = hn::Set(d, nx[k].pivot);
+    s0[k] = s1[k] = q0[k] = q1[k] = hn::Zero(d);
+  }
+  const V one = hn::Set(d, 1.0f);
+  const size_t align = N * sizeof(T);
+  const bool nt = stream && reinterpret_cast<uintptr_t>(y) % align == 0 &&
+                  (cols * sizeof(T)) % align == 0;  // every row aligned
   size_t i = 0;
   for (; i + 2 * N <= cols; i += 2 * N) {
-    const auto y0 = NormalizeF<kW, kB, true>(d, LoadF32(d, xr + i), vpivot, vmd, vrstd, w, b, i, N);
-    const auto y1 =
-        NormalizeF<kW, kB, true>(d, LoadF32(d, xr + i + N), vpivot, vmd, vrstd, w, b, i + N, N);
-    if (nt) {
-      StreamF32(y0, d, yr + i);
-      StreamF32(y1, d, yr + i + N);
-    } else {
-      StoreF32(y0, d, yr + i);
-      StoreF32(y1, d, yr + i + N);
+    const V w0 = kW ? hn::LoadU(d, w + i) : one, w1 = kW ? hn::LoadU(d, w + i + N) : one;
+    const V b0 = kB ? hn::LoadU(d, b + i) : one, b1 = kB ? hn::LoadU(d, b + i + N) : one;
+    for (size_t k = 0; k < K; ++k) {
+      const T* xr = x + k * cols + i;
+      T* yr = y + k * cols + i;
+      const V y0 = NormalizeV<kW, kB>(LoadF32(d, xr), vp[k], vmd[k], vr[k], w0, b0);
+      const V y1 = NormalizeV<kW, kB>(LoadF32(d, xr + N), vp[k], vmd[k], vr[k], w1, b1);
+      if (nt) {
+        StreamF32(y0, d, yr);
+        StreamF32(y1, d, yr + N);
+      } else {
+        StoreF32(y0, d, yr);
+        StoreF32(y1, d, yr + N);
+      }
     }
-    ShiftedSumsStep<false>(d, xn + i, vnp, one, s0, s1, q0, q1);
+    for (size_t k = 0; k < K; ++k) {
+      ShiftedSumsStep<false>(d, xn + k * cols + i, vnp[k], one, s0[k], s1[k], q0[k], q1[k]);
+    }
   }
   for (; i < cols; i += N) {
     const size_t cnt = cols - i < N ? cols - i : N;
-    const auto yv =
-        NormalizeF<kW, kB, false>(d, LoadNF32(d, xr + i, cnt), vpivot, vmd, vrstd, w, b, i, cnt);
-    StoreNF32(yv, d, yr + i, cnt);
-    ShiftedSumsTail<false>(d, xn + i, cnt, vnp, one, s0, q0);
+    for (size_t k = 0; k < K; ++k) {
+      const V yv = NormalizeF<kW, kB, false>(d, LoadNF32(d, x + k * cols + i, cnt), vp[k], vmd[k],
+                                             vr[k], w, b, i, cnt);
+      StoreNF32(yv, d, y + k * cols + i, cnt);
+      ShiftedSumsTail<false>(d, xn + k * cols + i, cnt, vnp[k], one, s0[k], q0[k]);
+    }
   }
-  nx->sd = ReduceSumF(d, hn::Add(s0, s1));
-  nx->sd2 = ReduceSumF(d, hn::Add(q0, q1));
+  for (size_t k = 0; k < K; ++k) {
+    nx[k].sd = ReduceSumF(d, hn::Add(s0[k], s1[k]));
+    nx[k].sd2 = ReduceSumF(d, hn::Add(q0[k], q1[k]));
+  }
+}
+
+// One row's output pass alone: ((x * scale - pivot) - md) * rstd [* w] [+ b].
+template <bool kW, bool kB, class D, typename T>
+HWY_INLINE void NormalizeRow(D d, const T* HWY_RESTRICT xr, T* HWY_RESTRICT yr, size_t cols,
+                             const float* HWY_RESTRICT w, const float* HWY_RESTRICT b,
+                             const RowCoef& c, bool stream) {
+  const auto vpivot = hn::Set(d, c.pivot), vmd = hn::Set(d, c.md), vrstd = hn::Set(d, c.rstd);
+  const auto vscale = hn::Set(d, c.scale);
+  auto out = [&]<bool kScaled>() HWY_ATTR {
+    MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
+      auto xv = LoadAt<kFull>(d, xr, i, count);
+      if constexpr (kScaled) xv = hn::Mul(xv, vscale);
+      return NormalizeF<kW, kB, kFull>(d, xv, vpivot, vmd, vrstd, w, b, i, count);
+    });
+  };
+  if (c.scale == 1.0f) {
+    out.template operator()<false>();
+  } else {
+    out.template operator()<true>();
+  }
+}
+
+// Normalizes rows [0, rows) kRowsPerStep at a time: each group's output passes share a loop with
+// the next group's statistics passes; the last group, and any group holding a row that needs
+// rescaling, runs its passes one row at a time. pivot_of(row) gives a row's pivot, coef(row, sums)
+// its RowCoef.
+template <bool kW, bool kB, class D, typename T, class PivotFn, class CoefFn>
+HWY_INLINE void NormalizeRowsPipelined(D d, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
+                                       size_t cols, const float* HWY_RESTRICT w,
+                                       const float* HWY_RESTRICT b, bool stream,
+                                       const PivotFn& pivot_of, const CoefFn& coef) {
+  constexpr size_t K = kRowsPerStep;
+  ShiftedSums cur[K];
+  auto sums_alone = [&](size_t r, ShiftedSums* st) HWY_ATTR {
+    const T* xr = x + r * cols;
+    st->pivot = pivot_of(xr);
+    RowShiftedSums(d, xr, cols, st->pivot, &st->sd, &st->sd2);
+  };
+  for (size_t k = 0; k < K && k < rows; ++k) sums_alone(k, &cur[k]);
+  for (size_t r = 0; r < rows;) {
+    const size_t g = std::min(K, rows - r);       // rows in this group
+    const size_t gn = std::min(K, rows - r - g);  // rows in the next one
+    RowCoef c[K];
+    bool plain = true;
+    for (size_t k = 0; k < g; ++k) {
+      c[k] = coef(x + (r + k) * cols, cur[k]);
+      plain = plain && c[k].scale == 1.0f;
+    }
+    if (plain && g == K && gn == K) {
+      ShiftedSums nx[K];
+      for (size_t k = 0; k < K; ++k) nx[k].pivot = pivot_of(x + (r + K + k) * cols);
+      NormalizeRowsAndSumNext<K, kW, kB>(d, x + r * cols, y + r * cols, cols, w, b, c, stream, nx);
+      for (size_t k = 0; k < K; ++k) cur[k] = nx[k];
+    } else {
+      for (size_t k = 0; k < g; ++k) {
+        NormalizeRow<kW, kB>(d, x + (r + k) * cols, y + (r + k) * cols, cols, w, b, c[k], stream);
+      }
+      for (size_t k = 0; k < gn; ++k) sums_alone(r + g + k, &cur[k]);
+    }
+    r += g;
+  }
 }
 
 template <typename T, bool kW, bool kB>
@@ -162,72 +260,39 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
   // mean(d^2) - mean(d)^2 loses (pivot - mean)^2 / var of relative accuracy. The median of the
   // row's first, middle and last element is within a few standard deviations of the mean
   // unless two of them are outliers (x[0] alone: 100 among U(-1, 1) values cost 4e-4).
-  ShiftedSums cur, nx;
-  if (rows > 0) {
-    cur.pivot = RowPivot(d, x, cols);
-    RowShiftedSums(d, x, cols, cur.pivot, &cur.sd, &cur.sd2);
-  }
-  for (size_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    const T* next = r + 1 < rows ? xr + cols : nullptr;
-    float pivot = cur.pivot, sd = cur.sd, sd2 = cur.sd2;
+  auto pivot_of = [&](const T* xr) HWY_ATTR { return RowPivot(d, xr, cols); };
+  auto coef = [&](const T* xr, const ShiftedSums& st) HWY_ATTR {
+    RowCoef c;
+    c.pivot = st.pivot;
+    float sd = st.sd, sd2 = st.sd2, eps_s = eps;
     // A row of finite values whose spread squared passes f32's range (|x| beyond ~1e19): redo
     // the statistics on x * 2^-k, and normalize x * 2^-k (the result does not change).
-    float scale = 1.0f, eps_s = eps;
     if (!std::isfinite(sd) || !std::isfinite(sd2)) {
       const float s = RowRescale(d, xr, cols);
       if (s != 0.0f) {
-        scale = s;
-        pivot *= s;
-        RowShiftedSums<true>(d, xr, cols, pivot, &sd, &sd2, s);
+        c.scale = s;
+        c.pivot *= s;
+        RowShiftedSums<true>(d, xr, cols, c.pivot, &sd, &sd2, s);
         eps_s = eps * s * s;  // var + eps, both scaled by s^2 (may flush to 0: negligible)
       }
     }
-    const float md = sd / float(cols);
-    const float raw = sd2 / float(cols) - md * md;
+    c.md = sd / float(cols);
+    const float raw = sd2 / float(cols) - c.md * c.md;
     const float var = raw < 0.0f ? 0.0f : raw;  // keeps NaN (an Inf in the row gives Inf - Inf)
-    const float rstd = 1.0f / std::sqrt(var + eps_s);
-    if (next && scale == 1.0f) {
-      nx.pivot = RowPivot(d, next, cols);
-      NormalizeAndSumNext<kW, kB>(d, xr, yr, next, cols, w, b, pivot, md, rstd, stream, &nx);
-      cur = nx;
-      continue;
-    }
-    const auto vpivot = hn::Set(d, pivot);
-    const auto vmd = hn::Set(d, md);
-    const auto vrstd = hn::Set(d, rstd);
-    const auto vscale = hn::Set(d, scale);
-    auto out = [&]<bool kScaled>() HWY_ATTR {
-      MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
-        auto xv = LoadAt<kFull>(d, xr, i, count);
-        if constexpr (kScaled) xv = hn::Mul(xv, vscale);
-        return NormalizeF<kW, kB, kFull>(d, xv, vpivot, vmd, vrstd, w, b, i, count);
-      });
-    };
-    if (scale == 1.0f) {
-      out.template operator()<false>();
-    } else {
-      out.template operator()<true>();
-    }
-    if (next) {
-      cur.pivot = RowPivot(d, next, cols);
-      RowShiftedSums(d, next, cols, cur.pivot, &cur.sd, &cur.sd2);
-    }
-  }
+    c.rstd = 1.0f / std::sqrt(var + eps_s);
+    return c;
+  };
+  NormalizeRowsPipelined<kW, kB>(d, x, y, rows, cols, w, b, stream, pivot_of, coef);
 }
 
 template <typename T, bool kW>
 HWY_NOINLINE void RMSNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows, size_t cols,
                               const float* HWY_RESTRICT w, float eps, bool stream) {
   const hn::ScalableTag<float> d;
-  ShiftedSums cur, nx;  // pivot 0: sd2 is the sum of squares
-  if (rows > 0) RowShiftedSums(d, x, cols, 0.0f, &cur.sd, &cur.sd2);
-  for (size_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    const T* next = r + 1 < rows ? xr + cols : nullptr;
-    float unused, ss = cur.sd2;
+  // Pivot 0: sd2 is the sum of squares, and ((x - 0) - 0) * rstd is x * rstd exactly.
+  auto pivot_of = [](const T*) { return 0.0f; };
+  auto coef = [&](const T* xr, const ShiftedSums& st) HWY_ATTR {
+    float unused, ss = st.sd2;
     // Squares past f32's range (|x| beyond ~1e19): x / rms(x) = (x s) / rms(x s) for s = 2^-k.
     float scale = 1.0f, eps_s = eps;
     if (!std::isfinite(ss)) {
@@ -238,23 +303,11 @@ HWY_NOINLINE void RMSNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
         eps_s = eps * s * s;
       }
     }
-    const float ms = ss / float(cols);
-    // x * (s / rms(x s)): one multiply per element either way.
-    const float rstd = scale / std::sqrt(ms + eps_s);
-    if (next) {  // ((x - 0) - 0) * rstd [* w]: the same products as the loop below
-      NormalizeAndSumNext<kW, false>(d, xr, yr, next, cols, w, nullptr, 0.0f, 0.0f, rstd, stream,
-                                     &nx);
-      cur = nx;
-      continue;
-    }
-    const auto vrstd = hn::Set(d, rstd);
-    MapStore(d, yr, cols, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
-      auto v = hn::Mul(LoadAt<kFull>(d, xr, i, count), vrstd);
-      if constexpr (kW) v = hn::Mul(v, LoadAt<kFull>(d, w, i, count));
-      return v;
-    });
-    if (next) RowShiftedSums(d, next, cols, 0.0f, &cur.sd, &cur.sd2);
-  }
+    RowCoef c;  // x * (s / rms(x s)): one multiply per element either way, scale stays 1
+    c.rstd = scale / std::sqrt(ss / float(cols) + eps_s);
+    return c;
+  };
+  NormalizeRowsPipelined<kW, false>(d, x, y, rows, cols, w, nullptr, stream, pivot_of, coef);
 }
 
 template <typename T>
