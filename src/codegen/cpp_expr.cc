@@ -43,6 +43,8 @@ std::string vop(const kir::Expr& e, const std::string& a, const std::string& b,
       return f1("AbsF");
     case Op::Exp:
       return f1("ExpF");
+    case Op::ExpNonPositive:
+      return f1("ExpNonPositiveF");
     case Op::Log:
       return f1("LogF");
     case Op::Sqrt:

@@ -52,6 +52,8 @@ HWY_INLINE VF Apply(DF d, Op op, VF a, VF b, VF c, float imm) {
       return AbsF(d, a);
     case Op::Exp:
       return ExpF(d, a);
+    case Op::ExpNonPositive:
+      return ExpNonPositiveF(d, a);
     case Op::Log:
       return LogF(d, a);
     case Op::Sqrt:
@@ -144,6 +146,7 @@ HWY_NOINLINE void ComputeTile(const Instr& in, float* regs, size_t n) {
     UBF_TILE_CASE(Neg)
     UBF_TILE_CASE(Abs)
     UBF_TILE_CASE(Exp)
+    UBF_TILE_CASE(ExpNonPositive)
     UBF_TILE_CASE(Log)
     UBF_TILE_CASE(Sqrt)
     UBF_TILE_CASE(Rsqrt)

@@ -43,6 +43,8 @@ const char* op_str(Op op) {
       return "abs";
     case Op::Exp:
       return "exp";
+    case Op::ExpNonPositive:
+      return "exp-";
     case Op::Log:
       return "log";
     case Op::Sqrt:
@@ -122,6 +124,7 @@ const char* op_str(Op op) {
 bool is_expensive(Op op) {
   switch (op) {
     case Op::Exp:
+    case Op::ExpNonPositive:
     case Op::Log:
     case Op::Sqrt:
     case Op::Rsqrt:

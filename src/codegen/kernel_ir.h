@@ -34,6 +34,7 @@ enum class Op : uint8_t {
   Neg,
   Abs,
   Exp,
+  ExpNonPositive,  // e^x for x <= 0 (softmax's exp(x - max)): the table form on AVX-512
   Log,
   Sqrt,
   Rsqrt,

@@ -427,7 +427,7 @@ class Lowerer {
       }
       case OpKind::Softmax: {
         int m = row(Op::RowMax, x);
-        int e = col(Op::Exp, col(Op::Sub, x, m));
+        int e = col(Op::ExpNonPositive, col(Op::Sub, x, m));  // x - max <= 0 (or NaN)
         int inv = row(Op::Recip, row(Op::RowSum, e));
         return col(Op::Mul, e, inv);
       }

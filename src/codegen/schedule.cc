@@ -57,6 +57,7 @@ void use_bf16_grade_math(Program& p) {
       case Op::Min:
       case Op::Relu:
       case Op::Exp:
+      case Op::ExpNonPositive:
       case Op::Sigmoid:
       case Op::Silu:
       case Op::GeluTanh:
@@ -84,7 +85,7 @@ void use_bf16_grade_math(Program& p) {
   for (size_t e = 0; e < n; e++) {
     Expr& x = p.exprs[e];
     if (!used[e] || !ok[e] || x.row) continue;
-    if (x.op == Op::Exp) x.op = Op::ExpLowp;
+    if (x.op == Op::Exp || x.op == Op::ExpNonPositive) x.op = Op::ExpLowp;
     if (x.op == Op::Sigmoid) x.op = Op::SigmoidLowp;
     if (x.op == Op::Silu) x.op = Op::SiluLowp;
     if (x.op == Op::GeluTanh) x.op = Op::GeluTanhLowp;
