@@ -123,9 +123,10 @@ struct RowCoef {
 };
 
 // How many rows share one loop of the pipelined form: their output passes load each [C] weight
-// and bias vector once for all of them. At [8,2048,4096] f32 with weight and bias, in one process
-// vs STREAM add: 1 row 67-68%, 2 rows 74-75%, 4 rows 77-78% (4 rows' accumulators and constants
-// no longer fit the registers of the 2-vector step the statistics must keep; see below).
+// and bias vector once for all of them. LayerNorm with weight and bias at [8,2048,4096] f32, as a
+// share of STREAM add: an A/B harness with 1-vector steps gave 1 row 67-68%, 2 rows 74-75%,
+// 4 rows 77-78%; this loop, which keeps RowShiftedSums' 2-vector steps, gave 2 rows 65-71% and
+// 4 rows 59-61% (4 rows' accumulators and constants no longer fit the registers).
 constexpr size_t kRowsPerStep = 2;
 
 // Rows [0, K)'s output passes and rows [K, 2K)'s statistics passes (their pivots set by the

@@ -95,7 +95,9 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
   float row_max = RowMax<false>(d, x, cols), prev_inv = 0.0f;
   // Step r: output of row r - 1, exp of row r, max of row r + 1.
   for (size_t r = 0; r <= rows; ++r) {
-    const bool cur = r<rows, prev = r> 0, next = r + 1 < rows;
+    const bool cur = r < rows;
+    const bool prev = r > 0;
+    const bool next = r + 1 < rows;
     const T* xr = cur ? x + r * cols : nullptr;
     const T* xn = next ? x + (r + 1) * cols : nullptr;
     T* yp = prev ? y + (r - 1) * cols : nullptr;
