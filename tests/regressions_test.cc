@@ -483,6 +483,33 @@ TEST(Regressions, JitterFlipsTheSignOfZeros) {
   }
 }
 
+// Session 7's exploration (crash-7f523594): log(gelu(col^3)) in bf16. gelu(-8) is -2.5e-15, and
+// its log NaN; eager mode's GELU computes 1 + erf(x / sqrt(2)) in f32, as PyTorch does, which is
+// exactly 0 there, so it gave log(-0) = -inf. For x < -3 that form has only an absolute error
+// bound (vecmath.h), which the jitter did not model. A jittered GELU (erf form) now moves by at
+// least 1e-7 |x| (ref::kGeluErfAbsErrorPerX), so such an element is seen as unstable; a GELU of
+// a positive x still moves by its relative jitter alone.
+TEST(Regressions, JitterCoversGeluErfAbsoluteError) {
+  GraphBuilder b;
+  auto x = b.input("x", bf16, {2});
+  b.output("y", b.log(b.gelu(x)));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in = {{"x", Tensor::from_floats(bf16, {2}, {-8.0f, 1.0f})}};
+  const auto plain = ref::run_graph(g, in).at("y").data;
+  EXPECT_TRUE(std::isnan(plain[0]));
+  const Tensor eager = compile(g, testing::eager_opts()).run(in).at("y");
+  EXPECT_EQ(eager.get(0), -std::numeric_limits<double>::infinity());
+  const uint32_t gelu = 1;  // the first computing node
+  const auto down =
+      ref::run_graph(g, in, ref::Rounding::EveryOp, {kFourF32Ulps, 1, gelu}).at("y").data;
+  const auto up =
+      ref::run_graph(g, in, ref::Rounding::EveryOp, {kFourF32Ulps, 0, gelu}).at("y").data;
+  EXPECT_TRUE(std::isfinite(down[0]));  // nudged past 0: the log of a tiny positive value
+  EXPECT_TRUE(std::isnan(up[0]));
+  EXPECT_NEAR(down[1], plain[1], 0.02 * std::fabs(plain[1]));  // one bf16 ulp at most
+  EXPECT_NEAR(up[1], plain[1], 0.02 * std::fabs(plain[1]));
+}
+
 // The fused half of crash-ca35a9b3, and make test's seed-1 run of session 4 (crash-7785d8ad,
 // rms_norm(log(...) + 1e30) in bf16): fused LayerNorm and RMSNorm gave 0 where squares passed
 // f32's range. LayerNorm now takes its statistics at 2^-k (k from the row's max |x|), RMSNorm

@@ -496,6 +496,10 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     const double rel = jittered && may_be_bf16_grade(g, *n)
                            ? std::max(jitter.rel, kBf16GradeRelError)
                            : jitter.rel;
+    const double abs_per_x =
+        jittered && n->op == OpKind::Gelu && n->attr_str("approximate", "none") != "tanh"
+            ? kGeluErfAbsErrorPerX
+            : 0.0;
     for (size_t i = 0; i < outs.size(); i++) {
       if (jittered && is_float(n->outputs[i]->dtype)) {
         auto& d = outs[i].data;
@@ -513,7 +517,13 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
           }
           // A zero has no magnitude to nudge, but its sign depends on the order of operations
           // (x - mean over a row of +-0): nudged down, it flips.
-          d[e] = d[e] == 0 ? (up ? d[e] : -d[e]) : d[e] * (1 + (up ? rel : -rel));
+          // 0 but for GELU (erf form), whose output has its input's shape
+          const double floor = abs_per_x != 0 ? abs_per_x * std::fabs(ins[0].data[e]) : 0.0;
+          if (floor > std::fabs(d[e]) * rel) {  // down by more than |d| crosses zero
+            d[e] += std::signbit(d[e]) == up ? -floor : floor;
+          } else {
+            d[e] = d[e] == 0 ? (up ? d[e] : -d[e]) : d[e] * (1 + (up ? rel : -rel));
+          }
           // EveryOp stores every result in its dtype, nudged or not.
           if (rounding == Rounding::EveryOp) d[e] = round_to(n->outputs[i]->dtype, d[e]);
         }

@@ -44,6 +44,11 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
 // bf16 storage, vecmath.h) is nudged by at least this much: those forms' relative error bound
 // before bf16 rounding (tests/bf16_grade_test.cc checks it on each Highway target).
 inline constexpr double kBf16GradeRelError = 5e-4;
+// GELU's erf form computes 1 + erf(x / sqrt(2)) in f32 (vecmath.h GeluErfF, as PyTorch does): for
+// x < -3 only its absolute error is small, at most half an ulp of 1 times |x| / 2 (and erf's own
+// error). A jittered GELU (erf form) element moves by at least this times |x|, so a value that
+// tiny may come out as 0 or change sign.
+inline constexpr double kGeluErfAbsErrorPerX = 1e-7;
 struct Jitter {
   double rel = 0;
   uint32_t pattern = 0;
