@@ -515,13 +515,14 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
                  : jitter.pattern == 1 ? false
                                        : up != (jitter.pattern == 3);
           }
-          // A zero has no magnitude to nudge, but its sign depends on the order of operations
-          // (x - mean over a row of +-0): nudged down, it flips.
-          // 0 but for GELU (erf form), whose output has its input's shape
-          const double floor = abs_per_x != 0 ? abs_per_x * std::fabs(ins[0].data[e]) : 0.0;
-          if (floor > std::fabs(d[e]) * rel) {  // down by more than |d| crosses zero
-            d[e] += std::signbit(d[e]) == up ? -floor : floor;
+          // GELU (erf form) moves by at least abs_per_x |x| (its output has its input's shape);
+          // nudged down by more than |d|, a value crosses zero.
+          const double abs_nudge = abs_per_x != 0 ? abs_per_x * std::fabs(ins[0].data[e]) : 0.0;
+          if (abs_nudge > std::fabs(d[e]) * rel) {
+            d[e] += std::signbit(d[e]) == up ? -abs_nudge : abs_nudge;
           } else {
+            // A zero has no magnitude to nudge, but its sign depends on the order of operations
+            // (x - mean over a row of +-0): nudged down, it flips.
             d[e] = d[e] == 0 ? (up ? d[e] : -d[e]) : d[e] * (1 + (up ? rel : -rel));
           }
           // EveryOp stores every result in its dtype, nudged or not.
