@@ -1,7 +1,7 @@
-// Vector helpers of fused kernels that vecmath.h (the shared elementwise math, loads and stores of
-// every storage dtype) does not cover: explicit rounding casts, comparisons and select as 0/1
-// floats, neutral row tails for reductions. Used by generated C++
-// (static target) and by the tile interpreter (every dispatched target). A Highway per-target
+// Vector helpers of fused kernels that vecmath.h (the shared elementwise math, and through
+// vec_storage-inl.h loads and stores of every storage dtype) does not cover: explicit rounding
+// casts, comparisons and select as 0/1 floats, neutral row tails for reductions. Used by generated
+// C++ (static target) and by the tile interpreter (every dispatched target). A Highway per-target
 // header, like vecmath.h; embedded into the library for generated sources.
 
 #if defined(UBFUSE_CODEGEN_UBK_VEC_INL_H_) == defined(HWY_TARGET_TOGGLE)

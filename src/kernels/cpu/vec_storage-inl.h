@@ -1,0 +1,250 @@
+// Storage dtypes <-> f32 vectors for the eager kernels, generated fused kernels and the tile
+// interpreter: scalar f16 conversions, and loads, stores and non-temporal stores of f32 / bf16 /
+// f16 / bool (uint8) storage as vectors of f32 lanes, with partial (first n lanes) forms.
+// Included by vecmath.h, whose math works on the vectors these produce.
+//
+// A Highway per-target header like vecmath.h: it may be included once per target
+// (foreach_target.h) or once for the static target; it depends only on Highway headers.
+
+// Per-target include guard (Highway idiom): toggled each time foreach_target re-includes us.
+#if defined(UBFUSE_KERNELS_CPU_VEC_STORAGE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef UBFUSE_KERNELS_CPU_VEC_STORAGE_INL_H_
+#undef UBFUSE_KERNELS_CPU_VEC_STORAGE_INL_H_
+#else
+#define UBFUSE_KERNELS_CPU_VEC_STORAGE_INL_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---------------------------------------------------------------------------------------------
+// Scalar storage conversions (target-independent code, but defined per target so the header stays
+// a pure per-target header).
+
+// f32 -> IEEE half bits, round to nearest even; overflow -> inf, NaN -> quiet NaN.
+HWY_INLINE uint16_t F16BitsFromF32(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // NaN
+  if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (ax < 0x38800000u) {                                  // below the smallest normal half
+    if (ax < 0x33000000u) return uint16_t(sign);           // < 2^-25: rounds to zero
+    const uint32_t e = ax >> 23;                           // 102..112
+    const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - e;  // 14..24: m >> shift is in units of 2^-24
+    uint32_t r = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return uint16_t(sign | r);
+  }
+  uint32_t r = ax - 0x38000000u;  // rebias exponent 127 -> 15
+  r += 0xfffu + ((r >> 13) & 1u);
+  return uint16_t(sign | (r >> 13));
+}
+
+// IEEE half bits -> f32 (exact).
+HWY_INLINE float F32FromF16Bits(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  uint32_t x;
+  if (e == 0) {
+    float f = float(m) * (1.0f / 16777216.0f);  // m * 2^-24
+    memcpy(&x, &f, 4);
+    x |= sign;
+  } else if (e == 31) {
+    x = sign | 0x7f800000u | (m << 13);
+  } else {
+    x = sign | ((e + 112) << 23) | (m << 13);
+  }
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loads and stores: storage dtype f32 / bf16 / f16 / bool (uint8) <-> f32 vector of Lanes(d).
+// Pointers need no alignment unless the name says Stream (aligned to the stored bytes' width).
+
+// Loads Lanes(d) floats.
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadF32(D d, const float* HWY_RESTRICT p) {
+  return hn::LoadU(d, p);
+}
+// Loads Lanes(d) bf16 values widened to f32 (exact).
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadF32(D d, const hwy::bfloat16_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint16_t, D> du16;
+  const hn::RebindToUnsigned<D> du32;
+  const auto bits = hn::PromoteTo(du32, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p)));
+  return hn::BitCast(d, hn::ShiftLeft<16>(bits));
+}
+// Loads Lanes(d) f16 values widened to f32 (exact).
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadF32(D d, const hwy::float16_t* HWY_RESTRICT p) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const hn::Rebind<hwy::float16_t, D> df16;
+  return hn::PromoteTo(d, hn::LoadU(df16, p));
+#else
+  HWY_ALIGN float tmp[hn::MaxLanes(d)];
+  const uint16_t* u = reinterpret_cast<const uint16_t*>(p);
+  for (size_t i = 0; i < hn::Lanes(d); ++i) tmp[i] = F32FromF16Bits(u[i]);
+  return hn::Load(d, tmp);
+#endif
+}
+
+// Loads Lanes(d) bools (uint8 0/1, how tensors store bool) as 0/1 floats.
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadF32(D d, const uint8_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint8_t, D> du8;
+  const hn::RebindToSigned<D> di32;
+  return hn::ConvertTo(
+      d, hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(du8, p))));
+}
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && !defined(__AVX512BF16__) && \
+    (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
+namespace detail {
+// Whether the CPU has AVX512_BF16 (checked once at load time): the dispatched AVX-512 code then
+// narrows with VCVTNEPS2BF16 through inline asm (no compiler target flag needed).
+inline const bool kCpuHasAvx512Bf16 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") != 0;
+}();
+}  // namespace detail
+#endif
+
+// Narrows f32 lanes to bf16 bits with round-to-nearest-even (Highway 1.0.3's DemoteTo truncates)
+// and subnormals flushed to signed zero (ubfuse's bf16 rule, include/ubfuse/dtype.h). One
+// VCVTNEPS2BF16 where the CPU has AVX512_BF16 (it flushes them itself), else integer rounding
+// (about 11 ops): every target stores the same bits.
+template <class D>
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> BF16BitsFromF32V(D d, hn::VFromD<D> v) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
+  // Compiled for a CPU with AVX512_BF16 (e.g. generated code with -march=native).
+  if constexpr (hn::MaxLanes(D()) == 16) {
+    return hn::Vec256<uint16_t>{(__m256i)_mm512_cvtneps_pbh(v.raw)};
+  }
+#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
+  if constexpr (hn::MaxLanes(D()) == 16) {
+    if (detail::kCpuHasAvx512Bf16) {
+      __m256i r;
+      asm("vcvtneps2bf16 %1, %0" : "=v"(r) : "v"(v.raw));
+      return hn::Vec256<uint16_t>{r};
+    }
+  }
+#endif
+  const hn::RebindToUnsigned<D> du32;
+  const hn::RebindToSigned<D> di32;
+  const hn::Rebind<uint16_t, D> du16;
+  const auto u = hn::BitCast(du32, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
+  auto r = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du32, 0x7fffu), lsb)));
+  const auto nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40u));
+  r = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), nan, r);
+  // Zero exponent: a subnormal (or zero) becomes its sign's zero, as VCVTNEPS2BF16 makes it.
+  const auto exponent = hn::And(u, hn::Set(du32, 0x7f800000u));
+  r = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du32)),
+                     hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 0x8000u)), r);
+  (void)d;
+  return hn::DemoteTo(du16, hn::BitCast(di32, r));  // values < 2^16: exact
+}
+
+// Stores Lanes(d) floats.
+template <class D>
+HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, float* HWY_RESTRICT p) {
+  hn::StoreU(v, d, p);
+}
+// Stores Lanes(d) values rounded to bf16 (nearest even).
+template <class D>
+HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, hwy::bfloat16_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint16_t, D> du16;
+  hn::StoreU(BF16BitsFromF32V(d, v), du16, reinterpret_cast<uint16_t*>(p));
+}
+// Stores Lanes(d) values rounded to f16 (nearest even; overflow -> inf).
+template <class D>
+HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, hwy::float16_t* HWY_RESTRICT p) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  (void)d;
+  const hn::Rebind<hwy::float16_t, D> df16;
+  hn::StoreU(hn::DemoteTo(df16, v), df16, p);
+#else
+  HWY_ALIGN float tmp[hn::MaxLanes(d)];
+  hn::Store(v, d, tmp);
+  uint16_t* u = reinterpret_cast<uint16_t*>(p);
+  for (size_t i = 0; i < hn::Lanes(d); ++i) u[i] = F16BitsFromF32(tmp[i]);
+#endif
+}
+
+// Stores Lanes(d) values as bools (uint8: 1 where nonzero or NaN, else 0).
+template <class D>
+HWY_INLINE void StoreF32(hn::VFromD<D> v, D d, uint8_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint8_t, D> du8;
+  const hn::RebindToSigned<D> di32;
+  const auto bits =
+      hn::IfThenElseZero(hn::RebindMask(di32, hn::Ne(v, hn::Zero(d))), hn::Set(di32, 1));
+  hn::StoreU(hn::DemoteTo(du8, bits), du8, p);
+}
+
+// Non-temporal store of Lanes(d) floats; p aligned to the vector width. Call hwy::FlushStream()
+// before other threads read the data.
+template <class D>
+HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, float* HWY_RESTRICT p) {
+  hn::Stream(v, d, p);
+}
+// Non-temporal store as bf16; p aligned to Lanes(d) * 2 bytes.
+template <class D>
+HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, hwy::bfloat16_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint16_t, D> du16;
+  hn::Stream(BF16BitsFromF32V(d, v), du16, reinterpret_cast<uint16_t*>(p));
+}
+// Non-temporal store as f16 (plain store where the target has no F16C); p aligned to Lanes*2.
+template <class D>
+HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, hwy::float16_t* HWY_RESTRICT p) {
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  (void)d;
+  const hn::Rebind<hwy::float16_t, D> df16;
+  const hn::Rebind<uint16_t, D> du16;
+  hn::Stream(hn::BitCast(du16, hn::DemoteTo(df16, v)), du16, reinterpret_cast<uint16_t*>(p));
+#else
+  StoreF32(v, d, p);
+#endif
+}
+// Bools (a quarter of a vector's bytes, rarely aligned for a stream): a plain store.
+template <class D>
+HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, uint8_t* HWY_RESTRICT p) {
+  StoreF32(v, d, p);
+}
+
+// Loads the first n (< Lanes(d) allowed, also 0) elements; other lanes are 0. Never reads past
+// p[n-1].
+template <class D, typename T>
+HWY_INLINE hn::VFromD<D> LoadNF32(D d, const T* HWY_RESTRICT p, size_t n) {
+  HWY_ALIGN T tmp[hn::MaxLanes(d)];
+  memset(tmp, 0, sizeof(tmp));
+  memcpy(tmp, p, n * sizeof(T));
+  return LoadF32(d, tmp);
+}
+// Stores the first n lanes; never writes past p[n-1].
+template <class D, typename T>
+HWY_INLINE void StoreNF32(hn::VFromD<D> v, D d, T* HWY_RESTRICT p, size_t n) {
+  HWY_ALIGN T tmp[hn::MaxLanes(d)];
+  StoreF32(v, d, tmp);
+  memcpy(p, tmp, n * sizeof(T));
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#endif  // UBFUSE_KERNELS_CPU_VEC_STORAGE_INL_H_
