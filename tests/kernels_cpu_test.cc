@@ -119,28 +119,38 @@ void unary_all_dtypes_and_sizes() {
   }
 }
 
+// Runs the shape-keeping op f(x) through its eager kernel on x; its constants (weights made with
+// b.constant) come from the node.
+Tensor run_eager_op(const std::function<V(GraphBuilder&, V)>& f, const Tensor& x) {
+  GraphBuilder b;
+  V y = f(b, b.input("x", x.dtype(), to_shape(x.sizes())));
+  b.output("y", y);
+  Graph g = b.build();
+  Tensor out(y->dtype, x.sizes());
+  std::vector<Tensor> outs{out};
+  cpu::make_op_kernel(*y->producer)->run({x}, outs, pool2());
+  return out;
+}
+
+// |got - want| in ulps of want rounded to f32.
+double ulps_off(float got, double want) {
+  const float wf = float(want);
+  const double ulp = std::nextafter(std::fabs(wf), INFINITY) - std::fabs(wf);
+  return std::fabs(double(got) - want) / ulp;
+}
+
 // Maximum error in ulps of f32 results over a dense sweep, vs the double function.
 double max_ulp(const std::function<V(GraphBuilder&, V)>& f, const std::function<double(double)>& g,
                double lo, double hi, int64_t n = 200001) {
   std::vector<float> xs(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) xs[size_t(i)] = float(lo + (hi - lo) * double(i) / double(n - 1));
-  GraphBuilder b;
-  V x = b.input("x", DType::f32, {n});
-  V y = f(b, x);
-  b.output("y", y);
-  Graph gr = b.build();
-  Tensor in = Tensor::from_floats(DType::f32, {n}, xs);
-  Tensor out(DType::f32, {n});
-  std::vector<Tensor> outs{out};
-  cpu::make_op_kernel(*y->producer)->run({in}, outs, pool2());
+  const Tensor out = run_eager_op(f, Tensor::from_floats(DType::f32, {n}, xs));
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double want = g(double(xs[size_t(i)]));
     const float wf = float(want);
     if (wf == 0.0f || std::isinf(wf)) continue;
-    const double ulp = std::nextafter(std::fabs(wf), INFINITY) - std::fabs(wf);
-    const double e = std::fabs(double(out.data_as<float>()[i]) - want) / ulp;
-    worst = std::max(worst, e);
+    worst = std::max(worst, ulps_off(out.data_as<float>()[i], want));
   }
   return worst;
 }
@@ -201,24 +211,15 @@ double softmax_pair_max_ulp(double lo, double hi, int64_t n = 200001) {
     xs[size_t(2 * i)] = 0.0f;
     xs[size_t(2 * i + 1)] = float(lo + (hi - lo) * double(i) / double(n - 1));
   }
-  GraphBuilder b;
-  V x = b.input("x", DType::f32, {n, 2});
-  V y = b.softmax(x);
-  b.output("y", y);
-  Graph gr = b.build();
-  Tensor in = Tensor::from_floats(DType::f32, {n, 2}, xs);
-  Tensor out(DType::f32, {n, 2});
-  std::vector<Tensor> outs{out};
-  cpu::make_op_kernel(*y->producer)->run({in}, outs, pool2());
+  const Tensor out = run_eager_op([](GraphBuilder& b, V v) { return b.softmax(v); },
+                                  Tensor::from_floats(DType::f32, {n, 2}, xs));
   double worst = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double e = std::exp(double(xs[size_t(2 * i + 1)]));
     const double want[2] = {1 / (1 + e), e / (1 + e)};
     for (int k = 0; k < 2; ++k) {
-      const float wf = float(want[k]);
-      if (wf == 0.0f) continue;
-      const double ulp = std::nextafter(std::fabs(wf), INFINITY) - std::fabs(wf);
-      worst = std::max(worst, std::fabs(double(out.data_as<float>()[2 * i + k]) - want[k]) / ulp);
+      if (float(want[k]) == 0.0f) continue;
+      worst = std::max(worst, ulps_off(out.data_as<float>()[2 * i + k], want[k]));
     }
   }
   return worst;
@@ -780,21 +781,12 @@ void cast_all_pairs() {
 // output of the whole tensor.
 Tensor expect_rows_as_alone(const std::function<V(GraphBuilder&, V)>& f, const Tensor& x) {
   const int64_t rows = x.dim(0), cols = x.dim(1);
-  auto run = [&](const Tensor& in) {
-    GraphBuilder b;
-    V y = f(b, b.input("x", DType::f32, {in.dim(0), cols}));
-    b.output("y", y);
-    Graph g = b.build();
-    Tensor out(DType::f32, {in.dim(0), cols});
-    std::vector<Tensor> outs{out};
-    cpu::make_op_kernel(*y->producer)->run({in}, outs, pool2());
-    return out;
-  };
-  Tensor all = run(x);
+  Tensor all = run_eager_op(f, x);
   const float* p = x.data_as<float>();
   for (int64_t r = 0; r < rows; ++r) {
-    Tensor alone = run(Tensor::from_floats(DType::f32, {1, cols},
-                                           std::vector<float>(p + r * cols, p + (r + 1) * cols)));
+    Tensor alone =
+        run_eager_op(f, Tensor::from_floats(DType::f32, {1, cols},
+                                            std::vector<float>(p + r * cols, p + (r + 1) * cols)));
     for (int64_t c = 0; c < cols; ++c) {
       const float a = all.data_as<float>()[r * cols + c], e = alone.data_as<float>()[c];
       EXPECT_TRUE(a == e || (std::isnan(a) && std::isnan(e))) << "row " << r << " col " << c;
