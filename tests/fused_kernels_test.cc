@@ -301,6 +301,13 @@ TEST(KernelIr, SeedBlockKeepsTheSumInOneSlot) {
   const std::string prog = kir::to_string(*p);
   EXPECT_NE(prog.find("load in0 sample 0.5"), std::string::npos) << prog;
   EXPECT_NE(prog.find("rowsumsq"), std::string::npos) << prog;
+  // Every row takes 2 sums (of d and d^2); the sums at 2^-64 are guarded: a loop of their own,
+  // only for rows whose sum of d^2 passed 2^100.
+  ASSERT_EQ(ub.phases.size(), 2u);
+  EXPECT_EQ(ub.phases[0].reductions.size(), 2u) << text;
+  ASSERT_EQ(ub.phases[0].rescues.size(), 1u) << text;
+  EXPECT_EQ(ub.phases[0].rescues[0].reductions.size(), 2u) << text;
+  EXPECT_NE(text.find("| if %"), std::string::npos) << text;
   EXPECT_EQ(ub_bytes_per_row(fg, 4096), 4096 * 4);
   EXPECT_EQ(ub_bytes_per_row(fg, 4097), (4096 + 16) * 4);
   EXPECT_TRUE(rr.rereads());

@@ -78,5 +78,36 @@ TEST(NormStatistics, HugeAndTinyRowsKeepTheirPrecision) {
   expect_all_engines_match(add_layer_norm_silu(4), in);
 }
 
+// The fused kernels take the 2^-64 sums only for rows whose sum of d^2 passed 2^100, in a loop
+// of their own (kir guarded reductions). Huge rows among ordinary ones, at positions that make
+// them the first row of a thread's range and the next row of the pipelined loop, with one and
+// two threads: every row must come out as the reference has it. RMSNorm's guarded sum too.
+TEST(NormStatistics, HugeRowsAmongOrdinaryOnesTakeTheRescueSums) {
+  const int64_t rows = 16;
+  Tensor x = Tensor::random(DType::f32, {rows, kCols}, 7);
+  for (int64_t k : {0, 1, 2, 7, 8, 13}) {
+    for (int64_t c = 0; c < kCols; c++) x.set(k * kCols + c, x.get(k * kCols + c) * 1e25);
+  }
+  std::map<std::string, Tensor> in = inputs_with(x);
+  GraphBuilder b;
+  auto xi = b.input("x", DType::f32, {rows, kCols});
+  auto r = b.input("r", DType::f32, {rows, kCols});
+  auto w = b.input("w", DType::f32, {kCols});
+  auto bias = b.input("bias", DType::f32, {kCols});
+  auto sum = b.add(xi, r);
+  b.output("y", b.silu(b.layer_norm(sum, w, bias, 1e-5)));
+  b.output("rms", b.rms_norm(sum, w, 1e-6));
+  Graph g = b.build();
+  for (const char* threads : {"1", "2"}) {
+    for (const char* engine : {"cpp", "interpreter"}) {
+      Options o = testing::engine_opts(engine);
+      o["num_threads"] = threads;
+      EXPECT_EQ(compile(g, o).kernels().size(), 1u) << engine;
+      EXPECT_TRUE(testing::matches_reference(g, in, o)) << engine << " threads " << threads;
+    }
+  }
+  expect_all_engines_match(add_layer_norm_silu(rows), in);
+}
+
 }  // namespace
 }  // namespace ubfuse

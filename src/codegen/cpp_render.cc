@@ -92,6 +92,10 @@ class Renderer {
     std::vector<int> carried = s.before;
     carried.insert(carried.end(), s.phases[0].reductions.begin(), s.phases[0].reductions.end());
     carried.insert(carried.end(), s.phases[0].after.begin(), s.phases[0].after.end());
+    for (const kir::Phase::Rescue& r : s.phases[0].rescues) {
+      carried.insert(carried.end(), r.reductions.begin(), r.reductions.end());
+    }
+    carried.insert(carried.end(), s.phases[0].after_rescue.begin(), s.phases[0].after_rescue.end());
     for (int e : carried) copy += " " + rv(e) + " = n" + rv(e) + ";";
     if (!copy.empty()) o_ << in2 << copy.substr(1) << "\n";
     o_ << ind << "} else {\n";
@@ -245,7 +249,33 @@ class Renderer {
     }
     o_ << outer << "}\n";
     for (int e : ph.after) row_expr(e, outer);
+    for (const kir::Phase::Rescue& r : ph.rescues) rescue(r, outer);
+    for (int e : ph.after_rescue) row_expr(e, outer);
     for (int o : ph.row_outs_after) row_out(o, outer);
+  }
+
+  // Guarded reductions: 0, or where the guard holds, a loop of their own over the row that
+  // recomputes their operands from the inputs.
+  void rescue(const kir::Phase::Rescue& r, const std::string& outer) {
+    for (int e : r.reductions) {
+      o_ << outer << (assign_ ? "" : "float ") << rv(e) << " = 0.f;\n";
+    }
+    o_ << outer << "if (" << rv(r.guard) << " != 0.f) {  // rare: recomputed from the inputs\n";
+    kir::Phase ph;
+    ph.compute = r.compute;
+    ph.reductions = r.reductions;
+    const std::string ind = outer + "  ";
+    pass_setup(ph, ind);
+    o_ << ind << "int64_t i0 = 0;\n";
+    o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
+    steps(ph, ind + "  ");
+    o_ << ind << "}\n";
+    last_steps(ph, ind);
+    for (int e : r.reductions) {
+      const std::string a = acc(e);
+      o_ << ind << rv(e) << " = " << row_acc(e) << "::Finish(d, " << a << ", " << a << "b);\n";
+    }
+    o_ << outer << "}\n";
   }
 
   std::string acc(int e) const { return pfx_ + "acc" + std::to_string(e); }

@@ -57,62 +57,16 @@ class Builder {
     for (int e : s.before) v.before.push_back(row_instr(e));
     for (int o : s.row_outs_before) v.before.push_back(row_out(o));
     for (const kir::Phase& ph : s.phases) {
-      Pass pass;
-      std::map<int, bool> splatted;
-      for (int e : ph.compute) {
-        const kir::Expr& x = p_.exprs[size_t(e)];
-        for (int o : {x.a, x.b, x.c}) {
-          if (o >= 0 && p_.exprs[size_t(o)].row && !splatted[o]) {
-            splatted[o] = true;
-            Instr in;
-            in.kind = Kind::Splat;
-            in.dst = splat_reg(o);
-            in.a = o;
-            pass.splats.push_back(in);
-          }
-        }
-      }
-      for (int e : ph.slot_loads) {
-        Instr in;
-        in.kind = Kind::LoadSlot;
-        in.dst = reg(e);
-        in.arg = s.slot[size_t(e)];
-        pass.col.push_back(in);
-      }
-      for (int e : ph.compute) {
-        const kir::Expr& x = p_.exprs[size_t(e)];
-        Instr in;
-        in.op = x.op;
-        in.dst = reg(e);
-        in.imm = x.imm;
-        if (x.op == kir::Op::Load) {
-          in.kind = Kind::LoadIn;
-          in.arg = x.arg;
-          in.dtype = p_.inputs[size_t(x.arg)].dtype;
-        } else {
-          in.a = operand_reg(x.a);
-          in.b = operand_reg(x.b);
-          in.c = operand_reg(x.c);
-        }
-        pass.col.push_back(in);
-      }
-      for (int e : ph.slot_stores) {
-        Instr in;
-        in.kind = Kind::StoreSlot;
-        in.a = reg(e);
-        in.arg = s.slot[size_t(e)];
-        pass.col.push_back(in);
-      }
-      for (int o : ph.out_stores) {
-        Instr in = row_out(o);
-        in.a = reg(in.a);
-        pass.col.push_back(in);
-      }
-      for (int e : ph.reductions) {
-        pass.reductions.push_back({p_.exprs[size_t(e)].op, reg(p_.exprs[size_t(e)].a), e});
-      }
+      Pass pass = col_pass(ph, s);
       for (int e : ph.after) pass.after.push_back(row_instr(e));
-      for (int o : ph.row_outs_after) pass.after.push_back(row_out(o));
+      for (const kir::Phase::Rescue& r : ph.rescues) {
+        kir::Phase rp;
+        rp.compute = r.compute;
+        rp.reductions = r.reductions;
+        pass.rescues.push_back({r.guard, col_pass(rp, s)});
+      }
+      for (int e : ph.after_rescue) pass.after_rescue.push_back(row_instr(e));
+      for (int o : ph.row_outs_after) pass.after_rescue.push_back(row_out(o));
       v.passes.push_back(std::move(pass));
     }
     return v;
@@ -121,6 +75,65 @@ class Builder {
   int num_regs() const { return next_; }
 
  private:
+  // The column part of a pass: splats, slot loads, the chain, slot and output stores, reductions.
+  Pass col_pass(const kir::Phase& ph, const kir::Schedule& s) {
+    Pass pass;
+    std::map<int, bool> splatted;
+    for (int e : ph.compute) {
+      const kir::Expr& x = p_.exprs[size_t(e)];
+      for (int o : {x.a, x.b, x.c}) {
+        if (o >= 0 && p_.exprs[size_t(o)].row && !splatted[o]) {
+          splatted[o] = true;
+          Instr in;
+          in.kind = Kind::Splat;
+          in.dst = splat_reg(o);
+          in.a = o;
+          pass.splats.push_back(in);
+        }
+      }
+    }
+    for (int e : ph.slot_loads) {
+      Instr in;
+      in.kind = Kind::LoadSlot;
+      in.dst = reg(e);
+      in.arg = s.slot[size_t(e)];
+      pass.col.push_back(in);
+    }
+    for (int e : ph.compute) {
+      const kir::Expr& x = p_.exprs[size_t(e)];
+      Instr in;
+      in.op = x.op;
+      in.dst = reg(e);
+      in.imm = x.imm;
+      if (x.op == kir::Op::Load) {
+        in.kind = Kind::LoadIn;
+        in.arg = x.arg;
+        in.dtype = p_.inputs[size_t(x.arg)].dtype;
+      } else {
+        in.a = operand_reg(x.a);
+        in.b = operand_reg(x.b);
+        in.c = operand_reg(x.c);
+      }
+      pass.col.push_back(in);
+    }
+    for (int e : ph.slot_stores) {
+      Instr in;
+      in.kind = Kind::StoreSlot;
+      in.a = reg(e);
+      in.arg = s.slot[size_t(e)];
+      pass.col.push_back(in);
+    }
+    for (int o : ph.out_stores) {
+      Instr in = row_out(o);
+      in.a = reg(in.a);
+      pass.col.push_back(in);
+    }
+    for (int e : ph.reductions) {
+      pass.reductions.push_back({p_.exprs[size_t(e)].op, reg(p_.exprs[size_t(e)].a), e});
+    }
+    return pass;
+  }
+
   const kir::Program& p_;
   std::map<int, int> reg_;
   int next_ = 0;

@@ -42,11 +42,22 @@ struct Reduction {
   int dst;     // row scalar (expr id)
 };
 
+struct GuardedPass;
+
 struct Pass {
   std::vector<Instr> splats;
   std::vector<Instr> col;  // slot loads first, then computes, then stores
   std::vector<Reduction> reductions;
-  std::vector<Instr> after;  // row instrs, then row output stores
+  std::vector<Instr> after;  // row instrs
+  // kir::Phase::rescues: passes run only where row scalar `guard` is nonzero (their reductions
+  // are 0 elsewhere), then the row instrs that use them and the row output stores.
+  std::vector<GuardedPass> rescues;
+  std::vector<Instr> after_rescue;
+};
+
+struct GuardedPass {
+  int guard = -1;  // row scalar (expr id)
+  Pass pass;       // col instrs and reductions only
 };
 
 struct Variant {

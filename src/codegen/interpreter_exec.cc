@@ -307,6 +307,72 @@ void RunRowInstrs(const std::vector<Instr>& instrs, float* rowv, const UbfKernel
   }
 }
 
+// One pass's column part over the row: splats, the tiles of its col instrs, its reductions.
+void RunPassTiles(const interp::Pass& pass, const UbfKernelArgs* args, float* ub, float* regs,
+                  float* rowv, const char* const* in_rows, char* const* out_rows,
+                  std::vector<float>& acc_mem) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const int64_t cols = args->cols;
+  for (const Instr& s : pass.splats) {
+    float* dst = regs + size_t(s.dst) * interp::kTile;
+    const VF v = hn::Set(d, rowv[s.a]);
+    for (size_t i = 0; i < size_t(interp::kTile); i += L) hn::Store(v, d, dst + i);
+  }
+  acc_mem.resize(pass.reductions.size() * hn::MaxLanes(d) + hn::MaxLanes(d));
+  float* acc = acc_mem.data();
+  for (size_t k = 0; k < pass.reductions.size(); k++) {
+    WithRowAcc(pass.reductions[k].op,
+               [&]<class Acc>() HWY_ATTR { hn::StoreU(Acc::Init(d), d, acc + k * L); });
+  }
+  for (int64_t c0 = 0; c0 < cols; c0 += interp::kTile) {
+    const size_t n = size_t(std::min<int64_t>(interp::kTile, cols - c0));
+    for (const Instr& in : pass.col) {
+      switch (in.kind) {
+        case Kind::LoadIn: {
+          const size_t es = dtype_size(in.dtype);
+          LoadAny(in.dtype, in_rows[in.arg] + size_t(c0) * es,
+                  regs + size_t(in.dst) * interp::kTile, n);
+          break;
+        }
+        case Kind::LoadSlot:
+          LoadTile<float>(ub + in.arg * args->slot_floats + c0,
+                          regs + size_t(in.dst) * interp::kTile, n);
+          break;
+        case Kind::StoreSlot:
+          StoreTile<float>(regs + size_t(in.a) * interp::kTile,
+                           ub + in.arg * args->slot_floats + c0, n);
+          break;
+        case Kind::StoreOut: {
+          const size_t es = dtype_size(in.dtype);
+          StoreAny(in.dtype, regs + size_t(in.a) * interp::kTile,
+                   out_rows[in.arg] + size_t(c0) * es, n);
+          break;
+        }
+        default:
+          ComputeTile(in, regs, n);
+          break;
+      }
+    }
+    for (size_t k = 0; k < pass.reductions.size(); k++) {
+      const float* src = regs + size_t(pass.reductions[k].src) * interp::kTile;
+      WithRowAcc(pass.reductions[k].op, [&]<class Acc>() HWY_ATTR {
+        VF a = hn::LoadU(d, acc + k * L);
+        size_t i = 0;
+        for (; i + L <= n; i += L) a = Acc::Step(d, a, hn::Load(d, src + i));
+        if (i < n) a = Acc::StepTail(d, a, hn::Load(d, src + i), n - i);
+        hn::StoreU(a, d, acc + k * L);
+      });
+    }
+  }
+  for (size_t k = 0; k < pass.reductions.size(); k++) {
+    const VF a = hn::LoadU(d, acc + k * L);
+    WithRowAcc(pass.reductions[k].op, [&]<class Acc>() HWY_ATTR {
+      rowv[size_t(pass.reductions[k].dst)] = Acc::Finish(d, a, Acc::Init(d));
+    });
+  }
+}
+
 struct Scratch {
   hwy::AlignedFreeUniquePtr<float[]> regs;
   size_t size = 0;
@@ -314,8 +380,6 @@ struct Scratch {
 
 void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin, int64_t row_end,
              float* ub, int64_t ub_floats) {
-  const DF d;
-  const size_t L = hn::Lanes(d);
   static thread_local Scratch scratch;
   size_t need = size_t(tp.num_col_regs + 1) * interp::kTile;
   if (scratch.size < need) {
@@ -330,7 +394,6 @@ void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin
   std::vector<const char*> in_rows(nin);
   std::vector<char*> out_rows(nout);
   RunRowInstrs(tp.per_call, rowv.data(), args, in_rows.data(), out_rows.data(), tp.out_dtypes);
-  const int64_t cols = args->cols;
   (void)ub_floats;
   // Reduction accumulators, one vector each (kept in memory: some targets' vectors are sizeless).
   std::vector<float> acc_mem;
@@ -345,64 +408,18 @@ void RunRows(const TileProgram& tp, const UbfKernelArgs* args, int64_t row_begin
     }
     RunRowInstrs(var.before, rowv.data(), args, in_rows.data(), out_rows.data(), tp.out_dtypes);
     for (const interp::Pass& pass : var.passes) {
-      for (const Instr& s : pass.splats) {
-        float* dst = regs + size_t(s.dst) * interp::kTile;
-        const VF v = hn::Set(d, rowv[s.a]);
-        for (size_t i = 0; i < size_t(interp::kTile); i += L) hn::Store(v, d, dst + i);
-      }
-      acc_mem.resize(pass.reductions.size() * hn::MaxLanes(d) + hn::MaxLanes(d));
-      float* acc = acc_mem.data();
-      for (size_t k = 0; k < pass.reductions.size(); k++) {
-        WithRowAcc(pass.reductions[k].op,
-                   [&]<class Acc>() HWY_ATTR { hn::StoreU(Acc::Init(d), d, acc + k * L); });
-      }
-      for (int64_t c0 = 0; c0 < cols; c0 += interp::kTile) {
-        const size_t n = size_t(std::min<int64_t>(interp::kTile, cols - c0));
-        for (const Instr& in : pass.col) {
-          switch (in.kind) {
-            case Kind::LoadIn: {
-              const size_t es = dtype_size(in.dtype);
-              LoadAny(in.dtype, in_rows[in.arg] + size_t(c0) * es,
-                      regs + size_t(in.dst) * interp::kTile, n);
-              break;
-            }
-            case Kind::LoadSlot:
-              LoadTile<float>(ub + in.arg * args->slot_floats + c0,
-                              regs + size_t(in.dst) * interp::kTile, n);
-              break;
-            case Kind::StoreSlot:
-              StoreTile<float>(regs + size_t(in.a) * interp::kTile,
-                               ub + in.arg * args->slot_floats + c0, n);
-              break;
-            case Kind::StoreOut: {
-              const size_t es = dtype_size(in.dtype);
-              StoreAny(in.dtype, regs + size_t(in.a) * interp::kTile,
-                       out_rows[in.arg] + size_t(c0) * es, n);
-              break;
-            }
-            default:
-              ComputeTile(in, regs, n);
-              break;
-          }
-        }
-        for (size_t k = 0; k < pass.reductions.size(); k++) {
-          const float* src = regs + size_t(pass.reductions[k].src) * interp::kTile;
-          WithRowAcc(pass.reductions[k].op, [&]<class Acc>() HWY_ATTR {
-            VF a = hn::LoadU(d, acc + k * L);
-            size_t i = 0;
-            for (; i + L <= n; i += L) a = Acc::Step(d, a, hn::Load(d, src + i));
-            if (i < n) a = Acc::StepTail(d, a, hn::Load(d, src + i), n - i);
-            hn::StoreU(a, d, acc + k * L);
-          });
-        }
-      }
-      for (size_t k = 0; k < pass.reductions.size(); k++) {
-        const VF a = hn::LoadU(d, acc + k * L);
-        WithRowAcc(pass.reductions[k].op, [&]<class Acc>() HWY_ATTR {
-          rowv[size_t(pass.reductions[k].dst)] = Acc::Finish(d, a, Acc::Init(d));
-        });
-      }
+      RunPassTiles(pass, args, ub, regs, rowv.data(), in_rows.data(), out_rows.data(), acc_mem);
       RunRowInstrs(pass.after, rowv.data(), args, in_rows.data(), out_rows.data(), tp.out_dtypes);
+      for (const interp::GuardedPass& g : pass.rescues) {
+        if (rowv[size_t(g.guard)] != 0.0f) {
+          RunPassTiles(g.pass, args, ub, regs, rowv.data(), in_rows.data(), out_rows.data(),
+                       acc_mem);
+        } else {
+          for (const auto& red : g.pass.reductions) rowv[size_t(red.dst)] = 0.0f;
+        }
+      }
+      RunRowInstrs(pass.after_rescue, rowv.data(), args, in_rows.data(), out_rows.data(),
+                   tp.out_dtypes);
     }
   }
 }

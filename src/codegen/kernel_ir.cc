@@ -196,6 +196,7 @@ std::string to_string(const Program& p) {
     for (int x : {e.a, e.b, e.c}) {
       if (x >= 0) o << " %" << x;
     }
+    if (e.guard >= 0) o << " if %" << e.guard;
     o << (e.row ? "  : row" : "  : col");
     if (!p.phase.empty()) o << " p" << p.phase[i];
     if (!e.note.empty()) o << "  # " << e.note;
@@ -233,6 +234,11 @@ std::string to_string(const Program& p, const Schedule& s) {
     if (!ph.reductions.empty()) o << " | reduce " << list(ph.reductions);
     if (!ph.out_stores.empty()) o << " | write " << list(ph.out_stores, "out");
     if (!ph.after.empty()) o << " | then " << list(ph.after);
+    for (const Phase::Rescue& r : ph.rescues) {
+      o << " | if %" << r.guard << ": compute " << list(r.compute) << " reduce "
+        << list(r.reductions);
+    }
+    if (!ph.after_rescue.empty()) o << " | then " << list(ph.after_rescue);
     if (!ph.row_outs_after.empty()) o << " | write " << list(ph.row_outs_after, "out");
     o << "\n";
   }

@@ -103,7 +103,12 @@ struct Expr {
   int a = -1, b = -1, c = -1;
   int arg = -1;  // Load: input index
   Align align = Align::Col;
-  float imm = 0;     // Const value, Pow exponent, Sample's column fraction
+  float imm = 0;  // Const value, Pow exponent, Sample's column fraction
+  // A reduction with a guard (a row scalar of the same pass) is a rare one: it is taken only for
+  // rows where the guard is nonzero, by a loop of its own that recomputes its operand from the
+  // inputs, and is 0 elsewhere. Fused LayerNorm and RMSNorm take their statistics at 2^-64 so
+  // only after their plain sum of squares overflowed, instead of on every row.
+  int guard = -1;
   std::string note;  // source node name, for comments
 };
 
@@ -143,6 +148,16 @@ struct Phase {
   std::vector<int> reductions;      // RowSum/RowSumSq/RowMax/RowMaxAbs exprs of this pass
   std::vector<int> after;           // row scalars computed after the pass, topological
   std::vector<int> row_outs_after;  // output indices (row outputs) written after the pass
+  // Guarded reductions of this pass: after `after`, each Rescue whose guard is nonzero runs a
+  // loop over the row computing `compute` (from the inputs, no slots) and its reductions; then
+  // `after_rescue`, the row scalars that use them, then `row_outs_after`.
+  struct Rescue {
+    int guard = -1;
+    std::vector<int> compute;     // column values, topological (Loads included)
+    std::vector<int> reductions;  // guarded reductions, 0 when the guard is 0
+  };
+  std::vector<Rescue> rescues;
+  std::vector<int> after_rescue;
 };
 
 struct Schedule {

@@ -112,7 +112,8 @@ class Lowerer {
   }
 
   int add(const Expr& e) {
-    auto key = std::make_tuple(int(e.op), e.row, e.a, e.b, e.c, e.arg, int(e.align), e.imm);
+    auto key =
+        std::make_tuple(int(e.op), e.row, e.a, e.b, e.c, e.arg, int(e.align), e.imm, e.guard);
     auto it = cse_.find(key);
     if (it != cse_.end()) return it->second;
     prog_->exprs.push_back(e);
@@ -190,6 +191,18 @@ class Lowerer {
     return row(Op::Max, row(Op::Min, a, b), row(Op::Min, row(Op::Max, a, b), c));
   }
   const Input& p_input(int arg) const { return prog_->inputs[size_t(arg)]; }
+
+  // Reduction `op` of column value x, taken only where row scalar `guard` is nonzero (-1: always).
+  int guarded(Op op, int x, int guard) {
+    if (guard < 0 || prog_->exprs[size_t(x)].row) return mk(op, true, x);
+    Expr e;
+    e.op = op;
+    e.row = true;
+    e.a = x;
+    e.guard = guard;
+    e.note = note_;
+    return add(e);
+  }
 
   // The expression reading `v` as an operand of an op of form `f`.
   int operand(const Value* v, Form f) {
@@ -416,13 +429,15 @@ class Lowerer {
       }
       case OpKind::RMSNorm: {
         // A second sum of squares at 2^-64 takes over where the plain one passes 2^100 (|x|
-        // beyond ~1e15): then x^2 overflowed or eps is negligible. 2 vector ops per element.
+        // beyond ~1e15): then x^2 overflowed or eps is negligible. Only such rows take it (a
+        // guarded reduction: one more loop over the row, re-reading the inputs).
         int ss = row(Op::RowSumSq, x);
+        int small = row(Op::Lt, ss, cnst(0x1p100));
         int xs = col(Op::Mul, x, cnst(0x1p-64));
-        int ss_small = row(Op::RowSumSq, xs);
+        int ss_small = guarded(Op::RowSumSq, xs, row(Op::Not, small));
         int r = row(Op::Rsqrt, row(Op::Add, row(Op::Div, ss, cols()), cnst(eps)));
         int r_big = row(Op::Mul, row(Op::Rsqrt, row(Op::Div, ss_small, cols())), cnst(0x1p-64));
-        r = mk(Op::Where, true, row(Op::Lt, ss, cnst(0x1p100)), r, r_big);
+        r = mk(Op::Where, true, small, r, r_big);
         return affine(col(Op::Mul, x, r), 1);
       }
       case OpKind::Softmax: {
@@ -449,7 +464,8 @@ class Lowerer {
   // c must lie within a few standard deviations of the mean: a median of 3 samples does unless
   // two of them are outliers.
   // The same sums of d 2^-64 take over where the sum of d^2 passes 2^100 (|x - c| beyond ~1e15:
-  // d^2 overflowed, or eps is negligible). 6 vector ops per element, no pass over the UB.
+  // d^2 overflowed, or eps is negligible); only such rows take them (guarded reductions, in a
+  // loop of their own). 3 vector ops per element, no pass over the UB.
   int layer_norm_one_pass(int x, int c, double eps) {
     auto col = [&](Op op, int a, int b = -1) { return mk(op, false, a, b); };
     auto row = [&](Op op, int a, int b = -1) { return mk(op, true, a, b); };
@@ -458,16 +474,18 @@ class Lowerer {
     int d = col(Op::Sub, x, c);
     int ds = mk(Op::MulAdd, false, x, cnst(k), row(Op::Neg, row(Op::Mul, c, cnst(k))));
     // Mean and 1 / sqrt(var + eps) from sums of v (and of v^2) scaled by the same power of 2.
-    auto stats = [&](int v, double eps_scaled, int* mean_d) {
-      *mean_d = row(Op::Div, row(Op::RowSum, v), n);
-      int var = row(Op::Sub, row(Op::Div, row(Op::RowSumSq, v), n), row(Op::Mul, *mean_d, *mean_d));
+    int small = row(Op::Lt, row(Op::RowSumSq, d), cnst(0x1p100));
+    int big = row(Op::Not, small);
+    auto stats = [&](int v, double eps_scaled, int guard, int* mean_d) {
+      *mean_d = row(Op::Div, guarded(Op::RowSum, v, guard), n);
+      int var = row(Op::Sub, row(Op::Div, guarded(Op::RowSumSq, v, guard), n),
+                    row(Op::Mul, *mean_d, *mean_d));
       var = row(Op::Max, var, zero);  // rounding may leave it below 0; NaN stays
       return row(Op::Rsqrt, row(Op::Add, var, cnst(eps_scaled)));
     };
     int md = -1, mds = -1;
-    int rstd = stats(d, eps, &md);
-    int rstd_s = stats(ds, eps * k * k, &mds);
-    int small = row(Op::Lt, row(Op::RowSumSq, d), cnst(0x1p100));
+    int rstd = stats(d, eps, -1, &md);
+    int rstd_s = stats(ds, eps * k * k, big, &mds);
     auto pick = [&](int a, int b) { return mk(Op::Where, true, small, a, b); };
     int scale = pick(cnst(1), cnst(k));
     // 1/sqrt(var + eps) <= 1/sqrt(eps): keeps a row whose spread cancelled to 0 at (x - mean) * 0.
@@ -482,7 +500,7 @@ class Lowerer {
   Shape dom_;
   std::unique_ptr<Program> prog_;
   std::unordered_map<const Value*, int> val_;
-  std::map<std::tuple<int, bool, int, int, int, int, int, float>, int> cse_;
+  std::map<std::tuple<int, bool, int, int, int, int, int, float, int>, int> cse_;
   std::map<int, int> arg_drop_;
   std::vector<int8_t> reduced_;  // after_reduction memo: -1 unknown
   std::string note_;

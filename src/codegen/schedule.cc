@@ -92,6 +92,55 @@ void use_bf16_grade_math(Program& p) {
   }
 }
 
+// Guarded reduction e of pass q joins the rescue loop of its guard, which recomputes the column
+// values of its operand's cone from the inputs (the rare row pays a re-read, no slot is taken).
+void add_to_rescue(const Program& p, int q, int e, Phase& ph) {
+  const int guard = p.exprs[size_t(e)].guard;
+  UBF_CHECK(p.exprs[size_t(guard)].row && p.phase[size_t(guard)] <= q + 1,
+            "the guard %" + std::to_string(guard) + " of reduction %" + std::to_string(e) +
+                " is not a row value known after pass " + std::to_string(q));
+  auto it = std::find_if(ph.rescues.begin(), ph.rescues.end(),
+                         [&](const Phase::Rescue& r) { return r.guard == guard; });
+  if (it == ph.rescues.end()) {
+    ph.rescues.push_back({guard, {}, {}});
+    it = ph.rescues.end() - 1;
+  }
+  it->reductions.push_back(e);
+  std::vector<bool> in_cone(p.exprs.size(), false);
+  for (int c : it->compute) in_cone[size_t(c)] = true;
+  std::function<void(int)> mark = [&](int c) {
+    if (in_cone[size_t(c)]) return;
+    in_cone[size_t(c)] = true;
+    for_col_operands(p, c, mark);
+  };
+  mark(p.exprs[size_t(e)].a);
+  it->compute.clear();
+  for (size_t c = 0; c < in_cone.size(); c++) {
+    if (in_cone[c]) it->compute.push_back(int(c));
+  }
+}
+
+// Moves the row scalars of ph.after that use a guarded reduction to ph.after_rescue (they run
+// once the rescue loops have).
+void split_after_rescue(const Program& p, Phase& ph) {
+  if (ph.rescues.empty()) return;
+  std::vector<bool> late(p.exprs.size(), false);
+  for (auto& r : ph.rescues) {
+    for (int e : r.reductions) late[size_t(e)] = true;
+  }
+  std::vector<int> early;
+  for (int e : ph.after) {
+    const Expr& x = p.exprs[size_t(e)];
+    for (int o : {x.a, x.b, x.c}) late[size_t(e)] = late[size_t(e)] || (o >= 0 && late[size_t(o)]);
+    (late[size_t(e)] ? ph.after_rescue : early).push_back(e);
+  }
+  ph.after = std::move(early);
+  for (auto& r : ph.rescues) {
+    UBF_CHECK(!late[size_t(r.guard)],
+              "the guard %" + std::to_string(r.guard) + " depends on the reductions it guards");
+  }
+}
+
 }  // namespace
 
 void analyze(Program& p) {
@@ -111,7 +160,7 @@ void analyze(Program& p) {
   for (size_t i = n; i-- > 0;) {
     if (!p.needed[i]) continue;
     const Expr& e = p.exprs[i];
-    for (int o : {e.a, e.b, e.c}) {
+    for (int o : {e.a, e.b, e.c, e.guard}) {
       if (o >= 0) p.needed[size_t(o)] = true;
     }
   }
@@ -160,7 +209,7 @@ Schedule schedule(const Program& p, bool ub) {
       }
       for (int e = 0; e < n; e++) {
         const Expr& x = p.exprs[size_t(e)];
-        if (p.needed[size_t(e)] && is_reduction(x.op) && p.phase[size_t(x.a)] == q) {
+        if (p.needed[size_t(e)] && is_reduction(x.op) && x.guard < 0 && p.phase[size_t(x.a)] == q) {
           need[size_t(x.a)] = true;
         }
         if (kept[size_t(e)] && p.phase[size_t(e)] == q) need[size_t(e)] = true;
@@ -252,9 +301,14 @@ Schedule schedule(const Program& p, bool ub) {
       if (kept[size_t(e)] && p.phase[size_t(e)] == q) ph.slot_stores.push_back(e);
       const Expr& x = p.exprs[size_t(e)];
       if (p.needed[size_t(e)] && is_reduction(x.op) && p.phase[size_t(x.a)] == q) {
-        ph.reductions.push_back(e);
+        if (x.guard < 0) {
+          ph.reductions.push_back(e);
+        } else {
+          add_to_rescue(p, q, e, ph);
+        }
       }
     }
+    split_after_rescue(p, ph);
     for (size_t i = 0; i < p.inputs.size(); i++) s.input_passes[i] += loads_input[i] ? 1 : 0;
   }
   for (size_t i = 0; i < p.inputs.size(); i++) {
