@@ -1,0 +1,167 @@
+// Eager binary kernels with numpy broadcasting, comparisons and Where against the reference
+// (kernels_cpu_test.cc has the overview).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/op_kernel.h"
+#include "kernels/reference/reference.h"
+#include "kernels_cpu_util.h"
+#include "test_util.h"
+#include "ubfuse/builder.h"
+
+namespace ubfuse::kernels_test {
+
+using testing::throws_with;
+
+// ---------------------------------------------------------------------------------------------
+// Binary with broadcasting
+
+struct ShapePair {
+  Sizes a, b;
+};
+
+const std::vector<ShapePair> kBroadcasts = {
+    {{1}, {1}},
+    {{3}, {3}},
+    {{4097}, {4097}},
+    {{4097}, {1}},
+    {{1}, {4097}},
+    {{5, 4097}, {4097}},
+    {{5, 4097}, {5, 1}},
+    {{5, 1}, {5, 4097}},
+    {{2, 3, 4}, {4}},
+    {{2, 3, 4}, {3, 1}},
+    {{2, 1, 4}, {1, 3, 1}},
+    {{5, 1}, {1, 7}},
+    {{2, 1, 3, 1}, {1, 4, 1, 5}},
+    {{}, {3, 2}},
+    {{3, 2}, {}},
+    {{64, 1024}, {1024}},
+    {{1, 3, 1}, {2, 3, 4097}},
+};
+
+void binary_broadcast_float() {
+  using Fn = std::function<V(GraphBuilder&, V, V)>;
+  const std::vector<std::pair<const char*, Fn>> ops = {
+      {"add", [](GraphBuilder& b, V x, V y) { return b.add(x, y); }},
+      {"sub", [](GraphBuilder& b, V x, V y) { return b.sub(x, y); }},
+      {"mul", [](GraphBuilder& b, V x, V y) { return b.mul(x, y); }},
+      {"div", [](GraphBuilder& b, V x, V y) { return b.div(x, y); }},
+      {"max", [](GraphBuilder& b, V x, V y) { return b.max(x, y); }},
+      {"min", [](GraphBuilder& b, V x, V y) { return b.min(x, y); }},
+  };
+  uint64_t seed = 100;
+  for (auto& [name, fn] : ops) {
+    auto& f = fn;  // clang 14 cannot capture a structured binding in a lambda
+    for (DType dt : kFloats) {
+      for (const auto& sp : kBroadcasts) {
+        Tensor a = Tensor::random(dt, sp.a, seed++, -2, 2);
+        Tensor bb = Tensor::random(dt, sp.b, seed++, 0.5, 2);  // keeps Div finite
+        EXPECT_TRUE(
+            check_op({a, bb}, [&](GraphBuilder& b, std::vector<V>& v) { return f(b, v[0], v[1]); }))
+            << name << " " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
+      }
+    }
+  }
+}
+
+TEST(KernelsCpu, BinaryMaxMinPropagateNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor a = Tensor::from_floats(DType::f32, {3}, {nan, 1.0f, 2.0f});
+  Tensor bb = Tensor::from_floats(DType::f32, {3}, {1.0f, nan, 3.0f});
+  EXPECT_TRUE(
+      check_op({a, bb}, [](GraphBuilder& b, std::vector<V>& v) { return b.max(v[0], v[1]); }));
+  EXPECT_TRUE(
+      check_op({a, bb}, [](GraphBuilder& b, std::vector<V>& v) { return b.min(v[0], v[1]); }));
+}
+
+TEST(KernelsCpu, BinaryInteger) {
+  uint64_t seed = 300;
+  for (DType dt : {DType::i32, DType::i64}) {
+    for (const auto& sp : kBroadcasts) {
+      Tensor a = Tensor::random(dt, sp.a, seed++, -50, 50);
+      Tensor bb = Tensor::random(dt, sp.b, seed++, 1, 9);
+      for (int op = 0; op < 6; ++op) {
+        EXPECT_TRUE(check_op({a, bb},
+                             [&](GraphBuilder& b, std::vector<V>& v) {
+                               switch (op) {
+                                 case 0:
+                                   return b.add(v[0], v[1]);
+                                 case 1:
+                                   return b.sub(v[0], v[1]);
+                                 case 2:
+                                   return b.mul(v[0], v[1]);
+                                 case 3:
+                                   return b.div(v[0], v[1]);
+                                 case 4:
+                                   return b.max(v[0], v[1]);
+                                 default:
+                                   return b.min(v[0], v[1]);
+                               }
+                             }))
+            << op << " " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
+      }
+    }
+  }
+}
+
+TEST(KernelsCpu, IntegerDivisionByZeroIsAnError) {
+  GraphBuilder b;
+  V x = b.input("x", DType::i64, {3});
+  V y = b.input("y", DType::i64, {3});
+  V z = b.div(x, y);
+  b.name_last("div_by_zero");
+  b.output("z", z);
+  Graph g = b.build();
+  Tensor tx = Tensor::from_floats(DType::i64, {3}, {1, 2, 3});
+  Tensor ty = Tensor::from_floats(DType::i64, {3}, {1, 0, 3});
+  Tensor out(DType::i64, {3});
+  std::vector<Tensor> outs{out};
+  auto k = cpu::make_op_kernel(*z->producer);
+  EXPECT_TRUE(throws_with(
+      [&] {
+        k->run({tx, ty}, outs, pool2());
+      },
+      {"div_by_zero", "Div", "division by zero"}));
+}
+
+void compare_and_where() {
+  uint64_t seed = 500;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::i64, DType::i32}) {
+    for (const auto& sp : kBroadcasts) {
+      // Few distinct values so Equal is true sometimes.
+      Tensor a = Tensor::random(dt, sp.a, seed++, -2, 3);
+      Tensor bb = Tensor::random(dt, sp.b, seed++, -2, 3);
+      if (is_float(dt)) {
+        for (int64_t i = 0; i < a.numel(); ++i) a.set(i, std::round(a.get(i)));
+        for (int64_t i = 0; i < bb.numel(); ++i) bb.set(i, std::round(bb.get(i)));
+      }
+      for (int op = 0; op < 3; ++op) {
+        EXPECT_TRUE(check_op({a, bb},
+                             [&](GraphBuilder& b, std::vector<V>& v) {
+                               return op == 0   ? b.equal(v[0], v[1])
+                                      : op == 1 ? b.less(v[0], v[1])
+                                                : b.greater(v[0], v[1]);
+                             }))
+            << op << " " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
+      }
+      Tensor c = Tensor::random(DType::boolean, sp.a, seed++, 0, 2);
+      EXPECT_TRUE(
+          check_op({c, a, bb},
+                   [&](GraphBuilder& b, std::vector<V>& v) { return b.where(v[0], v[1], v[2]); }))
+          << "where " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
+      Tensor c2 = Tensor::random(DType::boolean, sp.b, seed++, 0, 2);
+      EXPECT_TRUE(
+          check_op({c2, bb, a},
+                   [&](GraphBuilder& b, std::vector<V>& v) { return b.where(v[0], v[1], v[2]); }))
+          << "where " << dtype_name(dt) << " " << sizes_str(sp.b) << " x " << sizes_str(sp.a);
+    }
+  }
+}
+
+}  // namespace ubfuse::kernels_test

@@ -1,0 +1,244 @@
+// Eager MatMul (oneDNN, prepacked weights), data movement (Reshape, Transpose, Expand, Slice,
+// Concat, Gather) and Cast between every pair of dtypes, against the reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/op_kernel.h"
+#include "kernels/reference/reference.h"
+#include "kernels_cpu_util.h"
+#include "test_util.h"
+#include "ubfuse/builder.h"
+
+namespace ubfuse::kernels_test {
+
+using testing::close_to_ref;
+using testing::throws_with;
+
+// ---------------------------------------------------------------------------------------------
+// MatMul
+
+struct MM {
+  Sizes a, b;
+};
+
+TEST(KernelsCpu, MatMulShapesAndDtypes) {
+  const std::vector<MM> cases = {
+      {{3, 5}, {5, 7}},       {{1, 1}, {1, 1}},        {{64, 96}, {96, 33}},
+      {{2, 3, 5}, {2, 5, 4}}, {{2, 3, 5}, {5, 4}},     {{2, 1, 3, 5}, {3, 5, 4}},
+      {{5}, {5, 4}},          {{3, 5}, {5}},           {{5}, {5}},
+      {{1, 3, 5}, {4, 5, 2}}, {{4, 17, 64}, {64, 48}},
+  };
+  uint64_t seed = 900;
+  for (DType dt : kFloats) {
+    for (const auto& c : cases) {
+      Tensor a = Tensor::random(dt, c.a, seed++, -1, 1);
+      Tensor bb = Tensor::random(dt, c.b, seed++, -1, 1);
+      const int64_t K = c.a.back();
+      EXPECT_TRUE(check_op(
+          {a, bb}, [](GraphBuilder& b, std::vector<V>& v) { return b.matmul(v[0], v[1]); },
+          1.0 + double(K) / 16.0))
+          << dtype_name(dt) << " " << sizes_str(c.a) << " x " << sizes_str(c.b);
+    }
+  }
+}
+
+TEST(KernelsCpu, MatMulConstantWeightsArePrepacked) {
+  uint64_t seed = 950;
+  for (DType dt : kFloats) {
+    Tensor w = Tensor::random(dt, {256, 320}, seed++, -1, 1);
+    // One kernel (weights packed once), run at several M, from several threads at once.
+    GraphBuilder b;
+    V x = b.input("x", dt, {"m", 256});
+    V y = b.matmul(x, b.constant(w, "w"));
+    b.output("y", y);
+    Graph g = b.build();
+    const Node& n = *y->producer;
+    auto k = cpu::make_op_kernel(n);
+    std::vector<std::thread> ts;
+    std::atomic<int> bad{0};
+    for (int t = 0; t < 3; ++t) {
+      ts.emplace_back([&, t] {
+        for (int64_t m : {1, 7, 64, 300}) {
+          Tensor a = Tensor::random(dt, {m, 256}, uint64_t(1000 + t * 10 + m), -1, 1);
+          auto want = ref::eval_node(n, {ref::from_tensor(a), ref::from_tensor(w)}).at(0);
+          Tensor got(dt, {m, 320});
+          std::vector<Tensor> outs{got};
+          k->run({a, w}, outs, pool2());
+          if (!close_to_ref(got, want, 17.0)) bad++;
+        }
+      });
+    }
+    for (auto& th : ts) th.join();
+    EXPECT_EQ(bad.load(), 0) << dtype_name(dt);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data movement, gather, cast
+
+TEST(KernelsCpu, ReshapeTransposeExpand) {
+  uint64_t seed = 1100;
+  for (DType dt : {DType::f32, DType::bf16, DType::i64, DType::boolean}) {
+    Tensor x = Tensor::random(dt, {2, 3, 4, 5}, seed++, -5, 5);
+    EXPECT_TRUE(check_op({x}, [](GraphBuilder& b, std::vector<V>& v) {
+      return b.reshape(v[0], {6, -1});
+    }));
+    for (std::vector<int64_t> perm : std::vector<std::vector<int64_t>>{
+             {0, 1, 2, 3}, {3, 2, 1, 0}, {0, 2, 1, 3}, {0, 1, 3, 2}, {2, 0, 3, 1}, {1, 0, 2, 3}}) {
+      EXPECT_TRUE(check_op(
+          {x}, [&](GraphBuilder& b, std::vector<V>& v) { return b.transpose(v[0], perm); }))
+          << dtype_name(dt) << " perm " << sizes_str(perm);
+    }
+    Tensor big = Tensor::random(dt, {67, 130, 3}, seed++, -5, 5);
+    EXPECT_TRUE(check_op({big}, [](GraphBuilder& b, std::vector<V>& v) {
+      return b.transpose(v[0], {1, 0, 2});
+    }));
+    EXPECT_TRUE(check_op({big}, [](GraphBuilder& b, std::vector<V>& v) {
+      return b.transpose(v[0], {2, 1, 0});
+    }));
+    Tensor col = Tensor::random(dt, {3, 1}, seed++, -5, 5);
+    EXPECT_TRUE(check_op({col}, [](GraphBuilder& b, std::vector<V>& v) {
+      return b.expand(v[0], {2, 3, 4097});
+    }));
+    Tensor row = Tensor::random(dt, {1, 5}, seed++, -5, 5);
+    EXPECT_TRUE(check_op({row}, [](GraphBuilder& b, std::vector<V>& v) {
+      return b.expand(v[0], {4, 1, 5});
+    }));
+  }
+  // Large blocked transpose (threaded).
+  Tensor m = Tensor::random(DType::f32, {1000, 777}, 5, -1, 1);
+  EXPECT_TRUE(check_op({m}, [](GraphBuilder& b, std::vector<V>& v) {
+    return b.transpose(v[0], {1, 0});
+  }));
+}
+
+TEST(KernelsCpu, SliceStepsAndClamping) {
+  Tensor x = Tensor::random(DType::f32, {6, 7, 9}, 31, -5, 5);
+  struct S {
+    std::vector<int64_t> st, en, ax, sp;
+  };
+  const std::vector<S> cases = {
+      {{1}, {4}, {0}, {}},
+      {{0, 2}, {6, 100}, {0, 2}, {2, 3}},
+      {{-1}, {-100}, {1}, {-1}},   // reverse a whole dim
+      {{5}, {1}, {2}, {-2}},       // reversed with step
+      {{-3}, {1000}, {-1}, {1}},   // negative start, clamped end
+      {{3}, {3}, {0}, {1}},        // empty
+      {{100}, {-100}, {0}, {-3}},  // clamped start, reversed
+      {{0, 0, 0}, {1, 1, 1}, {0, 1, 2}, {}},
+  };
+  for (DType dt : {DType::f32, DType::f16, DType::i32}) {
+    Tensor xt = Tensor::random(dt, {6, 7, 9}, 32, -5, 5);
+    for (const auto& c : cases) {
+      EXPECT_TRUE(
+          check_op({xt}, [&](GraphBuilder& b,
+                             std::vector<V>& v) { return b.slice(v[0], c.st, c.en, c.ax, c.sp); }))
+          << sizes_str(c.st) << " " << sizes_str(c.en) << " " << sizes_str(c.ax) << " "
+          << sizes_str(c.sp);
+    }
+  }
+}
+
+TEST(KernelsCpu, Concat) {
+  for (DType dt : {DType::f32, DType::bf16, DType::i64}) {
+    Tensor a = Tensor::random(dt, {2, 3, 4}, 41, -5, 5);
+    Tensor b2 = Tensor::random(dt, {2, 1, 4}, 42, -5, 5);
+    Tensor c = Tensor::random(dt, {2, 5, 4}, 43, -5, 5);
+    EXPECT_TRUE(check_op({a, b2, c}, [](GraphBuilder& b, std::vector<V>& v) {
+      return b.concat({v[0], v[1], v[2]}, 1);
+    }));
+    EXPECT_TRUE(check_op({a, a}, [](GraphBuilder& b, std::vector<V>& v) {
+      return b.concat({v[0], v[1]}, 0);
+    }));
+    EXPECT_TRUE(check_op({a, a}, [](GraphBuilder& b, std::vector<V>& v) {
+      return b.concat({v[0], v[1]}, -1);
+    }));
+  }
+  Tensor big = Tensor::random(DType::f32, {300, 4097}, 44, -1, 1);
+  EXPECT_TRUE(check_op({big, big}, [](GraphBuilder& b, std::vector<V>& v) {
+    return b.concat({v[0], v[1]}, 1);
+  }));
+}
+
+TEST(KernelsCpu, Gather) {
+  Tensor data = Tensor::random(DType::f32, {5, 4, 3}, 51, -5, 5);
+  Tensor idx = Tensor::from_floats(DType::i64, {2, 3}, {0, 4, -1, 2, -5, 3});
+  Tensor idx32 = Tensor::from_floats(DType::i32, {4}, {3, 0, -2, 1});
+  EXPECT_TRUE(check_op({data, idx},
+                       [](GraphBuilder& b, std::vector<V>& v) { return b.gather(v[0], v[1], 0); }));
+  EXPECT_TRUE(check_op({data, idx32},
+                       [](GraphBuilder& b, std::vector<V>& v) { return b.gather(v[0], v[1], 1); }));
+  Tensor idx_last = Tensor::from_floats(DType::i32, {4}, {2, 0, -3, 1});
+  EXPECT_TRUE(check_op({data, idx_last}, [](GraphBuilder& b, std::vector<V>& v) {
+    return b.gather(v[0], v[1], -1);
+  }));
+  Tensor emb = Tensor::random(DType::bf16, {1000, 512}, 52, -1, 1);
+  Tensor tok = Tensor::random(DType::i64, {64, 33}, 53, 0, 1000);
+  EXPECT_TRUE(check_op({emb, tok},
+                       [](GraphBuilder& b, std::vector<V>& v) { return b.gather(v[0], v[1], 0); }));
+}
+
+TEST(KernelsCpu, GatherOutOfRangeNamesNodeAndIndex) {
+  GraphBuilder b;
+  V d = b.input("d", DType::f32, {5, 3});
+  V i = b.input("i", DType::i64, {2});
+  V y = b.gather(d, i, 0);
+  b.name_last("embed");
+  b.output("y", y);
+  Graph g = b.build();
+  Tensor td = Tensor::random(DType::f32, {5, 3}, 1, -1, 1);
+  Tensor ti = Tensor::from_floats(DType::i64, {2}, {1, 7});
+  Tensor out(DType::f32, {2, 3});
+  std::vector<Tensor> outs{out};
+  auto k = cpu::make_op_kernel(*y->producer);
+  EXPECT_TRUE(throws_with(
+      [&] {
+        k->run({td, ti}, outs, pool2());
+      },
+      {"embed", "Gather", "index 7", "size 5"}));
+  Tensor tn = Tensor::from_floats(DType::i64, {2}, {-6, 0});
+  EXPECT_TRUE(throws_with([&] { k->run({td, tn}, outs, pool2()); }, {"embed", "index -6"}));
+}
+
+void cast_all_pairs() {
+  const std::vector<DType> all = {DType::f32, DType::bf16, DType::f16,
+                                  DType::i64, DType::i32,  DType::boolean};
+  std::vector<float> vals;
+  for (int i = 0; i < 4097; ++i) {
+    const float v = float((i % 41) - 20) * 0.37f;  // fractions, negatives, zeros
+    vals.push_back(v);
+  }
+  for (DType from : all) {
+    Tensor x = Tensor::from_floats(from, {4097}, vals);
+    for (DType to : all) {
+      EXPECT_TRUE(
+          check_op({x}, [&](GraphBuilder& b, std::vector<V>& v) { return b.cast(v[0], to); }))
+          << dtype_name(from) << " -> " << dtype_name(to);
+    }
+  }
+  // bf16 rounds to nearest even (not truncation), f16 too; float -> bool is != 0.
+  Tensor f = Tensor::from_floats(DType::f32, {4}, {1.00390625f, 1.01171875f, 0.0f, -0.0f});
+  GraphBuilder b;
+  V in = b.input("x", DType::f32, {4});
+  V yb = b.cast(in, DType::bf16);
+  V yo = b.cast(in, DType::boolean);
+  b.output("yb", yb);
+  b.output("yo", yo);
+  Graph g = b.build();
+  Tensor ob(DType::bf16, {4}), oo(DType::boolean, {4});
+  std::vector<Tensor> o1{ob}, o2{oo};
+  cpu::make_op_kernel(*yb->producer)->run({f}, o1, pool2());
+  cpu::make_op_kernel(*yo->producer)->run({f}, o2, pool2());
+  EXPECT_EQ(ob.data_as<uint16_t>()[0], 0x3f80);  // 1 + 2^-8: tie -> even (1.0)
+  EXPECT_EQ(ob.data_as<uint16_t>()[1], 0x3f82);  // 1 + 3*2^-8: tie -> even (1 + 2^-6)
+  EXPECT_EQ(oo.data_as<uint8_t>()[0], 1);
+  EXPECT_EQ(oo.data_as<uint8_t>()[2], 0);
+  EXPECT_EQ(oo.data_as<uint8_t>()[3], 0);
+}
+
+}  // namespace ubfuse::kernels_test
