@@ -11,6 +11,7 @@
 
 #include "codegen/cpp_compile.h"
 #include "codegen/kernel_ir.h"
+#include "kernels/cpu/kernel_util.h"
 #include "fused_kernel_util.h"
 #include "test_util.h"
 
@@ -277,6 +278,32 @@ TEST_P(FusedKernels, RowOpsWithPrologueAndEpilogue) { check("row"); }
 TEST_P(FusedKernels, RowOpsWithUbForOneRowOnly) { check("row", 20000); }
 // 256 bytes of UB hold no row of 64+ columns: every row op re-reads its inputs.
 TEST_P(FusedKernels, RowOpsTwoPassWithTinyUb) { check("row", 256); }
+
+// Non-temporal stores (threshold lowered to 1 KiB), with rows that start 64-byte aligned (the
+// streaming path, bf16 outputs in pairs: StorePairF32) and rows that do not (plain stores).
+// add + RMSNorm computes no transcendental per element, so it streams.
+TEST(FusedKernelStores, NonTemporalStoresGiveTheReferenceResults) {
+  const size_t saved = cpu::stream_min_bytes();
+  cpu::set_stream_min_bytes(1024);
+  for (DType t : {f32, bf16}) {
+    for (int64_t cols : {1024, 1031}) {
+      GraphBuilder b;
+      auto x = b.input("x", t, {37, cols});
+      auto r = b.input("r", t, {37, cols});
+      auto sum = b.add(x, r);
+      b.output("sum", sum);
+      b.output("y", b.rms_norm(sum, b.input("w", t, {cols}), 1e-6));
+      Graph g = b.build();
+      std::map<std::string, Tensor> in{{"x", Tensor::random(t, {37, cols}, 1)},
+                                       {"r", Tensor::random(t, {37, cols}, 2)},
+                                       {"w", Tensor::random(t, {cols}, 3)}};
+      const Options o = testing::graph_opts();
+      EXPECT_EQ(compile(g, o).kernels().size(), 1u);
+      EXPECT_TRUE(testing::matches_reference(g, in, o)) << dtype_name(t) << " cols " << cols;
+    }
+  }
+  cpu::set_stream_min_bytes(saved);
+}
 
 INSTANTIATE_TEST_SUITE_P(Engines, FusedKernels, ::testing::Values("cpp", "interpreter"),
                          [](const auto& info) { return info.param; });

@@ -352,14 +352,20 @@ class Renderer {
     o_ << outer << "}\n";
   }
 
-  // The body of the unrolled loop: two column steps (even and odd accumulators).
+  // The body of the unrolled loop: two column steps (even and odd accumulators). bf16 outputs
+  // are stored once per pair of steps (StorePairF32: one narrowing for both).
   void steps(const kir::Phase& ph, const std::string& ind) {
+    for (int o : ph.out_stores) {
+      if (paired(o)) o_ << ind << "VF " << pair_var(o) << ";\n";
+    }
     o_ << ind << "{\n" << ind << "  const int64_t i = i0;\n";
-    step(ph, ind + "  ", false, "");
+    step(ph, ind + "  ", false, "", 1);
     o_ << ind << "}\n" << ind << "{\n" << ind << "  const int64_t i = i0 + L;\n";
-    step(ph, ind + "  ", false, "b");
+    step(ph, ind + "  ", false, "b", 2);
     o_ << ind << "}\n";
   }
+  bool paired(int o) const { return p_.outputs[size_t(o)].dtype == DType::bf16; }
+  std::string pair_var(int o) const { return pfx_ + "pk" + std::to_string(o); }
 
   // After the unrolled loop: at most one whole vector, then the masked tail.
   void last_steps(const kir::Phase& ph, const std::string& ind) {
@@ -372,8 +378,10 @@ class Renderer {
     o_ << ind << "}\n";
   }
 
-  // One column step: slot reads, the chain, slot writes, reductions, output writes.
-  void step(const kir::Phase& ph, const std::string& ind, bool tail, const std::string& accb) {
+  // One column step: slot reads, the chain, slot writes, reductions, output writes. `pair` is
+  // 1 or 2 for the first or second step of the unrolled loop (0 elsewhere).
+  void step(const kir::Phase& ph, const std::string& ind, bool tail, const std::string& accb,
+            int pair = 0) {
     for (int e : ph.slot_loads) {
       o_ << ind << "const VF " << cv(e) << " = hn::LoadU(d, " << pfx_ << "s" << s_->slot[size_t(e)]
          << " + i);\n";
@@ -407,6 +415,11 @@ class Renderer {
       std::string dst = pfx_ + "o" + std::to_string(o) + " + i";
       if (tail) {
         o_ << ind << "StoreNF32(" << v << ", d, " << dst << ", tail);\n";
+      } else if (pair == 1 && paired(o)) {
+        o_ << ind << pair_var(o) << " = " << v << ";\n";
+      } else if (pair == 2 && paired(o)) {
+        o_ << ind << "StorePairF32(" << pair_var(o) << ", " << v << ", d, " << pfx_ << "o" << o
+           << " + i0, " << pfx_ << "nt" << o << ");\n";
       } else {
         o_ << ind << "if (" << pfx_ << "nt" << o << ") StreamF32(" << v << ", d, " << dst
            << "); else StoreF32(" << v << ", d, " << dst << ");\n";

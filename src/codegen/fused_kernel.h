@@ -37,10 +37,6 @@ struct LoweredGroup {
   bool compute_bound = false;  // computes a transcendental or a divide per element (see below)
 };
 
-// Outputs at least this large may be written with non-temporal stores, unless the group computes
-// a transcendental or a divide: as in the eager kernels, a compute-bound loop stores faster
-// with plain stores (seed block, bf16 at [8,2048,4096]: 13.4 vs 14.4 ms; f32 unchanged).
-inline constexpr int64_t kNtStoreMinBytes = int64_t(32) << 20;
 
 // Picks the variant of a bound call from its row length and ctx's UB (recording a re-read in
 // ctx: variant_used and the bytes read again from `in`) and whether stores may stream.
