@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "hwy/highway.h"
@@ -43,33 +44,33 @@ HWY_INLINE void WithStorage(int code, const F& f) {
 // Writes out[0, n) from f: f.template operator()<kFull>(i, count) returns the vector of results
 // for elements [i, i + count), where count == Lanes(d) when kFull (f may then use full loads) and
 // count < Lanes(d) otherwise (f must use LoadNF32). With `stream`, the body uses non-temporal
-// stores once out + i is aligned to the stored vector's width.
+// stores once out + i is aligned to a pair of stored vectors (at most 64 bytes).
 template <class D, typename TO, class F>
 HWY_INLINE void MapStore(D d, TO* HWY_RESTRICT out, size_t n, bool stream, const F& f) {
   const size_t N = hn::Lanes(d);
   size_t i = 0;
   if (stream && n >= 4 * N) {
-    const size_t align = N * sizeof(TO);
+    // Pairs of vectors are streamed (StorePairF32: one 64-byte store for two bf16 vectors).
+    const size_t align = std::min<size_t>(2 * N * sizeof(TO), 64);
     const size_t mis = reinterpret_cast<uintptr_t>(out) % align;
     if (mis % sizeof(TO) == 0) {
-      if (mis != 0) {
-        const size_t head = (align - mis) / sizeof(TO);
-        StoreNF32(f.template operator()<false>(0, head), d, out, head);
+      const size_t head = mis == 0 ? 0 : (align - mis) / sizeof(TO);
+      for (; i + N <= head; i += N) StoreF32(f.template operator()<true>(i, N), d, out + i);
+      if (i < head) {
+        StoreNF32(f.template operator()<false>(i, head - i), d, out + i, head - i);
         i = head;
       }
       for (; i + 2 * N <= n; i += 2 * N) {
         const auto v0 = f.template operator()<true>(i, N);
         const auto v1 = f.template operator()<true>(i + N, N);
-        StreamF32(v0, d, out + i);
-        StreamF32(v1, d, out + i + N);
+        StorePairF32(v0, v1, d, out + i, true);
       }
     }
   }
   for (; i + 2 * N <= n; i += 2 * N) {
     const auto v0 = f.template operator()<true>(i, N);
     const auto v1 = f.template operator()<true>(i + N, N);
-    StoreF32(v0, d, out + i);
-    StoreF32(v1, d, out + i + N);
+    StorePairF32(v0, v1, d, out + i, false);
   }
   for (; i + N <= n; i += N) StoreF32(f.template operator()<true>(i, N), d, out + i);
   if (i < n) StoreNF32(f.template operator()<false>(i, n - i), d, out + i, n - i);
