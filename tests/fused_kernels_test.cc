@@ -11,8 +11,8 @@
 
 #include "codegen/cpp_compile.h"
 #include "codegen/kernel_ir.h"
-#include "kernels/cpu/kernel_util.h"
 #include "fused_kernel_util.h"
+#include "kernels/cpu/kernel_util.h"
 #include "test_util.h"
 
 namespace ubfuse {
