@@ -23,7 +23,6 @@
 
 namespace ubfuse::kernels_test {
 
-
 // ---------------------------------------------------------------------------------------------
 // Unary
 
@@ -254,9 +253,16 @@ TEST(KernelsCpu, StreamingStoresPath) {
   EXPECT_TRUE(check_op({x, w}, [](GraphBuilder& b, std::vector<V>& v) {
     return b.layer_norm(v[0], v[1], nullptr);
   }));
-  for (DType dt : {DType::f32, DType::bf16}) {  // aligned rows: Softmax's pipelined streaming loop
+  // Aligned rows: the pipelined row loops' streaming stores (bf16 in pairs of vectors).
+  for (DType dt : {DType::f32, DType::bf16}) {
     Tensor xa = Tensor::random(dt, {40, 1024}, 17, -3, 3);
+    Tensor wa = Tensor::random(dt, {1024}, 18, -1, 1);
     EXPECT_TRUE(check_op({xa}, [](GraphBuilder& b, std::vector<V>& v) { return b.softmax(v[0]); }));
+    EXPECT_TRUE(check_op({xa, wa, wa}, [](GraphBuilder& b, std::vector<V>& v) {
+      return b.layer_norm(v[0], v[1], v[2]);
+    }));
+    EXPECT_TRUE(check_op(
+        {xa, wa}, [](GraphBuilder& b, std::vector<V>& v) { return b.rms_norm(v[0], v[1]); }));
   }
   for (DType dt : {DType::bf16, DType::f16}) {
     Tensor xb = Tensor::random(dt, {129, 1031}, 14, -3, 3);

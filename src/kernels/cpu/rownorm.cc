@@ -151,7 +151,7 @@ HWY_INLINE void NormalizeRowsAndSumNext(D d, const T* HWY_RESTRICT x, T* HWY_RES
     s0[k] = s1[k] = q0[k] = q1[k] = hn::Zero(d);
   }
   const V one = hn::Set(d, 1.0f);
-  const size_t align = N * sizeof(T);
+  const size_t align = std::min<size_t>(2 * N * sizeof(T), 64);  // a pair (StorePairF32)
   const bool nt = stream && reinterpret_cast<uintptr_t>(y) % align == 0 &&
                   (cols * sizeof(T)) % align == 0;  // every row aligned
   size_t i = 0;
@@ -163,13 +163,7 @@ HWY_INLINE void NormalizeRowsAndSumNext(D d, const T* HWY_RESTRICT x, T* HWY_RES
       T* yr = y + k * cols + i;
       const V y0 = NormalizeV<kW, kB>(LoadF32(d, xr), vp[k], vmd[k], vr[k], w0, b0);
       const V y1 = NormalizeV<kW, kB>(LoadF32(d, xr + N), vp[k], vmd[k], vr[k], w1, b1);
-      if (nt) {
-        StreamF32(y0, d, yr);
-        StreamF32(y1, d, yr + N);
-      } else {
-        StoreF32(y0, d, yr);
-        StoreF32(y1, d, yr + N);
-      }
+      StorePairF32(y0, y1, d, yr, nt);
     }
     for (size_t k = 0; k < K; ++k) {
       ShiftedSumsStep<false>(d, xn + k * cols + i, vnp[k], one, s0[k], s1[k], q0[k], q1[k]);

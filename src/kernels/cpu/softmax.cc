@@ -8,6 +8,7 @@
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -46,13 +47,7 @@ HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float 
     if constexpr (kPrev) {
       const V o0 = hn::Mul(hn::LoadU(d, e + i), vinv);
       const V o1 = hn::Mul(hn::LoadU(d, e + i + N), vinv);
-      if (nt) {
-        StreamF32(o0, d, yp + i);
-        StreamF32(o1, d, yp + i + N);
-      } else {
-        StoreF32(o0, d, yp + i);
-        StoreF32(o1, d, yp + i + N);
-      }
+      StorePairF32(o0, o1, d, yp + i, nt);
     }
     if constexpr (kCur) {
       const V e0 = ExpNonPositiveF(d, hn::Sub(LoadF32(d, xr + i), vmax));
@@ -101,7 +96,9 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
     const T* xr = cur ? x + r * cols : nullptr;
     const T* xn = next ? x + (r + 1) * cols : nullptr;
     T* yp = prev ? y + (r - 1) * cols : nullptr;
-    const bool nt = stream && reinterpret_cast<uintptr_t>(yp) % (N * sizeof(T)) == 0;
+    // A pair of vectors per store (StorePairF32): aligned to both, at most a cache line.
+    const size_t align = std::min<size_t>(2 * N * sizeof(T), 64);
+    const bool nt = stream && reinterpret_cast<uintptr_t>(yp) % align == 0;
     float sum = 0.0f, next_max = 0.0f;
     auto stages = [&]<bool kCur, bool kPrev, bool kNext>() HWY_ATTR {
       SoftmaxStages<kCur, kPrev, kNext>(d, cols, xr, row_max, e, &sum, prev_inv, yp, nt, xn,
