@@ -98,12 +98,18 @@ TEST(NormStatistics, HugeRowsAmongOrdinaryOnesTakeTheRescueSums) {
   b.output("y", b.silu(b.layer_norm(sum, w, bias, 1e-5)));
   b.output("rms", b.rms_norm(sum, w, 1e-6));
   Graph g = b.build();
-  for (const char* threads : {"1", "2"}) {
-    for (const char* engine : {"cpp", "interpreter"}) {
-      Options o = testing::engine_opts(engine);
-      o["num_threads"] = threads;
-      EXPECT_EQ(compile(g, o).kernels().size(), 1u) << engine;
-      EXPECT_TRUE(testing::matches_reference(g, in, o)) << engine << " threads " << threads;
+  // ub_bytes 256 holds no row: the re-read variant, whose rescue loops re-read the inputs too.
+  for (const char* ub : {"", "256"}) {
+    for (const char* threads : {"1", "2"}) {
+      for (const char* engine : {"cpp", "interpreter"}) {
+        Options o = testing::engine_opts(engine);
+        o["num_threads"] = threads;
+        if (*ub) o["ub_bytes"] = ub;
+        // (With 256 bytes the planner splits the group: 3 kernels, the norms re-reading.)
+        EXPECT_EQ(compile(g, o).kernels().size(), *ub ? 3u : 1u) << engine;
+        EXPECT_TRUE(testing::matches_reference(g, in, o))
+            << engine << " threads " << threads << " ub_bytes " << ub;
+      }
     }
   }
   expect_all_engines_match(add_layer_norm_silu(rows), in);
