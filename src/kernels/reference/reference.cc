@@ -280,7 +280,10 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
                                  Rounding rounding) {
   FusionClass fc = fusion_class(n.op);
   const DType out_dtype = n.out()->dtype;
-  const bool exact = rounding == Rounding::CastsOnly && n.op != OpKind::Cast && is_float(out_dtype);
+  // A Cast to its input's own dtype rounds nothing in CastsOnly either: graph mode's simplify
+  // drops it (the value already has that dtype), so a fused kernel keeps its f32 value.
+  const bool rounding_cast = n.op == OpKind::Cast && n.inputs[0]->dtype != out_dtype;
+  const bool exact = rounding == Rounding::CastsOnly && !rounding_cast && is_float(out_dtype);
   auto round = [&](double v) { return exact ? v : round_to(out_dtype, v); };
   // Row ops and MatMul accumulate in double; their result is stored in its dtype like any other.
   auto stored = [&](RefTensor t) {

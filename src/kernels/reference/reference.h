@@ -21,8 +21,9 @@ struct RefTensor {
 
 // Where elementwise results are rounded to their float dtype. EveryOp is eager mode's contract
 // (every op materializes its output); CastsOnly keeps intermediates exact except where a Cast
-// asks for rounding: what a fused kernel, computing in f32, approaches. Integer and bool results
-// are always rounded.
+// to another dtype asks for rounding: what a fused kernel, computing in f32, approaches (a Cast
+// to the dtype its input has is dropped by simplify). Integer and bool results are always
+// rounded.
 enum class Rounding { EveryOp, CastsOnly };
 
 RefTensor from_tensor(const Tensor& t);
