@@ -34,9 +34,8 @@ struct LoweredGroup {
   kir::Schedule ub, reread;
   bool force_reread = false;   // FusedGroup::reread
   bool pipelined = false;      // the engine has the pipelined UB variant (generated code)
-  bool compute_bound = false;  // computes a transcendental or a divide per element (see below)
+  bool compute_bound = false;  // a transcendental or a divide per element: plain stores
 };
-
 
 // Picks the variant of a bound call from its row length and ctx's UB (recording a re-read in
 // ctx: variant_used and the bytes read again from `in`) and whether stores may stream.
