@@ -242,11 +242,7 @@ class Renderer {
 
   // After the loop: reduction results, then the row scalars and row outputs that follow.
   void pass_finish(const kir::Phase& ph, const std::string& inner, const std::string& outer) {
-    for (int e : ph.reductions) {
-      const std::string a = acc(e);
-      o_ << inner << rv(e) << " = " << row_acc(e) << "::Finish(d, " << a << ", " << a << "b);  // "
-         << p_.exprs[size_t(e)].note << "\n";
-    }
+    finish_reductions(ph, inner);
     o_ << outer << "}\n";
     for (int e : ph.after) row_expr(e, outer);
     for (const kir::Phase::Rescue& r : ph.rescues) rescue(r, outer);
@@ -261,21 +257,31 @@ class Renderer {
       o_ << outer << (assign_ ? "" : "float ") << rv(e) << " = 0.f;\n";
     }
     o_ << outer << "if (" << rv(r.guard) << " != 0.f) {  // rare: recomputed from the inputs\n";
-    kir::Phase ph;
-    ph.compute = r.compute;
-    ph.reductions = r.reductions;
-    const std::string ind = outer + "  ";
+    const kir::Phase ph = kir::rescue_pass(r);
+    loop(ph, outer + "  ", -1);
+    finish_reductions(ph, outer + "  ");
+    o_ << outer << "}\n";
+  }
+
+  // The reductions' results once their loop is done.
+  void finish_reductions(const kir::Phase& ph, const std::string& ind) {
+    for (int e : ph.reductions) {
+      const std::string a = acc(e);
+      o_ << ind << rv(e) << " = " << row_acc(e) << "::Finish(d, " << a << ", " << a << "b);  // "
+         << p_.exprs[size_t(e)].note << "\n";
+    }
+  }
+
+  // Setup, a 2x unrolled loop of column steps (prefetching what pass q streams; q < 0: nothing),
+  // the last whole vector and the masked tail.
+  void loop(const kir::Phase& ph, const std::string& ind, int q) {
     pass_setup(ph, ind);
     o_ << ind << "int64_t i0 = 0;\n";
     o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
+    if (q >= 0) prefetch(q, ind + "  ");
     steps(ph, ind + "  ");
     o_ << ind << "}\n";
     last_steps(ph, ind);
-    for (int e : r.reductions) {
-      const std::string a = acc(e);
-      o_ << ind << rv(e) << " = " << row_acc(e) << "::Finish(d, " << a << ", " << a << "b);\n";
-    }
-    o_ << outer << "}\n";
   }
 
   std::string acc(int e) const { return pfx_ + "acc" + std::to_string(e); }
@@ -308,13 +314,7 @@ class Renderer {
     }
     o_ << outer << "{\n";
     const std::string ind = outer + "  ";
-    pass_setup(ph, ind);
-    o_ << ind << "int64_t i0 = 0;\n";
-    o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
-    prefetch(q, ind + "  ");
-    steps(ph, ind + "  ");
-    o_ << ind << "}\n";
-    last_steps(ph, ind);
+    loop(ph, ind, q);
     pass_finish(ph, ind, outer);
   }
 

@@ -60,10 +60,7 @@ class Builder {
       Pass pass = col_pass(ph, s);
       for (int e : ph.after) pass.after.push_back(row_instr(e));
       for (const kir::Phase::Rescue& r : ph.rescues) {
-        kir::Phase rp;
-        rp.compute = r.compute;
-        rp.reductions = r.reductions;
-        pass.rescues.push_back({r.guard, col_pass(rp, s)});
+        pass.rescues.push_back({r.guard, col_pass(kir::rescue_pass(r), s)});
       }
       for (int e : ph.after_rescue) pass.after_rescue.push_back(row_instr(e));
       for (int o : ph.row_outs_after) pass.after_rescue.push_back(row_out(o));

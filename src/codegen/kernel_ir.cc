@@ -178,6 +178,13 @@ std::string list(const std::vector<int>& v, const char* prefix = "%") {
 
 }  // namespace
 
+Phase rescue_pass(const Phase::Rescue& r) {
+  Phase ph;
+  ph.compute = r.compute;
+  ph.reductions = r.reductions;
+  return ph;
+}
+
 std::string to_string(const Program& p) {
   std::ostringstream o;
   o << "program " << p.name << " (rank " << p.domain_rank << ", " << p.num_phases << " passes)\n";

@@ -160,6 +160,9 @@ struct Phase {
   std::vector<int> after_rescue;
 };
 
+// A rescue's loop as a pass of its own (compute and reductions only), for the renderers.
+Phase rescue_pass(const Phase::Rescue& r);
+
 struct Schedule {
   bool ub = true;             // keeps values in UB slots (false: re-reads the inputs)
   std::vector<int> per_call;  // row scalars depending only on constants and cols

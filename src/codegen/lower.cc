@@ -122,7 +122,7 @@ class Lowerer {
     return id;
   }
 
-  int mk(Op op, bool row, int a, int b = -1, int c = -1, float imm = 0) {
+  int mk(Op op, bool row, int a, int b = -1, int c = -1, float imm = 0, int guard = -1) {
     Expr e;
     e.op = op;
     e.row = row;
@@ -130,6 +130,7 @@ class Lowerer {
     e.b = b;
     e.c = c;
     e.imm = imm;
+    e.guard = guard;
     e.note = note_;
     // A column op whose operands are all row scalars still yields a column value (the row's
     // scalar splatted); a row op never takes column operands.
@@ -192,17 +193,9 @@ class Lowerer {
   }
   const Input& p_input(int arg) const { return prog_->inputs[size_t(arg)]; }
 
-  // Reduction `op` of column value x, taken only where row scalar `guard` is nonzero (-1: always).
-  int guarded(Op op, int x, int guard) {
-    if (guard < 0 || prog_->exprs[size_t(x)].row) return mk(op, true, x);
-    Expr e;
-    e.op = op;
-    e.row = true;
-    e.a = x;
-    e.guard = guard;
-    e.note = note_;
-    return add(e);
-  }
+  // Reduction `op` of column value x, taken only where row scalar `guard` is nonzero (-1: always;
+  // a row scalar x folds to a row op in mk, which needs no guard).
+  int guarded(Op op, int x, int guard) { return mk(op, true, x, -1, -1, 0, guard); }
 
   // The expression reading `v` as an operand of an op of form `f`.
   int operand(const Value* v, Form f) {

@@ -225,37 +225,10 @@ HWY_INLINE void StreamF32(hn::VFromD<D> v, D d, uint8_t* HWY_RESTRICT p) {
   StoreF32(v, d, p);
 }
 
-// Stores a at p and b at p + Lanes(d), as StoreF32 / StreamF32 (nt) would: the same bits. For
-// bf16 on a CPU with AVX512_BF16, one VCVTNE2PS2BF16 narrows both (it costs what VCVTNEPS2BF16
-// costs for one: about two FMA slots) and one 64-byte store writes them. Generated kernels pair
-// their unrolled steps' bf16 outputs so (7-9% faster seed block in cache), as do the eager
-// elementwise loops (MapStore). With nt, p is aligned to the pair's bytes.
+// StorePairF32's general form: two stores.
 template <class D, typename T>
-HWY_INLINE void StorePairF32(hn::VFromD<D> a, hn::VFromD<D> b, D d, T* HWY_RESTRICT p, bool nt) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
-  if constexpr (hn::MaxLanes(D()) == 16 && hwy::IsSame<T, hwy::bfloat16_t>()) {
-    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b.raw, a.raw);  // a in the low half
-    if (nt) {
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), both);
-    } else {
-      _mm512_storeu_si512(reinterpret_cast<void*>(p), both);
-    }
-    return;
-  }
-#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
-  if constexpr (hn::MaxLanes(D()) == 16 && hwy::IsSame<T, hwy::bfloat16_t>()) {
-    if (detail::kCpuHasAvx512Bf16) {  // the dispatched (eager) code: as BF16BitsFromF32V
-      __m512i both;
-      asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(both) : "v"(b.raw), "v"(a.raw));  // a: low half
-      if (nt) {
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(p), both);
-      } else {
-        _mm512_storeu_si512(reinterpret_cast<void*>(p), both);
-      }
-      return;
-    }
-  }
-#endif
+HWY_INLINE void StorePairF32Separately(hn::VFromD<D> a, hn::VFromD<D> b, D d, T* HWY_RESTRICT p,
+                                       bool nt) {
   if (nt) {
     StreamF32(a, d, p);
     StreamF32(b, d, p + hn::Lanes(d));
@@ -263,6 +236,34 @@ HWY_INLINE void StorePairF32(hn::VFromD<D> a, hn::VFromD<D> b, D d, T* HWY_RESTR
     StoreF32(a, d, p);
     StoreF32(b, d, p + hn::Lanes(d));
   }
+}
+
+// Stores a at p and b at p + Lanes(d), as StoreF32 / StreamF32 (nt) would: the same bits. For
+// bf16 on a CPU with AVX512_BF16, one VCVTNE2PS2BF16 narrows both (it costs what VCVTNEPS2BF16
+// costs for one: about two FMA slots) and one 64-byte store writes them. Generated kernels pair
+// their unrolled steps' bf16 outputs so (7-9% faster seed block in cache), as do the eager
+// elementwise loops (MapStore). With nt, p is aligned to the pair's bytes.
+template <class D, typename T>
+HWY_INLINE void StorePairF32(hn::VFromD<D> a, hn::VFromD<D> b, D d, T* HWY_RESTRICT p, bool nt) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
+  if constexpr (hn::MaxLanes(D()) == 16 && hwy::IsSame<T, hwy::bfloat16_t>()) {
+    __m512i both;  // a in the low half
+#if defined(__AVX512BF16__)
+    both = (__m512i)_mm512_cvtne2ps_pbh(b.raw, a.raw);
+#else
+    if (!detail::kCpuHasAvx512Bf16) return StorePairF32Separately(a, b, d, p, nt);
+    // The dispatched (eager) code, as BF16BitsFromF32V.
+    asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(both) : "v"(b.raw), "v"(a.raw));
+#endif
+    if (nt) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), both);
+    } else {
+      _mm512_storeu_si512(reinterpret_cast<void*>(p), both);
+    }
+    return;
+  }
+#endif
+  StorePairF32Separately(a, b, d, p, nt);
 }
 
 // Loads the first n (< Lanes(d) allowed, also 0) elements; other lanes are 0. Never reads past
