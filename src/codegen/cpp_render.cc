@@ -27,9 +27,33 @@ bool prefetch_on() {
 // How far ahead the pass that streams an input prefetches it (see prefetch()).
 constexpr int kPrefetchAheadBytes = 4096;
 
+// Whether every column the kernel reads or writes in memory is bf16 (and there is one). Then each
+// 2-vector step of the unrolled loops holds the even columns of its 2 * L in its first vector and
+// the odd ones in its second (LoadEvenOddBf16 / StoreEvenOddBf16: one operation per
+// vector loaded instead of two). Elementwise math, row reductions and UB slots do not care where
+// a column sits as long as every pass steps alike, which they all do: the same unrolled loop,
+// then the last whole vector and the masked tail in column order. A mixed kernel keeps column
+// order (an f32 column would need a permute per vector).
+bool bf16_even_odd_lanes(const kir::Program& p) {
+  bool any = false;
+  for (size_t e = 0; e < p.exprs.size(); e++) {
+    const Expr& x = p.exprs[e];
+    if (!p.needed[e] || x.op != Op::Load || x.row) continue;
+    if (p.inputs[size_t(x.arg)].dtype != DType::bf16) return false;
+    any = true;
+  }
+  for (const kir::Output& o : p.outputs) {
+    if (p.exprs[size_t(o.expr)].row) continue;
+    if (o.dtype != DType::bf16) return false;
+    any = true;
+  }
+  return any;
+}
+
 class Renderer {
  public:
-  Renderer(const kir::Program& p, std::ostringstream& o) : p_(p), o_(o) {}
+  Renderer(const kir::Program& p, std::ostringstream& o)
+      : p_(p), o_(o), even_odd_(bf16_even_odd_lanes(p)) {}
 
   // One row at a time: every pass of row r, then row r + 1.
   void variant(const kir::Schedule& s, const std::string& name) {
@@ -358,11 +382,23 @@ class Renderer {
     for (int o : ph.out_stores) {
       if (paired(o)) o_ << ind << "VF " << pair_var(o) << ";\n";
     }
+    // bf16 lanes: one load per input and pair of steps, held in registers (a shift or AND with a
+    // memory operand measured slower here).
+    for (int e : ph.compute) {
+      if (!even_odd_ || !column_load(e)) continue;
+      const std::string v = cv(e);
+      o_ << ind << "VF " << v << "e, " << v << "o;\n";
+      o_ << ind << "LoadEvenOddBf16(d, " << pfx_ << "p" << p_.exprs[size_t(e)].arg << " + i0, " << v
+         << "e, " << v << "o);\n";
+    }
     o_ << ind << "{\n" << ind << "  const int64_t i = i0;\n";
     step(ph, ind + "  ", false, "", 1);
     o_ << ind << "}\n" << ind << "{\n" << ind << "  const int64_t i = i0 + L;\n";
     step(ph, ind + "  ", false, "b", 2);
     o_ << ind << "}\n";
+  }
+  bool column_load(int e) const {
+    return p_.exprs[size_t(e)].op == Op::Load && !p_.exprs[size_t(e)].row;
   }
   bool paired(int o) const { return p_.outputs[size_t(o)].dtype == DType::bf16; }
   std::string pair_var(int o) const { return pfx_ + "pk" + std::to_string(o); }
@@ -392,6 +428,8 @@ class Renderer {
       if (x.op == Op::Load) {
         if (tail) {
           o_ << "LoadNF32(d, " << pfx_ << "p" << x.arg << " + i, tail)";
+        } else if (even_odd_ && pair != 0) {
+          o_ << cv(e) << (pair == 1 ? "e" : "o");
         } else {
           o_ << "LoadF32(d, " << pfx_ << "p" << x.arg << " + i)";
         }
@@ -418,8 +456,8 @@ class Renderer {
       } else if (pair == 1 && paired(o)) {
         o_ << ind << pair_var(o) << " = " << v << ";\n";
       } else if (pair == 2 && paired(o)) {
-        o_ << ind << "StorePairF32(" << pair_var(o) << ", " << v << ", d, " << pfx_ << "o" << o
-           << " + i0, " << pfx_ << "nt" << o << ");\n";
+        o_ << ind << (even_odd_ ? "StoreEvenOddBf16(" : "StorePairF32(") << pair_var(o) << ", " << v
+           << ", d, " << pfx_ << "o" << o << " + i0, " << pfx_ << "nt" << o << ");\n";
       } else {
         o_ << ind << "if (" << pfx_ << "nt" << o << ") StreamF32(" << v << ", d, " << dst
            << "); else StoreF32(" << v << ", d, " << dst << ");\n";
@@ -429,6 +467,7 @@ class Renderer {
 
   const kir::Program& p_;
   std::ostringstream& o_;
+  const bool even_odd_;  // bf16 in even/odd lanes in the unrolled steps (bf16_even_odd_lanes)
   const kir::Schedule* s_ = nullptr;
   std::string pfx_;      // "" for row r, "n" for row r + 1 (pipelined variant)
   bool assign_ = false;  // row scalars are pre-declared (pipelined variant)
@@ -470,6 +509,7 @@ RenderedKernel render_kernel(const kir::Program& p, const kir::Schedule& ub,
     o << "//   out" << i << ": " << p.outputs[i].value->name << " "
       << dtype_name(p.outputs[i].dtype) << shape_str(p.outputs[i].value->shape) << "\n";
   }
+  if (bf16_even_odd_lanes(p)) o << "// bf16 columns in even/odd lanes in the unrolled steps\n";
   // Variants: _ub (one row at a time), _pl (pipelined, use_ub == 2) when there are 2+ passes
   // and slots, _rr (re-read, use_ub == 0) when the UB variant keeps anything.
   Renderer r(p, o);
