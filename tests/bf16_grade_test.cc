@@ -113,6 +113,25 @@ TEST(Bf16Grade, ResultsStayWithinTheFuzzOraclesBound) {
   });
 }
 
+// The bf16-grade exp keeps e^0 = 1 exactly (its polynomial's constant term is 1): a fused
+// exp(x) - 1 computes in f32 and would show any error at 0 instead of rounding it away.
+TEST(Bf16Grade, ExpOfZeroIsExactlyOne) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::bf16, {3});
+  b.output("y", b.sub(b.exp(x), b.input("one", DType::bf16, {3})));
+  const Graph g = b.build();
+  const std::map<std::string, Tensor> in = {
+      {"x", Tensor::from_floats(DType::bf16, {3}, {0.0f, -0.0f, 0.0f})},
+      {"one", Tensor::from_floats(DType::bf16, {3}, {1.0f, 1.0f, 1.0f})}};
+  for_each_target([&](int64_t target) {
+    for (const char* engine : {"eager", "interpreter", "cpp"}) {
+      if (target && std::string(engine) == "cpp") continue;  // built for this CPU, not dispatched
+      const Tensor y = compile(g, testing::engine_opts(engine)).run(in).at("y");
+      for (int64_t i = 0; i < 3; i++) EXPECT_EQ(y.get(i), 0.0) << engine << " element " << i;
+    }
+  });
+}
+
 TEST(Bf16Grade, SubnormalsFlushToSignedZeroOnEveryPath) {
   const float tiny = 1e-39f, smallest_normal = std::numeric_limits<float>::min();
   const std::vector<float> xs = {tiny, -tiny, smallest_normal, -smallest_normal, 1.0f};

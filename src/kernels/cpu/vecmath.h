@@ -324,11 +324,11 @@ HWY_INLINE V PowF(D d, V x, float e) {
 // ---------------------------------------------------------------------------------------------
 // bf16-grade activations, for values that reach only bf16 outputs (eager bf16 kernels and
 // generated kernels): e^x with one-constant range reduction and a degree-3 polynomial fitted for
-// relative error (7.5e-5), and the hardware reciprocal (14 bits with AVX-512, 12 with AVX2 and
-// SSE): sigmoid's relative error is at most 1.3e-4 and 3.9e-4 there (a sweep of [-80, 80];
-// Taylor's degree 4 gave 8.7e-5 and 3.2e-4 for one FMA more), against bf16's 2^-9 rounding
-// (ref::kBf16GradeRelError, 5e-4, bounds it for the fuzz oracle). About half the work of the
-// exact forms.
+// relative error with its constant term 1 (1.0e-4, and e^0 = 1), and the hardware reciprocal (14
+// bits with AVX-512, 12 with AVX2 and SSE): sigmoid's relative error is at most 1.4e-4 and 3.4e-4
+// there (a sweep of [-80, 80]; Taylor's degree 4 gave 8.7e-5 and 3.2e-4 for one FMA more),
+// against bf16's 2^-9 rounding (ref::kBf16GradeRelError, 5e-4, bounds it for the fuzz oracle).
+// About half the work of the exact forms.
 
 template <class D, class V>
 HWY_INLINE V ExpLowpF(D d, V x) {
@@ -336,10 +336,10 @@ HWY_INLINE V ExpLowpF(D d, V x) {
   const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 88.8f), x));  // NaN x kept
   const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
   const V r = hn::NegMulAdd(n, hn::Set(d, 0.693147180559945f), xc);
-  // e^r for |r| <= ln2 / 2.
-  V p = hn::MulAdd(r, hn::Set(d, 1.656684279e-1f), hn::Set(d, 5.049632788e-1f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.000164151f));
-  p = hn::MulAdd(p, r, hn::Set(d, 9.999280572e-1f));
+  // e^r for |r| <= ln2 / 2 (the constant term 1, so that e^0 = 1).
+  V p = hn::MulAdd(r, hn::Set(d, 1.651797593e-1f), hn::Set(d, 5.041303635e-1f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.000195861f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
   return Pow2ScaleF(d, p, n);
 }
 // sigmoid(x) = 2^m / (2^m + e^-s) as in SigmoidF (both scaled by 2^24), with ExpLowpF's
@@ -350,9 +350,9 @@ HWY_INLINE V SigmoidLowpF(D d, V x) {
   const V m = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
   const V s = hn::NegMulAdd(m, hn::Set(d, 0.693147180559945f), xc);
   constexpr float k = 0x1p24f;
-  V p = hn::MulAdd(s, hn::Set(d, k * -1.656684279e-1f), hn::Set(d, k * 5.049632788e-1f));
-  p = hn::MulAdd(p, s, hn::Set(d, k * -1.000164151f));
-  p = hn::MulAdd(p, s, hn::Set(d, k * 9.999280572e-1f));  // 2^24 e^-s
+  V p = hn::MulAdd(s, hn::Set(d, k * -1.651797593e-1f), hn::Set(d, k * 5.041303635e-1f));
+  p = hn::MulAdd(p, s, hn::Set(d, k * -1.000195861f));
+  p = hn::MulAdd(p, s, hn::Set(d, k));  // 2^24 e^-s
   const V pow2m = Pow2ScaleF(d, hn::Set(d, k), m);
   return hn::Mul(pow2m, hn::ApproximateReciprocal(hn::Add(pow2m, p)));
 }
