@@ -232,7 +232,7 @@ TEST(KernelsCpu, IntegerUnaryAndNot) {
 
 // The non-temporal-store path (taken for big outputs of memory-bound ops such as Neg; the
 // threshold is lowered here so small tensors with unaligned rows exercise it), the plain stores
-// that compute-bound ops (SiLU) keep past it, and threading over many blocks.
+// that compute-bound ops (SiLU, Softmax) keep past it, and threading over many blocks.
 TEST(KernelsCpu, StreamingStoresPath) {
   const size_t saved = cpu::stream_min_bytes();
   cpu::set_stream_min_bytes(1024);
@@ -253,7 +253,8 @@ TEST(KernelsCpu, StreamingStoresPath) {
   EXPECT_TRUE(check_op({x, w}, [](GraphBuilder& b, std::vector<V>& v) {
     return b.layer_norm(v[0], v[1], nullptr);
   }));
-  // Aligned rows: the pipelined row loops' streaming stores (bf16 in pairs of vectors).
+  // Aligned rows: the pipelined row loops' stores (bf16 in pairs of vectors; streaming for the
+  // norms).
   for (DType dt : {DType::f32, DType::bf16}) {
     Tensor xa = Tensor::random(dt, {40, 1024}, 17, -3, 3);
     Tensor wa = Tensor::random(dt, {1024}, 18, -1, 1);

@@ -3,16 +3,16 @@
 // the scratch times 1/sum into the output. The passes of three rows share one loop: row r's exp
 // pass, row r - 1's output pass and row r + 1's max pass, so the loads from memory and the stores
 // to it spread over the exp arithmetic instead of each pass waiting on memory alone. One exp per
-// element, f32 accumulation, and the max subtraction keeps exp from overflowing.
+// element, f32 accumulation, and the max subtraction keeps exp from overflowing. Plain stores at
+// every size: with an exp per element the loop is compute-bound, and non-temporal stores made it
+// 12% slower in f32 and 29% in bf16 ([8,2048,4096], alternating; docs/performance.md), as for
+// SiLU (elementwise.cc).
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
 
-#include <algorithm>
 #include <limits>
 #include <vector>
-
-#include "hwy/cache_control.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/softmax.cc"
@@ -35,7 +35,7 @@ namespace HWY_NAMESPACE {
 template <bool kCur, bool kPrev, bool kNext, class D, typename T>
 HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float row_max,
                               float* HWY_RESTRICT e, float* sum, float prev_inv, T* HWY_RESTRICT yp,
-                              bool nt, const T* HWY_RESTRICT xn, float* next_max) {
+                              const T* HWY_RESTRICT xn, float* next_max) {
   using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
   const V vmax = hn::Set(d, row_max), vinv = hn::Set(d, prev_inv);
@@ -47,7 +47,7 @@ HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float 
     if constexpr (kPrev) {
       const V o0 = hn::Mul(hn::LoadU(d, e + i), vinv);
       const V o1 = hn::Mul(hn::LoadU(d, e + i + N), vinv);
-      StorePairF32(o0, o1, d, yp + i, nt);
+      StorePairF32(o0, o1, d, yp + i, false);
     }
     if constexpr (kCur) {
       const V e0 = ExpNonPositiveF(d, hn::Sub(LoadF32(d, xr + i), vmax));
@@ -80,8 +80,8 @@ HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float 
 }
 
 template <typename T>
-HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows, size_t cols,
-                              bool stream) {
+HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
+                              size_t cols) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   thread_local std::vector<float> scratch_vec;
@@ -96,13 +96,9 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
     const T* xr = cur ? x + r * cols : nullptr;
     const T* xn = next ? x + (r + 1) * cols : nullptr;
     T* yp = prev ? y + (r - 1) * cols : nullptr;
-    // A pair of vectors per store (StorePairF32): aligned to both, at most a cache line.
-    const size_t align = std::min<size_t>(2 * N * sizeof(T), 64);
-    const bool nt = stream && reinterpret_cast<uintptr_t>(yp) % align == 0;
     float sum = 0.0f, next_max = 0.0f;
     auto stages = [&]<bool kCur, bool kPrev, bool kNext>() HWY_ATTR {
-      SoftmaxStages<kCur, kPrev, kNext>(d, cols, xr, row_max, e, &sum, prev_inv, yp, nt, xn,
-                                        &next_max);
+      SoftmaxStages<kCur, kPrev, kNext>(d, cols, xr, row_max, e, &sum, prev_inv, yp, xn, &next_max);
     };
     if (cur && prev && next) {
       stages.template operator()<true, true, true>();
@@ -120,10 +116,10 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
   }
 }
 
-void SoftmaxRun(int code, const void* x, void* y, size_t rows, size_t cols, bool stream) {
+void SoftmaxRun(int code, const void* x, void* y, size_t rows, size_t cols) {
   WithStorage(code, [&](auto s) HWY_ATTR {
     using T = typename decltype(s)::type;
-    SoftmaxRows(static_cast<const T*>(x), static_cast<T*>(y), rows, cols, stream);
+    SoftmaxRows(static_cast<const T*>(x), static_cast<T*>(y), rows, cols);
   });
 }
 
@@ -158,13 +154,11 @@ class SoftmaxKernel : public KernelBase {
     if (rows == 0) return;
     const int fc = float_code(x.dtype());
     const size_t es = dtype_size(x.dtype());
-    const bool stream = use_stream(y.nbytes());
     const char* px = static_cast<const char*>(x.data());
     char* py = static_cast<char*>(y.data());
     pool.parallel_for(rows, grain_for(cols), [&](int64_t lo, int64_t hi, int) {
       HWY_DYNAMIC_DISPATCH(SoftmaxRun)
-      (fc, px + lo * cols * es, py + lo * cols * es, size_t(hi - lo), size_t(cols), stream);
-      if (stream) hwy::FlushStream();
+      (fc, px + lo * cols * es, py + lo * cols * es, size_t(hi - lo), size_t(cols));
     });
   }
 };
