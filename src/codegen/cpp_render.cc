@@ -34,11 +34,13 @@ constexpr int kPrefetchAheadBytes = 4096;
 // a column sits as long as every pass steps alike, which they all do: the same unrolled loop,
 // then the last whole vector and the masked tail in column order. A mixed kernel keeps column
 // order (an f32 column would need a permute per vector).
+bool column_load(const Expr& x) { return x.op == Op::Load && !x.row; }
+
 bool bf16_even_odd_lanes(const kir::Program& p) {
   bool any = false;
   for (size_t e = 0; e < p.exprs.size(); e++) {
     const Expr& x = p.exprs[e];
-    if (!p.needed[e] || x.op != Op::Load || x.row) continue;
+    if (!p.needed[e] || !column_load(x)) continue;
     if (p.inputs[size_t(x.arg)].dtype != DType::bf16) return false;
     any = true;
   }
@@ -54,6 +56,8 @@ class Renderer {
  public:
   Renderer(const kir::Program& p, std::ostringstream& o)
       : p_(p), o_(o), even_odd_(bf16_even_odd_lanes(p)) {}
+
+  bool even_odd() const { return even_odd_; }
 
   // One row at a time: every pass of row r, then row r + 1.
   void variant(const kir::Schedule& s, const std::string& name) {
@@ -385,7 +389,7 @@ class Renderer {
     // bf16 lanes: one load per input and pair of steps, held in registers (a shift or AND with a
     // memory operand measured slower here).
     for (int e : ph.compute) {
-      if (!even_odd_ || !column_load(e)) continue;
+      if (!even_odd_ || !column_load(p_.exprs[size_t(e)])) continue;
       const std::string v = cv(e);
       o_ << ind << "VF " << v << "e, " << v << "o;\n";
       o_ << ind << "LoadEvenOddBf16(d, " << pfx_ << "p" << p_.exprs[size_t(e)].arg << " + i0, " << v
@@ -396,9 +400,6 @@ class Renderer {
     o_ << ind << "}\n" << ind << "{\n" << ind << "  const int64_t i = i0 + L;\n";
     step(ph, ind + "  ", false, "b", 2);
     o_ << ind << "}\n";
-  }
-  bool column_load(int e) const {
-    return p_.exprs[size_t(e)].op == Op::Load && !p_.exprs[size_t(e)].row;
   }
   bool paired(int o) const { return p_.outputs[size_t(o)].dtype == DType::bf16; }
   std::string pair_var(int o) const { return pfx_ + "pk" + std::to_string(o); }
@@ -509,10 +510,10 @@ RenderedKernel render_kernel(const kir::Program& p, const kir::Schedule& ub,
     o << "//   out" << i << ": " << p.outputs[i].value->name << " "
       << dtype_name(p.outputs[i].dtype) << shape_str(p.outputs[i].value->shape) << "\n";
   }
-  if (bf16_even_odd_lanes(p)) o << "// bf16 columns in even/odd lanes in the unrolled steps\n";
+  Renderer r(p, o);
+  if (r.even_odd()) o << "// bf16 columns in even/odd lanes in the unrolled steps\n";
   // Variants: _ub (one row at a time), _pl (pipelined, use_ub == 2) when there are 2+ passes
   // and slots, _rr (re-read, use_ub == 0) when the UB variant keeps anything.
-  Renderer r(p, o);
   r.variant(ub, std::string(kName) + "_ub");
   const bool same = ub.num_slots == 0;
   const bool pipe = has_pipelined_variant(ub);

@@ -61,13 +61,7 @@ HWY_INLINE void StoreEvenOddBf16(hn::VFromD<D> even, hn::VFromD<D> odd, D d,
     const __m512i order =
         _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                          21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    const __m512i both = _mm512_permutexvar_epi16(order, halves);
-    if (nt) {
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), both);
-    } else {
-      _mm512_storeu_si512(reinterpret_cast<void*>(p), both);
-    }
-    return;
+    return detail::Store64Bytes(_mm512_permutexvar_epi16(order, halves), p, nt);
   }
 #endif
   const hn::RebindToUnsigned<D> du32;

@@ -238,6 +238,19 @@ HWY_INLINE void StorePairF32Separately(hn::VFromD<D> a, hn::VFromD<D> b, D d, T*
   }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+namespace detail {
+// One 64-byte store of v at p; non-temporal when nt (p then 64-byte aligned).
+HWY_INLINE void Store64Bytes(__m512i v, void* HWY_RESTRICT p, bool nt) {
+  if (nt) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+  } else {
+    _mm512_storeu_si512(p, v);
+  }
+}
+}  // namespace detail
+#endif
+
 // Stores a at p and b at p + Lanes(d), as StoreF32 / StreamF32 (nt) would: the same bits. For
 // bf16 on a CPU with AVX512_BF16, one VCVTNE2PS2BF16 narrows both (it costs what VCVTNEPS2BF16
 // costs for one: about two FMA slots) and one 64-byte store writes them. Generated kernels pair
@@ -255,12 +268,7 @@ HWY_INLINE void StorePairF32(hn::VFromD<D> a, hn::VFromD<D> b, D d, T* HWY_RESTR
     // The dispatched (eager) code, as BF16BitsFromF32V.
     asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(both) : "v"(b.raw), "v"(a.raw));
 #endif
-    if (nt) {
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), both);
-    } else {
-      _mm512_storeu_si512(reinterpret_cast<void*>(p), both);
-    }
-    return;
+    return detail::Store64Bytes(both, p, nt);
   }
 #endif
   StorePairF32Separately(a, b, d, p, nt);
