@@ -5,7 +5,9 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libdnnl-dev libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  # dnnl-config.cmake calls find_package(OpenCL): its headers and loader are only a Recommends
+  # of libdnnl-dev, which --no-install-recommends skips.
+  libdnnl-dev ocl-icd-opencl-dev libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   graphviz python3-torch python3-numpy python3-onnx
   # Debian's torch runs f32 GEMM through libblas.so.3, which without OpenBLAS is the netlib
   # reference BLAS (measured ~100x slower): the PyTorch baseline of bench/decoder_bench.py.
