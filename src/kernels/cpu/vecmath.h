@@ -108,23 +108,44 @@ HWY_INLINE hn::Vec128<float, N> ScaleF(hn::Vec128<float, N> y, hn::Vec128<float,
 #endif
 }  // namespace detail
 
-// y * 2^n for integral n in [-151, 129] (as floats): exact, overflowing to inf and underflowing
-// gradually through the subnormals like IEEE multiplication.
+// Rounding by the 1.5 * 2^23 trick: t = v + kRoundMagic rounds v (|v| < 2^22) to an integer n =
+// t - kRoundMagic, and t's bits are those of kRoundMagic plus n. So n as an int32 comes from t
+// with integer adds, not a float-to-int conversion (which Highway's AVX2 ConvertTo follows with
+// a 3-instruction overflow fix-up), and since kRoundMagic's low 9 bits are 0, (bits(t) + c) << 23
+// is (n + c) << 23 exactly: an exponent field.
+constexpr float kRoundMagic = 12582912.0f;
+constexpr int32_t kRoundMagicBits = 0x4B400000;
+
+// y * 2^n for integral n in [-151, 129] (as floats), t = n + kRoundMagic: exact, overflowing to
+// inf and underflowing gradually through the subnormals like IEEE multiplication.
 template <class D, class V>
-HWY_INLINE V Pow2ScaleF(D d, V y, V n) {
+HWY_INLINE V Pow2ScaleF(D d, V y, V n, V t) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   (void)d;
+  (void)t;
   return detail::ScaleF(y, n);
 #else
-  // 2^n as 2^(n/2) * 2^(n - n/2): both factors stay normal.
+  // 2^n as 2^n1 * 2^(n - n1), n1 = floor(n / 2): both factors stay normal.
+  (void)n;
   const hn::RebindToSigned<D> di;
-  const auto ni = hn::ConvertTo(di, n);
-  const auto n1 = hn::ShiftRight<1>(ni);
-  const auto n2 = hn::Sub(ni, n1);
-  const auto bias = hn::Set(di, 127);
-  const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, bias)));
-  const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n2, bias)));
+  const auto tb = hn::BitCast(di, t);
+  const auto n1 = hn::ShiftRight<1>(hn::Sub(tb, hn::Set(di, kRoundMagicBits)));
+  const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(n1, hn::Set(di, 127))));
+  const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::Sub(tb, n1), hn::Set(di, 127))));
   return hn::Mul(hn::Mul(y, s1), s2);
+#endif
+}
+
+// 2^(n + 24) for integral n in [-150, 103] (a normal float), t = n + kRoundMagic.
+template <class D, class V>
+HWY_INLINE V Pow2Plus24F(D d, V n, V t) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  (void)t;
+  return detail::ScaleF(hn::Set(d, 0x1p24f), n);
+#else
+  (void)n;
+  const hn::RebindToSigned<D> di;
+  return hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, t), hn::Set(di, 127 + 24))));
 #endif
 }
 
@@ -135,7 +156,8 @@ template <class D, class V>
 HWY_INLINE V ExpF(D d, V x) {
   // Operand order: x second, so x86 min/max keep a NaN x.
   const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 88.8f), x));
-  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
+  const V t = hn::MulAdd(xc, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRoundMagic));
+  const V n = hn::Sub(t, hn::Set(d, kRoundMagic));  // round(x / ln2)
   V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), xc);
   r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
   V p = hn::Set(d, 1.9875691500e-4f);
@@ -146,7 +168,7 @@ HWY_INLINE V ExpF(D d, V x) {
   p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
   const V one = hn::Set(d, 1.0f);
   const V y = hn::MulAdd(hn::MulAdd(p, r, one), r, one);  // 1 + r (1 + r p(r))
-  const V res = Pow2ScaleF(d, y, n);
+  const V res = Pow2ScaleF(d, y, n, t);
   if constexpr (detail::kMinMaxPropagateSecondNaN) {
     return res;
   } else {
@@ -222,7 +244,8 @@ HWY_INLINE V SigmoidF(D d, V x) {
   // Operand order: x second, so x86 min/max keep a NaN x. Above 60 the result is 1, and
   // 2^(m+24) stays finite.
   const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 60.0f), x));
-  const V m = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
+  const V t = hn::MulAdd(xc, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRoundMagic));
+  const V m = hn::Sub(t, hn::Set(d, kRoundMagic));  // round(x / ln2)
   V s = hn::NegMulAdd(m, hn::Set(d, 0.693359375f), xc);
   s = hn::NegMulAdd(m, hn::Set(d, -2.12194440e-4f), s);
   constexpr float k = 0x1p24f;
@@ -233,7 +256,7 @@ HWY_INLINE V SigmoidF(D d, V x) {
   p = hn::MulAdd(p, s, hn::Set(d, k * 4.9999991059303284e-1f));
   p = hn::MulAdd(p, s, hn::Set(d, -k));
   p = hn::MulAdd(p, s, hn::Set(d, k));
-  const V pow2m = Pow2ScaleF(d, hn::Set(d, k), m);  // 2^(m+24), normal for m >= -150
+  const V pow2m = Pow2Plus24F(d, m, t);  // 2^(m+24), normal for m >= -150
   const V r = hn::Div(pow2m, hn::Add(pow2m, p));
   if constexpr (detail::kMinMaxPropagateSecondNaN) {
     return r;
@@ -334,26 +357,28 @@ template <class D, class V>
 HWY_INLINE V ExpLowpF(D d, V x) {
   // ExpF's range: past 88.72 the scaling overflows to inf, below -87 it goes subnormal, then 0.
   const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 88.8f), x));  // NaN x kept
-  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
+  const V t = hn::MulAdd(xc, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRoundMagic));
+  const V n = hn::Sub(t, hn::Set(d, kRoundMagic));  // round(x / ln2)
   const V r = hn::NegMulAdd(n, hn::Set(d, 0.693147180559945f), xc);
   // e^r for |r| <= ln2 / 2 (the constant term 1, so that e^0 = 1).
   V p = hn::MulAdd(r, hn::Set(d, 1.651797593e-1f), hn::Set(d, 5.041303635e-1f));
   p = hn::MulAdd(p, r, hn::Set(d, 1.000195861f));
   p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-  return Pow2ScaleF(d, p, n);
+  return Pow2ScaleF(d, p, n, t);
 }
 // sigmoid(x) = 2^m / (2^m + e^-s) as in SigmoidF (both scaled by 2^24), with ExpLowpF's
 // reduction and polynomial; degree 3 made the bf16 seed block kernel 8% faster in cache.
 template <class D, class V>
 HWY_INLINE V SigmoidLowpF(D d, V x) {
   const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 60.0f), x));  // NaN x kept
-  const V m = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
+  const V t = hn::MulAdd(xc, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRoundMagic));
+  const V m = hn::Sub(t, hn::Set(d, kRoundMagic));  // round(x / ln2)
   const V s = hn::NegMulAdd(m, hn::Set(d, 0.693147180559945f), xc);
   constexpr float k = 0x1p24f;
   V p = hn::MulAdd(s, hn::Set(d, k * -1.651797593e-1f), hn::Set(d, k * 5.041303635e-1f));
   p = hn::MulAdd(p, s, hn::Set(d, k * -1.000195861f));
   p = hn::MulAdd(p, s, hn::Set(d, k));  // 2^24 e^-s
-  const V pow2m = Pow2ScaleF(d, hn::Set(d, k), m);
+  const V pow2m = Pow2Plus24F(d, m, t);
   return hn::Mul(pow2m, hn::ApproximateReciprocal(hn::Add(pow2m, p)));
 }
 template <class D, class V>
