@@ -65,8 +65,8 @@ HWY_INLINE void StoreEvenOddBf16(hn::VFromD<D> even, hn::VFromD<D> odd, D d,
   }
 #endif
   const hn::RebindToUnsigned<D> du32;
-  const auto lo = hn::PromoteTo(du32, BF16BitsFromF32V(d, even));
-  const auto both = hn::Or(lo, hn::ShiftLeft<16>(hn::PromoteTo(du32, BF16BitsFromF32V(d, odd))));
+  const auto lo = hn::ShiftRight<16>(BF16HighBitsFromF32V(d, even));
+  const auto both = hn::Or(lo, hn::And(BF16HighBitsFromF32V(d, odd), hn::Set(du32, 0xffff0000u)));
   uint32_t* q = reinterpret_cast<uint32_t*>(p);
   if (nt) {
     hn::Stream(both, du32, q);

@@ -123,10 +123,28 @@ inline const bool kCpuHasAvx512Bf16 = [] {
 }  // namespace detail
 #endif
 
+// f32 lanes rounded to bf16 the way ubfuse stores bf16 (include/ubfuse/dtype.h): nearest even,
+// a NaN stays a quiet NaN, a subnormal becomes its sign's zero (as VCVTNEPS2BF16 makes it). The
+// bf16 bits are each 32-bit lane's upper half; the lower half is unspecified. 11 integer and
+// compare operations, no narrowing: a caller that interleaves two vectors' halves (even/odd
+// lanes) shifts and masks them into place without demoting to 16-bit lanes and widening again.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> BF16HighBitsFromF32V(D d, hn::VFromD<D> v) {
+  (void)d;
+  const hn::RebindToUnsigned<D> du32;
+  const auto u = hn::BitCast(du32, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
+  auto r = hn::Add(u, hn::Add(hn::Set(du32, 0x7fffu), lsb));
+  r = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), hn::Or(u, hn::Set(du32, 0x400000u)), r);
+  const auto exponent = hn::And(u, hn::Set(du32, 0x7f800000u));
+  return hn::IfThenElse(hn::Eq(exponent, hn::Zero(du32)), hn::And(u, hn::Set(du32, 0x80000000u)),
+                        r);
+}
+
 // Narrows f32 lanes to bf16 bits with round-to-nearest-even (Highway 1.0.3's DemoteTo truncates)
 // and subnormals flushed to signed zero (ubfuse's bf16 rule, include/ubfuse/dtype.h). One
-// VCVTNEPS2BF16 where the CPU has AVX512_BF16 (it flushes them itself), else integer rounding
-// (about 11 ops): every target stores the same bits.
+// VCVTNEPS2BF16 where the CPU has AVX512_BF16 (it flushes them itself), else
+// BF16HighBitsFromF32V and a narrowing: every target stores the same bits.
 template <class D>
 HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> BF16BitsFromF32V(D d, hn::VFromD<D> v) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
@@ -143,19 +161,9 @@ HWY_INLINE hn::Vec<hn::Rebind<uint16_t, D>> BF16BitsFromF32V(D d, hn::VFromD<D> 
     }
   }
 #endif
-  const hn::RebindToUnsigned<D> du32;
   const hn::RebindToSigned<D> di32;
   const hn::Rebind<uint16_t, D> du16;
-  const auto u = hn::BitCast(du32, v);
-  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
-  auto r = hn::ShiftRight<16>(hn::Add(u, hn::Add(hn::Set(du32, 0x7fffu), lsb)));
-  const auto nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40u));
-  r = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), nan, r);
-  // Zero exponent: a subnormal (or zero) becomes its sign's zero, as VCVTNEPS2BF16 makes it.
-  const auto exponent = hn::And(u, hn::Set(du32, 0x7f800000u));
-  r = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du32)),
-                     hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 0x8000u)), r);
-  (void)d;
+  const auto r = hn::ShiftRight<16>(BF16HighBitsFromF32V(d, v));
   return hn::DemoteTo(du16, hn::BitCast(di32, r));  // values < 2^16: exact
 }
 
