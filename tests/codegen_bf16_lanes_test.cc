@@ -48,6 +48,22 @@ TEST(Bf16Lanes, OnlyKernelsWithEveryColumnInBf16UseThem) {
   EXPECT_EQ(mixed.find("even/odd"), std::string::npos);
 }
 
+// Their pipelined variant exists only where there are 32 vector registers: with 16 (AVX2) its two
+// rows spill, and use_ub == 2 runs the one-row variant (cpp_render.cc). f32 kernels keep it.
+TEST(Bf16Lanes, PipelinedVariantOnlyWithThirtyTwoRegisters) {
+  const std::string guard = "#if !HWY_ARCH_X86 || HWY_TARGET <= HWY_AVX3\n";
+  const std::string bf16 = generated_code(seed_block({"rows", 4096}, DType::bf16));
+  const size_t dispatch = bf16.find("if (a->use_ub == 2)");
+  ASSERT_NE(dispatch, std::string::npos) << bf16;
+  EXPECT_EQ(bf16.rfind(guard, dispatch), dispatch - guard.size() - 2) << bf16;  // "  " indent
+  const size_t pl = bf16.find("_pl(const UbfKernelArgs*");
+  ASSERT_NE(pl, std::string::npos);
+  EXPECT_NE(bf16.rfind(guard, pl), std::string::npos);
+  const std::string f32 = generated_code(seed_block({"rows", 4096}, DType::f32));
+  EXPECT_NE(f32.find("if (a->use_ub == 2)"), std::string::npos);
+  EXPECT_EQ(f32.find(guard), std::string::npos) << f32;
+}
+
 // Widths around the 2-vector step (32 bf16 with AVX-512): steps in lanes, the last whole vector
 // and the masked tail in column order; the UB variants (pipelined, one row at a time) and the
 // re-read one, on 2 threads. A symbolic width: one compiled kernel serves them all.
