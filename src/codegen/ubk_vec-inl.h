@@ -37,44 +37,6 @@ HWY_INLINE hn::VFromD<D> RoundF16F(D d, hn::VFromD<D> v) {
   return LoadF32(d, tmp);
 }
 
-// bf16 in even/odd lanes: a generated kernel whose column inputs and outputs are all bf16 loads
-// each 2-vector step's 2 * Lanes(d) elements with one load and one shift or AND per vector (the
-// even columns in the first vector, the odd in the second) instead of a zero-extension and a
-// shift, and stores them back interleaved. Its UB slots hold the same order, so every pass agrees.
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "bf16 lane pairs assume little endian");
-template <class D>
-HWY_INLINE void LoadEvenOddBf16(D d, const hwy::bfloat16_t* HWY_RESTRICT p, hn::VFromD<D>& even,
-                                hn::VFromD<D>& odd) {
-  const hn::RebindToUnsigned<D> du32;
-  const auto v = hn::LoadU(du32, reinterpret_cast<const uint32_t*>(p));
-  even = hn::BitCast(d, hn::ShiftLeft<16>(v));
-  odd = hn::BitCast(d, hn::And(v, hn::Set(du32, 0xffff0000u)));
-}
-// Stores even and odd lanes interleaved as 2 * Lanes(d) bf16 (the bits StoreF32 would write);
-// with nt, p is aligned to those bytes. With AVX512_BF16, one VCVTNE2PS2BF16 and one VPERMW.
-template <class D>
-HWY_INLINE void StoreEvenOddBf16(hn::VFromD<D> even, hn::VFromD<D> odd, D d,
-                                 hwy::bfloat16_t* HWY_RESTRICT p, bool nt) {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && defined(__AVX512BF16__)
-  if constexpr (hn::MaxLanes(D()) == 16) {
-    const __m512i halves = (__m512i)_mm512_cvtne2ps_pbh(odd.raw, even.raw);  // even first
-    const __m512i order =
-        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    return detail::Store64Bytes(_mm512_permutexvar_epi16(order, halves), p, nt);
-  }
-#endif
-  const hn::RebindToUnsigned<D> du32;
-  const auto lo = hn::ShiftRight<16>(BF16HighBitsFromF32V(d, even));
-  const auto both = hn::Or(lo, hn::And(BF16HighBitsFromF32V(d, odd), hn::Set(du32, 0xffff0000u)));
-  uint32_t* q = reinterpret_cast<uint32_t*>(p);
-  if (nt) {
-    hn::Stream(both, du32, q);
-  } else {
-    hn::StoreU(both, du32, q);
-  }
-}
-
 // Comparisons and logic on 0/1 floats.
 template <class D, class V>
 HWY_INLINE V EqF(D d, V a, V b) {

@@ -96,8 +96,25 @@ HWY_NOINLINE void UnaryLoop(const T* HWY_RESTRICT in, T* HWY_RESTRICT out, size_
                             float p) {
   const hn::ScalableTag<float> d;
   const Op op{p};
-  MapStore(d, out, n, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
-    return op(d, LoadAt<kFull>(d, in, i, count));
+  size_t i0 = 0;
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+  // bf16 without AVX-512 (whose dispatched code narrows pairs with VCVTNE2PS2BF16 instead):
+  // each element is computed alone, so the loop may take them in even/odd lanes, which saves the
+  // widening loads and the narrowing. Plain stores only (the compute-bound ops); streamed
+  // outputs take MapStore's aligned path.
+  if constexpr (hwy::IsSame<T, hwy::bfloat16_t>()) {
+    const size_t N = hn::Lanes(d);
+    if (!stream) {
+      for (; i0 + 2 * N <= n; i0 += 2 * N) {
+        hn::VFromD<decltype(d)> even, odd;
+        LoadEvenOddBf16(d, in + i0, even, odd);
+        StoreEvenOddBf16(op(d, even), op(d, odd), d, out + i0, false);
+      }
+    }
+  }
+#endif
+  MapStore(d, out + i0, n - i0, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
+    return op(d, LoadAt<kFull>(d, in + i0, i, count));
   });
 }
 
