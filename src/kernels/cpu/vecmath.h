@@ -116,6 +116,21 @@ HWY_INLINE hn::Vec128<float, N> ScaleF(hn::Vec128<float, N> y, hn::Vec128<float,
 constexpr float kRoundMagic = 12582912.0f;
 constexpr int32_t kRoundMagicBits = 0x4B400000;
 
+namespace detail {
+// round(x / ln2) as a float n, and t = n + kRoundMagic (|x| below ~2.9e6).
+template <class D, class V>
+HWY_INLINE V RoundLog2F(D d, V x, V& t) {
+  t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRoundMagic));
+  return hn::Sub(t, hn::Set(d, kRoundMagic));
+}
+// 2^(n + kE) for t = n + kRoundMagic, n + kE in [-126, 127] (a normal float): its exponent field.
+template <int kE, class D, class V>
+HWY_INLINE V Pow2FromRoundedF(D d, V t) {
+  const hn::RebindToSigned<D> di;
+  return hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, t), hn::Set(di, 127 + kE))));
+}
+}  // namespace detail
+
 // y * 2^n for integral n in [-151, 129] (as floats), t = n + kRoundMagic: exact, overflowing to
 // inf and underflowing gradually through the subnormals like IEEE multiplication.
 template <class D, class V>
@@ -144,8 +159,7 @@ HWY_INLINE V Pow2Plus24F(D d, V n, V t) {
   return detail::ScaleF(hn::Set(d, 0x1p24f), n);
 #else
   (void)n;
-  const hn::RebindToSigned<D> di;
-  return hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, t), hn::Set(di, 127 + 24))));
+  return detail::Pow2FromRoundedF<24>(d, t);
 #endif
 }
 
@@ -154,8 +168,7 @@ namespace detail {
 // y = e^r, |r| <= ln2/2, and t = n + kRoundMagic (n = round(xc / ln2)).
 template <class D, class V>
 HWY_INLINE V ExpReducedF(D d, V xc, V& n, V& t) {
-  t = hn::MulAdd(xc, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRoundMagic));
-  n = hn::Sub(t, hn::Set(d, kRoundMagic));
+  n = RoundLog2F(d, xc, t);
   V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), xc);
   r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
   V p = hn::Set(d, 1.9875691500e-4f);
@@ -205,7 +218,7 @@ HWY_INLINE V ExpNonPositiveF(D d, V x) {
     const hn::RebindToSigned<D> di;
     const V xc = hn::Max(hn::Set(d, -104.0f), x);  // x second: a NaN x stays NaN
     // t's low mantissa bits hold n = round(x 16 / ln2) (1.5 * 2^23 shifts the fraction out).
-    const V magic = hn::Set(d, 12582912.0f);
+    const V magic = hn::Set(d, kRoundMagic);
     const V t = hn::MulAdd(xc, hn::Set(d, 23.0831206542234f), magic);
     const V n = hn::Sub(t, magic);
     V r = hn::NegMulAdd(n, hn::Set(d, 0.0433349609375f), xc);  // ln2/16 in two parts: n * hi
@@ -226,9 +239,7 @@ HWY_INLINE V ExpNonPositiveF(D d, V x) {
   V n, t;
   const V y = detail::ExpReducedF(d, xc, n, t);
   if (hn::AllTrue(d, hn::Ge(xc, hn::Set(d, -87.0f)))) {  // false for a NaN lane
-    const hn::RebindToSigned<D> di;
-    return hn::Mul(
-        y, hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, t), hn::Set(di, 127)))));
+    return hn::Mul(y, detail::Pow2FromRoundedF<0>(d, t));
   }
   const V res = Pow2ScaleF(d, y, n, t);
   if constexpr (detail::kMinMaxPropagateSecondNaN) {
@@ -272,8 +283,8 @@ HWY_INLINE V SigmoidF(D d, V x) {
   // Operand order: x second, so x86 min/max keep a NaN x. Above 60 the result is 1, and
   // 2^(m+24) stays finite.
   const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 60.0f), x));
-  const V t = hn::MulAdd(xc, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRoundMagic));
-  const V m = hn::Sub(t, hn::Set(d, kRoundMagic));  // round(x / ln2)
+  V t;
+  const V m = detail::RoundLog2F(d, xc, t);
   V s = hn::NegMulAdd(m, hn::Set(d, 0.693359375f), xc);
   s = hn::NegMulAdd(m, hn::Set(d, -2.12194440e-4f), s);
   constexpr float k = 0x1p24f;
@@ -385,8 +396,8 @@ template <class D, class V>
 HWY_INLINE V ExpLowpF(D d, V x) {
   // ExpF's range: past 88.72 the scaling overflows to inf, below -87 it goes subnormal, then 0.
   const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 88.8f), x));  // NaN x kept
-  const V t = hn::MulAdd(xc, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRoundMagic));
-  const V n = hn::Sub(t, hn::Set(d, kRoundMagic));  // round(x / ln2)
+  V t;
+  const V n = detail::RoundLog2F(d, xc, t);
   const V r = hn::NegMulAdd(n, hn::Set(d, 0.693147180559945f), xc);
   // e^r for |r| <= ln2 / 2 (the constant term 1, so that e^0 = 1).
   V p = hn::MulAdd(r, hn::Set(d, 1.651797593e-1f), hn::Set(d, 5.041303635e-1f));
@@ -399,8 +410,8 @@ HWY_INLINE V ExpLowpF(D d, V x) {
 template <class D, class V>
 HWY_INLINE V SigmoidLowpF(D d, V x) {
   const V xc = hn::Max(hn::Set(d, -104.0f), hn::Min(hn::Set(d, 60.0f), x));  // NaN x kept
-  const V t = hn::MulAdd(xc, hn::Set(d, 1.44269504088896341f), hn::Set(d, kRoundMagic));
-  const V m = hn::Sub(t, hn::Set(d, kRoundMagic));  // round(x / ln2)
+  V t;
+  const V m = detail::RoundLog2F(d, xc, t);
   const V s = hn::NegMulAdd(m, hn::Set(d, 0.693147180559945f), xc);
   constexpr float k = 0x1p24f;
   V p = hn::MulAdd(s, hn::Set(d, k * -1.651797593e-1f), hn::Set(d, k * 5.041303635e-1f));
