@@ -27,10 +27,11 @@ enum UnaryCode : int {
   kPow,
 };
 // Ops whose loop is compute-bound on a core (a transcendental's polynomial, a divide chain): they
-// store with plain stores even past kStreamMinBytes. Non-temporal stores pay off only in a
-// memory-bound loop; issued from a slow loop they cost far more than the read-for-ownership they
-// save (measured on the 2-core Zen 5 dev machine at [8,2048,4096], in one process: eager SiLU f32
-// 63% -> 84% of STREAM add, GELU 51% -> 85%, Exp 70% -> 94%, SiLU bf16 38% -> 60%).
+// store with plain stores even past kStreamMinBytes, except f32 on AVX2 (kStreamComputeBound).
+// Non-temporal stores pay off only in a memory-bound loop; issued from a slow loop they cost far
+// more than the read-for-ownership they save (measured on the 2-core Zen 5 dev machine at
+// [8,2048,4096], in one process: eager SiLU f32 63% -> 84% of STREAM add, GELU 51% -> 85%, Exp 70%
+// -> 94%, SiLU bf16 38% -> 60%).
 inline bool unary_is_compute_bound(int op, float p) {
   switch (op) {
     case kExp:
@@ -118,11 +119,24 @@ HWY_NOINLINE void UnaryLoop(const T* HWY_RESTRICT in, T* HWY_RESTRICT out, size_
   });
 }
 
+// Whether compute-bound ops (cpu::unary_is_compute_bound) stream their f32 output all the same.
+// On AVX2 the loop is slow enough for the read-for-ownership of plain stores to cost more than
+// non-temporal stores do: on the 2-core Zen 3, in one process at [8,2048,4096], eager SiLU f32
+// 25.9-27.6 -> 27.6-30.6 GB/s, Exp 26.5 -> 31.6, Sigmoid 33.2 -> 36.2, GELU 23.9 -> 25.0. bf16
+// (its even/odd plain-store path is faster) and f16 (no gain) keep plain stores, as does AVX-512.
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+template <typename T>
+constexpr bool kStreamComputeBound = hwy::IsSame<T, float>();
+#else
+template <typename T>
+constexpr bool kStreamComputeBound = false;
+#endif
+
 template <typename T>
 void UnaryTyped(int op, const void* in, void* out, size_t n, bool stream, float p) {
   const T* x = static_cast<const T*>(in);
   T* y = static_cast<T*>(out);
-  stream = stream && !cpu::unary_is_compute_bound(op, p);
+  stream = stream && (kStreamComputeBound<T> || !cpu::unary_is_compute_bound(op, p));
   switch (op) {
     case cpu::kNeg:
       return UnaryLoop<UNeg>(x, y, n, stream, p);
