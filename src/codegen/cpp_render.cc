@@ -8,6 +8,7 @@
 
 #include "codegen/cpp_expr.h"
 #include "codegen/hash.h"
+#include "codegen/loop_plan.h"
 #include "codegen/ubk_abi.h"
 #include "ubfuse/error.h"
 
@@ -26,31 +27,6 @@ bool prefetch_on() {
 
 // How far ahead the pass that streams an input prefetches it (see prefetch()).
 constexpr int kPrefetchAheadBytes = 4096;
-
-// Whether every column the kernel reads or writes in memory is bf16 (and there is one). Then each
-// 2-vector step of the unrolled loops holds the even columns of its 2 * L in its first vector and
-// the odd ones in its second (LoadEvenOddBf16 / StoreEvenOddBf16: one operation per
-// vector loaded instead of two). Elementwise math, row reductions and UB slots do not care where
-// a column sits as long as every pass steps alike, which they all do: the same unrolled loop,
-// then the last whole vector and the masked tail in column order. A mixed kernel keeps column
-// order (an f32 column would need a permute per vector).
-bool column_load(const Expr& x) { return x.op == Op::Load && !x.row; }
-
-bool bf16_even_odd_lanes(const kir::Program& p) {
-  bool any = false;
-  for (size_t e = 0; e < p.exprs.size(); e++) {
-    const Expr& x = p.exprs[e];
-    if (!p.needed[e] || !column_load(x)) continue;
-    if (p.inputs[size_t(x.arg)].dtype != DType::bf16) return false;
-    any = true;
-  }
-  for (const kir::Output& o : p.outputs) {
-    if (p.exprs[size_t(o.expr)].row) continue;
-    if (o.dtype != DType::bf16) return false;
-    any = true;
-  }
-  return any;
-}
 
 class Renderer {
  public:
@@ -304,12 +280,62 @@ class Renderer {
   // the last whole vector and the masked tail.
   void loop(const kir::Phase& ph, const std::string& ind, int q) {
     pass_setup(ph, ind);
+    const StepStages st = step_stages(p_, ph);
     o_ << ind << "int64_t i0 = 0;\n";
+    skew_prologue(ph, st, ind);
     o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
     if (q >= 0) prefetch(q, ind + "  ");
-    steps(ph, ind + "  ");
+    body(ph, st, ind + "  ");
     o_ << ind << "}\n";
     last_steps(ph, ind);
+  }
+
+  // The unrolled loop's body: its two column steps, or when skewed the early stage of the next
+  // two (if there are) and the late stage of these, from the carried values.
+  void body(const kir::Phase& ph, const StepStages& st, const std::string& ind) {
+    if (!st.skewed()) return steps(ph, ind);
+    std::string cur;
+    for (int e : st.carried) {
+      cur += std::string(cur.empty() ? "const VF " : ", ") + carry(e, "c", 0) + " = " +
+             carry(e, "k", 0) + ", " + carry(e, "c", 1) + " = " + carry(e, "k", 1);
+    }
+    o_ << ind << cur << ";\n";
+    o_ << ind << "if (i0 + 4 * L <= cvec) {\n";
+    early_steps(ph, st, ind + "  ", "i0 + 2 * L");
+    o_ << ind << "}\n";
+    stage(&st, true);
+    steps(ph, ind);
+    stage(nullptr, false);
+  }
+  // Before a skewed loop: the carried registers, and the early stage of the first two steps.
+  void skew_prologue(const kir::Phase& ph, const StepStages& st, const std::string& ind) {
+    if (!st.skewed()) return;
+    o_ << ind << "// skewed: the early stage runs one 2-vector step ahead (loop_plan.h)\n";
+    std::string decl;
+    for (int e : st.carried) {
+      decl += std::string(decl.empty() ? "VF " : ", ") + carry(e, "k", 0) + " = hn::Zero(d), " +
+              carry(e, "k", 1) + " = hn::Zero(d)";
+    }
+    o_ << ind << decl << ";\n";
+    o_ << ind << "if (2 * L <= cvec) {\n";
+    early_steps(ph, st, ind + "  ", "0");
+    o_ << ind << "}\n";
+  }
+  void early_steps(const kir::Phase& ph, const StepStages& st, const std::string& ind,
+                   const std::string& base) {
+    stage(&st, false);
+    steps(ph, ind, base);
+    stage(nullptr, false);
+  }
+  void stage(const StepStages* st, bool late) {
+    stages_ = st;
+    late_ = late;
+  }
+  // Whether expr e belongs to the stage being rendered (all of them when not skewed).
+  bool in_stage(int e) const { return !stages_ || bool(stages_->late[size_t(e)]) == late_; }
+  // Carried value e of step 1 or 2 of a pair ("k": the next pair's, "c": this pair's).
+  std::string carry(int e, const char* kind, int step) const {
+    return pfx_ + kind + std::to_string(e) + "_" + std::to_string(step);
   }
 
   std::string acc(int e) const { return pfx_ + "acc" + std::to_string(e); }
@@ -357,13 +383,18 @@ class Renderer {
     pfx_ = "n";
     pass_setup(pb, ind);
     pfx_.clear();
+    const StepStages sa = step_stages(p_, pa), sb = step_stages(p_, pb);
     o_ << ind << "int64_t i0 = 0;\n";
+    skew_prologue(pa, sa, ind);
+    pfx_ = "n";
+    skew_prologue(pb, sb, ind);
+    pfx_.clear();
     o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
     prefetch(qa, ind + "  ");
-    steps(pa, ind + "  ");
+    body(pa, sa, ind + "  ");
     pfx_ = "n";
     prefetch(qb, ind + "  ");
-    steps(pb, ind + "  ");
+    body(pb, sb, ind + "  ");
     pfx_.clear();
     o_ << ind << "}\n";
     last_steps(pa, ind);
@@ -382,22 +413,25 @@ class Renderer {
 
   // The body of the unrolled loop: two column steps (even and odd accumulators). bf16 outputs
   // are stored once per pair of steps (StorePairF32: one narrowing for both).
-  void steps(const kir::Phase& ph, const std::string& ind) {
+  // The steps start at column `base` (i0, or the next pair's when skewed).
+  void steps(const kir::Phase& ph, const std::string& ind, const std::string& base = "i0") {
     for (int o : ph.out_stores) {
-      if (paired(o)) o_ << ind << "VF " << pair_var(o) << ";\n";
+      if (paired(o) && in_stage(p_.outputs[size_t(o)].expr)) {
+        o_ << ind << "VF " << pair_var(o) << ";\n";
+      }
     }
     // bf16 lanes: one load per input and pair of steps, held in registers (a shift or AND with a
     // memory operand measured slower here).
     for (int e : ph.compute) {
-      if (!even_odd_ || !column_load(p_.exprs[size_t(e)])) continue;
+      if (!even_odd_ || !column_load(p_.exprs[size_t(e)]) || !in_stage(e)) continue;
       const std::string v = cv(e);
       o_ << ind << "VF " << v << "e, " << v << "o;\n";
-      o_ << ind << "LoadEvenOddBf16(d, " << pfx_ << "p" << p_.exprs[size_t(e)].arg << " + i0, " << v
-         << "e, " << v << "o);\n";
+      o_ << ind << "LoadEvenOddBf16(d, " << pfx_ << "p" << p_.exprs[size_t(e)].arg << " + " << base
+         << ", " << v << "e, " << v << "o);\n";
     }
-    o_ << ind << "{\n" << ind << "  const int64_t i = i0;\n";
+    o_ << ind << "{\n" << ind << "  const int64_t i = " << base << ";\n";
     step(ph, ind + "  ", false, "", 1);
-    o_ << ind << "}\n" << ind << "{\n" << ind << "  const int64_t i = i0 + L;\n";
+    o_ << ind << "}\n" << ind << "{\n" << ind << "  const int64_t i = " << base << " + L;\n";
     step(ph, ind + "  ", false, "b", 2);
     o_ << ind << "}\n";
   }
@@ -419,11 +453,18 @@ class Renderer {
   // 1 or 2 for the first or second step of the unrolled loop (0 elsewhere).
   void step(const kir::Phase& ph, const std::string& ind, bool tail, const std::string& accb,
             int pair = 0) {
+    if (stages_ && late_) {  // the early values of this step, computed a pair of steps ago
+      for (int e : stages_->carried) {
+        o_ << ind << "const VF " << cv(e) << " = " << carry(e, "c", pair - 1) << ";\n";
+      }
+    }
     for (int e : ph.slot_loads) {
+      if (!in_stage(e)) continue;
       o_ << ind << "const VF " << cv(e) << " = hn::LoadU(d, " << pfx_ << "s" << s_->slot[size_t(e)]
          << " + i);\n";
     }
     for (int e : ph.compute) {
+      if (!in_stage(e)) continue;
       const Expr& x = p_.exprs[size_t(e)];
       o_ << ind << "const VF " << cv(e) << " = ";
       if (x.op == Op::Load) {
@@ -440,16 +481,19 @@ class Renderer {
       o_ << ";" << (x.note.empty() ? "" : "  // " + x.note) << "\n";
     }
     for (int e : ph.slot_stores) {
+      if (!in_stage(e)) continue;
       o_ << ind << "hn::StoreU(" << cv(e) << ", d, " << pfx_ << "s" << s_->slot[size_t(e)]
          << " + i);\n";
     }
     for (int e : ph.reductions) {
+      if (!in_stage(p_.exprs[size_t(e)].a)) continue;
       const std::string a = acc(e) + accb, v = cv(p_.exprs[size_t(e)].a);
       o_ << ind << a << " = " << row_acc(e)
          << (tail ? "::StepTail(d, " + a + ", " + v + ", tail)" : "::Step(d, " + a + ", " + v + ")")
          << ";\n";
     }
     for (int o : ph.out_stores) {
+      if (!in_stage(p_.outputs[size_t(o)].expr)) continue;
       std::string v = cv(p_.outputs[size_t(o)].expr);
       std::string dst = pfx_ + "o" + std::to_string(o) + " + i";
       if (tail) {
@@ -458,11 +502,15 @@ class Renderer {
         o_ << ind << pair_var(o) << " = " << v << ";\n";
       } else if (pair == 2 && paired(o)) {
         o_ << ind << (even_odd_ ? "StoreEvenOddBf16(" : "StorePairF32(") << pair_var(o) << ", " << v
-           << ", d, " << pfx_ << "o" << o << " + i0, " << pfx_ << "nt" << o << ");\n";
+           << ", d, " << pfx_ << "o" << o << " + (i - L), " << pfx_ << "nt" << o << ");\n";
       } else {
         o_ << ind << "if (" << pfx_ << "nt" << o << ") StreamF32(" << v << ", d, " << dst
            << "); else StoreF32(" << v << ", d, " << dst << ");\n";
       }
+    }
+    if (stages_ && !late_) {  // for the late stage a pair of steps later
+      for (int e : stages_->carried)
+        o_ << ind << carry(e, "k", pair - 1) << " = " << cv(e) << ";\n";
     }
   }
 
@@ -470,8 +518,10 @@ class Renderer {
   std::ostringstream& o_;
   const bool even_odd_;  // bf16 in even/odd lanes in the unrolled steps (bf16_even_odd_lanes)
   const kir::Schedule* s_ = nullptr;
-  std::string pfx_;      // "" for row r, "n" for row r + 1 (pipelined variant)
-  bool assign_ = false;  // row scalars are pre-declared (pipelined variant)
+  std::string pfx_;                     // "" for row r, "n" for row r + 1 (pipelined variant)
+  bool assign_ = false;                 // row scalars are pre-declared (pipelined variant)
+  const StepStages* stages_ = nullptr;  // a skewed loop's stages while one stage is rendered
+  bool late_ = false;                   // the late stage (else the early one)
 };
 
 constexpr const char* kName = "@UBK@";

@@ -1,0 +1,56 @@
+#include "codegen/loop_plan.h"
+
+#include <algorithm>
+
+namespace ubfuse::cpp {
+
+using kir::Expr;
+using kir::Op;
+
+bool column_load(const Expr& x) { return x.op == Op::Load && !x.row; }
+
+bool bf16_even_odd_lanes(const kir::Program& p) {
+  bool any = false;
+  for (size_t e = 0; e < p.exprs.size(); e++) {
+    const Expr& x = p.exprs[e];
+    if (!p.needed[e] || !column_load(x)) continue;
+    if (p.inputs[size_t(x.arg)].dtype != DType::bf16) return false;
+    any = true;
+  }
+  for (const kir::Output& o : p.outputs) {
+    if (p.exprs[size_t(o.expr)].row) continue;
+    if (o.dtype != DType::bf16) return false;
+    any = true;
+  }
+  return any;
+}
+
+StepStages step_stages(const kir::Program& p, const kir::Phase& ph) {
+  StepStages s;
+  s.late.assign(p.exprs.size(), 0);
+  for (int e : ph.compute) {  // topological: operands first
+    const Expr& x = p.exprs[size_t(e)];
+    bool late = !x.row && kir::is_expensive(x.op);
+    for (int o : {x.a, x.b, x.c}) late = late || (o >= 0 && s.late[size_t(o)]);
+    s.late[size_t(e)] = late;
+  }
+  bool arithmetic = false;
+  for (int e : ph.compute) {
+    if (!s.late[size_t(e)]) continue;
+    const Expr& x = p.exprs[size_t(e)];
+    for (int o : {x.a, x.b, x.c}) {
+      if (o < 0 || s.late[size_t(o)] || p.exprs[size_t(o)].row) continue;
+      if (std::find(s.carried.begin(), s.carried.end(), o) != s.carried.end()) continue;
+      s.carried.push_back(o);
+      const bool loaded = p.exprs[size_t(o)].op == Op::Load ||
+                          std::find(ph.slot_loads.begin(), ph.slot_loads.end(), o) !=
+                              ph.slot_loads.end();  // read back from a UB slot
+      arithmetic = arithmetic || !loaded;
+    }
+  }
+  if (!arithmetic) s.carried.clear();
+  std::sort(s.carried.begin(), s.carried.end());
+  return s;
+}
+
+}  // namespace ubfuse::cpp
