@@ -86,9 +86,10 @@ TEST(LoopPlan, RenderedKernelsSkewOnlyWhereThePlanSays) {
   EXPECT_EQ(code(b.build()).find("// skewed:"), std::string::npos);
 }
 
-// A skewed elementwise chain and the seed block (its pipelined and one-row UB variants, and with
-// ub_bytes 256 split kernels) through generated C++, at widths that end the unrolled loop in each
-// way; 5 rows split unevenly over 2 threads.
+// A skewed elementwise chain and the f32 seed block (its pipelined and one-row UB variants, and
+// with ub_bytes 256 split kernels) through generated C++, at widths that end the unrolled loop in
+// each way; 5 rows split unevenly over 2 threads. The bf16 seed block at these widths is
+// Bf16Lanes.ResultsKeepColumnOrderAtEveryWidth.
 TEST(LoopPlan, SkewedLoopsMatchTheReferenceAtEveryWidth) {
   for (DType dt : {DType::f32, DType::bf16}) {
     for (int64_t cols : {1, 7, 8, 15, 16, 17, 31, 32, 33, 47, 48, 64, 65, 4097}) {
@@ -97,7 +98,6 @@ TEST(LoopPlan, SkewedLoopsMatchTheReferenceAtEveryWidth) {
       auto r = b.input("r", dt, {5, cols});
       b.output("y", b.silu(b.mul(b.add(x, r), x)));
       const Graph chain = b.build();
-      const Graph seed = seed_block({5, cols}, dt);
       std::map<std::string, Tensor> in{{"x", Tensor::random(dt, {5, cols}, 1)},
                                        {"r", Tensor::random(dt, {5, cols}, 2)},
                                        {"residual", Tensor::random(dt, {5, cols}, 2)},
@@ -109,6 +109,8 @@ TEST(LoopPlan, SkewedLoopsMatchTheReferenceAtEveryWidth) {
       const std::string at = std::string(dtype_name(dt)) + " cols " + std::to_string(cols);
       EXPECT_EQ(compile(chain, o).kernels().size(), 1u) << at;
       EXPECT_TRUE(testing::matches_reference(chain, {{"x", in["x"]}, {"r", in["r"]}}, o)) << at;
+      if (dt != DType::f32) continue;
+      const Graph seed = seed_block({5, cols}, dt);
       std::map<std::string, Tensor> seed_in = in;
       seed_in.erase("r");
       EXPECT_EQ(compile(seed, o).kernels().size(), 1u) << at;
