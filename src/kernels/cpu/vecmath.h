@@ -108,7 +108,7 @@ HWY_INLINE hn::Vec128<float, N> ScaleF(hn::Vec128<float, N> y, hn::Vec128<float,
 #endif
 }  // namespace detail
 
-// Rounding by the 1.5 * 2^23 trick: t = v + (kRoundMagic + kBias) rounds v (|v| < 2^21) to an
+// Rounding by the 1.5 * 2^23 trick: t = v + (kRoundMagic + kBias) rounds v (|v| < 2^22) to an
 // integer n = t - (kRoundMagic + kBias), since floats in [2^23, 2^24) are the integers. t's bits
 // are those of kRoundMagic plus n + kBias, and kRoundMagic's low 9 bits are 0, so bits(t) << 23 is
 // (n + kBias) << 23 exactly: with kBias = 127 + e, an exponent field giving 2^(n + e) in ONE shift.
@@ -120,7 +120,7 @@ constexpr int kExpBias = 127;             // exponent field of 2^n
 constexpr int kExpBiasPlus24 = 127 + 24;  // of 2^(n + 24)
 
 namespace detail {
-// round(x / ln2) as a float n, and t = n + kRoundMagic + kBias (|x| below ~1.4e6).
+// round(x / ln2) as a float n, and t = n + kRoundMagic + kBias (|x| below ~2.9e6).
 template <int kBias, class D, class V>
 HWY_INLINE V RoundLog2F(D d, V x, V& t) {
   const V magic = hn::Set(d, kRoundMagic + float(kBias));
