@@ -122,8 +122,9 @@ HWY_NOINLINE void UnaryLoop(const T* HWY_RESTRICT in, T* HWY_RESTRICT out, size_
 // Whether compute-bound ops (cpu::unary_is_compute_bound) stream their f32 output all the same.
 // On AVX2 the loop is slow enough for the read-for-ownership of plain stores to cost more than
 // non-temporal stores do: on the 2-core Zen 3, in one process at [8,2048,4096], eager SiLU f32
-// 25.9-27.6 -> 27.6-30.6 GB/s, Exp 26.5 -> 31.6, Sigmoid 33.2 -> 36.2, GELU 23.9 -> 25.0. bf16
-// (its even/odd plain-store path is faster) and f16 (no gain) keep plain stores, as does AVX-512.
+// 22.1-29.1 -> 24.2-33.1 GB/s (10 runs, ahead in each), Exp 26.5 -> 31.6, Sigmoid 33.2 -> 36.2,
+// GELU 23.9 -> 25.0. bf16 (its even/odd plain-store path is faster) and f16 (no gain) keep plain
+// stores, as does AVX-512. (The fused seed block there is the other way round: docs/codegen.md.)
 #if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
 template <typename T>
 constexpr bool kStreamComputeBound = hwy::IsSame<T, float>();
