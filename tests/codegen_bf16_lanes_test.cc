@@ -7,7 +7,6 @@
 #include <limits>
 #include <vector>
 
-#include "codegen/cpp_render.h"
 #include "fused_kernel_util.h"
 #include "test_util.h"
 // The helpers on this binary's static Highway target: the portable store, not the AVX512_BF16 one
@@ -19,16 +18,8 @@
 namespace ubfuse {
 namespace {
 
+using testing::generated_code;
 using testing::seed_block;
-using testing::whole_graph_group;
-
-std::string generated_code(const Graph& g) {
-  FusedGroup fg = whole_graph_group(g);
-  std::string why;
-  auto p = kir::lower_group(fg, &why);
-  if (!p) return "lowering failed: " + why;
-  return cpp::render_kernel(*p, kir::schedule(*p, true), kir::schedule(*p, false)).code;
-}
 
 bool uses_even_odd_lanes(const std::string& code) {
   return code.find("LoadEvenOddBf16") != std::string::npos &&

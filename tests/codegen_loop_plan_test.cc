@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpp_render.h"
 #include "codegen/loop_plan.h"
 #include "fused_kernel_util.h"
 #include "test_util.h"
@@ -14,6 +13,7 @@
 namespace ubfuse {
 namespace {
 
+using testing::generated_code;
 using testing::seed_block;
 using testing::whole_graph_group;
 
@@ -74,16 +74,12 @@ TEST(LoopPlan, OnlyLoadsBeforeTheExpensiveOpIsNotSkewed) {
 }
 
 TEST(LoopPlan, RenderedKernelsSkewOnlyWhereThePlanSays) {
-  auto code = [](const Graph& g) {
-    const Lowered l = lower(g);
-    return l.p ? cpp::render_kernel(*l.p, l.ub, kir::schedule(*l.p, false)).code : "";
-  };
-  const std::string seed = code(seed_block({"rows", 4096}, DType::f32));
+  const std::string seed = generated_code(seed_block({"rows", 4096}, DType::f32));
   EXPECT_NE(seed.find("// skewed:"), std::string::npos) << seed;
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {"rows", 64});
   b.output("y", b.silu(x));
-  EXPECT_EQ(code(b.build()).find("// skewed:"), std::string::npos);
+  EXPECT_EQ(generated_code(b.build()).find("// skewed:"), std::string::npos);
 }
 
 // A skewed elementwise chain and the f32 seed block (its pipelined and one-row UB variants, and

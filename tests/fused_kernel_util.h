@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpp_render.h"
 #include "fusion/group.h"
 #include "kernels/reference/reference.h"
 #include "runtime/kernel.h"
@@ -87,6 +88,16 @@ inline std::map<std::string, Tensor> run_kernel(const Kernel& k, const Graph& g,
   k.run(in, out, ctx);
   if (ctx_out) *ctx_out = ctx;
   return named;
+}
+
+// The C++ that the generated-code engine renders for g as one group (its UB and re-read
+// schedules), or why lowering failed.
+inline std::string generated_code(const Graph& g) {
+  FusedGroup fg = whole_graph_group(g);
+  std::string why;
+  auto p = kir::lower_group(fg, &why);
+  if (!p) return "lowering failed: " + why;
+  return cpp::render_kernel(*p, kir::schedule(*p, true), kir::schedule(*p, false)).code;
 }
 
 }  // namespace ubfuse::testing

@@ -9,7 +9,6 @@
 #include "codegen/cpp_expr.h"
 #include "codegen/hash.h"
 #include "codegen/loop_plan.h"
-#include "codegen/ubk_abi.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse::cpp {
