@@ -108,6 +108,8 @@ TEST(KernelsCpu, SoftmaxRowsStayIndependent) {
   for (int64_t c = 0; c < cols; ++c) p[2 * cols + c] = -inf;
   p[3 * cols + 36] = inf;
   p[4 * cols + 0] = -inf;
+  p[5 * cols + 20] = -1e4f;  // an attention mask's value: out of exp's short range, so the row
+                             // takes the range-tested exp (softmax.cc)
   Tensor out = expect_rows_as_alone([](GraphBuilder& b, V v) { return b.softmax(v); }, x);
   const float* o = out.data_as<float>();
   for (int64_t c = 0; c < cols; ++c) {
@@ -116,6 +118,12 @@ TEST(KernelsCpu, SoftmaxRowsStayIndependent) {
     EXPECT_TRUE(std::isnan(o[3 * cols + c])) << c;  // +inf: inf - inf, and the sum spreads it
   }
   EXPECT_EQ(o[4 * cols + 0], 0.0f);
+  EXPECT_EQ(o[5 * cols + 20], 0.0f);
+  for (int64_t r : {0, 4, 5}) {
+    double sum = 0;
+    for (int64_t c = 0; c < cols; ++c) sum += o[r * cols + c];
+    EXPECT_NEAR(sum, 1.0, 1e-6) << "row " << r;
+  }
 }
 
 // Rows whose squares overflow f32 are normalized alone at a rescaled size: one among the rows the

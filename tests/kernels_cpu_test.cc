@@ -135,7 +135,8 @@ TEST(KernelsCpu, VecmathAccuracyInUlps) {
   for (const auto& c : cases) EXPECT_LE(max_ulp(c.f, c.g, c.lo, c.hi), c.max_ulps) << c.name;
 }
 
-// Softmax over rows (0, v): exp's error (ExpNonPositiveF on AVX-512, ExpF elsewhere) plus the sum,
+// Softmax over rows (0, v): exp's error (ExpNonPositiveF on AVX-512; elsewhere ExpInRangeF for
+// v >= -87, the row's range, and ExpNonPositiveF's range-tested form below it) plus the sum,
 // the reciprocal and the product's roundings, in ulps of each output (measured 3.1; 2.5 with ExpF).
 // For v < -17, 1 + e^v rounds to 1 and the second output is exp(v) itself, so that range checks exp
 // alone.
@@ -163,7 +164,7 @@ TEST(KernelsCpu, SoftmaxAccuracyInUlps) {
   EXPECT_LE(softmax_pair_max_ulp(-17, 0), 3.3);
   EXPECT_LE(softmax_pair_max_ulp(-87, -17), 1.3);     // exp alone (vecmath.h's bound)
   EXPECT_LE(softmax_pair_max_ulp(-103, -87.5), 1.3);  // exp's subnormal results
-  // Around -87, where ExpNonPositiveF without VSCALEFPS leaves its one-multiply scaling.
+  // Around -87, where rows leave ExpInRangeF's one-multiply scaling (without VSCALEFPS).
   EXPECT_LE(softmax_pair_max_ulp(-88, -86, 20001), 1.3);
 }
 

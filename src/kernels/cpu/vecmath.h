@@ -9,11 +9,11 @@
 // vectors of it; names end in F so they never collide with Highway's own Exp/Log through ADL.
 //
 // Accuracy (f32 vs exact, max over dense sweeps; bounds asserted in tests/kernels_cpu_test.cc):
-// ExpF 0.9 ulp (also for subnormal results), ExpNonPositiveF 1.3, LogF 0.9, TanhF 2.6, SigmoidF
-// 2.1, SiluF 2.4, ErfF 5.5, RsqrtF 1.5, PowF about 2 + |e ln x| ulp. GeluTanhF 12 ulp for x > -3,
-// 147 for x in [-9, -3] (x sigmoid(2u): relative accuracy where GELU is tiny). GeluErfF computes
-// 1 + erf, so for x < -3 only its absolute error is small (~1e-7 |x|), as in PyTorch. NaN in gives
-// NaN out unless stated.
+// ExpF 0.9 ulp (also for subnormal results), ExpNonPositiveF 1.3, ExpInRangeF 0.9 (1.3 on AVX-512),
+// LogF 0.9, TanhF 2.6, SigmoidF 2.1, SiluF 2.4, ErfF 5.5, RsqrtF 1.5, PowF about 2 + |e ln x| ulp.
+// GeluTanhF 12 ulp for x > -3, 147 for x in [-9, -3] (x sigmoid(2u): relative accuracy where GELU
+// is tiny). GeluErfF computes 1 + erf, so for x < -3 only its absolute error is small (~1e-7 |x|),
+// as in PyTorch. NaN in gives NaN out unless stated.
 
 // Per-target include guard (Highway idiom): toggled each time foreach_target re-includes us.
 #if defined(UBFUSE_KERNELS_CPU_VECMATH_H_) == defined(HWY_TARGET_TOGGLE)
@@ -203,6 +203,16 @@ HWY_INLINE V ExpF(D d, V x) {
   }
 }
 
+// The least x for which ExpInRangeF holds (2^n stays normal: n >= -126).
+inline constexpr float kExpInRangeMin = -87.0f;
+
+// e^x for x in [kExpInRangeMin, 0] or NaN, which the caller has checked (eager Softmax once per
+// row, from the row's min and max), 0.9 ulp. Without VSCALEFPS, 2^n is then one exponent field
+// and y * 2^n one multiply that rounds once, as ExpF's two-factor scaling does: 3 operations
+// instead of 9. On AVX-512 it is ExpNonPositiveF.
+template <class D, class V>
+HWY_INLINE V ExpInRangeF(D d, V x);
+
 // e^x for x <= 0 or NaN (softmax's exp(x - max)), < 1.3 ulp, subnormal results included, 0 below
 // -104. On targets of 16 or more lanes (AVX-512) it splits x = (16k + j) ln2/16 + r, |r| <= ln2/32,
 // and takes 2^(j/16) from a 16-entry table held in one register (one permute), e^r - 1 from a
@@ -210,7 +220,8 @@ HWY_INLINE V ExpF(D d, V x) {
 // FMAs to its 10 and a dependency chain half as long. The pipelined eager Softmax loop computes
 // 9% more elements per second in cache with it. The table's rounding (half an ulp) is what
 // ExpF's 0.9 ulp becomes 1.3 for; a second table of the rounding errors brought it to 0.7 ulp
-// but gave back half the speed. Positive x is out of its contract; other targets use ExpF.
+// but gave back half the speed. Positive x is out of its contract. Other targets take
+// ExpInRangeF's short scaling when every lane is in its range, else ExpF's.
 template <class D, class V>
 HWY_INLINE V ExpNonPositiveF(D d, V x) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -236,16 +247,11 @@ HWY_INLINE V ExpNonPositiveF(D d, V x) {
     return detail::ScaleF(hn::MulAdd(tj, q, tj), hn::Mul(n, hn::Set(d, 0.0625f)));
   }
 #else
-  // Without VSCALEFPS: where every lane has x >= -87 (2^n normal: n >= -126), as softmax's
-  // x - max nearly always does, 2^n is one exponent field and y * 2^n one multiply that rounds
-  // once, as the two-factor scaling does: 3 operations instead of 9. Eager Softmax in cache on
-  // Zen 3 (AVX2): 2.6 -> 3.0 G elements/s.
   // The test comes first, so the fast path needs no clamp.
-  V n, t;
-  if (hn::AllTrue(d, hn::Ge(x, hn::Set(d, -87.0f)))) {  // false for a NaN lane
-    const V y = detail::ExpReducedF(d, x, n, t);
-    return hn::Mul(y, detail::Pow2FromRoundedF(d, t));
+  if (hn::AllTrue(d, hn::Ge(x, hn::Set(d, kExpInRangeMin)))) {  // false for a NaN lane
+    return ExpInRangeF(d, x);
   }
+  V n, t;
   const V xc = hn::Max(hn::Set(d, -104.0f), x);  // x second: a NaN x stays NaN
   const V res = Pow2ScaleF(d, detail::ExpReducedF(d, xc, n, t), n, t);
   if constexpr (detail::kMinMaxPropagateSecondNaN) {
@@ -255,6 +261,16 @@ HWY_INLINE V ExpNonPositiveF(D d, V x) {
   }
 #endif
   return ExpF(d, x);
+}
+
+template <class D, class V>
+HWY_INLINE V ExpInRangeF(D d, V x) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(d) >= 16) return ExpNonPositiveF(d, x);
+#endif
+  V n, t;
+  const V y = detail::ExpReducedF(d, x, n, t);
+  return hn::Mul(y, detail::Pow2FromRoundedF(d, t));
 }
 
 // ln(x), < 1 ulp (Highway's Log, subnormals handled); 0 -> -inf, x < 0 -> NaN, +inf -> +inf.
