@@ -5,10 +5,10 @@
 // * NaN and Inf inputs pass through with IEEE semantics in eager and graph mode and never hang.
 #include <algorithm>
 #include <chrono>
-#include <exception>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <regex>
@@ -85,10 +85,10 @@ TEST(MemoryLimit, StaticModelOverTheLimitFailsAtCompile) {
 TEST(MemoryLimit, FusionLowersTheNeed) {
   // Eager keeps x+residual and layer_norm's output in memory; the fused kernel keeps neither.
   Graph g = seed_block({512, 1024});
-  int64_t eager = planned_bytes(compile_error(g, {{"ge.exec.enableOperatorFusion", "0"},
-                                                  {"memory_limit", "1"}}));
-  int64_t fused = planned_bytes(compile_error(g, {{"ge.exec.enableOperatorFusion", "1"},
-                                                  {"memory_limit", "1"}}));
+  int64_t eager = planned_bytes(
+      compile_error(g, {{"ge.exec.enableOperatorFusion", "0"}, {"memory_limit", "1"}}));
+  int64_t fused = planned_bytes(
+      compile_error(g, {{"ge.exec.enableOperatorFusion", "1"}, {"memory_limit", "1"}}));
   EXPECT_EQ(fused, 512 * 1024 * 4);
   EXPECT_GT(eager, fused);
 }
@@ -98,7 +98,7 @@ TEST(MemoryLimit, SymbolicModelFailsAtRunForTooBigShape) {
   for (auto opts : all_modes()) {
     SCOPED_TRACE(mode_name(opts));
     opts["memory_limit"] = std::to_string(64 * 1024 * 4 * 3);  // room for about 64 rows
-    CompiledModel m = compile(g, opts);  // nothing to plan yet: compiles
+    CompiledModel m = compile(g, opts);                        // nothing to plan yet: compiles
     auto in = [](int64_t rows) {
       return std::map<std::string, Tensor>{{"x", Tensor::random(f32, {rows, 1024}, 1)},
                                            {"residual", Tensor::random(f32, {rows, 1024}, 2)}};
@@ -118,9 +118,9 @@ TEST(MemoryLimit, GearOverTheLimitFailsAtCompile) {
   Options o = {{"ge.exec.enableOperatorFusion", "1"},
                {"ge.dynamic_dims", "1;8;4096"},
                {"memory_limit", "1000000"}};
-  EXPECT_TRUE(throws_with([&] { compile(g, o); },
-                          {"planned memory 16777216 bytes", "exceeds memory_limit 1000000 bytes",
-                           "for this shape"}));
+  EXPECT_TRUE(throws_with(
+      [&] { compile(g, o); },
+      {"planned memory 16777216 bytes", "exceeds memory_limit 1000000 bytes", "for this shape"}));
   o["ge.dynamic_dims"] = "1;8";
   EXPECT_NO_THROW(compile(g, o));
 }
@@ -128,8 +128,11 @@ TEST(MemoryLimit, GearOverTheLimitFailsAtCompile) {
 TEST(MemoryLimit, BadValuesAreErrors) {
   Graph g = seed_block({4, 8});
   for (const char* v : {"-1", "1.5e9", "lots", "", "99999999999999999999"}) {
-    EXPECT_TRUE(throws_with([&] { compile(g, {{"memory_limit", v}}); },
-                            {"option 'memory_limit': bad value", "valid: an integer"}))
+    EXPECT_TRUE(throws_with(
+        [&] {
+          compile(g, {{"memory_limit", v}});
+        },
+        {"option 'memory_limit': bad value", "valid: an integer"}))
         << v;
   }
   EXPECT_NO_THROW(compile(g, {{"memory_limit", "0"}}));  // 0: no limit
@@ -180,7 +183,7 @@ Tensor special_rows(DType dt, int64_t cols) {
   t.set(2 * cols + 0, -kInf);        // row 2: -Inf first
   t.set(3 * cols + 1, kInf);         // row 3: +Inf and -Inf
   t.set(3 * cols + cols - 1, -kInf);
-  return t;                          // rows 4, 5: finite
+  return t;  // rows 4, 5: finite
 }
 
 class Special : public ::testing::TestWithParam<std::tuple<int, DType, int64_t>> {
@@ -199,7 +202,7 @@ TEST_P(Special, AddAndSiluFollowIeee) {
   b.output("silu", b.silu(s));
   Graph g = b.build();
   Tensor xv = special_rows(dt(), cols()), rv = Tensor::zeros(dt(), {6, cols()});
-  rv.set(4 * cols() + 2, kInf);  // row 4: Inf + finite
+  rv.set(4 * cols() + 2, kInf);   // row 4: Inf + finite
   rv.set(3 * cols() + 1, -kInf);  // row 3: Inf + -Inf = NaN
   auto out = run_mode(g, opts(), {{"x", xv}, {"r", rv}});
   const Tensor &sum = out.at("sum"), &silu = out.at("silu");
@@ -219,6 +222,34 @@ TEST_P(Special, AddAndSiluFollowIeee) {
     if (std::isfinite(v)) {
       EXPECT_TRUE(std::isfinite(silu.get(i))) << "element " << i;
     }
+  }
+}
+
+// Softmax skips exp's range test on rows whose min - max >= -87 (eager softmax.cc, fused
+// ExpInRangeIf): rows just inside and outside that range, a masked logit, and a NaN after a very
+// negative value in the same vector lane (x86's min skips the NaN) must all match the reference.
+TEST_P(Special, SoftmaxRangeTestedRowsMatchTheReference) {
+  GraphBuilder b;
+  auto x = b.input("x", dt(), {6, cols()});
+  b.output("sm", b.softmax(b.mul(x, 2.0)));  // a fused group in graph mode, not one op
+  Graph g = b.build();
+  const int64_t c = cols();
+  Tensor xv = Tensor::random(dt(), {6, c}, 12, -3, 3);  // logits are 2x these
+  for (int64_t j = 0; j < c; j++) {
+    xv.set(0 * c + j, 0.0);  // rows 0, 1: zeros but one element near -87
+    xv.set(1 * c + j, 0.0);
+  }
+  xv.set(0 * c + c / 2, -43.25);  // row 0: a logit inside the range (-86.5)
+  xv.set(1 * c + c / 2, -43.75);  // row 1: outside it (-87.5)
+  xv.set(2 * c + c - 1, -5e3);    // row 2: an attention mask's value
+  xv.set(3 * c + 0, -100.0);      // row 3: a NaN 8 lanes after -200
+  if (c > 8) xv.set(3 * c + 8, kNaN);
+  auto out = run_mode(g, opts(), {{"x", xv}});
+  auto want = ref::run_graph(g, {{"x", xv}});
+  EXPECT_TRUE(testing::close_to_ref(out.at("sm"), want.at("sm")));
+  EXPECT_EQ(out.at("sm").get(2 * c + c - 1), 0.0);
+  if (c > 8) {
+    EXPECT_TRUE(std::isnan(out.at("sm").get(3 * c)));
   }
 }
 
@@ -267,7 +298,7 @@ TEST_P(Special, MatMulPropagatesNaNAlongItsRow) {
   Tensor xv = special_rows(dt(), cols());
   auto y = run_mode(g, opts(), {{"x", xv}}).at("y");
   for (int64_t j = 0; j < 8; j++) {
-    EXPECT_TRUE(std::isnan(y.get(j))) << j;          // row 0 had a NaN
+    EXPECT_TRUE(std::isnan(y.get(j))) << j;             // row 0 had a NaN
     EXPECT_TRUE(std::isfinite(y.get(4 * 8 + j))) << j;  // finite rows stay finite
   }
 }
@@ -279,8 +310,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       std::string mode = mode_name(all_modes()[size_t(std::get<0>(info.param))]);
       std::replace(mode.begin(), mode.end(), '-', '_');
-      return mode + "_" +
-             std::string(dtype_name(std::get<1>(info.param))) + "_" +
+      return mode + "_" + std::string(dtype_name(std::get<1>(info.param))) + "_" +
              std::to_string(std::get<2>(info.param));
     });
 

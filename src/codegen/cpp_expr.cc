@@ -45,6 +45,8 @@ std::string vop(const kir::Expr& e, const std::string& a, const std::string& b,
       return f1("ExpF");
     case Op::ExpNonPositive:
       return f1("ExpNonPositiveF");
+    case Op::ExpInRangeIf:  // a row scalar b (splatted); generated loops branch on it instead
+      return f2("ExpInRangeIfF");
     case Op::Log:
       return f1("LogF");
     case Op::Sqrt:
@@ -125,6 +127,8 @@ std::string row_acc_type(kir::Op op) {
       return "RowAcc<kRowMax>";
     case Op::RowMaxAbs:
       return "RowAcc<kRowMaxAbs>";
+    case Op::RowMin:
+      return "RowAcc<kRowMin>";
     default:
       UBF_CHECK(false, std::string("cpp render: not a reduction: ") + kir::op_str(op));
   }

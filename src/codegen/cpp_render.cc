@@ -474,6 +474,11 @@ class Renderer {
         } else {
           o_ << "LoadF32(d, " << pfx_ << "p" << x.arg << " + i)";
         }
+      } else if (x.op == Op::ExpInRangeIf && p_.exprs[size_t(x.b)].row) {
+        // A branch on the row's scalar flag, the same for every step: no vector test.
+        const std::string a = operand(x.a);
+        o_ << "(" << rv(x.b) << " != 0.f ? ExpInRangeF(d, " << a << ") : ExpNonPositiveF(d, " << a
+           << "))";
       } else {
         o_ << vop(x, operand(x.a), operand(x.b), operand(x.c));
       }

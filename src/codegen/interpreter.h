@@ -37,7 +37,7 @@ struct Instr {
 };
 
 struct Reduction {
-  kir::Op op;  // RowSum / RowSumSq / RowMax / RowMaxAbs
+  kir::Op op;  // RowSum / RowSumSq / RowMax / RowMaxAbs / RowMin
   int src;     // col register
   int dst;     // row scalar (expr id)
 };

@@ -39,6 +39,8 @@ HWY_INLINE void WithRowAcc(Op op, F&& f) {
       return f.template operator()<RowAcc<kRowMax>>();
     case Op::RowMaxAbs:
       return f.template operator()<RowAcc<kRowMaxAbs>>();
+    case Op::RowMin:
+      return f.template operator()<RowAcc<kRowMin>>();
     default:
       UBF_CHECK(false, std::string("interpreter: not a reduction: ") + kir::op_str(op));
   }
@@ -54,6 +56,8 @@ HWY_INLINE VF Apply(DF d, Op op, VF a, VF b, VF c, float imm) {
       return ExpF(d, a);
     case Op::ExpNonPositive:
       return ExpNonPositiveF(d, a);
+    case Op::ExpInRangeIf:
+      return ExpInRangeIfF(d, a, b);
     case Op::Log:
       return LogF(d, a);
     case Op::Sqrt:
@@ -147,6 +151,7 @@ HWY_NOINLINE void ComputeTile(const Instr& in, float* regs, size_t n) {
     UBF_TILE_CASE(Abs)
     UBF_TILE_CASE(Exp)
     UBF_TILE_CASE(ExpNonPositive)
+    UBF_TILE_CASE(ExpInRangeIf)
     UBF_TILE_CASE(Log)
     UBF_TILE_CASE(Sqrt)
     UBF_TILE_CASE(Rsqrt)

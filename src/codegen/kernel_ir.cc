@@ -20,6 +20,7 @@ int arity(Op op) {
     case Op::Eq:
     case Op::Lt:
     case Op::Gt:
+    case Op::ExpInRangeIf:
       return 2;
     case Op::Where:
     case Op::MulAdd:
@@ -45,6 +46,8 @@ const char* op_str(Op op) {
       return "exp";
     case Op::ExpNonPositive:
       return "exp-";
+    case Op::ExpInRangeIf:
+      return "exp-if";
     case Op::Log:
       return "log";
     case Op::Sqrt:
@@ -117,6 +120,8 @@ const char* op_str(Op op) {
       return "rowmax";
     case Op::RowMaxAbs:
       return "rowmaxabs";
+    case Op::RowMin:
+      return "rowmin";
   }
   return "?";
 }
@@ -125,6 +130,7 @@ bool is_expensive(Op op) {
   switch (op) {
     case Op::Exp:
     case Op::ExpNonPositive:
+    case Op::ExpInRangeIf:
     case Op::Log:
     case Op::Sqrt:
     case Op::Rsqrt:

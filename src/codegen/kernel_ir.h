@@ -35,6 +35,9 @@ enum class Op : uint8_t {
   Abs,
   Exp,
   ExpNonPositive,  // e^x for x <= 0 (softmax's exp(x - max)): the table form on AVX-512
+  // Binary: e^a for a <= 0 (or NaN), where row scalar b is nonzero only if every a of the row
+  // is >= -87: such rows skip exp's per-vector range test (ExpInRangeF, vecmath.h). Softmax.
+  ExpInRangeIf,
   Log,
   Sqrt,
   Rsqrt,
@@ -78,6 +81,7 @@ enum class Op : uint8_t {
   RowSumSq,  // sum of x^2, one FMA per vector
   RowMax,
   RowMaxAbs,  // max |x|; NaN may be dropped (it only picks a DownScale)
+  RowMin,     // min; NaN may be dropped (only ExpInRangeIf's range test hangs on it)
 };
 
 int arity(Op op);
@@ -85,7 +89,8 @@ const char* op_str(Op op);
 // Ops worth keeping in the UB rather than recomputing in a later phase.
 bool is_expensive(Op op);
 inline bool is_reduction(Op op) {
-  return op == Op::RowSum || op == Op::RowSumSq || op == Op::RowMax || op == Op::RowMaxAbs;
+  return op == Op::RowSum || op == Op::RowSumSq || op == Op::RowMax || op == Op::RowMaxAbs ||
+         op == Op::RowMin;
 }
 
 // How a Load maps (row, col) of the domain to an element of the input.
@@ -145,7 +150,7 @@ struct Phase {
   std::vector<int> compute;         // column values evaluated, topological (Loads included)
   std::vector<int> slot_stores;     // column values written to their UB slot
   std::vector<int> out_stores;      // output indices (column outputs) written in this pass
-  std::vector<int> reductions;      // RowSum/RowSumSq/RowMax/RowMaxAbs exprs of this pass
+  std::vector<int> reductions;      // RowSum/RowSumSq/RowMax/RowMaxAbs/RowMin exprs of this pass
   std::vector<int> after;           // row scalars computed after the pass, topological
   std::vector<int> row_outs_after;  // output indices (row outputs) written after the pass
   // Guarded reductions of this pass: after `after`, each Rescue whose guard is nonzero runs a

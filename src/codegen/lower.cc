@@ -14,6 +14,9 @@ namespace ubfuse::kir {
 
 namespace {
 
+// The least x - max for which ExpInRangeIf may skip exp's range test (ExpInRangeF, vecmath.h).
+constexpr float kExpInRangeMin = -87.0f;
+
 // How a shape relates to the domain.
 // RowAny: all dims 1 (or none), the same value for every row and column.
 enum class Form { Col, RowKeep, RowDrop, RowAny, Other };
@@ -144,7 +147,7 @@ class Lowerer {
     // keeps every reduction's operand a column, which the pass schedule relies on.
     if (is_reduction(op) && prog_->exprs[size_t(a)].row) {
       if (op == Op::RowSumSq) return mk(Op::Mul, true, a, a);
-      return op == Op::RowMaxAbs ? mk(Op::Abs, true, a) : a;
+      return op == Op::RowMaxAbs ? mk(Op::Abs, true, a) : a;  // RowMax, RowMin: a itself
     }
     return add(e);
   }
@@ -434,8 +437,11 @@ class Lowerer {
         return affine(col(Op::Mul, x, r), 1);
       }
       case OpKind::Softmax: {
+        // x - max <= 0 (or NaN). Where the row's min - max >= -87 (false for NaN or an
+        // infinity), so is every x - max, as rounding is monotonic: the exp needs no range test.
         int m = row(Op::RowMax, x);
-        int e = col(Op::ExpNonPositive, col(Op::Sub, x, m));  // x - max <= 0 (or NaN)
+        int in_range = row(Op::Gt, row(Op::Sub, row(Op::RowMin, x), m), cnst(kExpInRangeMin));
+        int e = col(Op::ExpInRangeIf, col(Op::Sub, x, m), in_range);
         int inv = row(Op::Recip, row(Op::RowSum, e));
         return col(Op::Mul, e, inv);
       }

@@ -66,6 +66,8 @@ void use_bf16_grade_math(Program& p) {
         return true;
       case Op::Where:
         return operand_pos > 0;  // the selected values, not the condition
+      case Op::ExpInRangeIf:
+        return operand_pos == 0;  // the exponent, not the row's flag
       default:
         return false;
     }
@@ -85,7 +87,10 @@ void use_bf16_grade_math(Program& p) {
   for (size_t e = 0; e < n; e++) {
     Expr& x = p.exprs[e];
     if (!used[e] || !ok[e] || x.row) continue;
-    if (x.op == Op::Exp || x.op == Op::ExpNonPositive) x.op = Op::ExpLowp;
+    if (x.op == Op::ExpInRangeIf) x.b = -1;  // ExpLowp needs no range flag
+    if (x.op == Op::Exp || x.op == Op::ExpNonPositive || x.op == Op::ExpInRangeIf) {
+      x.op = Op::ExpLowp;
+    }
     if (x.op == Op::Sigmoid) x.op = Op::SigmoidLowp;
     if (x.op == Op::Silu) x.op = Op::SiluLowp;
     if (x.op == Op::GeluTanh) x.op = Op::GeluTanhLowp;
@@ -146,7 +151,6 @@ void split_after_rescue(const Program& p, Phase& ph) {
 void analyze(Program& p) {
   size_t n = p.exprs.size();
   p.phase.assign(n, 0);
-  p.needed.assign(n, false);
   for (size_t i = 0; i < n; i++) {
     const Expr& e = p.exprs[i];
     int ph = 0;
@@ -156,15 +160,20 @@ void analyze(Program& p) {
     if (is_reduction(e.op)) ph = p.phase[size_t(e.a)] + 1;
     p.phase[i] = ph;
   }
-  for (auto& o : p.outputs) p.needed[size_t(o.expr)] = true;
-  for (size_t i = n; i-- > 0;) {
-    if (!p.needed[i]) continue;
-    const Expr& e = p.exprs[i];
-    for (int o : {e.a, e.b, e.c, e.guard}) {
-      if (o >= 0) p.needed[size_t(o)] = true;
+  auto mark_needed = [&] {
+    p.needed.assign(n, false);
+    for (auto& o : p.outputs) p.needed[size_t(o.expr)] = true;
+    for (size_t i = n; i-- > 0;) {
+      if (!p.needed[i]) continue;
+      const Expr& e = p.exprs[i];
+      for (int o : {e.a, e.b, e.c, e.guard}) {
+        if (o >= 0) p.needed[size_t(o)] = true;
+      }
     }
-  }
+  };
+  mark_needed();
   use_bf16_grade_math(p);
+  mark_needed();  // a bf16-grade exp drops softmax's range flag and the row min under it
   p.num_phases = 0;
   for (size_t i = 0; i < n; i++) {
     if (p.needed[i] && !p.exprs[i].row) p.num_phases = std::max(p.num_phases, p.phase[i] + 1);

@@ -83,15 +83,23 @@ HWY_INLINE V TailForMax(D d, V v, size_t n) {
   return hn::IfThenElse(hn::FirstN(d, n), v, hn::Set(d, -hwy::HighestValue<float>() * 2.0f));
 }
 
-// The row reductions of the kernel IR (kir::Op::RowSum, RowSumSq, RowMax, RowMaxAbs) as
+// e^a for a <= 0, without exp's per-vector range test where the splatted row flag b is nonzero
+// (kir::Op::ExpInRangeIf; generated loops test the row's scalar flag instead).
+template <class D, class V>
+HWY_INLINE V ExpInRangeIfF(D d, V a, V b) {
+  return hn::GetLane(b) != 0.0f ? ExpInRangeF(d, a) : ExpNonPositiveF(d, a);
+}
+
+// The row reductions of the kernel IR (kir::Op::RowSum, RowSumSq, RowMax, RowMaxAbs, RowMin) as
 // accumulators over vectors: Init, Step (one vector, or the first n lanes of the row's tail),
 // Finish (to a scalar). Generated kernels name them RowAcc<kRowSum> etc.; the interpreter picks one
 // per reduction.
-enum RowAccKind { kRowSum, kRowSumSq, kRowMax, kRowMaxAbs };
+enum RowAccKind { kRowSum, kRowSumSq, kRowMax, kRowMaxAbs, kRowMin };
 template <RowAccKind K>
 struct RowAcc {
   template <class D>
   static HWY_INLINE hn::VFromD<D> Init(D d) {
+    if constexpr (K == kRowMin) return hn::Set(d, hwy::HighestValue<float>() * 2.0f);
     return K == kRowMax ? hn::Set(d, -hwy::HighestValue<float>() * 2.0f) : hn::Zero(d);
   }
   template <class D, class V>
@@ -99,15 +107,20 @@ struct RowAcc {
     if constexpr (K == kRowSum) return hn::Add(acc, v);
     if constexpr (K == kRowSumSq) return hn::MulAdd(v, v, acc);
     if constexpr (K == kRowMax) return MaxF(d, acc, v);  // NaN-aware, as ReduceMax
+    if constexpr (K == kRowMin) return hn::Min(v, acc);  // x86 drops a NaN v, others keep it
     return hn::Max(acc, hn::Abs(v));                     // 2 ops: only a scale hangs on it
   }
   template <class D, class V>
   static HWY_INLINE V StepTail(D d, V acc, V v, size_t n) {
+    if constexpr (K == kRowMin) {
+      return Step(d, acc, hn::IfThenElse(hn::FirstN(d, n), v, Init(d)));
+    }
     return Step(d, acc, K == kRowMax ? TailForMax(d, v, n) : TailForSum(d, v, n));
   }
   template <class D, class V>
   static HWY_INLINE float Finish(D d, V acc, V acc2) {
     if constexpr (K == kRowSum || K == kRowSumSq) return ReduceSumF(d, hn::Add(acc, acc2));
+    if constexpr (K == kRowMin) return -ReduceMaxF(d, hn::Neg(hn::Min(acc, acc2)));
     return ReduceMaxF(d, K == kRowMax ? MaxF(d, acc, acc2) : hn::Max(acc, acc2));
   }
 };
