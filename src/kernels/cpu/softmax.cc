@@ -5,10 +5,12 @@
 // to it spread over the exp arithmetic instead of each pass waiting on memory alone. One exp per
 // element, f32 accumulation, and the max subtraction keeps exp from overflowing. The max pass
 // also takes the row's min, so a row whose x - max all lie in ExpInRangeF's range (nearly every
-// row) skips exp's per-vector range test: on Zen 3 (AVX2) 20% more elements per second in cache.
+// row) skips exp's per-vector range test: on Zen 3 (AVX2) 16-30% more elements per second in L2.
 // Plain stores at every size: with an exp per element the loop is compute-bound, and
-// non-temporal stores made it 12% slower in f32 and 29% in bf16 ([8,2048,4096], alternating;
-// docs/performance.md), as for SiLU (elementwise.cc).
+// non-temporal stores made it 12% slower in f32 and 29% in bf16 on the Zen 5 ([8,2048,4096],
+// alternating; docs/performance.md). On the Zen 3 they lose too, though from memory the plain
+// stores' read-for-ownership caps the loop near 67% of a streaming add: non-temporal stores
+// beside the scratch row's plain stores in one loop ran 20-22 GB/s against 23-30.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
