@@ -3,7 +3,8 @@
 #   scripts/sanitize.sh asan   ASan+UBSan (clang-14, -O1 -g) in build-asan, the configuration the
 #                              fuzz targets share (fuzz/fuzz.cmake), so the library is built once
 #                              for both; runs the suite minus UBFUSE_ASAN_EXCLUDE in 2 shards
-#   scripts/sanitize.sh tsan   ThreadSanitizer (gcc, -O1 -g) in build-tsan: Concurrency* only
+#   scripts/sanitize.sh tsan   ThreadSanitizer (gcc, -O1 -g) in build-tsan: Concurrency* only, from
+#                              their own binary (ubfuse_concurrency_tests: concurrency_test.cc)
 #   scripts/sanitize.sh asan-configure   only configures build-asan (used by scripts/fuzz.sh)
 # Env: UBFUSE_JOBS (build jobs, default nproc), UBFUSE_ASAN_FILTER / UBFUSE_TSAN_FILTER (gtest
 # filters overriding the defaults).
@@ -25,6 +26,7 @@ case "$MODE" in
     DIR=build-asan
     FLAGS=(-DCMAKE_CXX_COMPILER=clang++-14 -DUBFUSE_FUZZ=ON -DUBFUSE_BUILD_TESTS=ON)
     FILTER=${UBFUSE_ASAN_FILTER:-*${UBFUSE_ASAN_EXCLUDE:+-$UBFUSE_ASAN_EXCLUDE}}
+    TESTS=ubfuse_tests
     SHARDS=2
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:check_initialization_order=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -33,6 +35,7 @@ case "$MODE" in
     DIR=build-tsan
     FLAGS=(-DUBFUSE_TSAN=ON)
     FILTER=${UBFUSE_TSAN_FILTER:-Concurrency*}
+    TESTS=ubfuse_concurrency_tests  # tests/concurrency_test.cc alone: half the build
     SHARDS=1
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
     # oneDNN threads with libgomp, which TSan cannot see into: one OpenMP thread per call keeps
@@ -48,14 +51,14 @@ esac
 t0=$(date +%s)
 cmake -S . -B "$DIR" "${COMMON[@]}" "${FLAGS[@]}" >/dev/null
 [[ $MODE == asan-configure ]] && exit 0
-cmake --build "$DIR" -j "$JOBS" --target ubfuse_tests
+cmake --build "$DIR" -j "$JOBS" --target "$TESTS"
 t1=$(date +%s)
 echo "[$MODE] build: $((t1 - t0)) s"
 
 # Shards run side by side (gtest's GTEST_TOTAL_SHARDS); each writes its own log.
 pids=()
 for ((i = 0; i < SHARDS; i++)); do
-  GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$i "./$DIR/ubfuse_tests" --gtest_filter="$FILTER" \
+  GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$i "./$DIR/$TESTS" --gtest_filter="$FILTER" \
     --gtest_brief=1 >"$DIR/test-shard$i.log" 2>&1 &
   pids+=($!)
 done
