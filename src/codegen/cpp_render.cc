@@ -475,10 +475,8 @@ class Renderer {
           o_ << "LoadF32(d, " << pfx_ << "p" << x.arg << " + i)";
         }
       } else if (x.op == Op::ExpInRangeIf && p_.exprs[size_t(x.b)].row) {
-        // A branch on the row's scalar flag, the same for every step: no vector test.
-        const std::string a = operand(x.a);
-        o_ << "(" << rv(x.b) << " != 0.f ? ExpInRangeF(d, " << a << ") : ExpNonPositiveF(d, " << a
-           << "))";
+        // The row's scalar flag, not its splatted vector: a branch, no vector test.
+        o_ << "ExpInRangeIfF(d, " << operand(x.a) << ", " << rv(x.b) << ")";
       } else {
         o_ << vop(x, operand(x.a), operand(x.b), operand(x.c));
       }

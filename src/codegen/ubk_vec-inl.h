@@ -83,11 +83,16 @@ HWY_INLINE V TailForMax(D d, V v, size_t n) {
   return hn::IfThenElse(hn::FirstN(d, n), v, hn::Set(d, -hwy::HighestValue<float>() * 2.0f));
 }
 
-// e^a for a <= 0, without exp's per-vector range test where the splatted row flag b is nonzero
-// (kir::Op::ExpInRangeIf; generated loops test the row's scalar flag instead).
+// e^a for a <= 0, without exp's per-vector range test where the row's flag is nonzero
+// (kir::Op::ExpInRangeIf). Generated loops pass the row's scalar flag, the same for every step;
+// the interpreter its splatted vector.
 template <class D, class V>
-HWY_INLINE V ExpInRangeIfF(D d, V a, V b) {
-  return hn::GetLane(b) != 0.0f ? ExpInRangeF(d, a) : ExpNonPositiveF(d, a);
+HWY_INLINE V ExpInRangeIfF(D d, V a, float in_range) {
+  return in_range != 0.0f ? ExpInRangeF(d, a) : ExpNonPositiveF(d, a);
+}
+template <class D, class V>
+HWY_INLINE V ExpInRangeIfF(D d, V a, V in_range) {
+  return ExpInRangeIfF(d, a, hn::GetLane(in_range));
 }
 
 // The row reductions of the kernel IR (kir::Op::RowSum, RowSumSq, RowMax, RowMaxAbs, RowMin) as
