@@ -136,8 +136,9 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
     T* yp = prev ? y + (r - 1) * cols : nullptr;
     float sum = 0.0f;
     auto stages = [&]<bool kCur, bool kPrev, bool kNext>() HWY_ATTR {
-      if (kCur && range.exp_in_range()) {  // without kCur the flag is unused
-        SoftmaxStages<kCur, kPrev, kNext, true>(d, cols, xr, range.max, e, &sum, prev_inv, yp, xn,
+      // kInRange = kCur: a step without an exp pass has one instantiation, not two.
+      if (kCur && range.exp_in_range()) {
+        SoftmaxStages<kCur, kPrev, kNext, kCur>(d, cols, xr, range.max, e, &sum, prev_inv, yp, xn,
                                                 &next_range);
       } else {
         SoftmaxStages<kCur, kPrev, kNext, false>(d, cols, xr, range.max, e, &sum, prev_inv, yp, xn,
