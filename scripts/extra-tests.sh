@@ -6,8 +6,8 @@
 # Env: UBFUSE_EXTRA_STAGES picks stages (default "asan tsan fuzz"; "none" skips them all, for a
 # quick local loop). Each stage runs in its own build dir (build-asan shared by asan and fuzz,
 # build-tsan); the script fails if any fails. Measured on the 2-core Zen 3 (session 12): asan
-# 559 s (build 387 s, tests 172 s reusing build/'s kernel cache; 263 s without), tsan 179 s (its
-# own small test binary; about 300 s when it built the whole suite), fuzz 37 s (replay 22 s).
+# 559-661 s (build 385-387 s, tests 172-276 s), tsan 171-179 s (its own small test binary; about
+# 300 s when it built the whole suite), fuzz 34-37 s (replay 22-23 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # $1, the normal build dir, is not needed: every stage builds its own configuration.

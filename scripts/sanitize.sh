@@ -30,9 +30,6 @@ case "$MODE" in
     SHARDS=2
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:check_initialization_order=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    # The kernels ctest compiled in build/ are the ones this suite would compile again (about a
-    # minute of g++ on 2 cores): the generated code and its flags do not depend on the build.
-    if [[ -d build/kernel-cache ]]; then export UBFUSE_TEST_KERNEL_CACHE=$PWD/build/kernel-cache; fi
     ;;
   tsan)
     DIR=build-tsan

@@ -248,7 +248,7 @@ std::string where(int seed, const RandomGraph& rg) {
 Options opts(bool fusion, const std::string& engine = "interpreter") {
   return {{"ge.exec.enableOperatorFusion", fusion ? "1" : "0"},
           {"codegen", engine},
-          {"cache_dir", testing::test_kernel_cache()}};
+          {"cache_dir", std::string(UBFUSE_BINARY_DIR) + "/kernel-cache"}};
 }
 
 TEST(Differential, RandomGraphsGraphModeEqualsEagerInterpreter) {
@@ -274,7 +274,7 @@ TEST(Differential, RandomGraphsGraphModeEqualsEagerCodegen) {
   CompileConfig config;
   config.codegen = "cpp";
   config.ub_bytes = 196608;
-  config.cache_dir = testing::test_kernel_cache();
+  config.cache_dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache";
   for (int seed = 0; seed < kCodegenGraphs; seed++) {
     rgs.push_back(Gen(uint64_t(seed) * 7919 + 1).make());
     parts.push_back(partition_graph(*rgs.back().graph, config, FusionRules{}));

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -16,14 +15,6 @@
 #include "ubfuse/ubfuse.h"
 
 namespace ubfuse::testing {
-
-// Where the tests that compile many kernels keep them: $UBFUSE_TEST_KERNEL_CACHE if set (the
-// ASan stage points it at build/kernel-cache, whose kernels it would compile again: the same
-// generated source and flags give the same cache keys), else this build's kernel-cache.
-inline std::string test_kernel_cache() {
-  const char* e = std::getenv("UBFUSE_TEST_KERNEL_CACHE");
-  return e && *e ? std::string(e) : std::string(UBFUSE_BINARY_DIR) + "/kernel-cache";
-}
 
 // Every non-Constant node of g as one group: inputs are graph inputs and constants, outputs the
 // graph outputs; the domain is the widest node domain.

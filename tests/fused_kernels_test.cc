@@ -231,7 +231,7 @@ struct Built {
 CompileConfig config_for(const std::string& engine) {
   CompileConfig c;
   c.codegen = engine;
-  c.cache_dir = testing::test_kernel_cache();
+  c.cache_dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache";
   return c;
 }
 
@@ -388,7 +388,7 @@ std::map<std::string, Tensor> seed_inputs(const Sizes& s, DType t = f32) {
 Options graph_opts(const std::string& engine, int64_t ub = 0) {
   Options o = {{"ge.exec.enableOperatorFusion", "1"},
                {"codegen", engine},
-               {"cache_dir", testing::test_kernel_cache()}};
+               {"cache_dir", std::string(UBFUSE_BINARY_DIR) + "/kernel-cache"}};
   if (ub) o["ub_bytes"] = std::to_string(ub);
   return o;
 }
