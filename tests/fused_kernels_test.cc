@@ -456,30 +456,6 @@ TEST(FusedCompile, AddRmsNormWritesBothOutputsInOnePass) {
   EXPECT_TRUE(close_to_ref(out.at("sum"), want.at("sum")));
 }
 
-TEST(FusedCompile, MatMulEpilogueInBlocks) {
-  for (DType t : {f32, bf16}) {
-    GraphBuilder b;
-    auto x = b.input("x", t, {"batch", 300, 64});
-    auto w = b.constant(Tensor::random(t, {64, 2100}, 7, -0.2, 0.2), "w");
-    auto bias = b.input("bias", t, {2100});
-    auto res = b.input("res", t, {"batch", 300, 2100});
-    b.output("y", b.add(b.gelu(b.add(b.matmul(x, w), bias)), res));
-    Graph g = b.build();
-    CompiledModel m = compile(g, graph_opts("cpp"));
-    ASSERT_EQ(m.kernels().size(), 1u) << m.kernels()[0].name;
-    EXPECT_EQ(m.kernels()[0].variant, "codegen");
-    std::map<std::string, Tensor> in = {{"x", Tensor::random(t, {2, 300, 64}, 1)},
-                                        {"bias", Tensor::random(t, {2100}, 2)},
-                                        {"res", Tensor::random(t, {2, 300, 2100}, 3)}};
-    auto out = m.run(in);
-    auto eager = compile(g, testing::eager_opts()).run(in);
-    auto want = ref::run_graph(g, in);
-    EXPECT_TRUE(close_to_ref(out.at("y"), want.at("y"), t == bf16 ? 2 : 1));
-    EXPECT_LT(ref::max_abs_diff(out.at("y"), ref::from_tensor(eager.at("y"))),
-              t == bf16 ? 0.05 : 1e-4);
-  }
-}
-
 // A projection, its bias, the residual add and the LayerNorm in one kernel (BERT's output
 // block), and a MatMul whose only output is a row reduction; both in and out of blocks.
 TEST(FusedCompile, MatMulEpilogueWithRowReductions) {

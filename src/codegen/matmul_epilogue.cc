@@ -1,9 +1,9 @@
 #include "codegen/matmul_epilogue.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "ir/shape_util.h"
+#include "kernels/cpu/matmul_info.h"
 #include "kernels/cpu/op_kernel.h"
 #include "ubfuse/error.h"
 
@@ -11,14 +11,12 @@ namespace ubfuse {
 
 namespace {
 
-// kEpilogueBlockBytes, or $UBFUSE_EPILOGUE_BLOCK_BYTES (for tuning on another machine).
-int64_t epilogue_block_bytes() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("UBFUSE_EPILOGUE_BLOCK_BYTES");
-    int64_t x = e ? std::atoll(e) : 0;
-    return x > 0 ? x : kEpilogueBlockBytes;
-  }();
-  return v;
+// Bytes of one block of the product: the option when set; else kRepackingBlockBytes for oneDNN
+// kernels that copy B into their own panels on every call (each block costs a pass over the
+// weights), kEpilogueBlockBytes for the others.
+int64_t block_bytes(const cpu::MatMulCallInfo& mi, const ExecContext& ctx) {
+  if (ctx.matmul_block_bytes > 0) return ctx.matmul_block_bytes;
+  return mi.repacks_weights ? kRepackingBlockBytes : kEpilogueBlockBytes;
 }
 
 // [batch..., M, N] of A [..., M, K] times B [..., K, N] (both of rank >= 2: the partitioner
@@ -88,16 +86,18 @@ class MatMulEpilogueKernel : public Kernel {
     const int64_t K = A.dim(-1), N = D.back();
     const int64_t rows = N ? numel(D) / N : 0;
     if (rows == 0) return;
-    int64_t br = epilogue_block_bytes() / std::max<int64_t>(1, N * esize);
-    br = std::max<int64_t>(br / 16 * 16, kEpilogueMinBlockRows);
-    // Where the blocks go: the group's output when the raw product is needed outside, else a
-    // per-thread scratch block.
-    static thread_local std::vector<char> scratch;
+    const cpu::MatMulCallInfo mi = cpu::matmul_call_info(*matmul_, {rows, K}, B.sizes(), dt);
+    int64_t br = block_bytes(mi, ctx) / std::max<int64_t>(1, N * esize);
+    br = std::min(rows, std::max<int64_t>(br / 16 * 16, kEpilogueMinBlockRows));
+    // Where the blocks go: the group's output when the raw product is needed outside, else the
+    // call's block scratch (kept by the workspace across runs: no page faults per call).
+    std::vector<char> local;
+    std::vector<char>& scratch = ctx.block_scratch ? *ctx.block_scratch : local;
     char* base = nullptr;
     if (mm_out_ >= 0) {
       base = static_cast<char*>(out[size_t(mm_out_)].data());
-    } else {
-      scratch.resize(size_t(br * N * esize) + 64);
+    } else if (scratch.size() < size_t(br * N * esize)) {
+      scratch.resize(size_t(br * N * esize));
     }
     ins.push_back(Tensor::view(dt, D, base ? base : scratch.data()));
     RowArgs ra;
@@ -116,6 +116,11 @@ class MatMulEpilogueKernel : public Kernel {
       ra.in[blk].data = cblock - r0 * N * esize;
       run_rows(eng_, ra, r0, r1, ctx);
     }
+    // What ran, for the trace: how the product was split, and by which oneDNN kernel.
+    const int64_t blocks = (rows + br - 1) / br;
+    ctx.variant_used += (ctx.variant_used.empty() ? "" : ", ") + std::to_string(blocks) +
+                        (blocks == 1 ? " block of " : " blocks of ") + std::to_string(br) +
+                        " rows, " + mi.impl;
   }
 
  private:

@@ -56,6 +56,11 @@ const std::vector<Entry>& entries() {
        [](auto& c, auto& k, auto& v) { c.ub_bytes = parse_int(k, v, 64, int64_t(1) << 30); }},
       {{"num_threads", "N", "worker threads (0: all cores)"},
        [](auto& c, auto& k, auto& v) { c.num_threads = int(parse_int(k, v, 0, 1024)); }},
+      {{"matmul_block_bytes", "bytes",
+        "MatMul output rows per oneDNN call before the fused epilogue (0: chosen per MatMul)"},
+       [](auto& c, auto& k, auto& v) {
+         c.matmul_block_bytes = parse_int(k, v, 0, int64_t(1) << 40);
+       }},
       {{"codegen", "cpp|interpreter", "fused kernels as generated C++ or the tile interpreter"},
        [](auto& c, auto& k, auto& v) {
          if (v != "cpp" && v != "interpreter") {

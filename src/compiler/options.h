@@ -14,17 +14,18 @@ namespace ubfuse {
 struct FusionRules;
 
 struct CompileConfig {
-  bool fusion = true;            // ge.exec.enableOperatorFusion, fusion
-  bool graph_optimizer = true;   // ge.common_graph_optimizer: simplify + canonicalize passes
-  std::string rules_path;        // ge.fusion_optimizer_config_path, ge.fusionSwitchFile, rules
-  int64_t ub_bytes = 0;          // 0: derived from the core's cache at compile time
-  int num_threads = 0;           // 0: the global pool
-  std::string codegen = "cpp";   // cpp | interpreter
-  std::string dynamic_dims;      // ge.dynamic_dims / ge.dynamicDims: "1,128;4,512"
-  std::string input_shape;       // ge.inputShape: "x:-1,-1,4096;r:-1,-1,4096"
+  bool fusion = true;              // ge.exec.enableOperatorFusion, fusion
+  bool graph_optimizer = true;     // ge.common_graph_optimizer: simplify + canonicalize passes
+  std::string rules_path;          // ge.fusion_optimizer_config_path, ge.fusionSwitchFile, rules
+  int64_t ub_bytes = 0;            // 0: derived from the core's cache at compile time
+  int num_threads = 0;             // 0: the global pool
+  int64_t matmul_block_bytes = 0;  // MatMul epilogue block; 0: chosen from oneDNN's kernel
+  std::string codegen = "cpp";     // cpp | interpreter
+  std::string dynamic_dims;        // ge.dynamic_dims / ge.dynamicDims: "1,128;4,512"
+  std::string input_shape;         // ge.inputShape: "x:-1,-1,4096;r:-1,-1,4096"
   bool dynamic_dims_strict = false;
-  int64_t memory_limit = 0;      // bytes; 0: none
-  std::string cache_dir;         // generated kernel cache; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
+  int64_t memory_limit = 0;  // bytes; 0: none
+  std::string cache_dir;     // generated kernel cache; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
   // Loaded by compile() from rules_path (null: every rule on, no patterns).
   std::shared_ptr<const FusionRules> rules;
 };

@@ -25,8 +25,9 @@ struct Plan {
 };
 
 struct Workspace {
-  Tensor arena;             // raw bytes, grown on demand and reused across runs
-  std::vector<Tensor> ubs;  // one per worker
+  Tensor arena;                     // raw bytes, grown on demand and reused across runs
+  std::vector<Tensor> ubs;          // one per worker
+  std::vector<char> block_scratch;  // ExecContext::block_scratch
 };
 
 class CompiledModelImpl {

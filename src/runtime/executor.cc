@@ -160,6 +160,8 @@ void CompiledModelImpl::run(const std::map<std::string, Tensor>& inputs,
   ExecContext ctx;
   ctx.pool = pool;
   ctx.ub_bytes = config.ub_bytes;
+  ctx.block_scratch = &ws->block_scratch;
+  ctx.matmul_block_bytes = config.matmul_block_bytes;
   for (auto& u : ws->ubs) ctx.ub.push_back(u.data_as<float>());
   TraceSink* sink = active_trace_sink();
   RunStats local;

@@ -12,20 +12,24 @@
 
 namespace ubfuse {
 
-// Per-call scratch: one unified buffer (UB) per worker thread of the pool.
+// Per-call scratch: one unified buffer (UB) per worker thread of the pool, and a block buffer.
 struct ExecContext {
   ThreadPool* pool = nullptr;
-  std::vector<float*> ub;     // ub[worker], each ub_bytes long
+  std::vector<float*> ub;  // ub[worker], each ub_bytes long
   int64_t ub_bytes = 0;
-  int64_t extra_bytes_read = 0;  // kernels that re-read inputs (two-pass variants) add here
-  std::string variant_used;      // set by kernels that pick a variant at run time
+  // The call's workspace buffer for a kernel's own blocks (the MatMul epilogue's product blocks):
+  // grown on demand, reused by later runs.
+  std::vector<char>* block_scratch = nullptr;
+  int64_t matmul_block_bytes = 0;  // option matmul_block_bytes; 0: chosen per MatMul
+  int64_t extra_bytes_read = 0;    // kernels that re-read inputs (two-pass variants) add here
+  std::string variant_used;        // set by kernels that pick a variant at run time
 };
 
 class Kernel {
  public:
   virtual ~Kernel() = default;
   KernelInfo info;
-  std::vector<const Value*> inputs;   // in the order run() receives them
+  std::vector<const Value*> inputs;  // in the order run() receives them
   std::vector<const Value*> outputs;
   // Outputs arrive allocated with this call's concrete sizes.
   virtual void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,

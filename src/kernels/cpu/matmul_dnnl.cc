@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/matmul_info.h"
 
 namespace ubfuse::cpu {
 namespace {
@@ -95,7 +96,20 @@ struct Prim {
   dnnl::memory::desc src, wei, dst;
   size_t scratch_bytes = 0;
   bool packed = false;  // uses the prepacked weights
+  std::string impl;     // oneDNN's implementation name
 };
+
+// Per-thread f32 copies of converted operands (slot 0: A, 1: B, 2: C), reused across calls: a
+// fresh buffer per call costs a zero fill and, at tens of MiB, page faults on every call.
+float* staging(int slot, int64_t n) {
+  static thread_local std::unique_ptr<float[]> bufs[3];
+  static thread_local int64_t caps[3] = {0, 0, 0};
+  if (caps[slot] < n) {
+    bufs[slot].reset(new float[size_t(n)]);  // uninitialized: every element is written first
+    caps[slot] = n;
+  }
+  return bufs[slot].get();
+}
 
 class MatMulKernel : public KernelBase {
  public:
@@ -125,28 +139,23 @@ class MatMulKernel : public KernelBase {
       std::memset(y.data(), 0, y.nbytes());
       return;
     }
-    const bool use_packed = has_packed_ && g.two_d && b.sizes() == packed_sizes_;
-    std::shared_ptr<Prim> p;
-    if (dta == DType::bf16) p = get_prim(g, dt::bf16, use_packed && packed_bf16_);
-    if (!p) p = get_prim(g, dt::f32, use_packed && packed_f32_);
+    std::shared_ptr<Prim> p = select(g, dta, b.sizes());
     if (!p) fail("oneDNN has no matmul for " + tensors_str({a, b}));
     const bool f32_path = p->src.data_type() == dt::f32;
     // Operands in the compute dtype.
-    std::vector<float> a32, b32, c32;
     const void* pa = a.data();
     const void* pb = b.data();
     void* pc = y.data();
     if (f32_path && dta != DType::f32) {
-      a32.resize(size_t(a.numel()));
-      convert_floats(dta, a.data(), DType::f32, a32.data(), a.numel(), pool);
-      pa = a32.data();
+      float* a32 = staging(0, a.numel());
+      convert_floats(dta, a.data(), DType::f32, a32, a.numel(), pool);
+      pa = a32;
       if (!p->packed) {
-        b32.resize(size_t(b.numel()));
-        convert_floats(dta, b.data(), DType::f32, b32.data(), b.numel(), pool);
-        pb = b32.data();
+        float* b32 = staging(1, b.numel());
+        convert_floats(dta, b.data(), DType::f32, b32, b.numel(), pool);
+        pb = b32;
       }
-      c32.resize(size_t(y.numel()));
-      pc = c32.data();
+      pc = staging(2, y.numel());
     }
     if (p->packed) pb = (f32_path ? packed_f32_ : packed_bf16_)->get_data_handle();
     dnnl::engine& eng = cpu_engine();
@@ -168,7 +177,32 @@ class MatMulKernel : public KernelBase {
     if (pc != y.data()) convert_floats(DType::f32, pc, dta, y.data(), y.numel(), pool);
   }
 
+  MatMulCallInfo call_info(const Sizes& sa, const Sizes& sb, DType dt) const {
+    Sizes out = sa;
+    if (!out.empty()) out.back() = sb.empty() ? 1 : sb.back();
+    auto f = [&](const std::string& m) {
+      fail(m + " (operands " + sizes_str(sa) + " x " + sizes_str(sb) + ")");
+    };
+    const Geometry g = geometry(sa, sb, out, f);
+    std::shared_ptr<Prim> p = select(g, dt, sb);
+    if (!p) fail("oneDNN has no matmul for " + sizes_str(sa) + " x " + sizes_str(sb));
+    MatMulCallInfo info;
+    info.impl = p->impl;
+    info.repacks_weights = p->impl.rfind("gemm:", 0) == 0;
+    return info;
+  }
+
  private:
+  // The primitive a call with geometry g, dtype dta and B of sizes sb runs: the prepacked weights
+  // where they apply, bf16 where oneDNN has a bf16 kernel, else f32; null if none.
+  std::shared_ptr<Prim> select(const Geometry& g, DType dta, const Sizes& sb) const {
+    const bool use_packed = has_packed_ && g.two_d && sb == packed_sizes_;
+    std::shared_ptr<Prim> p;
+    if (dta == DType::bf16) p = get_prim(g, dt::bf16, use_packed && packed_bf16_);
+    if (!p) p = get_prim(g, dt::f32, use_packed && packed_f32_);
+    return p;
+  }
+
   // Builds (or finds) the primitive for geometry g in compute dtype cdt; null if unsupported.
   std::shared_ptr<Prim> get_prim(const Geometry& g, dt cdt, bool packed) const {
     std::vector<int64_t> key{int64_t(cdt), packed ? 1 : 0, int64_t(g.a.size())};
@@ -206,6 +240,7 @@ class MatMulKernel : public KernelBase {
       p->dst = dst;
       p->scratch_bytes = pd.scratchpad_desc().get_size();
       p->packed = wmd != nullptr;
+      p->impl = pd.impl_info_str();
       return p;
     } catch (const dnnl::error&) {
       return nullptr;
@@ -280,6 +315,13 @@ class MatMulKernel : public KernelBase {
 };
 
 }  // namespace
+
+MatMulCallInfo matmul_call_info(const OpKernel& matmul, const Sizes& a, const Sizes& b,
+                                DType dtype) {
+  const auto* k = dynamic_cast<const MatMulKernel*>(&matmul);
+  UBF_CHECK(k != nullptr, "matmul_call_info: not a MatMul kernel");
+  return k->call_info(a, b, dtype);
+}
 
 std::unique_ptr<OpKernel> make_matmul_kernel(const Node& n) {
   UBF_CHECK(n.op == OpKind::MatMul, "make_matmul_kernel: " + n.describe());
