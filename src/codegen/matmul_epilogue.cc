@@ -118,9 +118,9 @@ class MatMulEpilogueKernel : public Kernel {
     }
     // What ran, for the trace: how the product was split, and by which oneDNN kernel.
     const int64_t blocks = (rows + br - 1) / br;
-    ctx.variant_used += (ctx.variant_used.empty() ? "" : ", ") + std::to_string(blocks) +
-                        (blocks == 1 ? " block of " : " blocks of ") + std::to_string(br) +
-                        " rows, " + mi.impl;
+    ctx.variant_used = (ctx.variant_used.empty() ? info.variant : ctx.variant_used) + ", " +
+                       std::to_string(blocks) + (blocks == 1 ? " block of " : " blocks of ") +
+                       std::to_string(br) + " rows, " + mi.impl;
   }
 
  private:
