@@ -9,6 +9,7 @@
 
 #include "compiler/eager_kernels.h"
 #include "compiler/pipeline.h"
+#include "compiler/views.h"
 #include "fusion/fusion.h"
 #include "fusion/rules.h"
 #include "profiler/compile_hook.h"
@@ -32,15 +33,24 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 std::string_view fusion_reason_name(FusionReason r) {
   switch (r) {
-    case FusionReason::Fused: return "Fused";
-    case FusionReason::HostSync: return "HostSync";
-    case FusionReason::DynamicShape: return "DynamicShape";
-    case FusionReason::BufferCapacity: return "BufferCapacity";
-    case FusionReason::NotFusible: return "NotFusible";
-    case FusionReason::DisabledByRule: return "DisabledByRule";
-    case FusionReason::ShapeMismatch: return "ShapeMismatch";
-    case FusionReason::Cycle: return "Cycle";
-    case FusionReason::GroupLimit: return "GroupLimit";
+    case FusionReason::Fused:
+      return "Fused";
+    case FusionReason::HostSync:
+      return "HostSync";
+    case FusionReason::DynamicShape:
+      return "DynamicShape";
+    case FusionReason::BufferCapacity:
+      return "BufferCapacity";
+    case FusionReason::NotFusible:
+      return "NotFusible";
+    case FusionReason::DisabledByRule:
+      return "DisabledByRule";
+    case FusionReason::ShapeMismatch:
+      return "ShapeMismatch";
+    case FusionReason::Cycle:
+      return "Cycle";
+    case FusionReason::GroupLimit:
+      return "GroupLimit";
   }
   return "?";
 }
@@ -67,9 +77,10 @@ CompiledModel compile(const Graph& g, const Options& options) {
   const bool dump = env_on("UBFUSE_DUMP_IR"), time = env_on("UBFUSE_TIME_PASSES");
   for (auto& pass : make_pipeline(config)) {
     if (config.rules && !config.rules->pass_enabled(pass->name())) {
-      impl->decisions.push_back({FusionReason::DisabledByRule, "", "",
-                                 "graph pass " + pass->name() + " is off in " + config.rules->source,
-                                 "switch it on in the GraphFusion section"});
+      impl->decisions.push_back(
+          {FusionReason::DisabledByRule, "", "",
+           "graph pass " + pass->name() + " is off in " + config.rules->source,
+           "switch it on in the GraphFusion section"});
       continue;
     }
     auto t0 = std::chrono::steady_clock::now();
@@ -77,10 +88,12 @@ CompiledModel compile(const Graph& g, const Options& options) {
     double ms = ms_since(t0);
     impl->compile_stats.pass_ms.emplace_back(pass->name(), ms);
     impl->compile_stats.pass_start_ms.push_back(offset_ms(t0));
-    if (time) std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms%s\n", pass->name().c_str(), ms,
-                           changed ? " (changed)" : "");
-    if (dump) std::fprintf(stderr, "[ubfuse] after %s:\n%s", pass->name().c_str(),
-                           print_graph(graph).c_str());
+    if (time)
+      std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms%s\n", pass->name().c_str(), ms,
+                   changed ? " (changed)" : "");
+    if (dump)
+      std::fprintf(stderr, "[ubfuse] after %s:\n%s", pass->name().c_str(),
+                   print_graph(graph).c_str());
   }
 
   auto t_lower = std::chrono::steady_clock::now();
@@ -93,8 +106,10 @@ CompiledModel compile(const Graph& g, const Options& options) {
   impl->compile_stats.pass_ms.emplace_back(config.fusion ? "fuse+codegen" : "lower_eager",
                                            lower_ms);
   impl->compile_stats.pass_start_ms.push_back(offset_ms(t_lower));
-  if (time) std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms\n",
-                         config.fusion ? "fuse+codegen" : "lower_eager", lower_ms);
+  if (time)
+    std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms\n",
+                 config.fusion ? "fuse+codegen" : "lower_eager", lower_ms);
+  elide_view_kernels(*impl);
   for (auto& k : impl->kernels) impl->kernel_infos.push_back(k->info);
 
   prepare_plans(*impl);

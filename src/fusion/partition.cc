@@ -244,7 +244,10 @@ class Partitioner {
       }
       const Node* bad = !is_fusible(n) ? n : p;
       std::string cls(fusion_class_name(fusion_class(bad->op)));
+      // A Reshape that is not a graph output runs as a view (compiler/views.h).
+      const bool view = bad->op == OpKind::Reshape && !g_.is_output(bad->out());
       std::string why = is_matmul(bad) ? " (a MatMul takes an elementwise epilogue, no prologue)"
+                        : view         ? " (it runs as a view of its input: no kernel, no copy)"
                         : fusion_class(bad->op) == FusionClass::Injective
                             ? " (it moves data; its output is materialized)"
                             : "";

@@ -97,7 +97,7 @@ std::shared_ptr<const Plan> CompiledModelImpl::build_plan(const SymbolBindings& 
       bufs.push_back({v, bytes, k, k});
     }
     for (auto* v : kernels[size_t(k)]->inputs) {
-      auto it = index.find(v);
+      auto it = index.find(storage_of(v));  // a view keeps its storage alive
       if (it != index.end()) bufs[it->second].last = k;
     }
   }

@@ -40,6 +40,14 @@ class CompiledModelImpl {
   CompileStats compile_stats;
   ThreadPool* pool = nullptr;
   std::vector<SymbolBindings> gears;  // pre-planned shapes (ge.dynamic_dims)
+  // Values that are views of another value's bytes (Reshapes without a kernel: views.h).
+  std::unordered_map<const Value*, const Value*> view_of;
+
+  // The value whose buffer holds v's bytes: v itself unless v is a view (of a view...).
+  const Value* storage_of(const Value* v) const {
+    for (auto it = view_of.find(v); it != view_of.end(); it = view_of.find(v)) v = it->second;
+    return v;
+  }
 
   void run(const std::map<std::string, Tensor>& inputs, std::map<std::string, Tensor>& outputs,
            bool allocate_outputs, RunStats* stats) const;

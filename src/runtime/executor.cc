@@ -145,7 +145,9 @@ void CompiledModelImpl::run(const std::map<std::string, Tensor>& inputs,
       vals[v] = outputs.at(name);
     }
   }
-  auto tensor_of = [&](const Value* v) -> Tensor {
+  // The tensor of a value that owns its bytes: a graph input or output, a constant, or an arena
+  // buffer.
+  auto storage_tensor = [&](const Value* v) -> Tensor {
     auto it = vals.find(v);
     if (it != vals.end()) return it->second;
     if (v->producer && v->producer->op == OpKind::Constant) return v->producer->payload;
@@ -153,6 +155,15 @@ void CompiledModelImpl::run(const std::map<std::string, Tensor>& inputs,
     UBF_CHECK(off != plan->offset.end(), "value '" + v->name + "' has no buffer");
     Tensor t = Tensor::view(v->dtype, plan->sizes.at(v),
                             static_cast<char*>(ws->arena.data()) + off->second);
+    vals[v] = t;
+    return t;
+  };
+  auto tensor_of = [&](const Value* v) -> Tensor {
+    const Value* s = storage_of(v);
+    if (s == v) return storage_tensor(v);
+    auto it = vals.find(v);
+    if (it != vals.end()) return it->second;
+    Tensor t = Tensor::view(v->dtype, plan->sizes.at(v), storage_tensor(s).data());  // a view
     vals[v] = t;
     return t;
   };
