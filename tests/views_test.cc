@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include "ubfuse/explain.h"
 
 namespace ubfuse {
 namespace {
@@ -103,6 +104,31 @@ TEST(Views, ViewsOfInputsConstantsAndViews) {
       auto out = m.run(in);
       EXPECT_TRUE(close_to_ref(out.at("y"), want.at("y"))) << eng << " seq " << seq;
     }
+  }
+}
+
+// The explainer says a view is one: no kernel, a note that says why, a dashed node
+// fed by a "view" edge in the pictures, and no bytes in the predicted traffic.
+TEST(Views, ExplainShowsViews) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {8, 64});
+  auto r = b.reshape(b.exp(x), {8, 4, 16});
+  b.name_last("regroup");
+  b.output("y", b.transpose(r, {0, 2, 1}));
+  ExplainReport rep = explain(b.build());
+  ASSERT_EQ(rep.graph_kernels.size(), 2u);     // Exp, Transpose
+  EXPECT_EQ(rep.graph_bytes, 4 * 8 * 64 * 4);  // exp and transpose each read and write once
+  // The Reshape has no kernel, so its decisions are notes, not kernel boundaries.
+  bool said = false;
+  for (auto& d : rep.notes) {
+    said = said || (d.consumer == "regroup" &&
+                    d.message.find("view of its input: no kernel, no copy") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << format_explain(rep);
+  for (const std::string& dot : {before_dot(rep), after_dot(rep)}) {
+    EXPECT_NE(dot.find("regroup\\nReshape (view)\", style=\"rounded,dashed\""), std::string::npos)
+        << dot;
+    EXPECT_NE(dot.find("label=\"view\""), std::string::npos) << dot;
   }
 }
 

@@ -70,8 +70,15 @@ std::string render(const ExplainReport& r, bool after) {
     o += fmt::format("  in{} [shape=ellipse, fillcolor=white, label=\"{}\\n{}\"];\n", v->id,
                      esc(v->name), esc(typed(v, *plan)));
   }
+  // A Reshape that runs as a view (compiler/views.h): no kernel, no bytes.
+  auto is_view = [&](const Node* n) { return !n->outputs.empty() && impl.view_of.count(n->out()); };
   auto op_node = [&](const Node* n) {
     const char* fill = n->op == OpKind::Host ? "#ffe0b2" : "#dbe9f6";
+    if (is_view(n)) {
+      return fmt::format(
+          "n{} [label=\"{}\\n{} (view)\", style=\"rounded,dashed\", fillcolor=white];", n->id,
+          esc(n->name), op_name(n->op));
+    }
     return fmt::format("n{} [label=\"{}\\n{}\", fillcolor=\"{}\"];", n->id, esc(n->name),
                        op_name(n->op), fill);
   };
@@ -116,6 +123,12 @@ std::string render(const ExplainReport& r, bool after) {
       const Node* p = v->producer;
       bool internal = after && p && p->op != OpKind::Constant && kernel_of.count(p) &&
                       kernel_of.count(c) && kernel_of[p] == kernel_of[c];
+      if (is_view(c)) {  // the view reads nothing: it renames v's bytes
+        o += fmt::format(
+            "  {} -> {} [style=dashed, color=gray50, fontcolor=gray40, label=\"view\"];\n",
+            source(v), nid(c));
+        continue;
+      }
       if (internal) {
         o += fmt::format(
             "  {} -> {} [style=dashed, color=gray50, fontcolor=gray40, label=\"UB\"];\n", source(v),
