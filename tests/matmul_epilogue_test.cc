@@ -39,6 +39,7 @@ std::map<std::string, Tensor> projection_inputs(DType t, int64_t rows, int64_t K
 // Runs the model once under a profiler; returns the variant its one kernel event reports.
 std::string variant_ran(const CompiledModel& m, const std::map<std::string, Tensor>& in,
                         const std::string& tag) {
+  fixed_bandwidth();  // no STREAM measurement inside the test
   Profiler prof({.trace_dir = temp_dir(tag), .name = tag});
   auto out = m.run(in);
   prof.stop();

@@ -245,26 +245,30 @@ TEST(Profiler, OneAtATimeAndBadOptionsAreErrors) {
   Profiler c({.trace_dir = dir, .name = "c"});  // fine once a has stopped
 }
 
+// The figure is remembered per cache file: a second directory is read, not the first's figure
+// (nor one an earlier test in the same process measured).
 TEST(Profiler, BandwidthComesFromTheCacheFileKeyedByMachine) {
-  std::string cache = temp_dir("prof_bwcache");
-  ::setenv("UBFUSE_CACHE_DIR", cache.c_str(), 1);
   ::unsetenv("UBFUSE_BANDWIDTH_GBPS");
   ::unsetenv("UBFUSE_REMEASURE_BANDWIDTH");
   std::string key = prof::machine_info().key() + " | " +
                     std::to_string(prof::threads_for_measurement()) + " threads";
-  {
-    std::ofstream f(cache + "/bandwidth.json");
-    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
-    f << json({{"machines",
-                {{key, {{"add_gb_per_s", 123.5}, {"threads", 2}, {"measured_unix", now}}}}}})
-             .dump();
+  for (double gbps : {77.25, 123.5}) {
+    std::string cache = temp_dir("prof_bwcache_" + std::to_string(int(gbps)));
+    ::setenv("UBFUSE_CACHE_DIR", cache.c_str(), 1);
+    {
+      std::ofstream f(cache + "/bandwidth.json");
+      const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+      f << json({{"machines",
+                  {{key, {{"add_gb_per_s", gbps}, {"threads", 2}, {"measured_unix", now}}}}}})
+               .dump();
+    }
+    prof::Roofline r = prof::machine_roofline();
+    EXPECT_EQ(r.source, "cache");
+    EXPECT_DOUBLE_EQ(r.gb_per_s, gbps);
+    EXPECT_EQ(r.machine, key);
   }
-  prof::Roofline r = prof::machine_roofline();
-  EXPECT_EQ(r.source, "cache");
-  EXPECT_DOUBLE_EQ(r.gb_per_s, 123.5);
-  EXPECT_EQ(r.machine, key);
   ::setenv("UBFUSE_BANDWIDTH_GBPS", "abc", 1);
   EXPECT_THROW(prof::machine_roofline(), Error);
   ::unsetenv("UBFUSE_CACHE_DIR");

@@ -90,6 +90,7 @@ Roofline machine_roofline(bool remeasure) {
   static std::mutex mu;
   static Roofline cached;
   static bool have = false, measured_here = false;
+  static std::string cached_for;  // the cache file `cached` belongs to
   std::lock_guard<std::mutex> lock(mu);
   remeasure |= env_on("UBFUSE_REMEASURE_BANDWIDTH");
   if (const char* v = std::getenv("UBFUSE_BANDWIDTH_GBPS"); v && *v) {
@@ -105,9 +106,10 @@ Roofline machine_roofline(bool remeasure) {
     r.source = "UBFUSE_BANDWIDTH_GBPS";
     return r;
   }
-  if (have && (!remeasure || measured_here)) return cached;
+  // The figure is remembered per cache file: pointing UBFUSE_CACHE_DIR elsewhere reads that one.
+  const std::string path = bandwidth_cache_path();
+  if (have && cached_for == path && (!remeasure || measured_here)) return cached;
 
-  std::string path = bandwidth_cache_path();
   // Bandwidth scales with threads, so the thread count is part of the key.
   std::string key =
       machine_info().key() + " | " + std::to_string(threads_for_measurement()) + " threads";
@@ -125,12 +127,15 @@ Roofline machine_roofline(bool remeasure) {
       if (fresh && e.contains("add_gb_per_s") && e["add_gb_per_s"].is_number() &&
           e["add_gb_per_s"].get<double>() > 0) {
         cached = {e["add_gb_per_s"].get<double>(), e.value("threads", 0), key, "cache", path};
+        cached_for = path;
         have = true;
+        measured_here = false;
         return cached;
       }
     }
   }
   cached = measure_and_cache(key, path);
+  cached_for = path;
   have = measured_here = true;
   return cached;
 }

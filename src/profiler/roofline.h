@@ -21,7 +21,8 @@ struct Roofline {
   std::string cache_path;  // "" when no cache file was used
 };
 
-// Thread-safe; measures at most once per process (a remeasure request measures once more).
+// Thread-safe; measures at most once per process and cache file (a remeasure request measures
+// once more).
 Roofline machine_roofline(bool remeasure = false);
 
 std::string bandwidth_cache_path();
