@@ -3,9 +3,14 @@
 // Reshape whose output the caller receives still copies (graph outputs are the caller's buffers).
 #pragma once
 
-#include "runtime/compiled_model_impl.h"
+#include "ubfuse/graph.h"
 
 namespace ubfuse {
+
+class CompiledModelImpl;
+
+// Whether node n of g runs as a view (the rule above; the partitioner's messages say so too).
+bool runs_as_view(const Graph& g, const Node& n);
 
 // Removes the kernels of Reshapes that run as views and records them in m.view_of.
 void elide_view_kernels(CompiledModelImpl& m);

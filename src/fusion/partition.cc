@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compiler/views.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -244,8 +245,7 @@ class Partitioner {
       }
       const Node* bad = !is_fusible(n) ? n : p;
       std::string cls(fusion_class_name(fusion_class(bad->op)));
-      // A Reshape that is not a graph output runs as a view (compiler/views.h).
-      const bool view = bad->op == OpKind::Reshape && !g_.is_output(bad->out());
+      const bool view = runs_as_view(g_, *bad);
       std::string why = is_matmul(bad) ? " (a MatMul takes an elementwise epilogue, no prologue)"
                         : view         ? " (it runs as a view of its input: no kernel, no copy)"
                         : fusion_class(bad->op) == FusionClass::Injective
