@@ -38,7 +38,8 @@ std::map<std::string, Tensor> load_inputs(const Layer& l, int set) {
 
 ::testing::AssertionResult matches_torch(const Tensor& got, const Tensor& want) {
   if (got.sizes() != want.sizes()) {
-    return ::testing::AssertionFailure() << sizes_str(got.sizes()) << " vs " << sizes_str(want.sizes());
+    return ::testing::AssertionFailure()
+           << sizes_str(got.sizes()) << " vs " << sizes_str(want.sizes());
   }
   double worst = 0;
   for (int64_t i = 0; i < got.numel(); i++) {
@@ -98,14 +99,36 @@ void check_norm_fusion(const Layer& l) {
                             << "; kernels: " << all;
   EXPECT_EQ(norm_kernels, l.norms) << all;
   EXPECT_EQ(with_add, l.norms_after_add) << "every norm after a residual add must share its "
-                                            "kernel with the add; kernels: " << all;
+                                            "kernel with the add; kernels: "
+                                         << all;
   EXPECT_LT(m.kernels().size(), e.kernels().size()) << all;
-  std::printf("[%s] graph mode: %zu kernels (eager: %zu): %s\n", l.name.c_str(),
-              m.kernels().size(), e.kernels().size(), all.c_str());
+  std::printf("[%s] graph mode: %zu kernels (eager: %zu): %s\n", l.name.c_str(), m.kernels().size(),
+              e.kernels().size(), all.c_str());
 }
 
 TEST(OnnxLayers, LlamaDecoderFusesResidualAddWithRMSNorm) { check_norm_fusion(kLlama); }
 TEST(OnnxLayers, BertEncoderFusesResidualAddWithLayerNorm) { check_norm_fusion(kBert); }
+
+// RoPE: canonicalization turns each exported rotate_half (Slice, Neg, Slice, Concat) into
+// RotateHalf, and graph mode runs q * cos + rotate_half(q) * sin (and k's) as one kernel each.
+TEST(OnnxLayers, LlamaDecoderFusesRope) {
+  Graph g = import_onnx(model_path("llama_decoder.onnx"));
+  std::string all;
+  for (bool fusion : {false, true}) {
+    CompiledModel m = compile(g, fusion ? testing::graph_opts() : testing::eager_opts());
+    int rope = 0;
+    for (auto& k : m.kernels()) {
+      all += kernel_str(k) + " ";
+      for (const char* op : {"Slice", "Neg", "Concat"}) {
+        EXPECT_EQ(std::count(k.op_types.begin(), k.op_types.end(), op), 0) << all;
+      }
+      if (std::count(k.op_types.begin(), k.op_types.end(), "RotateHalf") == 0) continue;
+      rope++;
+      EXPECT_EQ(k.op_types.size(), fusion ? 4u : 1u) << kernel_str(k);  // Mul, RotateHalf, Mul, Add
+    }
+    EXPECT_EQ(rope, 2) << all;
+  }
+}
 
 // `ubfuse run` end to end: .npy in, .npy out, compared with PyTorch's output.
 TEST(OnnxLayers, UbfuseRunCommandWritesNpyOutputs) {
@@ -114,8 +137,8 @@ TEST(OnnxLayers, UbfuseRunCommandWritesNpyOutputs) {
   std::string out = ::testing::TempDir() + "ubfuse_run_test";
   std::string p = model_path("llama_decoder.");
   std::string cmd = exe + " run " + p + "onnx --input hidden_states=" + p + "0.hidden_states.npy" +
-                    " --input position_ids=" + p + "0.position_ids.npy --output-dir " + out + " --option codegen=interpreter" +
-                    " --json > " + out + ".json";
+                    " --input position_ids=" + p + "0.position_ids.npy --output-dir " + out +
+                    " --option codegen=interpreter" + " --json > " + out + ".json";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   Tensor got = read_npy(out + "/out.npy");
   EXPECT_TRUE(matches_torch(got, read_npy(p + "0.out.npy")));

@@ -19,7 +19,7 @@ struct Case {
   std::string section;  // the table it belongs to
   std::string where;    // file / API
   std::string field;
-  std::string value;    // what was wrong, as a user would write it
+  std::string value;  // what was wrong, as a user would write it
   std::function<void()> fn;
 };
 
@@ -67,27 +67,34 @@ std::vector<Case> cases() {
   };
   // ---- options ----
   const std::string O = "Compile options", opt = "compile() options";
-  add(O, opt, "key", "`ge.exec.enableOperatorFusionn`",
-      [] { compile_with({{"ge.exec.enableOperatorFusionn", "1"}}); });
-  add(O, opt, "ge.exec.enableOperatorFusion", "`yes`",
-      [] { compile_with({{"ge.exec.enableOperatorFusion", "yes"}}); });
+  add(O, opt, "key", "`ge.exec.enableOperatorFusionn`", [] {
+    compile_with({{"ge.exec.enableOperatorFusionn", "1"}});
+  });
+  add(O, opt, "ge.exec.enableOperatorFusion", "`yes`", [] {
+    compile_with({{"ge.exec.enableOperatorFusion", "yes"}});
+  });
   add(O, opt, "ub_bytes", "`10`", [] { compile_with({{"ub_bytes", "10"}}); });
   add(O, opt, "ub_bytes", "`64k`", [] { compile_with({{"ub_bytes", "64k"}}); });
   add(O, opt, "num_threads", "`-1`", [] { compile_with({{"num_threads", "-1"}}); });
   add(O, opt, "codegen", "`cuda`", [] { compile_with({{"codegen", "cuda"}}); });
   add(O, opt, "memory_limit", "`-5`", [] { compile_with({{"memory_limit", "-5"}}); });
-  add(O, opt, "memory_limit", "`99999999999999999999`",
-      [] { compile_with({{"memory_limit", "99999999999999999999"}}); });
-  add(O, opt, "ge.dynamic_dims", "`1,2;3` (gear with 2 values, model has 1 symbol)",
-      [] { compile_with({{"ge.dynamic_dims", "1,2;3"}}); });
+  add(O, opt, "memory_limit", "`99999999999999999999`", [] {
+    compile_with({{"memory_limit", "99999999999999999999"}});
+  });
+  add(O, opt, "ge.dynamic_dims", "`1,2;3` (gear with 2 values, model has 1 symbol)", [] {
+    compile_with({{"ge.dynamic_dims", "1,2;3"}});
+  });
   add(O, opt, "ge.dynamic_dims", "`0`", [] { compile_with({{"ge.dynamic_dims", "0"}}); });
   add(O, opt, "ge.dynamic_dims", "`x`", [] { compile_with({{"ge.dynamic_dims", "x"}}); });
-  add(O, opt, "ge.dynamic_dims_strict", "`1` without ge.dynamic_dims",
-      [] { compile_with({{"ge.dynamic_dims_strict", "1"}}); });
-  add(O, opt, "ge.fusion_optimizer_config_path", "a missing file",
-      [] { compile_with({{"ge.fusion_optimizer_config_path", "/nonexistent/rules.json"}}); });
-  add(O, opt, "memory_limit", "`1000` for a static f32[64,64] model",
-      [] { compile(small_model({64, 64}), {{"memory_limit", "1000"}, {"codegen", "interpreter"}}); });
+  add(O, opt, "ge.dynamic_dims_strict", "`1` without ge.dynamic_dims", [] {
+    compile_with({{"ge.dynamic_dims_strict", "1"}});
+  });
+  add(O, opt, "ge.fusion_optimizer_config_path", "a missing file", [] {
+    compile_with({{"ge.fusion_optimizer_config_path", "/nonexistent/rules.json"}});
+  });
+  add(O, opt, "memory_limit", "`1000` for a static f32[64,64] model", [] {
+    compile(small_model({64, 64}), {{"memory_limit", "1000"}, {"codegen", "interpreter"}});
+  });
 
   // ---- fusion rules file ----
   const std::string R = "Fusion rules file", rf = "rules.json";
@@ -108,7 +115,8 @@ std::vector<Case> cases() {
   add(R, rf, "Patterns[0].ops", "`[\"Add\", \"Frobnicate\"]`",
       [] { rules("{\"Patterns\": [{\"name\": \"P\", \"ops\": [\"Add\", \"Frobnicate\"]}]}"); });
   add(R, rf, "Patterns[0].action", "`\"maybe\"`", [] {
-    rules("{\"Patterns\": [{\"name\": \"P\", \"ops\": [\"Add\", \"Silu\"], \"action\": \"maybe\"}]}");
+    rules(
+        "{\"Patterns\": [{\"name\": \"P\", \"ops\": [\"Add\", \"Silu\"], \"action\": \"maybe\"}]}");
   });
   add(R, rf, "Patterns[0].<field>", "`\"kernel\": \"K\"`", [] {
     rules("{\"Patterns\": [{\"name\": \"P\", \"ops\": [\"Add\", \"Silu\"], \"kernel\": \"K\"}]}");
@@ -131,11 +139,13 @@ std::vector<Case> cases() {
       [] { read_bytes(npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }")); });
   add(N, nf, "fortran_order", "`1`",
       [] { read_bytes(npy("{'descr': '<f4', 'fortran_order': 1, 'shape': (2,), }")); });
-  add(N, nf, "shape", "missing", [] { read_bytes(npy("{'descr': '<f4', 'fortran_order': False, }")); });
+  add(N, nf, "shape", "missing",
+      [] { read_bytes(npy("{'descr': '<f4', 'fortran_order': False, }")); });
   add(N, nf, "shape", "`(-1,)`",
       [] { read_bytes(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }")); });
   add(N, nf, "shape", "`(4294967296, 4294967296)`", [] {
-    read_bytes(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"));
+    read_bytes(
+        npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"));
   });
   add(N, nf, "shape", "`(99999999999999999999,)`", [] {
     read_bytes(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }"));
@@ -145,7 +155,8 @@ std::vector<Case> cases() {
   add(N, nf, "header", "an extra key `'order': 'C'`", [] {
     read_bytes(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'order': 'C'}"));
   });
-  add(N, nf, "header", "`{'descr': '<f4'` (unterminated dict)", [] { read_bytes(npy("{'descr': '<f4'")); });
+  add(N, nf, "header", "`{'descr': '<f4'` (unterminated dict)",
+      [] { read_bytes(npy("{'descr': '<f4'")); });
   add(N, "/nonexistent/x.npy", "(file)", "missing", [] { read_npy("/nonexistent/x.npy"); });
 
   // ---- ONNX ----
@@ -161,7 +172,8 @@ std::vector<Case> cases() {
   add(X, "bad_raw_size.onnx", "initializer w raw_data", "7 bytes for FLOAT[2,3]",
       onnx("bad_raw_size.onnx"));
   add(X, "bad_dtype_enum.onnx", "initializer w data_type", "`99`", onnx("bad_dtype_enum.onnx"));
-  add(X, "bad_order.onnx", "graph node order", "a node before its producer", onnx("bad_order.onnx"));
+  add(X, "bad_order.onnx", "graph node order", "a node before its producer",
+      onnx("bad_order.onnx"));
   add(X, "double_input.onnx", "graph input x elem_type", "DOUBLE", onnx("double_input.onnx"));
   add(X, "external_escape.onnx", "initializer w external_data location",
       "`../../../../../../etc/hostname`", onnx("external_escape.onnx"));
@@ -202,6 +214,10 @@ std::vector<Case> cases() {
     GraphBuilder b;
     auto x = b.input("x", f32, {2, 3});
     b.concat({x, x}, 2);
+  });
+  add(B, gb, "rotate_half", "f32[2,7]: an odd last dim", [] {
+    GraphBuilder b;
+    b.rotate_half(b.input("x", f32, {2, 7}));
   });
   add(B, gb, "softmax", "an i64 input", [] {
     GraphBuilder b;
@@ -244,9 +260,9 @@ std::vector<Case> cases() {
     m.run(ins({64, 4}, {64, 4}));
   });
   add(T, run, "shape", "[5,4] with gears `1;2` strict", [] {
-    auto m = compile(small_model(), {{"ge.dynamic_dims", "1;2"},
-                                     {"ge.dynamic_dims_strict", "1"},
-                                     {"codegen", "interpreter"}});
+    auto m = compile(
+        small_model(),
+        {{"ge.dynamic_dims", "1;2"}, {"ge.dynamic_dims_strict", "1"}, {"codegen", "interpreter"}});
     m.run(ins({5, 4}, {5, 4}));
   });
   return c;
@@ -295,7 +311,8 @@ std::string generated_section(const std::vector<Case>& cs, const std::vector<std
   for (size_t i = 0; i < cs.size(); i++) {
     if (cs[i].section != section) {
       section = cs[i].section;
-      out += "\n### " + section + "\n\n| Where | Field | Value | Error (exact) |\n|---|---|---|---|\n";
+      out +=
+          "\n### " + section + "\n\n| Where | Field | Value | Error (exact) |\n|---|---|---|---|\n";
     }
     out += rs[i] + "\n";
   }

@@ -63,6 +63,8 @@ class GraphBuilder {
   V reduce_sum(V x, bool keepdims = true);
   V reduce_mean(V x, bool keepdims = true);
   V reduce_max(V x, bool keepdims = true);
+  // RoPE's rotate_half: cat(-x[..., d/2:], x[..., :d/2]) over the last axis (d static, even).
+  V rotate_half(V x);
   // Matrices and data movement
   V matmul(V a, V b);
   V gather(V data, V indices, int64_t axis = 0);

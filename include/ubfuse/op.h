@@ -12,6 +12,7 @@ enum class FusionClass : uint8_t {
   Injective,
   RowReduction,
   Opaque,
+  RowPermute,
   Host,
   Constant
 };

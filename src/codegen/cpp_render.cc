@@ -466,7 +466,10 @@ class Renderer {
       if (!in_stage(e)) continue;
       const Expr& x = p_.exprs[size_t(e)];
       o_ << ind << "const VF " << cv(e) << " = ";
-      if (x.op == Op::Load) {
+      if (x.op == Op::Load && x.align == kir::Align::RotHalf) {
+        o_ << (tail ? "LoadNRotHalfF32(d, " : "LoadRotHalfF32(d, ") << pfx_ << "p" << x.arg
+           << ", i, cols / 2" << (tail ? ", tail)" : ")");
+      } else if (x.op == Op::Load) {
         if (tail) {
           o_ << "LoadNF32(d, " << pfx_ << "p" << x.arg << " + i, tail)";
         } else if (even_odd_ && pair != 0) {

@@ -33,7 +33,8 @@ struct Instr {
   int arg = -1;
   DType dtype = DType::f32;
   float imm = 0;
-  bool sample = false;  // LoadRow of kir::Align::Sample (column fraction in imm)
+  bool sample = false;    // LoadRow of kir::Align::Sample (column fraction in imm)
+  bool rot_half = false;  // LoadIn of kir::Align::RotHalf (the row's halves swapped)
 };
 
 struct Reduction {

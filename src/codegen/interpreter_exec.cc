@@ -202,6 +202,32 @@ HWY_INLINE void LoadTile(const void* src, float* HWY_RESTRICT dst, size_t n) {
   if (i < n) hn::Store(LoadNF32(d, p + i, n - i), d, dst + i);
 }
 
+// Columns [c0, c0 + n) of RotateHalf's view of a row.
+template <typename T>
+HWY_INLINE void LoadRotHalfTile(const void* row, int64_t c0, int64_t half, float* HWY_RESTRICT dst,
+                                size_t n) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const T* p = static_cast<const T*>(row);
+  size_t i = 0;
+  for (; i + L <= n; i += L) hn::Store(LoadRotHalfF32(d, p, c0 + int64_t(i), half), d, dst + i);
+  if (i < n) hn::Store(LoadNRotHalfF32(d, p, c0 + int64_t(i), half, n - i), d, dst + i);
+}
+
+HWY_INLINE void LoadRotHalfAny(DType t, const void* row, int64_t c0, int64_t half, float* dst,
+                               size_t n) {
+  switch (t) {
+    case DType::f32:
+      return LoadRotHalfTile<float>(row, c0, half, dst, n);
+    case DType::bf16:
+      return LoadRotHalfTile<hwy::bfloat16_t>(row, c0, half, dst, n);
+    case DType::f16:
+      return LoadRotHalfTile<hwy::float16_t>(row, c0, half, dst, n);
+    default:
+      HWY_ASSERT(false);  // RotateHalf takes float inputs only (shape inference)
+  }
+}
+
 template <typename T>
 HWY_INLINE void StoreTile(const float* src, void* dstv, size_t n) {
   const DF d;
@@ -336,6 +362,11 @@ void RunPassTiles(const interp::Pass& pass, const UbfKernelArgs* args, float* ub
       switch (in.kind) {
         case Kind::LoadIn: {
           const size_t es = dtype_size(in.dtype);
+          if (in.rot_half) {
+            LoadRotHalfAny(in.dtype, in_rows[in.arg], c0, cols / 2,
+                           regs + size_t(in.dst) * interp::kTile, n);
+            break;
+          }
           LoadAny(in.dtype, in_rows[in.arg] + size_t(c0) * es,
                   regs + size_t(in.dst) * interp::kTile, n);
           break;

@@ -172,6 +172,8 @@ const char* align_str(Align a) {
       return "row-drop";
     case Align::Sample:
       return "sample";
+    case Align::RotHalf:
+      return "rot-half";
   }
   return "?";
 }

@@ -100,7 +100,12 @@ enum class Align : uint8_t {
   RowDrop,  // the input is a per-row value in the domain's leading dims ([..., rows] form)
   Sample,   // a row scalar: a Col input's element at column floor(imm * (cols - 1)) (0 when
             // rows are empty)
+  RotHalf,  // as Col, the row's halves swapped and the first negated (RotateHalf): column col
+            // reads -(base(row) + col + cols/2) below cols/2, else base(row) + col - cols/2
 };
+
+// Whether a Load reads a column value from the input's own row (Col or a permutation of it).
+inline bool reads_row_columns(Align a) { return a == Align::Col || a == Align::RotHalf; }
 
 struct Expr {
   Op op = Op::Const;

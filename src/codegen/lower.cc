@@ -263,6 +263,24 @@ class Lowerer {
     return add(e);
   }
 
+  // RotateHalf: a Load of its input with the halves of the row swapped. The partitioner keeps
+  // its input's producer out of the group, so the input is read from memory.
+  int lower_rotate_half(const Node& n) {
+    const Value* v = n.inputs[0];
+    if (val_.count(v) || form(v->shape) != Form::Col || form(n.out()->shape) != Form::Col) {
+      throw Fail{"'" + n.name + "' rotates '" + v->name + "', which is not a group input of the " +
+                 "domain's shape " + shape_str(dom_)};
+    }
+    const int e = operand(v, Form::Col);
+    Expr x = prog_->exprs[size_t(e)];
+    if (x.op != Op::Load || x.align != Align::Col) {
+      throw Fail{"'" + n.name + "' rotates '" + v->name + "', which is not read per element"};
+    }
+    x.align = Align::RotHalf;
+    x.note = n.name;
+    return add(x);
+  }
+
   void lower_node(const Node& n) {
     note_ = n.name;
     for (const Value* v : n.outputs) check_dtype(v, "value");
@@ -276,6 +294,10 @@ class Lowerer {
       }
       if (dom_.empty()) throw Fail{"'" + n.name + "' needs at least 1 dim"};
       val_[out] = lower_row_op(n);
+      return;
+    }
+    if (cls == FusionClass::RowPermute) {
+      val_[out] = lower_rotate_half(n);
       return;
     }
     if (cls != FusionClass::Elementwise && cls != FusionClass::Broadcast) {

@@ -93,11 +93,13 @@ void make_row_args(const kir::Program& p, const std::vector<Tensor>& in,
   // How each input is read: per-row base only (drop form) or with a row of its own.
   std::vector<int> drop(in.size(), -1);  // -1 unread, 0 col/keep, 1 drop
   int col_input = -1;
+  bool rot_half = false;
   for (size_t e = 0; e < p.exprs.size(); e++) {
     const kir::Expr& x = p.exprs[e];
     if (x.op != kir::Op::Load || !p.needed[e]) continue;
     drop[size_t(x.arg)] = x.align == kir::Align::RowDrop ? 1 : 0;
-    if (x.align == kir::Align::Col && col_input < 0) col_input = x.arg;
+    if (kir::reads_row_columns(x.align) && col_input < 0) col_input = x.arg;
+    rot_half = rot_half || x.align == kir::Align::RotHalf;
   }
   // The domain: a column output has its sizes; else row outputs give the leading dims and a
   // column input the row length.
@@ -125,6 +127,9 @@ void make_row_args(const kir::Program& p, const std::vector<Tensor>& in,
                 " do not have the domain's rank " + std::to_string(n));
   }
   const int64_t cols = n ? D.back() : 1;
+  if (rot_half && cols % 2 != 0) {
+    fail(p, "rows of " + std::to_string(cols) + " columns have no halves to rotate");
+  }
   const Sizes L = n ? Sizes(D.begin(), D.end() - 1) : Sizes{};
   const int64_t rows = numel(L);
   ra.in.assign(in.size(), UbfTensorArg{});
@@ -145,7 +150,7 @@ void make_row_args(const kir::Program& p, const std::vector<Tensor>& in,
       for (size_t e = 0; e < p.exprs.size(); e++) {
         const kir::Expr& x = p.exprs[e];
         col = col || (p.needed[e] && x.op == kir::Op::Load && x.arg == int(i) &&
-                      x.align == kir::Align::Col);
+                      kir::reads_row_columns(x.align));
       }
       if (col && inner != cols && n > 0) {
         fail(p, "input '" + name + "' " + sizes_str(t.sizes()) + " has rows of " +

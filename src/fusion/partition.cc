@@ -17,7 +17,7 @@ namespace {
 bool is_fusible(const Node* n) {
   FusionClass c = fusion_class(n->op);
   return c == FusionClass::Elementwise || c == FusionClass::Broadcast ||
-         c == FusionClass::RowReduction;
+         c == FusionClass::RowReduction || c == FusionClass::RowPermute;
 }
 bool is_reduction(const Node* n) { return fusion_class(n->op) == FusionClass::RowReduction; }
 bool is_matmul(const Node* n) { return n->op == OpKind::MatMul; }
@@ -210,6 +210,19 @@ class Partitioner {
     return false;
   }
 
+  // A RowPermute reader of a value p passes to n: that value is written to memory anyway (the
+  // permuted read needs it there), so n reads it from there too and may join the permutation's
+  // group (RoPE: q * cos beside rotate_half(q) * sin) instead of p's.
+  const Node* permuted_reader(const Node* p, const Node* n) {
+    for (const Value* v : n->inputs) {
+      if (v->producer != p) continue;
+      for (const Node* u : users_[v]) {
+        if (fusion_class(u->op) == FusionClass::RowPermute) return u;
+      }
+    }
+    return nullptr;
+  }
+
   FusionDecision try_merge(const Node* p, const Node* n) {
     int gp = group_of_[p], gn = group_of_[n];
     const Group& a = groups_[size_t(gp)];
@@ -254,7 +267,15 @@ class Partitioner {
       return no(FusionReason::NotFusible, p, n,
                 "'" + bad->name + "' (" + std::string(op_name(bad->op)) + ") is " + cls +
                     " and does not fuse with '" + (bad == n ? p : n)->name + "'" + why,
-                "fusion joins Elementwise, Broadcast and RowReduction ops and MatMul epilogues");
+                "fusion joins Elementwise, Broadcast, RowReduction and RowPermute ops and MatMul "
+                "epilogues");
+    }
+    if (const Node* perm = permuted_reader(p, n)) {
+      return no(FusionReason::NotFusible, p, n,
+                "'" + perm->name + "' (" + std::string(op_name(perm->op)) + ") reads '" +
+                    perm->inputs[0]->name + "' at other columns of the row, so '" + p->name +
+                    "' writes it to memory and '" + n->name + "' reads it from there",
+                "a RowPermute op fuses with the ops that read it; its input comes from memory");
     }
     std::string rule = rule_for(p, n, a);
     if (!rules_.rule_enabled(rule)) {
@@ -272,6 +293,18 @@ class Partitioner {
                 "broadcast input instead");
     }
     auto nodes = merged_nodes(a, b);
+    // A row permutation reads its input at other columns of the row than the one being computed,
+    // which a fused kernel can do only where that input comes from memory.
+    for (const Node* m : nodes) {
+      const Node* src = m->inputs[0]->producer;
+      if (fusion_class(m->op) != FusionClass::RowPermute || !src) continue;
+      if (std::find(nodes.begin(), nodes.end(), src) == nodes.end()) continue;
+      return no(FusionReason::NotFusible, p, n,
+                "'" + m->name + "' (" + std::string(op_name(m->op)) + ") reads '" +
+                    m->inputs[0]->name + "' at other columns of the row, so '" + src->name +
+                    "' writes it to memory as a kernel of its own",
+                "a RowPermute op fuses with the ops that read it; its input comes from memory");
+    }
     FusedGroup fg = describe(nodes, *dom);
     if (auto why = run_time_broadcast(fg)) {
       return no(FusionReason::DynamicShape, p, n, *why,

@@ -120,6 +120,7 @@ GraphBuilder::V GraphBuilder::reduce_max(V x, bool k) {
 GraphBuilder::V GraphBuilder::gather(V data, V indices, int64_t axis) {
   return op(OpKind::Gather, {data, indices}, {{"axis", axis}});
 }
+GraphBuilder::V GraphBuilder::rotate_half(V x) { return op(OpKind::RotateHalf, {x}); }
 GraphBuilder::V GraphBuilder::reshape(V x, std::vector<int64_t> shape) {
   return op(OpKind::Reshape, {x}, {{"shape", std::move(shape)}});
 }

@@ -17,13 +17,22 @@ const OpInfo& op_info(OpKind k) { return kOpTable[size_t(k)]; }
 
 std::string_view fusion_class_name(FusionClass c) {
   switch (c) {
-    case FusionClass::Elementwise: return "Elementwise";
-    case FusionClass::Broadcast: return "Broadcast";
-    case FusionClass::Injective: return "Injective";
-    case FusionClass::RowReduction: return "RowReduction";
-    case FusionClass::Opaque: return "Opaque";
-    case FusionClass::Host: return "Host";
-    case FusionClass::Constant: return "Constant";
+    case FusionClass::Elementwise:
+      return "Elementwise";
+    case FusionClass::Broadcast:
+      return "Broadcast";
+    case FusionClass::Injective:
+      return "Injective";
+    case FusionClass::RowReduction:
+      return "RowReduction";
+    case FusionClass::Opaque:
+      return "Opaque";
+    case FusionClass::RowPermute:
+      return "RowPermute";
+    case FusionClass::Host:
+      return "Host";
+    case FusionClass::Constant:
+      return "Constant";
   }
   return "?";
 }

@@ -35,8 +35,9 @@ void require_float(const Node& n, const Value* v) {
 
 void require_same_dtype(const Node& n, const Value* a, const Value* b) {
   if (a->dtype != b->dtype) {
-    fail(n, "dtype mismatch: " + std::string(dtype_name(a->dtype)) + " vs " +
-                std::string(dtype_name(b->dtype)),
+    fail(n,
+         "dtype mismatch: " + std::string(dtype_name(a->dtype)) + " vs " +
+             std::string(dtype_name(b->dtype)),
          "insert a Cast so both operands have the same dtype");
   }
 }
@@ -65,8 +66,9 @@ void infer_row_op(Node& n) {
     require_same_dtype(n, x, p);
     bool ok = p->shape.size() == 1 && (p->shape[0] == c);
     if (!ok) {
-      fail(n, std::string(i == 1 ? "weight" : "bias") + " must have shape [" + c.str() + "], got " +
-                  shape_str(p->shape),
+      fail(n,
+           std::string(i == 1 ? "weight" : "bias") + " must have shape [" + c.str() + "], got " +
+               shape_str(p->shape),
            "weight and bias cover the last (normalized) axis");
     }
   }
@@ -143,12 +145,26 @@ void infer_transpose(Node& n) {
   std::sort(sorted.begin(), sorted.end());
   std::vector<int64_t> iota(static_cast<size_t>(r), 0);
   std::iota(iota.begin(), iota.end(), 0);
-  if (sorted != iota) fail(n, "perm " + sizes_str(perm) + " is not a permutation of rank " +
-                                  std::to_string(r));
+  if (sorted != iota)
+    fail(n, "perm " + sizes_str(perm) + " is not a permutation of rank " + std::to_string(r));
   Shape s;
   for (auto p : perm) s.push_back(x->shape[size_t(p)]);
   n.out()->dtype = x->dtype;
   n.out()->shape = s;
+}
+
+// RotateHalf swaps the halves of the last axis, so that axis must be known and even.
+void infer_rotate_half(Node& n) {
+  const Value* x = n.inputs[0];
+  require_float(n, x);
+  if (x->shape.empty()) fail(n, "needs at least 1 dim", "rotate the halves of a vector or more");
+  const Dim& d = x->shape.back();
+  if (!d.is_static() || d.value() % 2 != 0 || d.value() == 0) {
+    fail(n, "needs a fixed, even, nonzero last dim to split in halves, got " + d.str(),
+         "RoPE rotates the head dim, which is a fixed even size");
+  }
+  n.out()->shape = x->shape;
+  n.out()->dtype = x->dtype;
 }
 
 void infer_slice(Node& n) {
@@ -279,11 +295,11 @@ void infer_node(Node& n) {
   const OpInfo& info = op_info(n.op);
   int nin = int(n.inputs.size());
   if (nin < info.min_inputs || (info.max_inputs >= 0 && nin > info.max_inputs)) {
-    std::string want = info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
-                       : info.min_inputs == info.max_inputs
-                           ? std::to_string(info.min_inputs)
-                           : std::to_string(info.min_inputs) + " to " +
-                                 std::to_string(info.max_inputs);
+    std::string want =
+        info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
+        : info.min_inputs == info.max_inputs
+            ? std::to_string(info.min_inputs)
+            : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
     throw Error(n.describe() + ": takes " + want + " input(s), got " + std::to_string(nin));
   }
   for (int i = 0; i < nin; i++) {
@@ -344,14 +360,28 @@ void infer_node(Node& n) {
         infer_gather(n);
       }
       return;
+    case FusionClass::RowPermute:
+      infer_rotate_half(n);
+      return;
     case FusionClass::Injective:
       switch (n.op) {
-        case OpKind::Reshape: infer_reshape(n); return;
-        case OpKind::Transpose: infer_transpose(n); return;
-        case OpKind::Slice: infer_slice(n); return;
-        case OpKind::Concat: infer_concat(n); return;
-        case OpKind::Expand: infer_expand(n); return;
-        default: break;
+        case OpKind::Reshape:
+          infer_reshape(n);
+          return;
+        case OpKind::Transpose:
+          infer_transpose(n);
+          return;
+        case OpKind::Slice:
+          infer_slice(n);
+          return;
+        case OpKind::Concat:
+          infer_concat(n);
+          return;
+        case OpKind::Expand:
+          infer_expand(n);
+          return;
+        default:
+          break;
       }
       break;
     case FusionClass::Constant:

@@ -19,5 +19,8 @@ std::vector<Node*> match_activation(Graph& g, Node* n, const UseInfo& uses);
 std::vector<Node*> match_norm(Graph& g, Node* n, const UseInfo& uses);
 // Softmax from exp(x - max(x)) / sum(exp(x - max(x))) (canonicalize_softmax.cc).
 std::vector<Node*> match_softmax(Graph& g, Node* n, const UseInfo& uses);
+// RotateHalf from RoPE's cat(-x[..., d/2:], x[..., :d/2]) over the last axis
+// (canonicalize_rope.cc).
+std::vector<Node*> match_rotate_half(Graph& g, Node* n, const UseInfo& uses);
 
 }  // namespace ubfuse::passes

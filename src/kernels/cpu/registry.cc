@@ -46,6 +46,8 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
     case OpKind::ReduceMean:
     case OpKind::ReduceMax:
       return make_reduce_kernel(n);
+    case OpKind::RotateHalf:
+      return make_rotate_half_kernel(n);
     case OpKind::MatMul:
       return make_matmul_kernel(n);
     case OpKind::Gather:

@@ -338,6 +338,31 @@ HWY_INLINE void StoreNF32(hn::VFromD<D> v, D d, T* HWY_RESTRICT p, size_t n) {
   memcpy(p, tmp, n * sizeof(T));
 }
 
+// RotateHalf's read of a row (kir::Align::RotHalf): lanes i .. i + n - 1 of
+// cat(-row[half:], row[:half]), with lanes from n on 0 (n <= Lanes(d)). Element by element: for
+// a vector across the middle of the row (half not a multiple of the lanes) and the tail.
+template <class D, typename T>
+HWY_INLINE hn::VFromD<D> LoadNRotHalfF32(D d, const T* HWY_RESTRICT row, int64_t i, int64_t half,
+                                         size_t n) {
+  HWY_ALIGN T tmp[hn::MaxLanes(d)];
+  memset(tmp, 0, sizeof(tmp));
+  for (size_t k = 0; k < n; k++) {
+    const int64_t j = i + int64_t(k);
+    tmp[k] = row[j < half ? j + half : j - half];
+  }
+  const int64_t below = half - i < 0 ? 0 : half - i;  // lanes from the negated half
+  const hn::VFromD<D> v = LoadF32(d, tmp);
+  return hn::IfThenElse(hn::FirstN(d, size_t(below)), hn::Neg(v), v);
+}
+// The same for a whole vector: one load, negated below the middle.
+template <class D, typename T>
+HWY_INLINE hn::VFromD<D> LoadRotHalfF32(D d, const T* HWY_RESTRICT row, int64_t i, int64_t half) {
+  const int64_t lanes = int64_t(hn::Lanes(d));
+  if (i + lanes <= half) return hn::Neg(LoadF32(d, row + i + half));
+  if (i >= half) return LoadF32(d, row + i - half);
+  return LoadNRotHalfF32(d, row, i, half, size_t(lanes));
+}
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace ubfuse

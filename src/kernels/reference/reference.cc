@@ -420,6 +420,16 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       }
       return {y};
     }
+    case OpKind::RotateHalf: {  // exact in every dtype: a move and a sign
+      RefTensor y = make(n, in[0].sizes);
+      const int64_t d = in[0].sizes.empty() ? 0 : in[0].sizes.back(), h = d / 2;
+      for (int64_t f = 0; f < int64_t(y.data.size()); f++) {
+        const int64_t row = f - f % d, j = f % d;
+        y.data[size_t(f)] =
+            j < h ? -in[0].data[size_t(row + j + h)] : in[0].data[size_t(row + j - h)];
+      }
+      return {y};
+    }
     case OpKind::Constant:
       return {from_tensor(n.payload)};
     case OpKind::Host: {
