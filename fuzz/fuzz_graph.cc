@@ -38,7 +38,7 @@ struct Gen {
   // One op on values from the pool; returns null when the chosen op does not apply here.
   V op() {
     V x = pick();
-    switch (in.ConsumeIntegralInRange(0, 39)) {
+    switch (in.ConsumeIntegralInRange(0, 40)) {
       case 0:
         return b.neg(x);
       case 1:
@@ -155,6 +155,11 @@ struct Gen {
             x, [](Tensor&) {}, "");
       case 38:
         return b.sub(x, x);
+      case 39: {
+        auto c = last_dim(x);
+        if (!c || *c % 2 != 0 || *c == 0) return nullptr;
+        return b.rotate_half(x);
+      }
       default:
         return b.div(x, b.add(b.abs(pick()), 1.0));
     }

@@ -116,7 +116,7 @@ class Gen {
 
   V step(RandomGraph& rg) {
     V x = pool_[size_t(pool_.size() - 1 - size_t(pick(std::min<int>(3, int(pool_.size())))))];
-    int k = pick(22);
+    int k = pick(23);
     auto& b = *b_;
     auto note = [&](const char* s) { text_ += std::string(s) + " "; };
     switch (k) {
@@ -197,6 +197,13 @@ class Gen {
                          : b.reduce_max(x, true);
         return b.sub(x, b.mul(red, 0.5));
       }
+      case 21:
+        if (shape_.back() % 2 == 0) {  // RoPE's rotation of a computed value or an input
+          note("rotate_half");
+          return b.rotate_half(coin(0.5) ? x : input(shape_));
+        }
+        note("neg");
+        return b.neg(x);
       default:
         note("cast");
         if (t_ == f32) rg.rounds_to_bf16 = true;
