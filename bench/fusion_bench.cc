@@ -1,6 +1,7 @@
 // The seed block silu(layer_norm(x + residual, w, b)) in graph mode (one generated fused
 // kernel) vs eager mode (three kernels) vs the machine's STREAM add bandwidth, measured in one
-// run. Prints times, GB/s (bytes = every input read once + the output written once) and ratios.
+// run. Prints times, GB/s (bytes = every input read once + the output written once) and ratios;
+// then RoPE, a MatMul with its epilogue, and bf16 against f32.
 //
 //   bench_fusion_bench [--quick] [--interpreter]
 //
@@ -140,6 +141,49 @@ void matmul_epilogue(DType t, int64_t M, int64_t K, int64_t N, int reps) {
       flops / gs / 1e9, graph.kernels().size(), es * 1e3, eager.kernels().size(), es / gs);
 }
 
+// RoPE as PyTorch exports it, q * cos + cat(-q[..., h:], q[..., :h]) * sin over LLaMA-7B's
+// prefill shape: graph mode (one kernel reading q once), eager mode (RotateHalf recovered: 5
+// kernels) and eager mode as exported (graph optimizer off: 8 kernels, the Slices, Neg and Concat
+// each a pass over memory), beside the STREAM add. Bytes: q, cos and sin read once, y written.
+void rope(DType t, const Sizes& q_sizes, int reps, StreamAdd& add) {
+  const int64_t d = q_sizes.back();
+  GraphBuilder b;
+  auto q = b.input("q", t, {"batch", q_sizes[1], "seq", d});
+  auto cos = b.input("cos", t, {1, 1, "seq", d});
+  auto sin = b.input("sin", t, {1, 1, "seq", d});
+  auto rot =
+      b.concat({b.neg(b.slice(q, {d / 2}, {INT64_MAX}, {-1})), b.slice(q, {0}, {d / 2}, {-1})}, -1);
+  b.output("y", b.add(b.mul(q, cos), b.mul(rot, sin)));
+  Graph g = b.build();
+  const Sizes table = {1, 1, q_sizes[2], d};
+  std::map<std::string, Tensor> in = {{"q", Tensor::random(t, q_sizes, 1)},
+                                      {"cos", Tensor::random(t, table, 2)},
+                                      {"sin", Tensor::random(t, table, 3)}};
+  std::map<std::string, Tensor> out = {{"y", Tensor::zeros(t, q_sizes)}};
+  double bytes = double(out["y"].nbytes());
+  for (auto& [n, x] : in) bytes += double(x.nbytes());
+  CompiledModel models[3] = {
+      compile(g, {{"ge.exec.enableOperatorFusion", "1"}}),
+      compile(g, {{"ge.exec.enableOperatorFusion", "0"}}),
+      compile(g, {{"ge.exec.enableOperatorFusion", "0"}, {"ge.common_graph_optimizer", "0"}})};
+  double best[3] = {1e30, 1e30, 1e30}, add_s = 1e30;
+  for (auto& m : models) m.run_into(in, out);
+  for (int i = 0; i < reps; i++) {
+    for (int k = 0; k < 3; k++) {
+      best[k] = std::min(best[k], seconds([&] { models[k].run_into(in, out); }));
+    }
+    add_s = std::min(add_s, add.pass_seconds(true));
+  }
+  const double add_gbps = add.bytes_moved() / add_s / 1e9, gbps = bytes / best[0] / 1e9;
+  std::printf(
+      "RoPE %s %s: graph %.3f ms (%zu kernel, %.1f GB/s, %.0f%% of STREAM add %.1f), eager %.3f ms "
+      "(%zu kernels): %.2fx, eager as exported %.3f ms (%zu kernels): %.2fx\n",
+      sizes_str(q_sizes).c_str(), std::string(dtype_name(t)).c_str(), best[0] * 1e3,
+      models[0].kernels().size(), gbps, 100 * gbps / add_gbps, add_gbps, best[1] * 1e3,
+      models[1].kernels().size(), best[1] / best[0], best[2] * 1e3, models[2].kernels().size(),
+      best[2] / best[0]);
+}
+
 int main_impl(int argc, char** argv) {
   bool quick = false, interp = false;
   for (int i = 1; i < argc; i++) {
@@ -171,6 +215,7 @@ int main_impl(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("\n");
+  for (DType t : {f32, bf16}) rope(t, {1, 32, 2048, 128}, quick ? 3 : 10, add);
   for (DType t : {f32, bf16}) matmul_epilogue(t, 2048, 2048, 4096, quick ? 3 : 10);
   bf16_vs_f32({2, 2048, 4096}, quick ? 5 : 20);
   if (!quick) bf16_vs_f32({8, 2048, 4096}, 10);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <limits>
 
 #include "passes_test_util.h"
@@ -208,6 +209,27 @@ TEST(RotateHalf, RopeBlockIsOneKernel) {
       }
     }
   }
+}
+
+// RowPermuteFusion off in a rules file: the rotation is a kernel of its own again.
+TEST(RotateHalf, RuleSwitchesItOff) {
+  const std::string path = ::testing::TempDir() + "rotate_half_rules.json";
+  std::ofstream(path) << R"({"Switch": {"UBFusion": {"RowPermuteFusion": "off"}}})";
+  Graph g = rope_block(DType::f32, 64, /*exported=*/false);
+  Options o = engine_opts("interpreter");
+  o["ge.fusionSwitchFile"] = path;
+  CompiledModel m = compile(g, o);
+  EXPECT_EQ(m.kernels().size(), 3u);  // abs, RotateHalf, Mul-Mul-Add
+  int off = 0;
+  for (auto& d : m.decisions()) {
+    off += d.reason == FusionReason::DisabledByRule &&
+           d.message.find("RowPermuteFusion is off in " + path) != std::string::npos;
+  }
+  EXPECT_EQ(off, 1);
+  std::map<std::string, Tensor> in = {{"q", Tensor::random(DType::f32, {1, 3, 4, 64}, 1)},
+                                      {"cos", Tensor::random(DType::f32, {1, 1, 4, 64}, 2)},
+                                      {"sin", Tensor::random(DType::f32, {1, 1, 4, 64}, 3)}};
+  EXPECT_TRUE(matches_reference(g, in, o));
 }
 
 // Rotating a value computed in the same group would read columns not yet computed: the producer

@@ -93,6 +93,7 @@ class Partitioner {
 
   std::string rule_for(const Node* p, const Node* n, const Group& gp) {
     if (is_matmul(p)) return "MatMulEpilogueFusion";
+    if (fusion_class(p->op) == FusionClass::RowPermute) return "RowPermuteFusion";
     if (is_reduction(n)) return "ReductionPrologueFusion";
     for (auto* m : gp.nodes) {
       if (is_reduction(m)) return "ReductionEpilogueFusion";
@@ -212,8 +213,10 @@ class Partitioner {
 
   // A RowPermute reader of a value p passes to n: that value is written to memory anyway (the
   // permuted read needs it there), so n reads it from there too and may join the permutation's
-  // group (RoPE: q * cos beside rotate_half(q) * sin) instead of p's.
+  // group (RoPE: q * cos beside rotate_half(q) * sin) instead of p's. Not while the rule that
+  // fuses permutations is off.
   const Node* permuted_reader(const Node* p, const Node* n) {
+    if (!rules_.rule_enabled("RowPermuteFusion")) return nullptr;
     for (const Value* v : n->inputs) {
       if (v->producer != p) continue;
       for (const Node* u : users_[v]) {

@@ -6,12 +6,18 @@
 // input edge p -> n the groups of p and n merge when all of these hold, checked in this order
 // (the first that fails is the edge's reason):
 //   HostSync        neither side is a Host node
-//   NotFusible      both are fusible classes (Elementwise, Broadcast, RowReduction), or p is a
-//                   MatMul taking an epilogue (elementwise ops, and row reductions when both
-//                   operands are matrices: the epilogue sees blocks of whole rows)
+//   NotFusible      both are fusible classes (Elementwise, Broadcast, RowReduction,
+//                   RowPermute), or p is a MatMul taking an epilogue (elementwise ops, and row
+//                   reductions when both operands are matrices: the epilogue sees blocks of
+//                   whole rows)
+//   NotFusible      no RowPermute op (RotateHalf) reads the value p passes to n: that value is
+//                   written to memory for the permuted read, so n reads it from there (while
+//                   RowPermuteFusion is on)
 //   DisabledByRule  the rule for this kind of edge is on (rules file / options)
 //   ShapeMismatch   both groups iterate over the same domain (or one holds only per-row values
 //                   of the other's domain)
+//   NotFusible      no RowPermute op of the merged group reads a value computed in it (it reads
+//                   other columns of the row than the one being computed)
 //   GroupLimit      the merged group stays within kMaxGroupOps / Inputs / Outputs / Reductions
 //   DisabledByRule  no forbidden pattern, and MultiOutputFusion is on if an inner value escapes
 //   Cycle           no path leaves the merged group and comes back into it

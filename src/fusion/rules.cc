@@ -68,6 +68,7 @@ const std::vector<std::string>& ub_fusion_rule_names() {
       "ReductionEpilogueFusion",  // row reduction into elementwise consumers
       "MatMulEpilogueFusion",     // MatMul into elementwise consumers of its output
       "MultiOutputFusion",        // keep fusing when an inner value is also needed outside
+      "RowPermuteFusion",         // a row permutation (RotateHalf) into the ops that read it
   };
   return v;
 }
@@ -105,8 +106,8 @@ FusionRules parse_fusion_rules(const std::string& text, const std::string& src) 
       for (size_t i = 0; i < v.size(); i++) {
         const auto& p = v[i];
         std::string where = "Patterns[" + std::to_string(i) + "]";
-        if (!p.is_object() || !p.contains("name") || !p["name"].is_string() ||
-            !p.contains("ops") || !p["ops"].is_array() || p["ops"].size() < 2) {
+        if (!p.is_object() || !p.contains("name") || !p["name"].is_string() || !p.contains("ops") ||
+            !p["ops"].is_array() || p["ops"].size() < 2) {
           throw Error("fusion rules file " + src + ": " + where +
                       " needs \"name\" (string) and \"ops\" (array of at least 2 op names)");
         }
@@ -139,7 +140,8 @@ FusionRules parse_fusion_rules(const std::string& text, const std::string& src) 
         r.patterns.push_back(fp);
       }
     } else {
-      throw Error("fusion rules file " + src + ": unknown field '" + k + "'; known: Switch, Patterns");
+      throw Error("fusion rules file " + src + ": unknown field '" + k +
+                  "'; known: Switch, Patterns");
     }
   }
   return r;
@@ -148,8 +150,9 @@ FusionRules parse_fusion_rules(const std::string& text, const std::string& src) 
 FusionRules load_fusion_rules(const std::string& path) {
   std::ifstream f(path);
   if (!f) {
-    throw Error("fusion rules file " + path +
-                " cannot be read; hint: check ge.fusion_optimizer_config_path / ge.fusionSwitchFile");
+    throw Error(
+        "fusion rules file " + path +
+        " cannot be read; hint: check ge.fusion_optimizer_config_path / ge.fusionSwitchFile");
   }
   std::stringstream ss;
   ss << f.rdbuf();

@@ -19,7 +19,7 @@ struct FusionPattern {
 };
 
 struct FusionRules {
-  std::string source;  // file path, for messages
+  std::string source;                        // file path, for messages
   std::map<std::string, bool> graph_fusion;  // pass name -> on/off ("ALL" included)
   std::map<std::string, bool> ub_fusion;     // fusion rule name -> on/off ("ALL" included)
   std::vector<FusionPattern> patterns;
