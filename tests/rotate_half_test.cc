@@ -266,6 +266,34 @@ TEST(RotateHalf, InputComputedInTheGroupIsNotFused) {
   }
 }
 
+// The rotated value's producer can also meet the rotation through another edge: u feeds both
+// v = exp(u), which is rotated, and w = abs(u), which the rotation's reader adds. Merging w's
+// group into the rotation's would put exp in it: refused, with the group check's message.
+TEST(RotateHalf, ProducerReachedThroughAnotherEdgeStaysOut) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {5, 24});
+  auto u = b.neg(x);
+  auto v = b.exp(u);
+  b.output("y", b.add(b.rotate_half(v), b.abs(u)));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in = {{"x", Tensor::random(DType::f32, {5, 24}, 9)}};
+  for (const char* e : {"cpp", "interpreter"}) {
+    CompiledModel m = compile(g, engine_opts(e));
+    EXPECT_EQ(m.kernels().size(), 2u) << e;
+    EXPECT_TRUE(matches_reference(g, in, engine_opts(e))) << e;
+    int group_check = 0;
+    std::string all;
+    for (auto& d : m.decisions()) {
+      all += d.message + "\n";
+      group_check +=
+          d.reason == FusionReason::NotFusible &&
+          d.message.find("so '" + v->producer->name +
+                         "' must write it to memory from another kernel") != std::string::npos;
+    }
+    EXPECT_EQ(group_check, 1) << all;
+  }
+}
+
 // A row reduction after the rotation: softmax(rotate_half(x) * 0.5) in one kernel, the rotated
 // read in the reduction's passes.
 TEST(RotateHalf, FusesIntoARowReduction) {

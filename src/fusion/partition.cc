@@ -305,7 +305,7 @@ class Partitioner {
       return no(FusionReason::NotFusible, p, n,
                 "'" + m->name + "' (" + std::string(op_name(m->op)) + ") reads '" +
                     m->inputs[0]->name + "' at other columns of the row, so '" + src->name +
-                    "' writes it to memory as a kernel of its own",
+                    "' must write it to memory from another kernel",
                 "a RowPermute op fuses with the ops that read it; its input comes from memory");
     }
     FusedGroup fg = describe(nodes, *dom);
