@@ -35,7 +35,7 @@ class RandomPatternGraph {
   bool coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
   V step(V v) {
-    switch (rng_() % 9) {
+    switch (rng_() % 10) {
       case 0:
         return b_.mul(v, b_.sigmoid(v));
       case 1:  // gelu, erf form
@@ -58,6 +58,9 @@ class RandomPatternGraph {
         return b_.sub(b_.add(b_.mul(v, 1.0), 0.0), 0.0);
       case 7:
         return b_.reshape(b_.reshape(v, {-1}), {3, 16});
+      case 8:  // rotate_half as exported (the slice ends as PyTorch writes them)
+        return b_.concat({b_.neg(b_.slice(v, {8}, {INT64_MAX}, {-1})), b_.slice(v, {0}, {8}, {-1})},
+                         -1);
       default:
         return b_.add(v, x_);  // a residual: x gains readers
     }
