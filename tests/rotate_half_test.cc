@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 
+#include "kernels/cpu/kernel_util.h"
 #include "passes_test_util.h"
 #include "test_util.h"
 
@@ -34,28 +35,35 @@ V exported_rotate_half(GraphBuilder& b, V x, int64_t d, int64_t end = INT64_MAX)
 }
 
 // The op alone is a move and a sign: bit-exact in every dtype, engine and size (rows of 2, odd
-// halves, a half that straddles a vector, size-1 dims, a symbolic leading dim).
+// halves, a half that straddles a vector, size-1 dims, a symbolic leading dim), with plain stores
+// and with the non-temporal stores of big outputs (threshold lowered to 0: unaligned rows too).
 TEST(RotateHalf, ExactInEveryDtypeAndEngine) {
-  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
-    for (const Sizes& s : std::vector<Sizes>{{2}, {1, 1, 2}, {3, 6}, {5, 34}, {2, 3, 4098}}) {
-      GraphBuilder b;
-      Shape shape = to_shape(s);
-      if (shape.size() > 1) shape[0] = Dim("n");
-      auto x = b.input("x", t, shape);
-      b.output("y", b.rotate_half(b.abs(x)));  // abs: a producer, so the op is a kernel
-      Graph g = b.build();
-      std::map<std::string, Tensor> in = {{"x", Tensor::random(t, s, 7)}};
-      auto want = ref::run_graph(g, in);
-      for (auto& e : kEngines) {
-        auto got = compile(g, engine_opts(e)).run(in).at("y");
-        ASSERT_EQ(got.sizes(), s);
-        for (int64_t i = 0; i < got.numel(); i++) {
-          ASSERT_EQ(got.get(i), want.at("y").data[size_t(i)])
-              << e << " " << dtype_name(t) << " " << sizes_str(s) << " element " << i;
+  const size_t saved = cpu::stream_min_bytes();
+  for (size_t threshold : {saved, size_t(0)}) {
+    cpu::set_stream_min_bytes(threshold);
+    for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+      for (const Sizes& s : std::vector<Sizes>{{2}, {1, 1, 2}, {3, 6}, {5, 34}, {2, 3, 4098}}) {
+        GraphBuilder b;
+        Shape shape = to_shape(s);
+        if (shape.size() > 1) shape[0] = Dim("n");
+        auto x = b.input("x", t, shape);
+        b.output("y", b.rotate_half(b.abs(x)));  // abs: a producer, so the op is a kernel
+        Graph g = b.build();
+        std::map<std::string, Tensor> in = {{"x", Tensor::random(t, s, 7)}};
+        auto want = ref::run_graph(g, in);
+        for (auto& e : kEngines) {
+          auto got = compile(g, engine_opts(e)).run(in).at("y");
+          ASSERT_EQ(got.sizes(), s);
+          for (int64_t i = 0; i < got.numel(); i++) {
+            ASSERT_EQ(got.get(i), want.at("y").data[size_t(i)])
+                << e << " " << dtype_name(t) << " " << sizes_str(s) << " element " << i
+                << " threshold " << threshold;
+          }
         }
       }
     }
   }
+  cpu::set_stream_min_bytes(saved);
 }
 
 // A negation flips the sign bit of NaN, infinities and zeros, as Neg does.
