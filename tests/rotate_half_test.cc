@@ -188,10 +188,11 @@ Graph rope_block(DType t, int64_t hd, bool exported) {
 }
 
 // Graph mode runs the block as one kernel after the producer of q, in both engines and every
-// dtype; head dims 128 (halves of whole vectors), 6 and 18 (halves that straddle a vector).
+// dtype; head dims 128 (halves of whole vectors), 6, 18 and 66 (halves that straddle a vector
+// or a pair of bf16 vectors, odd halves).
 TEST(RotateHalf, RopeBlockIsOneKernel) {
   for (DType t : {DType::f32, DType::bf16, DType::f16}) {
-    for (int64_t hd : {128, 6, 18}) {
+    for (int64_t hd : {128, 6, 18, 66}) {
       Graph g = rope_block(t, hd, /*exported=*/true);
       std::map<std::string, Tensor> in = {{"q", Tensor::random(t, {2, 3, 5, hd}, 1)},
                                           {"cos", Tensor::random(t, {1, 1, 5, hd}, 2)},

@@ -424,9 +424,15 @@ class Renderer {
     for (int e : ph.compute) {
       if (!even_odd_ || !column_load(p_.exprs[size_t(e)]) || !in_stage(e)) continue;
       const std::string v = cv(e);
+      const kir::Expr& x = p_.exprs[size_t(e)];
       o_ << ind << "VF " << v << "e, " << v << "o;\n";
-      o_ << ind << "LoadEvenOddBf16(d, " << pfx_ << "p" << p_.exprs[size_t(e)].arg << " + " << base
-         << ", " << v << "e, " << v << "o);\n";
+      if (x.align == kir::Align::RotHalf) {
+        o_ << ind << "LoadEvenOddRotHalfBf16(d, " << pfx_ << "p" << x.arg << ", " << base
+           << ", cols / 2, " << v << "e, " << v << "o);\n";
+      } else {
+        o_ << ind << "LoadEvenOddBf16(d, " << pfx_ << "p" << x.arg << " + " << base << ", " << v
+           << "e, " << v << "o);\n";
+      }
     }
     o_ << ind << "{\n" << ind << "  const int64_t i = " << base << ";\n";
     step(ph, ind + "  ", false, "", 1);
@@ -466,7 +472,7 @@ class Renderer {
       if (!in_stage(e)) continue;
       const Expr& x = p_.exprs[size_t(e)];
       o_ << ind << "const VF " << cv(e) << " = ";
-      if (x.op == Op::Load && x.align == kir::Align::RotHalf) {
+      if (x.op == Op::Load && x.align == kir::Align::RotHalf && !(even_odd_ && pair != 0)) {
         o_ << (tail ? "LoadNRotHalfF32(d, " : "LoadRotHalfF32(d, ") << pfx_ << "p" << x.arg
            << ", i, cols / 2" << (tail ? ", tail)" : ")");
       } else if (x.op == Op::Load) {

@@ -14,8 +14,6 @@ bool bf16_even_odd_lanes(const kir::Program& p) {
   for (size_t e = 0; e < p.exprs.size(); e++) {
     const Expr& x = p.exprs[e];
     if (!p.needed[e] || !column_load(x)) continue;
-    // RotateHalf's permuted read is per vector; the even/odd split would need it per pair.
-    if (x.align == kir::Align::RotHalf) return false;
     if (p.inputs[size_t(x.arg)].dtype != DType::bf16) return false;
     any = true;
   }

@@ -363,6 +363,30 @@ HWY_INLINE hn::VFromD<D> LoadRotHalfF32(D d, const T* HWY_RESTRICT row, int64_t 
   return LoadNRotHalfF32(d, row, i, half, size_t(lanes));
 }
 
+// LoadEvenOddBf16 of RotateHalf's view of a bf16 row: columns i .. i + 2 * Lanes(d) - 1. A pair
+// on one side of the middle is one load (negated on the left); a pair across it is gathered with
+// the sign bits flipped in storage (exact), then loaded the same way.
+template <class D>
+HWY_INLINE void LoadEvenOddRotHalfBf16(D d, const hwy::bfloat16_t* HWY_RESTRICT row, int64_t i,
+                                       int64_t half, hn::VFromD<D>& even, hn::VFromD<D>& odd) {
+  const int64_t pair = 2 * int64_t(hn::Lanes(d));
+  if (i + pair <= half) {
+    LoadEvenOddBf16(d, row + i + half, even, odd);
+    even = hn::Neg(even);
+    odd = hn::Neg(odd);
+    return;
+  }
+  if (i >= half) return LoadEvenOddBf16(d, row + i - half, even, odd);
+  HWY_ALIGN uint16_t tmp[2 * hn::MaxLanes(d)];
+  for (int64_t k = 0; k < pair; k++) {
+    const int64_t j = i + k;
+    uint16_t bits;
+    memcpy(&bits, row + (j < half ? j + half : j - half), sizeof(bits));
+    tmp[k] = j < half ? uint16_t(bits ^ 0x8000u) : bits;
+  }
+  LoadEvenOddBf16(d, reinterpret_cast<const hwy::bfloat16_t*>(tmp), even, odd);
+}
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace ubfuse
