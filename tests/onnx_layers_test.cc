@@ -110,7 +110,8 @@ TEST(OnnxLayers, LlamaDecoderFusesResidualAddWithRMSNorm) { check_norm_fusion(kL
 TEST(OnnxLayers, BertEncoderFusesResidualAddWithLayerNorm) { check_norm_fusion(kBert); }
 
 // RoPE: canonicalization turns each exported rotate_half (Slice, Neg, Slice, Concat) into
-// RotateHalf, and graph mode runs q * cos + rotate_half(q) * sin (and k's) as one kernel each.
+// RotateHalf, and graph mode runs q * cos + rotate_half(q) * sin (and k's) as one kernel each,
+// with the heads' Transpose before it as a strided read of the projection.
 TEST(OnnxLayers, LlamaDecoderFusesRope) {
   Graph g = import_onnx(model_path("llama_decoder.onnx"));
   std::string all;
@@ -124,7 +125,10 @@ TEST(OnnxLayers, LlamaDecoderFusesRope) {
       }
       if (std::count(k.op_types.begin(), k.op_types.end(), "RotateHalf") == 0) continue;
       rope++;
-      EXPECT_EQ(k.op_types.size(), fusion ? 4u : 1u) << kernel_str(k);  // Mul, RotateHalf, Mul, Add
+      // Transpose, Mul, RotateHalf, Mul, Add
+      EXPECT_EQ(k.op_types.size(), fusion ? 5u : 1u) << kernel_str(k);
+      if (!fusion) continue;
+      EXPECT_EQ(k.op_types[0], "Transpose") << kernel_str(k);
     }
     EXPECT_EQ(rope, 2) << all;
   }

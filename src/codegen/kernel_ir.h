@@ -127,6 +127,9 @@ struct Input {
   DType dtype = DType::f32;
   bool vector = false;  // statically the same row for every row (a [C] weight): reloading is free
   bool matmul = false;  // MatMulEpilogue: the MatMul's output block, not a group input
+  // Read through a Transpose that keeps the last axis (compiler/views.h): leading dim k of the
+  // domain is dim row_perm[k] of the input. Empty: the input's own dims.
+  std::vector<int64_t> row_perm;
 };
 
 struct Output {

@@ -4,10 +4,12 @@
 // lowering fail with a reason, and the group then runs op by op.
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
 #include "codegen/kernel_ir.h"
+#include "compiler/views.h"
 #include "fusion/group.h"
 
 namespace ubfuse::kir {
@@ -35,7 +37,7 @@ class Lowerer {
     prog_->domain_rank = int(dom_.size());
     for (const Value* v : g_.inputs) {
       check_dtype(v, "input");
-      prog_->inputs.push_back({v, v->dtype, is_vector(v->shape), false});
+      prog_->inputs.push_back({v, v->dtype, is_vector(v->shape), false, {}});
     }
     for (const Node* n : g_.nodes) {
       prog_->node_notes.push_back(n->name + " (" + std::string(op_name(n->op)) + ")");
@@ -43,7 +45,7 @@ class Lowerer {
         const Value* m = n->out();
         if (form(m->shape) != Form::Col) throw Fail{"the MatMul output is not the domain"};
         check_dtype(m, "MatMul output");
-        prog_->inputs.push_back({m, m->dtype, false, true});
+        prog_->inputs.push_back({m, m->dtype, false, true, {}});
         Expr e;
         e.op = Op::Load;
         e.arg = int(prog_->inputs.size()) - 1;
@@ -228,6 +230,10 @@ class Lowerer {
       if (g_.inputs[i] == v) arg = int(i);
     }
     if (arg < 0) throw Fail{"'" + v->name + "' is neither computed in the group nor an input"};
+    if (!p_input(arg).row_perm.empty()) {
+      throw Fail{"'" + v->name + "' is read both through a Transpose and directly"};
+    }
+    direct_.insert(arg);
     const Shape& s = v->shape;
     if (s.size() > dom_.size()) throw Fail{"input '" + v->name + "' has a higher rank"};
     Expr e;
@@ -264,21 +270,55 @@ class Lowerer {
   }
 
   // RotateHalf: a Load of its input with the halves of the row swapped. The partitioner keeps
-  // its input's producer out of the group, so the input is read from memory.
+  // its input's producer out of the group (or lets in a row Transpose, itself a Load), so the
+  // input is read from memory.
   int lower_rotate_half(const Node& n) {
     const Value* v = n.inputs[0];
-    if (val_.count(v) || form(v->shape) != Form::Col || form(n.out()->shape) != Form::Col) {
-      throw Fail{"'" + n.name + "' rotates '" + v->name + "', which is not a group input of the " +
-                 "domain's shape " + shape_str(dom_)};
+    if (form(v->shape) != Form::Col || form(n.out()->shape) != Form::Col) {
+      throw Fail{"'" + n.name + "' rotates '" + v->name + "', not of the domain's shape " +
+                 shape_str(dom_)};
     }
-    const int e = operand(v, Form::Col);
+    auto it = val_.find(v);
+    const int e = it != val_.end() ? it->second : operand(v, Form::Col);
     Expr x = prog_->exprs[size_t(e)];
-    if (x.op != Op::Load || x.align != Align::Col) {
-      throw Fail{"'" + n.name + "' rotates '" + v->name + "', which is not read per element"};
+    if (x.op != Op::Load || x.align != Align::Col || p_input(x.arg).matmul) {
+      throw Fail{"'" + n.name + "' rotates '" + v->name + "', which is not read from memory"};
     }
     x.align = Align::RotHalf;
     x.note = n.name;
     return add(x);
+  }
+
+  // A Transpose that keeps the last axis: its input, read through a row map whose leading dims
+  // are the input's in the Transpose's order (row_args.cc). The partitioner keeps the input's
+  // producer out of the group and every other reader of the input too.
+  int lower_row_transpose(const Node& n) {
+    const Value* v = n.inputs[0];
+    if (val_.count(v) || !(n.out()->shape == dom_)) {
+      throw Fail{"'" + n.name + "' transposes '" + v->name +
+                 "', which is not a group input, into " + shape_str(n.out()->shape) +
+                 " rather than the domain " + shape_str(dom_)};
+    }
+    int arg = -1;
+    for (size_t i = 0; i < g_.inputs.size(); i++) {
+      if (g_.inputs[i] == v) arg = int(i);
+    }
+    if (arg < 0) throw Fail{"'" + v->name + "' is not an input of the group"};
+    std::vector<int64_t> perm = n.attr_ints("perm");
+    perm.pop_back();  // the last axis stays
+    std::vector<int64_t>& mine = prog_->inputs[size_t(arg)].row_perm;
+    if (direct_.count(arg))
+      throw Fail{"'" + v->name + "' is read both through '" + n.name + "' and directly"};
+    if (!mine.empty() && mine != perm) {
+      throw Fail{"'" + v->name + "' is read through two different Transposes"};
+    }
+    mine = perm;
+    Expr e;
+    e.op = Op::Load;
+    e.arg = arg;
+    e.align = Align::Col;
+    e.note = v->name;
+    return add(e);
   }
 
   void lower_node(const Node& n) {
@@ -298,6 +338,10 @@ class Lowerer {
     }
     if (cls == FusionClass::RowPermute) {
       val_[out] = lower_rotate_half(n);
+      return;
+    }
+    if (transpose_keeps_rows(n)) {
+      val_[out] = lower_row_transpose(n);
       return;
     }
     if (cls != FusionClass::Elementwise && cls != FusionClass::Broadcast) {
@@ -524,6 +568,7 @@ class Lowerer {
   std::unordered_map<const Value*, int> val_;
   std::map<std::tuple<int, bool, int, int, int, int, int, float, int>, int> cse_;
   std::map<int, int> arg_drop_;
+  std::set<int> direct_;         // inputs read through their own dims (not through a Transpose)
   std::vector<int8_t> reduced_;  // after_reduction memo: -1 unknown
   std::string note_;
 };

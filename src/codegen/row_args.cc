@@ -12,11 +12,29 @@ namespace {
 }
 
 // Row map of a tensor whose dims before the row are `lead` (row length `inner`) over the
-// domain's leading dims L.
-UbfTensorArg row_map(const kir::Program& p, const std::string& name, const Sizes& lead,
-                     int64_t inner, const Sizes& L, void* data) {
+// domain's leading dims L; with `perm` (kir::Input::row_perm) the tensor is read through a
+// Transpose that keeps the last axis: domain dim k walks the tensor's dim perm[k].
+UbfTensorArg row_map(const kir::Program& p, const std::string& name, Sizes lead, int64_t inner,
+                     const Sizes& L, const std::vector<int64_t>& perm, void* data) {
   UbfTensorArg t{};
   t.data = data;
+  Sizes own_stride(lead.size());
+  for (size_t k = lead.size(), s = size_t(inner); k-- > 0; s *= size_t(lead[k])) {
+    own_stride[k] = int64_t(s);
+  }
+  bool permuted = false;
+  if (!perm.empty()) {
+    if (perm.size() != lead.size()) {
+      fail(p, "'" + name + "' has " + std::to_string(lead.size()) +
+                  " leading dims, its Transpose permutes " + std::to_string(perm.size()));
+    }
+    const Sizes sizes = lead, strides = own_stride;
+    for (size_t k = 0; k < perm.size(); k++) {
+      lead[k] = sizes[size_t(perm[k])];
+      own_stride[k] = strides[size_t(perm[k])];
+      permuted = permuted || perm[k] != int64_t(k);
+    }
+  }
   if (lead.size() > L.size()) {
     for (size_t i = 0; i < lead.size() - L.size(); i++) {
       if (lead[i] != 1) fail(p, "'" + name + "' has more leading dims than the domain");
@@ -25,8 +43,7 @@ UbfTensorArg row_map(const kir::Program& p, const std::string& name, const Sizes
   std::vector<int64_t> st(L.size(), 0);
   bool any = false;
   // Walk inner to outer; `exact` stays true when the tensor has exactly the domain's rows.
-  int64_t stride = inner;
-  bool exact = true;
+  bool exact = !permuted;
   for (size_t j = 0; j < L.size(); j++) {
     size_t k = L.size() - 1 - j;  // domain dim
     int64_t dom = L[k];
@@ -37,12 +54,11 @@ UbfTensorArg row_map(const kir::Program& p, const std::string& name, const Sizes
                     " does not broadcast to the domain's " + std::to_string(dom));
       }
       if (mine == dom) {
-        st[k] = dom == 1 ? 0 : stride;
+        st[k] = dom == 1 ? 0 : own_stride[lead.size() - 1 - j];
         any = any || st[k] != 0;
       } else {
         exact = false;
       }
-      stride *= mine;
     } else if (dom != 1) {
       exact = false;
     }
@@ -161,7 +177,7 @@ void make_row_args(const kir::Program& p, const std::vector<Tensor>& in,
         fail(p, "input '" + name + "' " + sizes_str(t.sizes()) + " should have last dim 1");
       }
     }
-    ra.in[i] = row_map(p, name, lead, inner, L, t.data());
+    ra.in[i] = row_map(p, name, lead, inner, L, p.inputs[i].row_perm, t.data());
   }
   for (size_t o = 0; o < out.size(); o++) {
     const Tensor& t = out[o];

@@ -12,6 +12,11 @@ class CompiledModelImpl;
 // Whether node n of g runs as a view (the rule above; the partitioner's messages say so too).
 bool runs_as_view(const Graph& g, const Node& n);
 
+// Whether n is a Transpose that keeps the last axis last (perm ends with rank - 1): each output
+// row is one whole input row, so a fused kernel reads it through a strided row map of the input
+// instead of a copy (codegen/row_args.cc).
+bool transpose_keeps_rows(const Node& n);
+
 // Removes the kernels of Reshapes that run as views and records them in m.view_of.
 void elide_view_kernels(CompiledModelImpl& m);
 

@@ -14,12 +14,20 @@ namespace ubfuse {
 
 namespace {
 
+bool is_reduction(const Node* n) { return fusion_class(n->op) == FusionClass::RowReduction; }
+// A Transpose that keeps the last axis in place: each output row is a whole input row, so a
+// fused kernel reads it through a strided row map of its input (kir::Input::row_perm).
+bool is_row_transpose(const Node* n) { return transpose_keeps_rows(*n); }
+// Ops that read their input at other places than the element being computed (a permuted row,
+// another row): the input must come from memory.
+bool reads_elsewhere(const Node* n) {
+  return fusion_class(n->op) == FusionClass::RowPermute || is_row_transpose(n);
+}
 bool is_fusible(const Node* n) {
   FusionClass c = fusion_class(n->op);
   return c == FusionClass::Elementwise || c == FusionClass::Broadcast ||
-         c == FusionClass::RowReduction || c == FusionClass::RowPermute;
+         c == FusionClass::RowReduction || c == FusionClass::RowPermute || is_row_transpose(n);
 }
-bool is_reduction(const Node* n) { return fusion_class(n->op) == FusionClass::RowReduction; }
 bool is_matmul(const Node* n) { return n->op == OpKind::MatMul; }
 
 // The domain a node iterates over: its input for a row reduction, else its output.
@@ -94,6 +102,7 @@ class Partitioner {
   std::string rule_for(const Node* p, const Node* n, const Group& gp) {
     if (is_matmul(p)) return "MatMulEpilogueFusion";
     if (fusion_class(p->op) == FusionClass::RowPermute) return "RowPermuteFusion";
+    if (is_row_transpose(p)) return "RowTransposeFusion";
     if (is_reduction(n)) return "ReductionPrologueFusion";
     for (auto* m : gp.nodes) {
       if (is_reduction(m)) return "ReductionEpilogueFusion";
@@ -159,7 +168,12 @@ class Partitioner {
         elementwise_use |= !is_matmul(u) && std::count(fg.nodes.begin(), fg.nodes.end(), u) > 0;
       }
       if (!elementwise_use) continue;  // a MatMul operand: not read over the domain
-      const Shape& s = v->shape;
+      // Read through a row Transpose (the group's only reader then): its dims in that order.
+      const Node* t = nullptr;
+      for (auto* u : users_[v]) {
+        if (is_row_transpose(u) && std::count(fg.nodes.begin(), fg.nodes.end(), u) > 0) t = u;
+      }
+      const Shape& s = t ? t->out()->shape : v->shape;
       const size_t k = std::min(s.size(), fg.domain.size());
       for (size_t i = 1; i <= k; i++) {
         const Dim& d = s[s.size() - i];
@@ -216,7 +230,8 @@ class Partitioner {
   // group (RoPE: q * cos beside rotate_half(q) * sin) instead of p's. Not while the rule that
   // fuses permutations is off.
   const Node* permuted_reader(const Node* p, const Node* n) {
-    if (!rules_.rule_enabled("RowPermuteFusion")) return nullptr;
+    // A row Transpose's output is itself a read of memory, which the permutation can compose.
+    if (!rules_.rule_enabled("RowPermuteFusion") || is_row_transpose(p)) return nullptr;
     for (const Value* v : n->inputs) {
       if (v->producer != p) continue;
       for (const Node* u : users_[v]) {
@@ -224,6 +239,51 @@ class Partitioner {
       }
     }
     return nullptr;
+  }
+
+  // A row permutation reads its input at other columns of the row than the one being computed,
+  // and a row Transpose at another row: a fused kernel can do that only where the input comes
+  // from memory. And a kernel reads each input through one row map: a transposed input is not
+  // also read untransposed (or transposed otherwise) in the same group.
+  std::optional<FusionDecision> elsewhere_read_conflict(const std::vector<const Node*>& nodes,
+                                                        const Node* p, const Node* n) {
+    auto member = [&](const Node* x) {
+      return x && std::find(nodes.begin(), nodes.end(), x) != nodes.end();
+    };
+    const bool matmul = std::any_of(nodes.begin(), nodes.end(), is_matmul);
+    for (const Node* m : nodes) {
+      if (!reads_elsewhere(m)) continue;
+      if (matmul && is_row_transpose(m)) {
+        return no(FusionReason::NotFusible, p, n,
+                  "'" + m->name +
+                      "' (Transpose) would join a MatMul epilogue, which reads its "
+                      "inputs by the MatMul's rows",
+                  "the Transpose stays a kernel of its own");
+      }
+      const Value* v = m->inputs[0];
+      const std::string what =
+          is_row_transpose(m) ? "at other rows than it computes" : "at other columns of the row";
+      // A rotation of a transposed input reads both ways at once: through the input's row map.
+      const bool composes = !is_row_transpose(m) && v->producer && is_row_transpose(v->producer);
+      if (member(v->producer) && !composes) {
+        return no(FusionReason::NotFusible, p, n,
+                  "'" + m->name + "' (" + std::string(op_name(m->op)) + ") reads '" + v->name +
+                      "' " + what + ", so '" + v->producer->name +
+                      "' must write it to memory from another kernel",
+                  "a " + std::string(is_row_transpose(m) ? "Transpose" : "RowPermute op") +
+                      " fuses with the ops that read it; its input comes from memory");
+      }
+      if (!is_row_transpose(m)) continue;
+      for (const Node* u : users_[v]) {
+        const bool same_map = is_row_transpose(u) && u->attr_ints("perm") == m->attr_ints("perm");
+        if (u == m || !member(u) || same_map) continue;
+        return no(FusionReason::NotFusible, p, n,
+                  "'" + v->name + "' is read through the Transpose '" + m->name +
+                      "' and also by '" + u->name + "' in the same group",
+                  "a fused kernel reads each input with one row map; the two stay apart");
+      }
+    }
+    return std::nullopt;
   }
 
   FusionDecision try_merge(const Node* p, const Node* n) {
@@ -270,8 +330,8 @@ class Partitioner {
       return no(FusionReason::NotFusible, p, n,
                 "'" + bad->name + "' (" + std::string(op_name(bad->op)) + ") is " + cls +
                     " and does not fuse with '" + (bad == n ? p : n)->name + "'" + why,
-                "fusion joins Elementwise, Broadcast, RowReduction and RowPermute ops and MatMul "
-                "epilogues");
+                "fusion joins Elementwise, Broadcast, RowReduction and RowPermute ops, Transposes "
+                "that keep the last axis, and MatMul epilogues");
     }
     if (const Node* perm = permuted_reader(p, n)) {
       return no(FusionReason::NotFusible, p, n,
@@ -296,18 +356,7 @@ class Partitioner {
                 "broadcast input instead");
     }
     auto nodes = merged_nodes(a, b);
-    // A row permutation reads its input at other columns of the row than the one being computed,
-    // which a fused kernel can do only where that input comes from memory.
-    for (const Node* m : nodes) {
-      const Node* src = m->inputs[0]->producer;
-      if (fusion_class(m->op) != FusionClass::RowPermute || !src) continue;
-      if (std::find(nodes.begin(), nodes.end(), src) == nodes.end()) continue;
-      return no(FusionReason::NotFusible, p, n,
-                "'" + m->name + "' (" + std::string(op_name(m->op)) + ") reads '" +
-                    m->inputs[0]->name + "' at other columns of the row, so '" + src->name +
-                    "' must write it to memory from another kernel",
-                "a RowPermute op fuses with the ops that read it; its input comes from memory");
-    }
+    if (auto why = elsewhere_read_conflict(nodes, p, n)) return *why;
     FusedGroup fg = describe(nodes, *dom);
     if (auto why = run_time_broadcast(fg)) {
       return no(FusionReason::DynamicShape, p, n, *why,

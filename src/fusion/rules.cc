@@ -69,6 +69,7 @@ const std::vector<std::string>& ub_fusion_rule_names() {
       "MatMulEpilogueFusion",     // MatMul into elementwise consumers of its output
       "MultiOutputFusion",        // keep fusing when an inner value is also needed outside
       "RowPermuteFusion",         // a row permutation (RotateHalf) into the ops that read it
+      "RowTransposeFusion",       // a Transpose keeping the last axis into the ops that read it
   };
   return v;
 }
