@@ -113,7 +113,10 @@ struct Gen {
         if (x->shape.size() < 2) return nullptr;
         std::vector<int64_t> perm;
         for (size_t i = 0; i < x->shape.size(); i++) perm.push_back(int64_t(i));
-        std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+        // The last two axes, or (rank 3) the first two: a Transpose that keeps the rows, which
+        // graph mode reads through a strided row map.
+        const bool rows = x->shape.size() >= 3 && in.ConsumeBool();
+        std::swap(perm[rows ? 0 : perm.size() - 1], perm[rows ? 1 : perm.size() - 2]);
         return b.transpose(x, perm);
       }
       case 29:
