@@ -141,22 +141,24 @@ void matmul_epilogue(DType t, int64_t M, int64_t K, int64_t N, int reps) {
       flops / gs / 1e9, graph.kernels().size(), es * 1e3, eager.kernels().size(), es / gs);
 }
 
-// RoPE as PyTorch exports it, q * cos + cat(-q[..., h:], q[..., :h]) * sin over LLaMA-7B's
-// prefill shape: graph mode (one kernel reading q once), eager mode (RotateHalf recovered: 5
-// kernels) and eager mode as exported (graph optimizer off: 8 kernels, the Slices, Neg and Concat
-// each a pass over memory), beside the STREAM add. Bytes: q, cos and sin read once, y written.
-void rope(DType t, const Sizes& q_sizes, int reps, StreamAdd& add) {
-  const int64_t d = q_sizes.back();
+// RoPE as PyTorch exports it after the heads' transpose: q = transpose(proj, [0, 2, 1, 3]);
+// q * cos + cat(-q[..., h:], q[..., :h]) * sin over LLaMA-7B's prefill shape. Graph mode (one
+// kernel reading the projection once, through the transpose), eager mode (RotateHalf recovered:
+// 5 kernels) and eager mode as exported (graph optimizer off: 8 kernels, the Transpose, Slices,
+// Neg and Concat each a pass over memory), beside the STREAM add. Bytes: the projection, cos
+// and sin read once, y written once.
+void rope(DType t, int64_t seq, int64_t heads, int64_t d, int reps, StreamAdd& add) {
   GraphBuilder b;
-  auto q = b.input("q", t, {"batch", q_sizes[1], "seq", d});
+  auto proj = b.input("proj", t, {"batch", "seq", heads, d});
   auto cos = b.input("cos", t, {1, 1, "seq", d});
   auto sin = b.input("sin", t, {1, 1, "seq", d});
+  auto q = b.transpose(proj, {0, 2, 1, 3});
   auto rot =
       b.concat({b.neg(b.slice(q, {d / 2}, {INT64_MAX}, {-1})), b.slice(q, {0}, {d / 2}, {-1})}, -1);
   b.output("y", b.add(b.mul(q, cos), b.mul(rot, sin)));
   Graph g = b.build();
-  const Sizes table = {1, 1, q_sizes[2], d};
-  std::map<std::string, Tensor> in = {{"q", Tensor::random(t, q_sizes, 1)},
+  const Sizes table = {1, 1, seq, d}, q_sizes = {1, heads, seq, d};
+  std::map<std::string, Tensor> in = {{"proj", Tensor::random(t, {1, seq, heads, d}, 1)},
                                       {"cos", Tensor::random(t, table, 2)},
                                       {"sin", Tensor::random(t, table, 3)}};
   std::map<std::string, Tensor> out = {{"y", Tensor::zeros(t, q_sizes)}};
@@ -215,7 +217,7 @@ int main_impl(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("\n");
-  for (DType t : {f32, bf16}) rope(t, {1, 32, 2048, 128}, quick ? 3 : 10, add);
+  for (DType t : {f32, bf16}) rope(t, 2048, 32, 128, quick ? 3 : 10, add);
   for (DType t : {f32, bf16}) matmul_epilogue(t, 2048, 2048, 4096, quick ? 3 : 10);
   bf16_vs_f32({2, 2048, 4096}, quick ? 5 : 20);
   if (!quick) bf16_vs_f32({8, 2048, 4096}, 10);
