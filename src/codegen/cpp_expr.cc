@@ -134,4 +134,21 @@ std::string row_acc_type(kir::Op op) {
   }
 }
 
+std::string load_expr(const kir::Expr& x, const std::string& row, bool tail) {
+  if (x.align == kir::Align::RotHalf) {
+    return tail ? "LoadNRotHalfF32(d, " + row + ", i, cols / 2, tail)"
+                : "LoadRotHalfF32(d, " + row + ", i, cols / 2)";
+  }
+  return tail ? "LoadNF32(d, " + row + " + i, tail)" : "LoadF32(d, " + row + " + i)";
+}
+
+std::string load_even_odd(const kir::Expr& x, const std::string& row, const std::string& base,
+                          const std::string& v) {
+  const std::string pair = v + "e, " + v + "o);";
+  if (x.align == kir::Align::RotHalf) {
+    return "LoadEvenOddRotHalfBf16(d, " + row + ", " + base + ", cols / 2, " + pair;
+  }
+  return "LoadEvenOddBf16(d, " + row + " + " + base + ", " + pair;
+}
+
 }  // namespace ubfuse::cpp

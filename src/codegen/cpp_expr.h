@@ -16,6 +16,13 @@ const char* storage_type(DType t);
 // C++ for expression e over vector operands a, b, c (`d` is the float descriptor in scope).
 std::string vop(const kir::Expr& e, const std::string& a, const std::string& b,
                 const std::string& c);
+// C++ loading column input x (a Load) at column `i` of row pointer `row`: a whole vector, or with
+// `tail` the first `tail` lanes; through RotateHalf's view of the row for Align::RotHalf.
+std::string load_expr(const kir::Expr& x, const std::string& row, bool tail);
+// The statement loading columns `base` .. base + 2 * L - 1 of a bf16 row into the even/odd lane
+// pair `v`e, `v`o (loop_plan.h: bf16_even_odd_lanes).
+std::string load_even_odd(const kir::Expr& x, const std::string& row, const std::string& base,
+                          const std::string& v);
 // The RowAcc<...> accumulator (ubk_vec-inl.h) of a reduction op.
 std::string row_acc_type(kir::Op op);
 

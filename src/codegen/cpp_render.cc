@@ -426,13 +426,7 @@ class Renderer {
       const std::string v = cv(e);
       const kir::Expr& x = p_.exprs[size_t(e)];
       o_ << ind << "VF " << v << "e, " << v << "o;\n";
-      if (x.align == kir::Align::RotHalf) {
-        o_ << ind << "LoadEvenOddRotHalfBf16(d, " << pfx_ << "p" << x.arg << ", " << base
-           << ", cols / 2, " << v << "e, " << v << "o);\n";
-      } else {
-        o_ << ind << "LoadEvenOddBf16(d, " << pfx_ << "p" << x.arg << " + " << base << ", " << v
-           << "e, " << v << "o);\n";
-      }
+      o_ << ind << load_even_odd(x, pfx_ + "p" + std::to_string(x.arg), base, v) << "\n";
     }
     o_ << ind << "{\n" << ind << "  const int64_t i = " << base << ";\n";
     step(ph, ind + "  ", false, "", 1);
@@ -472,17 +466,10 @@ class Renderer {
       if (!in_stage(e)) continue;
       const Expr& x = p_.exprs[size_t(e)];
       o_ << ind << "const VF " << cv(e) << " = ";
-      if (x.op == Op::Load && x.align == kir::Align::RotHalf && !(even_odd_ && pair != 0)) {
-        o_ << (tail ? "LoadNRotHalfF32(d, " : "LoadRotHalfF32(d, ") << pfx_ << "p" << x.arg
-           << ", i, cols / 2" << (tail ? ", tail)" : ")");
+      if (x.op == Op::Load && even_odd_ && pair != 0) {
+        o_ << cv(e) << (pair == 1 ? "e" : "o");  // loaded for the pair of steps (steps())
       } else if (x.op == Op::Load) {
-        if (tail) {
-          o_ << "LoadNF32(d, " << pfx_ << "p" << x.arg << " + i, tail)";
-        } else if (even_odd_ && pair != 0) {
-          o_ << cv(e) << (pair == 1 ? "e" : "o");
-        } else {
-          o_ << "LoadF32(d, " << pfx_ << "p" << x.arg << " + i)";
-        }
+        o_ << load_expr(x, pfx_ + "p" + std::to_string(x.arg), tail);
       } else if (x.op == Op::ExpInRangeIf && p_.exprs[size_t(x.b)].row) {
         // The row's scalar flag, not its splatted vector: a branch, no vector test.
         o_ << "ExpInRangeIfF(d, " << operand(x.a) << ", " << rv(x.b) << ")";
