@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "codegen/cpp_expr.h"
+#include "codegen/cpp_prefetch.h"
 #include "codegen/hash.h"
 #include "codegen/loop_plan.h"
 #include "ubfuse/error.h"
@@ -17,15 +18,6 @@ namespace {
 
 using kir::Expr;
 using kir::Op;
-
-// UBFUSE_CODEGEN_PREFETCH=none (tuning) turns the software prefetch off.
-bool prefetch_on() {
-  const char* e = std::getenv("UBFUSE_CODEGEN_PREFETCH");
-  return !(e && std::string(e) == "none");
-}
-
-// How far ahead the pass that streams an input prefetches it (see prefetch()).
-constexpr int kPrefetchAheadBytes = 4096;
 
 class Renderer {
  public:
@@ -140,6 +132,7 @@ class Renderer {
 
   // Row pointers p<i> / o<i> and UB slots s<k> (all with the current prefix) for row `row`.
   void row_pointers(const std::string& ind, const std::string& row, const std::string& slot_base) {
+    if (pfx_.empty()) o_ << row_ahead_prefetches(p_, row, ind);
     for (size_t i = 0; i < p_.inputs.size(); i++) {
       if (!used_input(int(i))) continue;
       const char* t = storage_type(p_.inputs[i].dtype);
@@ -159,19 +152,6 @@ class Renderer {
   bool used_input(int i) const {
     for (size_t e = 0; e < p_.exprs.size(); e++) {
       if (p_.needed[e] && p_.exprs[e].op == Op::Load && p_.exprs[e].arg == i) return true;
-    }
-    return false;
-  }
-  // Whether pass q is the first to read column input i from memory: not a [C] weight (the same
-  // row every time, it stays in cache) nor a MatMul block (computed in cache).
-  bool streams(int q, int i) const {
-    const kir::Input& in = p_.inputs[size_t(i)];
-    if (in.vector || in.matmul) return false;
-    for (int k = 0; k <= q; k++) {
-      for (int e : s_->phases[size_t(k)].compute) {
-        const Expr& x = p_.exprs[size_t(e)];
-        if (x.op == Op::Load && x.arg == i && !x.row) return k == q;
-      }
     }
     return false;
   }
@@ -340,22 +320,8 @@ class Renderer {
   std::string acc(int e) const { return pfx_ + "acc" + std::to_string(e); }
   std::string row_acc(int e) const { return row_acc_type(p_.exprs[size_t(e)].op); }
 
-  // The inputs pass q streams from memory, prefetched kPrefetchAheadBytes ahead into L1 only
-  // (non-temporal hint: they are read once more at most, from the UB). Past the row's end this
-  // reaches the next row's head when rows are contiguous. A compute-heavy loop leaves the
-  // hardware prefetcher behind; this kept the seed block's loads and arithmetic overlapped
-  // (docs/performance.md). Each 2-vector step covers 2 cache lines of f32, 1 of bf16 / f16.
-  void prefetch(int q, const std::string& ind) {
-    if (!prefetch_on()) return;
-    for (size_t i = 0; i < p_.inputs.size(); i++) {
-      if (!streams(q, int(i))) continue;
-      const size_t es = dtype_size(p_.inputs[i].dtype);
-      const std::string at = pfx_ + "p" + std::to_string(i) + " + i0 + " +
-                             std::to_string(kPrefetchAheadBytes / int(es));
-      o_ << ind << "__builtin_prefetch(" << at << ", 0, 0);\n";
-      if (es == 4) o_ << ind << "__builtin_prefetch(" << at << " + L, 0, 0);\n";
-    }
-  }
+  // The prefetches of pass q's column steps (cpp_prefetch.h).
+  void prefetch(int q, const std::string& ind) { o_ << step_prefetches(p_, *s_, q, pfx_, ind); }
 
   // One pass over the row: setup, a 2x unrolled loop of column steps, the last whole vector,
   // the masked tail, then the results.
