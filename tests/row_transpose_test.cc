@@ -110,10 +110,11 @@ TEST(RowTranspose, StaysApartWithAReason) {
   auto x = b.input("x", DType::f32, {4, 4, 8});
   auto w = b.input("w", DType::f32, {8, 8});
   auto e = b.exp(x);
-  b.output("computed", b.neg(b.transpose(e, {1, 0, 2})));            // input computed in the group
-  b.output("both", b.add(b.transpose(x, {1, 0, 2}), x));             // read both ways
-  b.output("last", b.neg(b.transpose(x, {0, 2, 1})));                // moves the last axis
-  b.output("mm", b.add(b.transpose(x, {1, 0, 2}), b.matmul(x, w)));  // a MatMul epilogue
+  b.output("computed", b.neg(b.transpose(e, {1, 0, 2})));  // input computed in the group
+  b.output("both", b.add(b.transpose(x, {1, 0, 2}), x));   // read both ways
+  b.output("last", b.neg(b.transpose(x, {0, 2, 1})));      // moves the last axis
+  auto tm = b.transpose(x, {1, 0, 2});        // before the MatMul: argument order is the compiler's
+  b.output("mm", b.add(tm, b.matmul(x, w)));  // a MatMul epilogue
   Graph g = b.build();
   std::map<std::string, Tensor> in = {{"x", Tensor::random(DType::f32, {4, 4, 8}, 5)},
                                       {"w", Tensor::random(DType::f32, {8, 8}, 6)}};
