@@ -2,9 +2,9 @@
 // expressions over the group's domain; row ops are decomposed (see kernel_ir.h). Anything the IR
 // cannot express (integer dtypes, shapes that are neither the domain nor its per-row form) makes
 // lowering fail with a reason, and the group then runs op by op.
+#include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -197,6 +197,11 @@ class Lowerer {
     return row(Op::Max, row(Op::Min, a, b), row(Op::Min, row(Op::Max, a, b), c));
   }
   const Input& p_input(int arg) const { return prog_->inputs[size_t(arg)]; }
+  // The index of v among the group's inputs, or -1.
+  int input_index(const Value* v) const {
+    auto it = std::find(g_.inputs.begin(), g_.inputs.end(), v);
+    return it == g_.inputs.end() ? -1 : int(it - g_.inputs.begin());
+  }
 
   // Reduction `op` of column value x, taken only where row scalar `guard` is nonzero (-1: always;
   // a row scalar x folds to a row op in mk, which needs no guard).
@@ -225,15 +230,11 @@ class Lowerer {
         (is_float(p->payload.dtype()) || p->payload.dtype() == DType::boolean)) {
       return cnst(p->payload.get(0));
     }
-    int arg = -1;
-    for (size_t i = 0; i < g_.inputs.size(); i++) {
-      if (g_.inputs[i] == v) arg = int(i);
-    }
+    const int arg = input_index(v);
     if (arg < 0) throw Fail{"'" + v->name + "' is neither computed in the group nor an input"};
     if (!p_input(arg).row_perm.empty()) {
       throw Fail{"'" + v->name + "' is read both through a Transpose and directly"};
     }
-    direct_.insert(arg);
     const Shape& s = v->shape;
     if (s.size() > dom_.size()) throw Fail{"input '" + v->name + "' has a higher rank"};
     Expr e;
@@ -299,16 +300,14 @@ class Lowerer {
                  "', which is not a group input, into " + shape_str(n.out()->shape) +
                  " rather than the domain " + shape_str(dom_)};
     }
-    int arg = -1;
-    for (size_t i = 0; i < g_.inputs.size(); i++) {
-      if (g_.inputs[i] == v) arg = int(i);
-    }
+    const int arg = input_index(v);
     if (arg < 0) throw Fail{"'" + v->name + "' is not an input of the group"};
     std::vector<int64_t> perm = n.attr_ints("perm");
     perm.pop_back();  // the last axis stays
     std::vector<int64_t>& mine = prog_->inputs[size_t(arg)].row_perm;
-    if (direct_.count(arg))
+    if (arg_drop_.count(arg)) {  // operand() has read it through its own dims
       throw Fail{"'" + v->name + "' is read both through '" + n.name + "' and directly"};
+    }
     if (!mine.empty() && mine != perm) {
       throw Fail{"'" + v->name + "' is read through two different Transposes"};
     }
@@ -568,7 +567,6 @@ class Lowerer {
   std::unordered_map<const Value*, int> val_;
   std::map<std::tuple<int, bool, int, int, int, int, int, float, int>, int> cse_;
   std::map<int, int> arg_drop_;
-  std::set<int> direct_;         // inputs read through their own dims (not through a Transpose)
   std::vector<int8_t> reduced_;  // after_reduction memo: -1 unknown
   std::string note_;
 };
