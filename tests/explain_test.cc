@@ -214,5 +214,26 @@ TEST(Cli, DemoTraceAndExplainPrintMidDot) {
   }
 }
 
+// The demo names the store profile in effect; UBFUSE_STORE_PROFILE overrides the CPU's, and a
+// bad one is an error that lists the profiles.
+TEST(Cli, DemoReportsTheStoreProfile) {
+  std::string cli = std::string(UBFUSE_BINARY_DIR) + "/ubfuse";
+  if (!std::filesystem::exists(cli)) GTEST_SKIP() << cli << " is not built";
+  std::string dir = temp_dir("cli_profile");
+  ASSERT_EQ(std::system(("UBFUSE_STORE_PROFILE=zen3 " + cli +
+                         " demo --shape 1,8,64 --iters 1 --json > " + dir + "/demo.json")
+                            .c_str()),
+            0);
+  EXPECT_EQ(read_json(dir + "/demo.json")["store_profile"], "zen3");
+  EXPECT_NE(std::system(("UBFUSE_STORE_PROFILE=fastest " + cli + " demo --shape 1,8,64 > " + dir +
+                         "/bad.txt 2>&1")
+                            .c_str()),
+            0);
+  std::ifstream f(dir + "/bad.txt");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(has(text, "UBFUSE_STORE_PROFILE: 'fastest' is not a store profile; valid: zen3"))
+      << text;
+}
+
 }  // namespace
 }  // namespace ubfuse

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/store_policy.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -26,10 +27,19 @@ void choose_variant(const LoweredGroup& lg, RowArgs& ra, const std::vector<Tenso
     ctx.variant_used = "two-pass";
   }
   // Outputs of cpu::stream_min_bytes() (32 MiB) and more are written with non-temporal stores,
-  // as in the eager kernels, unless the group computes a transcendental or a divide: a
-  // compute-bound loop stores faster with plain stores (seed block, bf16 at [8,2048,4096]: 13.4
-  // vs 14.4 ms; f32 unchanged).
-  a.nt_stores = cpu::use_stream(size_t(out_bytes)) && !lg.compute_bound ? 1 : 0;
+  // as in the eager kernels. A group that computes a transcendental or a divide is compute-bound,
+  // and whether streaming pays off there depends on the core and on the narrowest output dtype
+  // (store_policy.h; the seed block at [8,2048,4096]: f32 1.17-1.31x faster streamed on a Zen 4,
+  // bf16 13.4 vs 14.4 ms plain on a Zen 5).
+  DType narrowest = DType::f32;
+  for (const kir::Output& o : p.outputs) {
+    if (dtype_size(o.dtype) < dtype_size(narrowest)) narrowest = o.dtype;
+  }
+  a.nt_stores =
+      cpu::use_stream(size_t(out_bytes)) &&
+              (!lg.compute_bound || cpu::streams_compute_bound(cpu::ComputeLoop::kFused, narrowest))
+          ? 1
+          : 0;
 }
 
 void run_rows(const Engine& eng, const RowArgs& ra, int64_t r0, int64_t r1, ExecContext& ctx) {

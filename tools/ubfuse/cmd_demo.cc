@@ -7,6 +7,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "kernels/cpu/store_policy.h"
 #include "kernels/reference/reference.h"
 #include "runtime/compiled_model_impl.h"
 #include "seed_block.h"
@@ -40,8 +41,9 @@ struct ModeResult {
   ProfilerSummary summary;
 };
 
-ModeResult run_mode(const std::string& mode, const Graph& g, const std::map<std::string, Tensor>& in,
-                    Options opts, int iters, const std::string& trace_dir) {
+ModeResult run_mode(const std::string& mode, const Graph& g,
+                    const std::map<std::string, Tensor>& in, Options opts, int iters,
+                    const std::string& trace_dir) {
   ModeResult r;
   r.mode = mode;
   opts["ge.exec.enableOperatorFusion"] = mode == "graph" ? "1" : "0";
@@ -57,8 +59,8 @@ ModeResult run_mode(const std::string& mode, const Graph& g, const std::map<std:
   for (int i = 0; i < iters; i++) {
     auto t0 = std::chrono::steady_clock::now();
     r.model.run_into(in, r.outputs, &r.stats);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (prof) prof->step();
   }
   if (prof) {
@@ -95,7 +97,8 @@ int run_demo(const DemoArgs& a) {
   std::vector<ModeResult> results;
   for (auto& m : modes) {
     results.push_back(run_mode(m, g, inputs, opts, a.iters, a.trace_dir));
-    if (!a.no_check) results.back().max_abs_diff = ref::max_abs_diff(results.back().outputs.at("y"), want.at("y"));
+    if (!a.no_check)
+      results.back().max_abs_diff = ref::max_abs_diff(results.back().outputs.at("y"), want.at("y"));
   }
 
   nlohmann::json j;
@@ -103,6 +106,8 @@ int run_demo(const DemoArgs& a) {
   j["shape"] = so.shape;
   j["dtype"] = a.dtype;
   j["threads"] = results.empty() ? 0 : results[0].model.impl().pool->size();
+  // Which compute-bound loops stream their outputs on this CPU (kernels/cpu/store_policy.h).
+  j["store_profile"] = cpu::store_profile().name;
   for (auto& r : results) {
     nlohmann::json m;
     double bytes = double(r.stats.bytes_read + r.stats.bytes_written);
@@ -120,9 +125,12 @@ int run_demo(const DemoArgs& a) {
     if (!r.trace_path.empty()) {
       m["trace"] = r.trace_path;
       for (auto& row : r.summary.rows) {
-        m["summary"].push_back({{"name", row.name}, {"calls", row.calls},
-                                {"total_us", row.total_us}, {"mean_us", row.mean_us},
-                                {"bytes", row.bytes}, {"gb_per_s", row.gb_per_s},
+        m["summary"].push_back({{"name", row.name},
+                                {"calls", row.calls},
+                                {"total_us", row.total_us},
+                                {"mean_us", row.mean_us},
+                                {"bytes", row.bytes},
+                                {"gb_per_s", row.gb_per_s},
                                 {"pct_of_bandwidth", row.pct_of_bandwidth}});
       }
     }
@@ -135,8 +143,9 @@ int run_demo(const DemoArgs& a) {
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("ubfuse demo: silu(layer_norm(x + residual)), %s %s, %d threads\n",
-                sizes_str(so.shape).c_str(), a.dtype.c_str(), int(j["threads"]));
+    std::printf(
+        "ubfuse demo: silu(layer_norm(x + residual)), %s %s, %d threads, store profile %s\n",
+        sizes_str(so.shape).c_str(), a.dtype.c_str(), int(j["threads"]), cpu::store_profile().name);
     for (auto& r : results) {
       auto& m = j["modes"][r.mode];
       std::printf("\n[%s] %zu kernel(s):\n", r.mode.c_str(), r.model.kernels().size());

@@ -26,12 +26,8 @@ enum UnaryCode : int {
   kErf,
   kPow,
 };
-// Ops whose loop is compute-bound on a core (a transcendental's polynomial, a divide chain): they
-// store with plain stores even past kStreamMinBytes, except f32 on AVX2 (kStreamComputeBound).
-// Non-temporal stores pay off only in a memory-bound loop; issued from a slow loop they cost far
-// more than the read-for-ownership they save (measured on the 2-core Zen 5 dev machine at
-// [8,2048,4096], in one process: eager SiLU f32 63% -> 84% of STREAM add, GELU 51% -> 85%, Exp 70%
-// -> 94%, SiLU bf16 38% -> 60%).
+// Ops whose loop is compute-bound on a core (a transcendental's polynomial, a divide chain):
+// whether they stream their output past kStreamMinBytes depends on the core (store_policy.h).
 inline bool unary_is_compute_bound(int op, float p) {
   switch (op) {
     case kExp:
@@ -119,25 +115,10 @@ HWY_NOINLINE void UnaryLoop(const T* HWY_RESTRICT in, T* HWY_RESTRICT out, size_
   });
 }
 
-// Whether compute-bound ops (cpu::unary_is_compute_bound) stream their f32 output all the same.
-// On AVX2 the loop is slow enough for the read-for-ownership of plain stores to cost more than
-// non-temporal stores do: on the 2-core Zen 3, in one process at [8,2048,4096], eager SiLU f32
-// 22.1-29.1 -> 24.2-33.1 GB/s (10 runs, ahead in each), Exp 26.5 -> 31.6, Sigmoid 33.2 -> 36.2,
-// GELU 23.9 -> 25.0. bf16 (its even/odd plain-store path is faster) and f16 (no gain) keep plain
-// stores, as does AVX-512. (The fused seed block there is the other way round: docs/codegen.md.)
-#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
-template <typename T>
-constexpr bool kStreamComputeBound = hwy::IsSame<T, float>();
-#else
-template <typename T>
-constexpr bool kStreamComputeBound = false;
-#endif
-
 template <typename T>
 void UnaryTyped(int op, const void* in, void* out, size_t n, bool stream, float p) {
   const T* x = static_cast<const T*>(in);
   T* y = static_cast<T*>(out);
-  stream = stream && (kStreamComputeBound<T> || !cpu::unary_is_compute_bound(op, p));
   switch (op) {
     case cpu::kNeg:
       return UnaryLoop<UNeg>(x, y, n, stream, p);
@@ -202,6 +183,7 @@ HWY_AFTER_NAMESPACE();
 
 #include "hwy/cache_control.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/store_policy.h"
 
 namespace ubfuse {
 HWY_EXPORT(UnaryRun);
@@ -270,7 +252,9 @@ class UnaryKernel : public KernelBase {
     }
     const int fc = float_code(x.dtype());
     const size_t es = dtype_size(x.dtype());
-    const bool stream = use_stream(y.nbytes());
+    const bool stream =
+        use_stream(y.nbytes()) && (!unary_is_compute_bound(code_, p_) ||
+                                   streams_compute_bound(ComputeLoop::kUnary, y.dtype()));
     const char* xp = static_cast<const char*>(x.data());
     char* yp = static_cast<char*>(y.data());
     pool.parallel_for(nblocks, grain, [&](int64_t b, int64_t e, int) {

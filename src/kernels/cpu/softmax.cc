@@ -6,15 +6,16 @@
 // element, f32 accumulation, and the max subtraction keeps exp from overflowing. The max pass
 // also takes the row's min, so a row whose x - max all lie in ExpInRangeF's range (nearly every
 // row) skips exp's per-vector range test: on Zen 3 (AVX2) 16-30% more elements per second in L2.
-// Plain stores at every size: with an exp per element the loop is compute-bound, and
-// non-temporal stores made it 12% slower in f32 and 29% in bf16 on the Zen 5 ([8,2048,4096],
-// alternating; docs/performance.md). On the Zen 3 they lose too, though from memory the plain
-// stores' read-for-ownership caps the loop near 67% of a streaming add: non-temporal stores
-// beside the scratch row's plain stores in one loop ran 20-22 GB/s against 23-30.
+// Outputs past kStreamMinBytes use non-temporal stores where the core's store profile says so
+// (store_policy.h): on a Zen 4 they made f32 1.20x faster, on Zen 3 and Zen 5 slower, and bf16
+// slower on all three. Plain stores read each output line before writing it, which caps the loop
+// near 67% of a streaming add.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -54,7 +55,7 @@ struct RowRange {
 template <bool kCur, bool kPrev, bool kNext, bool kInRange, class D, typename T>
 HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float row_max,
                               float* HWY_RESTRICT e, float* sum, float prev_inv, T* HWY_RESTRICT yp,
-                              const T* HWY_RESTRICT xn, RowRange* next) {
+                              const T* HWY_RESTRICT xn, RowRange* next, bool nt) {
   using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
   const V vmax = hn::Set(d, row_max), vinv = hn::Set(d, prev_inv);
@@ -74,7 +75,7 @@ HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float 
     if constexpr (kPrev) {
       const V o0 = hn::Mul(hn::LoadU(d, e + i), vinv);
       const V o1 = hn::Mul(hn::LoadU(d, e + i + N), vinv);
-      StorePairF32(o0, o1, d, yp + i, false);
+      StorePairF32(o0, o1, d, yp + i, nt);
     }
     if constexpr (kCur) {
       const V e0 = exp(hn::Sub(LoadF32(d, xr + i), vmax));
@@ -117,10 +118,14 @@ HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float 
 }
 
 template <typename T>
-HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
-                              size_t cols) {
+HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows, size_t cols,
+                              bool stream) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
+  // Streamed pairs of vectors (StorePairF32) need every row start aligned to a pair.
+  const size_t align = std::min<size_t>(2 * N * sizeof(T), 64);
+  const bool nt =
+      stream && reinterpret_cast<uintptr_t>(y) % align == 0 && (cols * sizeof(T)) % align == 0;
   thread_local std::vector<float> scratch_vec;
   if (scratch_vec.size() < cols + N) scratch_vec.resize(cols + N);
   float* e = scratch_vec.data();
@@ -139,10 +144,10 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
       // kInRange = kCur: a step without an exp pass has one instantiation, not two.
       if (kCur && range.exp_in_range()) {
         SoftmaxStages<kCur, kPrev, kNext, kCur>(d, cols, xr, range.max, e, &sum, prev_inv, yp, xn,
-                                                &next_range);
+                                                &next_range, nt);
       } else {
         SoftmaxStages<kCur, kPrev, kNext, false>(d, cols, xr, range.max, e, &sum, prev_inv, yp, xn,
-                                                 &next_range);
+                                                 &next_range, nt);
       }
     };
     if (cur && prev && next) {
@@ -163,10 +168,10 @@ HWY_NOINLINE void SoftmaxRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t
   }
 }
 
-void SoftmaxRun(int code, const void* x, void* y, size_t rows, size_t cols) {
+void SoftmaxRun(int code, const void* x, void* y, size_t rows, size_t cols, bool stream) {
   WithStorage(code, [&](auto s) HWY_ATTR {
     using T = typename decltype(s)::type;
-    SoftmaxRows(static_cast<const T*>(x), static_cast<T*>(y), rows, cols);
+    SoftmaxRows(static_cast<const T*>(x), static_cast<T*>(y), rows, cols, stream);
   });
 }
 
@@ -176,7 +181,9 @@ void SoftmaxRun(int code, const void* x, void* y, size_t rows, size_t cols) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "hwy/cache_control.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/store_policy.h"
 
 namespace ubfuse {
 HWY_EXPORT(SoftmaxRun);
@@ -203,9 +210,12 @@ class SoftmaxKernel : public KernelBase {
     const size_t es = dtype_size(x.dtype());
     const char* px = static_cast<const char*>(x.data());
     char* py = static_cast<char*>(y.data());
+    const bool stream =
+        use_stream(y.nbytes()) && streams_compute_bound(ComputeLoop::kSoftmax, y.dtype());
     pool.parallel_for(rows, grain_for(cols), [&](int64_t lo, int64_t hi, int) {
       HWY_DYNAMIC_DISPATCH(SoftmaxRun)
-      (fc, px + lo * cols * es, py + lo * cols * es, size_t(hi - lo), size_t(cols));
+      (fc, px + lo * cols * es, py + lo * cols * es, size_t(hi - lo), size_t(cols), stream);
+      if (stream) hwy::FlushStream();
     });
   }
 };
