@@ -60,8 +60,15 @@ TEST(StorePolicy, ProfilesChooseByLoopAndDtype) {
   EXPECT_TRUE(streams_compute_bound(ComputeLoop::kUnary, DType::f32));
   EXPECT_FALSE(streams_compute_bound(ComputeLoop::kSoftmax, DType::f32));
   cpu::set_store_profile("zen5");
-  EXPECT_FALSE(streams_compute_bound(ComputeLoop::kUnary, DType::f32));
+  EXPECT_TRUE(streams_compute_bound(ComputeLoop::kFused, DType::bf16));
   EXPECT_STREQ(cpu::store_profile().name, "zen5");
+  for (ComputeLoop l : {ComputeLoop::kUnary, ComputeLoop::kSoftmax, ComputeLoop::kFused}) {
+    cpu::set_store_profile("plain");
+    EXPECT_FALSE(streams_compute_bound(l, DType::f32));
+    cpu::set_store_profile("stream");
+    EXPECT_TRUE(streams_compute_bound(l, DType::bf16));
+    EXPECT_FALSE(streams_compute_bound(l, DType::f16));
+  }
 }
 
 TEST(StorePolicy, BadNamesListTheValidOnes) {
@@ -96,12 +103,12 @@ void check_every_profile(const Graph& g, const std::map<std::string, Tensor>& in
                          const Options& opts, size_t kernels, const std::string& what) {
   ProfileGuard guard;
   cpu::set_stream_min_bytes(1024);
-  cpu::set_store_profile("generic");  // plain stores in every compute-bound loop
+  cpu::set_store_profile("plain");
   CompiledModel m = compile(g, opts);
   ASSERT_EQ(m.kernels().size(), kernels) << what;
   const auto plain = m.run(in);
   EXPECT_TRUE(testing::matches_reference(g, in, opts)) << what;
-  for (const char* p : {"zen3", "zen4", "zen5", "avx2", "avx512"}) {
+  for (const char* p : {"zen3", "zen4", "zen5", "avx2", "avx512", "generic", "stream"}) {
     cpu::set_store_profile(p);
     const auto got = m.run(in);
     for (const auto& [name, t] : plain) {

@@ -2,9 +2,9 @@
 // stores. A memory-bound loop always does: it skips the read-for-ownership that is a third of a
 // streaming op's traffic. For a compute-bound loop (a transcendental or a divide per element) the
 // answer depends on the core, by up to 40% either way at [8,2048,4096]: on a Zen 4 eager SiLU f32
-// runs 1.40x faster with them, on a Zen 5 1.33x slower (docs/performance.md). So the choice is a
-// table of the cores it was measured on, picked by CPUID, with a generic row per vector ISA for
-// the others.
+// runs 1.40x faster with them, on a Zen 3 Softmax runs slower (docs/performance.md). So the choice
+// is a table of the cores it was measured on, picked by CPUID, with a generic row per vector ISA
+// for the others.
 #pragma once
 
 #include <string>
@@ -36,7 +36,7 @@ const StoreProfile& store_profile_for(const std::string& vendor, int family, int
                                       bool avx512);
 // Selects a profile by name ("" for the default again); throws an Error listing the names.
 void set_store_profile(const std::string& name);
-// "zen3, zen4, zen5, avx2, avx512, generic": for messages and docs.
+// "zen3, zen4, zen5, avx2, avx512, generic, plain, stream": for messages and docs.
 std::string store_profile_names();
 
 // Whether `loop` streams an output of dtype `out` once it is past stream_min_bytes().
