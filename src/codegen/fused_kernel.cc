@@ -30,7 +30,7 @@ void choose_variant(const LoweredGroup& lg, RowArgs& ra, const std::vector<Tenso
   // as in the eager kernels. A group that computes a transcendental or a divide is compute-bound,
   // and whether streaming pays off there depends on the core and on the narrowest output dtype
   // (store_policy.h; the seed block at [8,2048,4096]: f32 1.17-1.31x faster streamed on a Zen 4,
-  // bf16 13.4 vs 14.4 ms plain on a Zen 5).
+  // 1.15-1.29x on a Zen 5, slower on a Zen 3).
   DType narrowest = DType::f32;
   for (const kir::Output& o : p.outputs) {
     if (dtype_size(o.dtype) < dtype_size(narrowest)) narrowest = o.dtype;

@@ -7,9 +7,9 @@
 // also takes the row's min, so a row whose x - max all lie in ExpInRangeF's range (nearly every
 // row) skips exp's per-vector range test: on Zen 3 (AVX2) 16-30% more elements per second in L2.
 // Outputs past kStreamMinBytes use non-temporal stores where the core's store profile says so
-// (store_policy.h): on a Zen 4 they made f32 1.20x faster, on Zen 3 and Zen 5 slower, and bf16
-// slower on all three. Plain stores read each output line before writing it, which caps the loop
-// near 67% of a streaming add.
+// (store_policy.h): they made f32 1.20x faster on a Zen 4 and 1.3-1.6x on a Zen 5, bf16 1.4x on
+// the Zen 5 but 0.84x on the Zen 4, and the Zen 3 slower. Plain stores read each output line
+// before writing it, which caps the loop near 67% of a streaming add.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
