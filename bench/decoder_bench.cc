@@ -4,14 +4,16 @@
 // directly through oneDNN (the library ubfuse's MatMul uses), for the matmul-efficiency figure.
 // bench/decoder_bench.py exports the models, runs PyTorch eager and prints the comparison.
 //
-//   UBFUSE_DECODER_DIR=dir  where llama_decoder_2048_{f32,bf16}.onnx are (default build/bench_models)
 //   build/bench_decoder_bench
+//
+// UBFUSE_DECODER_DIR names the folder of llama_decoder_2048_{f32,bf16}.onnx (default
+// build/bench_models).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -98,7 +100,8 @@ BENCHMARK(BM_DecoderLayer)
 // batched products.
 void BM_DecoderMatmulsOneDNN(benchmark::State& state) {
   using tag = dnnl::memory::format_tag;
-  const auto dt = state.range(0) == 1 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+  const auto dt =
+      state.range(0) == 1 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream s(eng);
   struct Mm {
@@ -149,9 +152,11 @@ void BM_DecoderMatmulsOneDNN(benchmark::State& state) {
   double flops = 0;
   for (auto& m : shapes) {
     double batch = m.a.size() == 3 ? double(m.a[0]) : 1.0;
-    flops += 2.0 * batch * double(m.a[m.a.size() - 2]) * double(m.a.back()) * double(m.b.back()) * m.count;
+    flops += 2.0 * batch * double(m.a[m.a.size() - 2]) * double(m.a.back()) * double(m.b.back()) *
+             m.count;
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(state.range(0) == 1 ? "oneDNN bf16" : "oneDNN f32");
 }
 BENCHMARK(BM_DecoderMatmulsOneDNN)

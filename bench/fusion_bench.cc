@@ -8,7 +8,6 @@
 // Targets at (8, 2048, 4096) f32 on 2 cores: graph >= 2.3x eager, fused kernel >= 90% of the
 // STREAM add bandwidth; bf16 storage >= 1.6x faster than f32.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -18,6 +17,7 @@
 #include "profiler/bandwidth.h"
 #include "runtime/thread_pool.h"
 #include "ubfuse/ubfuse.h"
+#include "wall_time.h"
 
 namespace ubfuse {
 namespace {
@@ -32,21 +32,8 @@ Graph seed_block(DType t, int64_t hidden) {
   return b.build();
 }
 
-// Best wall time of `reps` calls (after one warm-up), in seconds.
-template <typename F>
-double seconds(F&& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-template <typename F>
-double best_seconds(F&& f, int reps) {
-  f();
-  double best = 1e30;
-  for (int i = 0; i < reps; i++) best = std::min(best, seconds(f));
-  return best;
-}
+using bench::best_seconds;
+using bench::seconds;
 
 struct Result {
   double graph_s = 1e30, eager_s = 1e30, interp_s = 1e30, add_s = 1e30;

@@ -8,7 +8,6 @@
 // Shapes are [batch, 2048, 4096]; f32, bf16 and f16 each (f16 always stores plainly, so its
 // ratio shows the host's noise).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include "profiler/bandwidth.h"
 #include "runtime/thread_pool.h"
 #include "ubfuse/ubfuse.h"
+#include "wall_time.h"
 
 namespace ubfuse {
 namespace {
@@ -45,12 +45,7 @@ Graph loop_graph(const std::string& kind, DType t) {
   return b.build();
 }
 
-template <typename F>
-double seconds(F&& f) {
-  auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using bench::seconds;
 
 int run(const std::string& first, const std::string& second, int64_t batch, int rounds) {
   cpu::set_store_profile(first);  // fails early, listing the names, on a bad one
