@@ -3,6 +3,8 @@
 // step (the prologue, the last pair without a next one, the single vector and the masked tail).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,20 +75,81 @@ TEST(LoopPlan, OnlyLoadsBeforeTheExpensiveOpIsNotSkewed) {
   EXPECT_EQ(carried_ops(*m.p, st), std::vector<std::string>{"add"});
 }
 
-TEST(LoopPlan, RenderedKernelsSkewOnlyWhereThePlanSays) {
-  const std::string seed = generated_code(seed_block({"rows", 4096}, DType::f32));
-  EXPECT_NE(seed.find("// skewed:"), std::string::npos) << seed;
+// Sets UBFUSE_CODEGEN_SKEW for a scope ("" unsets it), restoring what was there.
+class SkewEnv {
+ public:
+  explicit SkewEnv(const char* v) {
+    if (const char* old = std::getenv(kName)) saved_ = old;
+    set(v);
+  }
+  ~SkewEnv() { set(saved_ ? saved_->c_str() : ""); }
+
+ private:
+  static constexpr const char* kName = "UBFUSE_CODEGEN_SKEW";
+  static void set(const char* v) {
+    if (*v) {
+      ::setenv(kName, v, 1);
+    } else {
+      ::unsetenv(kName);
+    }
+  }
+  std::optional<std::string> saved_;
+};
+
+TEST(LoopPlan, AvxFiveTwelveSkewsOnlyKernelsWithNarrowColumns) {
+  SkewEnv unset("");
+  const Lowered f32 = lower(seed_block({"rows", 4096}, DType::f32));
+  const Lowered bf16 = lower(seed_block({"rows", 4096}, DType::bf16));
+  const Lowered f16 = lower(seed_block({"rows", 4096}, DType::f16));
+  ASSERT_TRUE(f32.p && bf16.p && f16.p);
+  EXPECT_TRUE(cpp::skew_loops(*f32.p, false));  // AVX2: every kernel
+  EXPECT_FALSE(cpp::skew_loops(*f32.p, true));
+  EXPECT_TRUE(cpp::skew_loops(*bf16.p, true));
+  EXPECT_TRUE(cpp::skew_loops(*f16.p, true));
+  // One narrow column is enough: an f32 block writing bf16.
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {"rows", 64});
-  b.output("y", b.silu(x));
-  EXPECT_EQ(generated_code(b.build()).find("// skewed:"), std::string::npos);
+  auto r = b.input("r", DType::f32, {"rows", 64});
+  b.output("y", b.cast(b.silu(b.mul(b.add(x, r), x)), DType::bf16));
+  const Lowered mixed = lower(b.build());
+  ASSERT_TRUE(mixed.p);
+  EXPECT_TRUE(cpp::skew_loops(*mixed.p, true));
+  // Not skewed, the plan keeps its stages and carries nothing.
+  const cpp::StepStages st = cpp::step_stages(*f32.p, f32.ub.phases[1], false);
+  EXPECT_FALSE(st.skewed());
+  EXPECT_EQ(st.late, cpp::step_stages(*f32.p, f32.ub.phases[1]).late);
+  {
+    SkewEnv on("1");
+    EXPECT_TRUE(cpp::skew_loops(*f32.p, true));
+  }
+  SkewEnv off("0");
+  EXPECT_FALSE(cpp::skew_loops(*bf16.p, false));
+}
+
+TEST(LoopPlan, RenderedKernelsSkewOnlyWhereThePlanSays) {
+  for (const char* env : {"", "0", "1"}) {
+    SkewEnv skew(env);
+    const Graph g = seed_block({"rows", 4096}, DType::f32);
+    const Lowered l = lower(g);
+    ASSERT_TRUE(l.p);
+    const bool want = cpp::skew_loops(*l.p, cpp::native_avx512());
+    EXPECT_EQ(want, *env ? *env == '1' : !cpp::native_avx512()) << env;
+    const std::string seed = generated_code(g);
+    EXPECT_EQ(seed.find("// skewed:") != std::string::npos, want) << env << "\n" << seed;
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {"rows", 64});
+    b.output("y", b.silu(x));
+    EXPECT_EQ(generated_code(b.build()).find("// skewed:"), std::string::npos) << env;
+  }
 }
 
 // A skewed elementwise chain and the f32 seed block (its pipelined and one-row UB variants, and
 // with ub_bytes 256 split kernels) through generated C++, at widths that end the unrolled loop in
-// each way; 5 rows split unevenly over 2 threads. The bf16 seed block at these widths is
+// each way; 5 rows split unevenly over 2 threads. Skewed on every host here (the other fused
+// kernel tests run the f32 block unskewed on AVX-512). The bf16 seed block at these widths is
 // Bf16Lanes.ResultsKeepColumnOrderAtEveryWidth.
 TEST(LoopPlan, SkewedLoopsMatchTheReferenceAtEveryWidth) {
+  SkewEnv skew("1");  // skewed on every host, f32 included
   for (DType dt : {DType::f32, DType::bf16}) {
     for (int64_t cols : {1, 7, 8, 15, 16, 17, 31, 32, 33, 47, 48, 64, 65, 4097}) {
       GraphBuilder b;

@@ -22,7 +22,7 @@ using kir::Op;
 class Renderer {
  public:
   Renderer(const kir::Program& p, std::ostringstream& o)
-      : p_(p), o_(o), even_odd_(bf16_even_odd_lanes(p)) {}
+      : p_(p), o_(o), even_odd_(bf16_even_odd_lanes(p)), skew_(skew_loops(p, native_avx512())) {}
 
   bool even_odd() const { return even_odd_; }
 
@@ -259,7 +259,7 @@ class Renderer {
   // the last whole vector and the masked tail.
   void loop(const kir::Phase& ph, const std::string& ind, int q) {
     pass_setup(ph, ind);
-    const StepStages st = step_stages(p_, ph);
+    const StepStages st = step_stages(p_, ph, skew_);
     o_ << ind << "int64_t i0 = 0;\n";
     skew_prologue(ph, st, ind);
     o_ << ind << "for (; i0 + 2 * L <= cvec; i0 += 2 * L) {\n";
@@ -348,7 +348,7 @@ class Renderer {
     pfx_ = "n";
     pass_setup(pb, ind);
     pfx_.clear();
-    const StepStages sa = step_stages(p_, pa), sb = step_stages(p_, pb);
+    const StepStages sa = step_stages(p_, pa, skew_), sb = step_stages(p_, pb, skew_);
     o_ << ind << "int64_t i0 = 0;\n";
     skew_prologue(pa, sa, ind);
     pfx_ = "n";
@@ -481,6 +481,7 @@ class Renderer {
   const kir::Program& p_;
   std::ostringstream& o_;
   const bool even_odd_;  // bf16 in even/odd lanes in the unrolled steps (bf16_even_odd_lanes)
+  const bool skew_;      // loops may be skewed (skew_loops)
   const kir::Schedule* s_ = nullptr;
   std::string pfx_;                     // "" for row r, "n" for row r + 1 (pipelined variant)
   bool assign_ = false;                 // row scalars are pre-declared (pipelined variant)

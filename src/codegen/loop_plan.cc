@@ -25,7 +25,31 @@ bool bf16_even_odd_lanes(const kir::Program& p) {
   return any;
 }
 
-StepStages step_stages(const kir::Program& p, const kir::Phase& ph) {
+bool skew_loops(const kir::Program& p, bool avx512) {
+  if (const char* e = std::getenv("UBFUSE_CODEGEN_SKEW");
+      e && (e == std::string("0") || e == std::string("1"))) {
+    return e[0] == '1';
+  }
+  if (!avx512) return true;
+  for (size_t e = 0; e < p.exprs.size(); e++) {
+    const Expr& x = p.exprs[e];
+    if (p.needed[e] && column_load(x) && p.inputs[size_t(x.arg)].dtype != DType::f32) return true;
+  }
+  for (const kir::Output& o : p.outputs) {
+    if (!p.exprs[size_t(o.expr)].row && o.dtype != DType::f32) return true;
+  }
+  return false;
+}
+
+bool native_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512f") != 0;
+#else
+  return false;
+#endif
+}
+
+StepStages step_stages(const kir::Program& p, const kir::Phase& ph, bool skew) {
   StepStages s;
   s.late.assign(p.exprs.size(), 0);
   for (int e : ph.compute) {  // topological: operands first
@@ -48,7 +72,7 @@ StepStages step_stages(const kir::Program& p, const kir::Phase& ph) {
       arithmetic = arithmetic || !loaded;
     }
   }
-  if (!arithmetic) s.carried.clear();
+  if (!arithmetic || !skew) s.carried.clear();
   std::sort(s.carried.begin(), s.carried.end());
   return s;
 }

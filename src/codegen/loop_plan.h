@@ -35,6 +35,18 @@ struct StepStages {
   // nothing (the loads are already ahead of the math).
   bool skewed() const { return !carried.empty(); }
 };
-StepStages step_stages(const kir::Program& p, const kir::Phase& ph);
+// `skew` false: never skewed (the stages are still marked).
+StepStages step_stages(const kir::Program& p, const kir::Phase& ph, bool skew = true);
+
+// Whether the kernel's loops skew where step_stages() finds something to carry, for a target
+// with (avx512) or without 512-bit vectors. Skewing made the fused f32 seed block 3.5-13% faster
+// on Zen 3 (AVX2) but 2-19% slower on Zen 5 (AVX-512), where the bf16 and f16 blocks, with their
+// conversions, still ran 5-10% faster skewed (docs/performance.md). So on AVX-512 a kernel whose
+// every column in memory is f32 is not skewed. UBFUSE_CODEGEN_SKEW=0 or 1 decides it for every
+// kernel instead (tuning, tests).
+bool skew_loops(const kir::Program& p, bool avx512);
+
+// Whether the generated code's target (the host's -march=native) has 512-bit vectors.
+bool native_avx512();
 
 }  // namespace ubfuse::cpp
