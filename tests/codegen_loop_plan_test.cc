@@ -122,8 +122,13 @@ TEST(LoopPlan, AvxFiveTwelveSkewsOnlyKernelsWithNarrowColumns) {
     SkewEnv on("1");
     EXPECT_TRUE(cpp::skew_loops(*f32.p, true));
   }
-  SkewEnv off("0");
-  EXPECT_FALSE(cpp::skew_loops(*bf16.p, false));
+  {
+    SkewEnv off("0");
+    EXPECT_FALSE(cpp::skew_loops(*bf16.p, false));
+  }
+  SkewEnv bad("yes");
+  EXPECT_TRUE(testing::throws_with([&] { cpp::skew_loops(*f32.p, true); },
+                                   {"UBFUSE_CODEGEN_SKEW: 'yes' is not 0 or 1"}));
 }
 
 TEST(LoopPlan, RenderedKernelsSkewOnlyWhereThePlanSays) {

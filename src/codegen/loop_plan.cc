@@ -1,6 +1,10 @@
 #include "codegen/loop_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "ubfuse/error.h"
 
 namespace ubfuse::cpp {
 
@@ -26,9 +30,13 @@ bool bf16_even_odd_lanes(const kir::Program& p) {
 }
 
 bool skew_loops(const kir::Program& p, bool avx512) {
-  if (const char* e = std::getenv("UBFUSE_CODEGEN_SKEW");
-      e && (e == std::string("0") || e == std::string("1"))) {
-    return e[0] == '1';
+  if (const char* e = std::getenv("UBFUSE_CODEGEN_SKEW"); e && *e) {
+    const std::string v = e;
+    if (v != "0" && v != "1") {
+      throw Error("UBFUSE_CODEGEN_SKEW: '" + v +
+                  "' is not 0 or 1; unset it to let the target decide");
+    }
+    return v == "1";
   }
   if (!avx512) return true;
   for (size_t e = 0; e < p.exprs.size(); e++) {

@@ -41,9 +41,9 @@ StepStages step_stages(const kir::Program& p, const kir::Phase& ph, bool skew = 
 // Whether the kernel's loops skew where step_stages() finds something to carry, for a target
 // with (avx512) or without 512-bit vectors. Skewing made the fused f32 seed block 3.5-13% faster
 // on Zen 3 (AVX2) but 2-19% slower on Zen 5 (AVX-512), where the bf16 and f16 blocks, with their
-// conversions, still ran 5-10% faster skewed (docs/performance.md). So on AVX-512 a kernel whose
+// conversions, still ran 6-10% faster skewed (docs/performance.md). So on AVX-512 a kernel whose
 // every column in memory is f32 is not skewed. UBFUSE_CODEGEN_SKEW=0 or 1 decides it for every
-// kernel instead (tuning, tests).
+// kernel instead (tuning, tests); another value is an Error.
 bool skew_loops(const kir::Program& p, bool avx512);
 
 // Whether the generated code's target (the host's -march=native) has 512-bit vectors.
