@@ -45,6 +45,34 @@ TEST(Regressions, FusedKernelsKeepF16IntermediatesInF32) {
   }
 }
 
+// fuzz_graph, crash-83323730 (session 16): pow(pow(pow(matmul(x, w), 3), 3), 3) / (|...| + 1) in
+// f16. Eager mode overflowed to inf; the fused kernel gave 55264, the CastsOnly reference 54909.5
+// (0.65% apart, the f16 tolerance 0.4%). Graph mode stores a MatMul's result in its dtype (oneDNN
+// writes it, then the epilogue reads it), and pow amplified that one f16 rounding 24-fold; the
+// CastsOnly reference had kept it exact. It now rounds MatMul results in both modes.
+TEST(Regressions, MatMulResultsAreStoredInTheirDtypeInGraphModeToo) {
+  GraphBuilder b;
+  auto x = b.input("x", f16, {1, 2});
+  // 0.75 + (0.75 + 2^-11) = 1.5 + 2^-11: half an f16 ulp above 1.5, so it rounds to 1.5.
+  auto w = b.constant(Tensor::from_floats(f16, {2, 1}, {0.75f, 0.75048828125f}), "w");
+  auto m = b.matmul(x, w);
+  b.output("y", b.pow(m, 24.0));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in{{"x", Tensor::from_floats(f16, {1, 2}, {1.0f, 1.0f})}};
+  const double stored = ref::run_graph(g, in, ref::Rounding::CastsOnly).at("y").data[0];
+  EXPECT_EQ(stored, std::pow(1.5, 24));
+  const double exact = std::pow(1.5 + 0x1p-11, 24);  // what CastsOnly gave before
+  EXPECT_GT(std::fabs(exact - stored) / stored, ref::tolerance(f16));
+  for (const char* engine : {"cpp", "interpreter"}) {
+    Options o = testing::graph_opts();
+    o["codegen"] = engine;
+    CompiledModel model = compile(g, o);
+    ASSERT_EQ(model.kernels().size(), 1u) << engine;  // the MatMul with its epilogue
+    const double fused = model.run(in).at("y").get(0);
+    EXPECT_LE(std::fabs(fused - stored) / stored, ref::tolerance(f16)) << engine << " " << fused;
+  }
+}
+
 // fuzz_graph, crash-4754e83f (seed 2): exp(x0 - ReduceSum(x1)) in f16, eager 92.125 against a
 // reference 92.5. Eager mode stores the row sum in f16 before the Sub; the reference kept row ops
 // and MatMul in double, so the exp amplified one f16 rounding of the sum past the tolerance. The

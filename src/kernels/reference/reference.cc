@@ -506,6 +506,9 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     // rounding would round back to itself, hiding a kernel's f32 value on the other side of a
     // rounding boundary. (CastsOnly leaves float results exact; `jittered` excludes casts.)
     auto outs = eval_node(*n, ins, jittered ? Rounding::CastsOnly : rounding);
+    // A MatMul writes its result in its dtype in graph mode too (oneDNN's destination, which a
+    // fused epilogue then reads), so CastsOnly rounds it as EveryOp does.
+    const bool stored = rounding == Rounding::EveryOp || n->op == OpKind::MatMul;
     const double rel = jittered && may_be_bf16_grade(g, *n)
                            ? std::max(jitter.rel, kBf16GradeRelError)
                            : jitter.rel;
@@ -539,8 +542,10 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
             d[e] = d[e] == 0 ? (up ? d[e] : -d[e]) : d[e] * (1 + (up ? rel : -rel));
           }
           // EveryOp stores every result in its dtype, nudged or not.
-          if (rounding == Rounding::EveryOp) d[e] = round_to(n->outputs[i]->dtype, d[e]);
+          if (stored) d[e] = round_to(n->outputs[i]->dtype, d[e]);
         }
+      } else if (stored && rounding == Rounding::CastsOnly && is_float(n->outputs[i]->dtype)) {
+        for (double& v : outs[i].data) v = round_to(n->outputs[i]->dtype, v);
       }
       outs[i].dtype = n->outputs[i]->dtype;
       vals[n->outputs[i]] = std::move(outs[i]);

@@ -22,8 +22,9 @@ struct RefTensor {
 // Where elementwise results are rounded to their float dtype. EveryOp is eager mode's contract
 // (every op materializes its output); CastsOnly keeps intermediates exact except where a Cast
 // to another dtype asks for rounding: what a fused kernel, computing in f32, approaches (a Cast
-// to the dtype its input has is dropped by simplify). Integer and bool results are always
-// rounded.
+// to the dtype its input has is dropped by simplify). In run_graph a MatMul's result is rounded
+// in both (graph mode stores it in its dtype before any epilogue); eval_node leaves it exact in
+// CastsOnly. Integer and bool results are always rounded.
 enum class Rounding { EveryOp, CastsOnly };
 
 RefTensor from_tensor(const Tensor& t);
