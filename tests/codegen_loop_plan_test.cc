@@ -3,8 +3,6 @@
 // step (the prologue, the last pair without a next one, the single vector and the masked tail).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,25 +73,9 @@ TEST(LoopPlan, OnlyLoadsBeforeTheExpensiveOpIsNotSkewed) {
   EXPECT_EQ(carried_ops(*m.p, st), std::vector<std::string>{"add"});
 }
 
-// Sets UBFUSE_CODEGEN_SKEW for a scope ("" unsets it), restoring what was there.
-class SkewEnv {
- public:
-  explicit SkewEnv(const char* v) {
-    if (const char* old = std::getenv(kName)) saved_ = old;
-    set(v);
-  }
-  ~SkewEnv() { set(saved_ ? saved_->c_str() : ""); }
-
- private:
-  static constexpr const char* kName = "UBFUSE_CODEGEN_SKEW";
-  static void set(const char* v) {
-    if (*v) {
-      ::setenv(kName, v, 1);
-    } else {
-      ::unsetenv(kName);
-    }
-  }
-  std::optional<std::string> saved_;
+// Sets UBFUSE_CODEGEN_SKEW for a scope ("" unsets it).
+struct SkewEnv : testing::ScopedEnv {
+  explicit SkewEnv(const char* v) : ScopedEnv("UBFUSE_CODEGEN_SKEW", v) {}
 };
 
 TEST(LoopPlan, AvxFiveTwelveSkewsOnlyKernelsWithNarrowColumns) {

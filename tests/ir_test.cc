@@ -52,7 +52,8 @@ TEST(Errors, DtypeMismatch) {
   GraphBuilder b;
   auto x = b.input("x", f32, {2, 3});
   auto y = b.input("y", bf16, {2, 3});
-  EXPECT_TRUE(throws_with([&] { b.mul(x, y); }, {"(Mul)", "dtype mismatch", "f32 vs bf16", "Cast"}));
+  EXPECT_TRUE(
+      throws_with([&] { b.mul(x, y); }, {"(Mul)", "dtype mismatch", "f32 vs bf16", "Cast"}));
 }
 
 TEST(Errors, WrongArity) {
@@ -64,9 +65,13 @@ TEST(Errors, WrongArity) {
 TEST(Errors, BadAttribute) {
   GraphBuilder b;
   auto x = b.input("x", f32, {2, 3});
-  EXPECT_TRUE(throws_with([&] { b.op(OpKind::Gelu, {x}, {{"approximate", std::string("fast")}}); },
-                          {"(Gelu)", "approximate", "\"fast\""}));
-  EXPECT_TRUE(throws_with([&] { b.layer_norm(x, nullptr, nullptr, -1.0); }, {"(LayerNorm)", "eps"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::Gelu, {x}, {{"approximate", std::string("fast")}});
+      },
+      {"(Gelu)", "approximate", "\"fast\""}));
+  EXPECT_TRUE(
+      throws_with([&] { b.layer_norm(x, nullptr, nullptr, -1.0); }, {"(LayerNorm)", "eps"}));
   EXPECT_TRUE(throws_with([&] { b.transpose(x, {0, 0}); }, {"(Transpose)", "not a permutation"}));
   auto w = b.input("w", f32, {5});
   EXPECT_TRUE(throws_with([&] { b.layer_norm(x, w, nullptr); },
@@ -83,16 +88,28 @@ TEST(Errors, RunTimeInputs) {
   auto m = compile(g, testing::eager_opts());
   Tensor a = Tensor::zeros(f32, {2, 4}), c = Tensor::zeros(f32, {3, 4});
   EXPECT_TRUE(throws_with([&] { m.run({{"x", a}}); }, {"missing input 'r'", "f32[batch,4]"}));
-  EXPECT_TRUE(throws_with([&] { m.run({{"x", a}, {"r", a}, {"q", a}}); },
-                          {"unknown input 'q'", "x, r"}));
-  EXPECT_TRUE(throws_with([&] { m.run({{"x", a}, {"r", c}}); },
-                          {"symbol 'batch'", "input 'x' dim 0", "input 'r' dim 0"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", a}, {"r", a}, {"q", a}});
+      },
+      {"unknown input 'q'", "x, r"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", a}, {"r", c}});
+      },
+      {"symbol 'batch'", "input 'x' dim 0", "input 'r' dim 0"}));
   Tensor h = Tensor::zeros(f16, {2, 4});
-  EXPECT_TRUE(throws_with([&] { m.run({{"x", a}, {"r", h}}); },
-                          {"input 'r' has dtype f16", "expects f32"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", a}, {"r", h}});
+      },
+      {"input 'r' has dtype f16", "expects f32"}));
   Tensor w = Tensor::zeros(f32, {2, 5});
-  EXPECT_TRUE(throws_with([&] { m.run({{"x", a}, {"r", w}}); },
-                          {"input 'r' dim 1 is 5", "expects 4"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", a}, {"r", w}});
+      },
+      {"input 'r' dim 1 is 5", "expects 4"}));
 }
 
 TEST(Errors, UnknownOptionListsValidOnes) {
@@ -100,11 +117,17 @@ TEST(Errors, UnknownOptionListsValidOnes) {
   auto x = b.input("x", f32, {4});
   b.output("y", b.relu(x));
   Graph g = b.build();
-  EXPECT_TRUE(throws_with([&] { compile(g, {{"ge.exec.enableOperatorFusionn", "1"}}); },
-                          {"unknown option 'ge.exec.enableOperatorFusionn'",
-                           "ge.exec.enableOperatorFusion", "ub_bytes"}));
-  EXPECT_TRUE(throws_with([&] { compile(g, {{"ge.exec.enableOperatorFusion", "yes"}}); },
-                          {"bad value 'yes'", "valid: 0, 1"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        compile(g, {{"ge.exec.enableOperatorFusionn", "1"}});
+      },
+      {"unknown option 'ge.exec.enableOperatorFusionn'", "ge.exec.enableOperatorFusion",
+       "ub_bytes"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        compile(g, {{"ge.exec.enableOperatorFusion", "yes"}});
+      },
+      {"bad value 'yes'", "valid: 0, 1"}));
 }
 
 TEST(Graph, CloneAndDce) {

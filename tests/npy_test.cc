@@ -1,12 +1,13 @@
 // .npy reader/writer: round trips per dtype, header versions, errors that name file and field, and
 // interop with numpy itself when /usr/bin/python3 has it.
+#include "util/npy.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "test_util.h"
-#include "util/npy.h"
 
 namespace ubfuse {
 namespace {
@@ -65,21 +66,30 @@ TEST(Npy, ReadsVersion2AndF64) {
 TEST(Npy, ErrorsNameFileAndField) {
   EXPECT_TRUE(throws_with([] { parse_npy("hello", "a.npy"); }, {"'a.npy'", "magic"}));
   EXPECT_TRUE(throws_with(
-      [] { parse_npy(header_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }"), "f.npy"); },
+      [] {
+        parse_npy(header_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }"), "f.npy");
+      },
       {"'f.npy'", "fortran_order", "C order"}));
   EXPECT_TRUE(throws_with(
-      [] { parse_npy(header_v1("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }"), "b.npy"); },
+      [] {
+        parse_npy(header_v1("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }"), "b.npy");
+      },
       {"'b.npy'", "descr", "'>f4'", "'<f4'"}));
   EXPECT_TRUE(throws_with(
-      [] { parse_npy(header_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }"), "t.npy"); },
+      [] {
+        parse_npy(header_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }"), "t.npy");
+      },
       {"'t.npy'", "truncated", "16"}));
+  EXPECT_TRUE(
+      throws_with([] { parse_npy(header_v1("{'descr': '<f4', 'fortran_order': False}"), "s.npy"); },
+                  {"'s.npy'", "'shape'"}));
   EXPECT_TRUE(throws_with(
-      [] { parse_npy(header_v1("{'descr': '<f4', 'fortran_order': False}"), "s.npy"); },
-      {"'s.npy'", "'shape'"}));
-  EXPECT_TRUE(throws_with(
-      [] { parse_npy(header_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }"), "n.npy"); },
+      [] {
+        parse_npy(header_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }"), "n.npy");
+      },
       {"'n.npy'", "'shape'"}));
-  EXPECT_TRUE(throws_with([] { read_npy("/nonexistent/x.npy"); }, {"/nonexistent/x.npy", "cannot open"}));
+  EXPECT_TRUE(
+      throws_with([] { read_npy("/nonexistent/x.npy"); }, {"/nonexistent/x.npy", "cannot open"}));
 }
 
 TEST(Npy, FileRoundTrip) {
@@ -91,9 +101,7 @@ TEST(Npy, FileRoundTrip) {
   fs::remove_all(p.parent_path());
 }
 
-bool have_numpy() {
-  return std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0;
-}
+bool have_numpy() { return std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0; }
 
 TEST(Npy, InteropWithNumpy) {
   if (!have_numpy()) GTEST_SKIP() << "no numpy for /usr/bin/python3";

@@ -23,8 +23,8 @@ Tensor case_npy(const std::string& name) { return read_npy(case_path(name + ".np
 
 ::testing::AssertionResult close(const Tensor& got, const Tensor& want, double tol = 1e-4) {
   if (got.sizes() != want.sizes()) {
-    return ::testing::AssertionFailure() << "sizes " << sizes_str(got.sizes()) << " vs "
-                                         << sizes_str(want.sizes());
+    return ::testing::AssertionFailure()
+           << "sizes " << sizes_str(got.sizes()) << " vs " << sizes_str(want.sizes());
   }
   for (int64_t i = 0; i < got.numel(); i++) {
     double a = got.get(i), b = want.get(i);
@@ -154,7 +154,8 @@ TEST(OnnxImportErrors, UnsupportedAttributeValueNamesNodeAndAttribute) {
       "unsupported_attr.onnx", {"node 'ln' (LayerNormalization)", "'stash_type' = 0"}));
   EXPECT_TRUE(throws_type<OnnxUnsupportedError>(
       "unknown_attr.onnx", {"node 'r' (Relu)", "attribute 'flavor' is not supported"}));
-  EXPECT_TRUE(throws_type<OnnxUnsupportedError>("double_input.onnx", {"graph input 'x'", "DOUBLE"}));
+  EXPECT_TRUE(
+      throws_type<OnnxUnsupportedError>("double_input.onnx", {"graph input 'x'", "DOUBLE"}));
 }
 
 TEST(OnnxImportErrors, MalformedModelsAreCleanErrors) {
@@ -166,7 +167,8 @@ TEST(OnnxImportErrors, MalformedModelsAreCleanErrors) {
     } catch (const Error& e) {
       std::string msg = e.what();
       for (auto& f : frags) {
-        if (msg.find(f) == std::string::npos) return ::testing::AssertionFailure() << msg << " lacks " << f;
+        if (msg.find(f) == std::string::npos)
+          return ::testing::AssertionFailure() << msg << " lacks " << f;
       }
       return ::testing::AssertionSuccess();
     }
@@ -211,11 +213,22 @@ TEST(OnnxImportErrors, MutatedBytesNeverCrash) {
 TEST(OnnxImport, SupportedOpsAreSortedAndCoverTransformerExports) {
   auto ops = onnx_supported_ops();
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
-  for (const char* op : {"Gather", "Erf", "Expand", "Unsqueeze", "Squeeze", "Split", "Gemm",
-                         "LayerNormalization", "Equal", "Where", "Trilu", "Range", "Shape",
-                         "ConstantOfShape", "MatMul", "Softmax", "Transpose", "Reshape", "Slice",
-                         "Concat", "Cast", "Sqrt", "Div", "Pow", "ReduceMean", "Neg", "Tanh",
-                         "Sigmoid", "Relu", "Max", "Min"}) {
+  for (const char* op : {"Gather",     "Erf",
+                         "Expand",     "Unsqueeze",
+                         "Squeeze",    "Split",
+                         "Gemm",       "LayerNormalization",
+                         "Equal",      "Where",
+                         "Trilu",      "Range",
+                         "Shape",      "ConstantOfShape",
+                         "MatMul",     "Softmax",
+                         "Transpose",  "Reshape",
+                         "Slice",      "Concat",
+                         "Cast",       "Sqrt",
+                         "Div",        "Pow",
+                         "ReduceMean", "Neg",
+                         "Tanh",       "Sigmoid",
+                         "Relu",       "Max",
+                         "Min"}) {
     EXPECT_TRUE(std::binary_search(ops.begin(), ops.end(), op)) << op;
   }
 }

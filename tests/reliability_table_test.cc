@@ -8,6 +8,7 @@
 
 #include "compiler/options.h"
 #include "fusion/rules.h"
+#include "kernels/cpu/store_policy.h"
 #include "test_util.h"
 #include "ubfuse/onnx.h"
 #include "util/npy.h"
@@ -265,6 +266,18 @@ std::vector<Case> cases() {
         {{"ge.dynamic_dims", "1;2"}, {"ge.dynamic_dims_strict", "1"}, {"codegen", "interpreter"}});
     m.run(ins({5, 4}, {5, 4}));
   });
+
+  // ---- environment ----
+  const std::string E = "Environment variables", env = "environment";
+  add(E, env, "UBFUSE_STORE_PROFILE", "`fast`", [] {
+    testing::ScopedEnv e("UBFUSE_STORE_PROFILE", "fast");
+    cpu::set_store_profile("");  // read the variable again
+    cpu::store_profile();
+  });
+  add(E, env, "UBFUSE_CODEGEN_SKEW", "`yes`", [] {
+    testing::ScopedEnv e("UBFUSE_CODEGEN_SKEW", "yes");
+    compile(small_model(), {{"codegen", "cpp"}});
+  });
   return c;
 }
 
@@ -297,6 +310,12 @@ std::vector<std::string> rows(const std::vector<Case>& cs) {
     // Paths inside the source tree are shown relative to it, so the doc is the same everywhere.
     const std::string root = std::string(UBFUSE_SOURCE_DIR) + "/";
     for (size_t at; (at = msg.find(root)) != std::string::npos;) msg.erase(at, root.size());
+    // So is the store profile this CPU gets.
+    const std::string cpu = std::string("'") + cpu::detected_store_profile().name + "'";
+    const std::string gets = "this CPU gets ";
+    if (size_t at = msg.find(gets + cpu); at != std::string::npos) {
+      msg.replace(at + gets.size(), cpu.size(), "'<its profile>'");
+    }
     out.push_back("| " + escape(c.where) + " | " + escape(c.field) + " | " + escape(c.value) +
                   " | `` " + escape(msg) + " `` |");
   }

@@ -76,19 +76,14 @@ TEST(StorePolicy, BadNamesListTheValidOnes) {
   EXPECT_TRUE(testing::throws_with(
       [] { cpu::set_store_profile("zen9"); },
       {"'zen9' is not a store profile", "zen3, zen4, zen5, avx2", "without one, this CPU gets '"}));
-  const char* saved = std::getenv("UBFUSE_STORE_PROFILE");
-  const std::string saved_value = saved ? saved : "";
   cpu::set_store_profile("");
-  setenv("UBFUSE_STORE_PROFILE", "fast", 1);
-  EXPECT_TRUE(testing::throws_with([] { cpu::store_profile(); },
-                                   {"UBFUSE_STORE_PROFILE: 'fast' is not a store profile"}));
-  setenv("UBFUSE_STORE_PROFILE", "zen3", 1);
-  EXPECT_STREQ(cpu::store_profile().name, "zen3");
-  if (saved) {
-    setenv("UBFUSE_STORE_PROFILE", saved_value.c_str(), 1);
-  } else {
-    unsetenv("UBFUSE_STORE_PROFILE");
+  {
+    testing::ScopedEnv env("UBFUSE_STORE_PROFILE", "fast");
+    EXPECT_TRUE(testing::throws_with([] { cpu::store_profile(); },
+                                     {"UBFUSE_STORE_PROFILE: 'fast' is not a store profile"}));
   }
+  testing::ScopedEnv env("UBFUSE_STORE_PROFILE", "zen3");
+  EXPECT_STREQ(cpu::store_profile().name, "zen3");
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {

@@ -4,13 +4,38 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "kernels/reference/reference.h"
 #include "ubfuse/ubfuse.h"
 
 namespace ubfuse::testing {
+
+// Sets an environment variable for a scope ("" unsets it), then restores what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    set(value);
+  }
+  ~ScopedEnv() { set(saved_ ? saved_->c_str() : ""); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  void set(const char* v) {
+    if (*v) {
+      ::setenv(name_, v, 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  const char* name_;
+  std::optional<std::string> saved_;
+};
 
 inline Options eager_opts() { return {{"ge.exec.enableOperatorFusion", "0"}}; }
 inline Options graph_opts() { return {{"ge.exec.enableOperatorFusion", "1"}}; }
