@@ -294,6 +294,35 @@ TEST(Regressions, JitterCoversGeluErfAbsoluteError) {
   EXPECT_NEAR(up[1], plain[1], 0.02 * std::fabs(plain[1]));
 }
 
+// Session 16's exploration (crash-d3cbe7c0): gelu(log(x)) / x / gelu(log(x)) in f32, eager NaN
+// against a reference of 1 / x. gelu(-5.92) is -9.5e-9; eager GELU's 1 + erf rounds to 0 there,
+// and 0 / x / 0 is NaN. The quotient of a value by itself does not move when the value is nudged,
+// so the oracle saw a stable element. A one-node jitter now also lands such a GELU element on
+// zero (patterns 2 and 3), which exposes it.
+TEST(Regressions, JitterLandsTinyGeluErfValuesOnZero) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {2});
+  auto g = b.gelu(x);
+  auto q = b.div(g, x);
+  b.output("y", b.div(q, g));
+  Graph graph = b.build();
+  std::map<std::string, Tensor> in = {{"x", Tensor::from_floats(f32, {2}, {-5.92f, 1.5f})}};
+  const auto plain = ref::run_graph(graph, in).at("y").data;
+  EXPECT_NEAR(plain[0], 1 / -5.92, 1e-6);
+  const Tensor eager = compile(graph, testing::eager_opts()).run(in).at("y");
+  EXPECT_TRUE(std::isnan(eager.get(0))) << eager.get(0);
+  EXPECT_NEAR(eager.get(1), 1 / 1.5, 1e-6);
+  const uint32_t gelu = 1;  // the first computing node
+  int zeros = 0;
+  for (uint32_t pattern = 0; pattern < 4; pattern++) {
+    const auto y =
+        ref::run_graph(graph, in, ref::Rounding::EveryOp, {kFourF32Ulps, pattern, gelu}).at("y");
+    zeros += std::isnan(y.data[0]) ? 1 : 0;             // 0 / x / 0
+    EXPECT_NEAR(y.data[1], plain[1], 1e-6) << pattern;  // gelu(1.5) moves by 4 ulps only
+  }
+  EXPECT_EQ(zeros, 1);  // in one of patterns 2 and 3
+}
+
 // Session 8's exploration (crash-2399eae4): exp(exp(f16(f16(exp(exp(x)))))) in f16, graph mode
 // 65312 where the reference gives inf. The casts are to f16 of an f16 value: simplify drops
 // them, so the fused kernel keeps exp(exp(x)) in f32, but the CastsOnly reference rounded it to

@@ -532,9 +532,15 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
                                        : up != (jitter.pattern == 3);
           }
           // GELU (erf form) moves by at least abs_per_x |x| (its output has its input's shape);
-          // nudged down by more than |d|, a value crosses zero.
+          // nudged down by more than |d|, a value crosses zero. The kernel may also return
+          // exactly 0 there (1 + erf rounds to 0), which a division by the value tells apart: in
+          // one node's random-sign patterns (2 and 3, each other's negation, so every element is
+          // nudged down in one of them) such an element lands on zero instead.
           const double abs_nudge = abs_per_x != 0 ? abs_per_x * std::fabs(ins[0].data[e]) : 0.0;
-          if (abs_nudge > std::fabs(d[e]) * rel) {
+          if (!up && jitter.node != 0 && jitter.pattern >= 2 && abs_nudge > 0 &&
+              abs_nudge >= std::fabs(d[e])) {
+            d[e] = std::copysign(0.0, d[e]);
+          } else if (abs_nudge > std::fabs(d[e]) * rel) {
             d[e] += std::signbit(d[e]) == up ? -abs_nudge : abs_nudge;
           } else {
             // A zero has no magnitude to nudge, but its sign depends on the order of operations

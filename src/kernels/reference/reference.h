@@ -49,7 +49,7 @@ inline constexpr double kBf16GradeRelError = 5e-4;
 // GELU's erf form computes 1 + erf(x / sqrt(2)) in f32 (vecmath.h GeluErfF, as PyTorch does): for
 // x < -3 only its absolute error is small, at most half an ulp of 1 times |x| / 2 (and erf's own
 // error). A jittered GELU (erf form) element moves by at least this times |x|, so a value that
-// tiny may come out as 0 or change sign.
+// tiny may come out as 0 (in a one-node jitter's patterns 2 and 3) or change sign.
 inline constexpr double kGeluErfAbsErrorPerX = 1e-7;
 struct Jitter {
   double rel = 0;
