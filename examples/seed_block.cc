@@ -24,6 +24,7 @@ int main() {
   double diff = 0;
   for (int64_t i = 0; i < ye.numel(); i++) diff = std::fmax(diff, std::fabs(ye.get(i) - yg.get(i)));
   std::printf("eager: %zu kernels, graph: %zu kernel(s) (%s), max |eager - graph| = %g\n",
-              eager.kernels().size(), graph.kernels().size(), graph.kernels()[0].name.c_str(), diff);
+              eager.kernels().size(), graph.kernels().size(), graph.kernels()[0].name.c_str(),
+              diff);
   return diff < 1e-4 ? 0 : 1;
 }

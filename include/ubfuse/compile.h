@@ -38,23 +38,23 @@ struct FusionDecision {
   FusionReason reason = FusionReason::Fused;
   std::string producer;  // node names
   std::string consumer;
-  std::string message;   // says why, naming the nodes
-  std::string hint;      // what a user can do about it
+  std::string message;  // says why, naming the nodes
+  std::string hint;     // what a user can do about it
 };
 
 // A kernel the executor launches: one op (eager) or a fused group.
 struct KernelInfo {
-  std::string name;                    // "Add", "FusedAddLayerNormSilu"
-  std::vector<std::string> node_names; // source nodes inside, in order
+  std::string name;                     // "Add", "FusedAddLayerNormSilu"
+  std::vector<std::string> node_names;  // source nodes inside, in order
   std::vector<std::string> op_types;
   std::vector<std::string> input_values, output_values;
-  bool host = false;                   // a Host callback rather than a compute kernel
-  std::string variant;                 // e.g. "codegen", "interpreter", "eager", "two-pass"
+  bool host = false;    // a Host callback rather than a compute kernel
+  std::string variant;  // e.g. "codegen", "interpreter", "eager", "two-pass"
 };
 
 struct CompileStats {
-  int compilations = 0;   // times the graph was compiled (1 per CompiledModel)
-  int plan_builds = 0;    // run-time plans built for new concrete shapes
+  int compilations = 0;  // times the graph was compiled (1 per CompiledModel)
+  int plan_builds = 0;   // run-time plans built for new concrete shapes
   int plan_cache_hits = 0;
   double compile_ms = 0;
   std::vector<std::pair<std::string, double>> pass_ms;  // per pass
@@ -101,6 +101,7 @@ class CompiledModel {
 CompiledModel compile(const Graph& g, const Options& options = {});
 
 // Convenience: compile with fusion off and run once.
-std::map<std::string, Tensor> run_eager(const Graph& g, const std::map<std::string, Tensor>& inputs);
+std::map<std::string, Tensor> run_eager(const Graph& g,
+                                        const std::map<std::string, Tensor>& inputs);
 
 }  // namespace ubfuse

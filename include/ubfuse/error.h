@@ -18,7 +18,7 @@ class Error : public std::runtime_error {
 
 }  // namespace ubfuse
 
-#define UBF_CHECK(cond, msg)                                                     \
-  do {                                                                           \
+#define UBF_CHECK(cond, msg)                                                      \
+  do {                                                                            \
     if (!(cond)) ::ubfuse::internal_check_failed(#cond, __FILE__, __LINE__, msg); \
   } while (0)

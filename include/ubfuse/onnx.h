@@ -52,15 +52,14 @@ struct ImportOptions {
 
 struct OnnxModel {
   Graph graph;
-  int64_t opset = 0;                // the default domain's opset
-  std::string producer;             // e.g. "pytorch 1.13.1"
-  std::vector<std::string> notes;   // conversions worth knowing (f64 initializers -> f32, ...)
+  int64_t opset = 0;               // the default domain's opset
+  std::string producer;            // e.g. "pytorch 1.13.1"
+  std::vector<std::string> notes;  // conversions worth knowing (f64 initializers -> f32, ...)
 };
 
 // Throws OnnxUnsupportedError for what ubfuse cannot run, ubfuse::Error for a malformed file.
 OnnxModel import_onnx_model(const std::string& path, const ImportOptions& options = {});
-OnnxModel import_onnx_model_from_bytes(const std::string& bytes,
-                                       const ImportOptions& options = {});
+OnnxModel import_onnx_model_from_bytes(const std::string& bytes, const ImportOptions& options = {});
 inline Graph import_onnx(const std::string& path, const ImportOptions& options = {}) {
   return std::move(import_onnx_model(path, options).graph);
 }

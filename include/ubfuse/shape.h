@@ -16,13 +16,13 @@ namespace ubfuse {
 // inference multiplies two symbolic dims, so reshapes of symbolic tensors stay exact.
 class Dim {
  public:
-  Dim(int64_t v = 1) : value_(v) {}  // NOLINT: implicit from numbers is the point
+  Dim(int64_t v = 1) : value_(v) {}                   // NOLINT: implicit from numbers is the point
   Dim(const char* sym) : value_(std::string(sym)) {}  // NOLINT
   Dim(std::string sym) : value_(std::move(sym)) {}    // NOLINT
 
   bool is_static() const { return std::holds_alternative<int64_t>(value_); }
-  int64_t value() const;               // throws when symbolic
-  const std::string& symbol() const;   // throws when static
+  int64_t value() const;              // throws when symbolic
+  const std::string& symbol() const;  // throws when static
   std::string str() const;
   bool operator==(const Dim& o) const { return value_ == o.value_; }
   bool operator!=(const Dim& o) const { return !(*this == o); }

@@ -112,8 +112,8 @@ void prepare_plans(CompiledModelImpl& impl) {
         std::string names;
         for (auto& s : syms) names += (names.empty() ? "" : ", ") + s;
         throw Error("ge.dynamic_dims gear '" + gear + "' has " + std::to_string(vals.size()) +
-                    " values but the model has " + std::to_string(syms.size()) +
-                    " dynamic dims (" + names + ")");
+                    " values but the model has " + std::to_string(syms.size()) + " dynamic dims (" +
+                    names + ")");
       }
       SymbolBindings b;
       for (size_t i = 0; i < syms.size(); i++) {

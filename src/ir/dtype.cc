@@ -8,24 +8,36 @@ namespace ubfuse {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::bf16: return 2;
-    case DType::f16: return 2;
-    case DType::i64: return 8;
-    case DType::i32: return 4;
-    case DType::boolean: return 1;
+    case DType::f32:
+      return 4;
+    case DType::bf16:
+      return 2;
+    case DType::f16:
+      return 2;
+    case DType::i64:
+      return 8;
+    case DType::i32:
+      return 4;
+    case DType::boolean:
+      return 1;
   }
   UBF_CHECK(false, "bad dtype");
 }
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::i64: return "i64";
-    case DType::i32: return "i32";
-    case DType::boolean: return "bool";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::i64:
+      return "i64";
+    case DType::i32:
+      return "i32";
+    case DType::boolean:
+      return "bool";
   }
   UBF_CHECK(false, "bad dtype");
 }
@@ -71,10 +83,10 @@ uint16_t f32_to_f16(float f) {
   std::memcpy(&u, &f, 4);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (a >= 0x47800000u) return uint16_t(sign | 0x7c00u);  // >= 65536: inf (65520.. rounds below)
-  if (a < 0x38800000u) {  // subnormal or zero in f16
-    if (a < 0x33000000u) return uint16_t(sign);  // rounds to zero
+  if (a < 0x38800000u) {                                  // subnormal or zero in f16
+    if (a < 0x33000000u) return uint16_t(sign);           // rounds to zero
     uint32_t e = a >> 23;
     uint32_t man = (a & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126 - e;  // 113 - e + 13

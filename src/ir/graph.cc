@@ -176,9 +176,9 @@ int Graph::remove_dead_nodes() {
     for (auto& [_, o] : outputs_) read.insert(o);
     for (size_t i = 0; i < nodes_.size();) {
       Node* n = nodes_[i].get();
-      bool live = n->op == OpKind::Host ||
-                  std::any_of(n->outputs.begin(), n->outputs.end(),
-                              [&](Value* v) { return read.count(v) != 0; });
+      bool live =
+          n->op == OpKind::Host || std::any_of(n->outputs.begin(), n->outputs.end(),
+                                               [&](Value* v) { return read.count(v) != 0; });
       if (!live) {
         nodes_.erase(nodes_.begin() + i);
         removed++;

@@ -39,9 +39,11 @@ std::string print_graph(const Graph& g) {
   os << ") {\n";
   for (Node* n : g.topo_order()) {
     os << "  ";
-    for (size_t i = 0; i < n->outputs.size(); i++) os << (i ? ", " : "") << "%" << n->outputs[i]->name;
+    for (size_t i = 0; i < n->outputs.size(); i++)
+      os << (i ? ", " : "") << "%" << n->outputs[i]->name;
     os << " = " << op_name(n->op) << "(";
-    for (size_t i = 0; i < n->inputs.size(); i++) os << (i ? ", " : "") << "%" << n->inputs[i]->name;
+    for (size_t i = 0; i < n->inputs.size(); i++)
+      os << (i ? ", " : "") << "%" << n->inputs[i]->name;
     os << ")";
     if (n->op == OpKind::Constant && n->payload.numel() <= 4) {
       os << " {value=" << n->payload.str(4) << "}";

@@ -94,7 +94,8 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>&
   for (auto& [s, c] : known.syms) {
     auto it = total.syms.find(s);
     if (it == total.syms.end() || it->second < c) {
-      if (why) *why = "symbol '" + s + "' of the target is not a factor of the input " + shape_str(in);
+      if (why)
+        *why = "symbol '" + s + "' of the target is not a factor of the input " + shape_str(in);
       return std::nullopt;
     }
     it->second -= c;
@@ -111,8 +112,8 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>&
     out[size_t(infer_at)] = d;
     return out;
   }
-  bool syms_left = std::any_of(total.syms.begin(), total.syms.end(),
-                               [](auto& p) { return p.second != 0; });
+  bool syms_left =
+      std::any_of(total.syms.begin(), total.syms.end(), [](auto& p) { return p.second != 0; });
   if (syms_left || total.k != known.k) {
     if (why) *why = "element count of input " + shape_str(in) + " differs from the target";
     return std::nullopt;

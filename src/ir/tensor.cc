@@ -62,7 +62,8 @@ Tensor Tensor::random(DType dtype, Sizes sizes, uint64_t seed, double lo, double
     std::bernoulli_distribution dist(0.5);
     for (int64_t i = 0; i < n; i++) t.set(i, dist(gen) ? 1 : 0);
   } else {
-    std::uniform_int_distribution<int64_t> dist(int64_t(lo), std::max(int64_t(lo), int64_t(hi) - 1));
+    std::uniform_int_distribution<int64_t> dist(int64_t(lo),
+                                                std::max(int64_t(lo), int64_t(hi) - 1));
     for (int64_t i = 0; i < n; i++) t.set(i, double(dist(gen)));
   }
   return t;
@@ -70,24 +71,42 @@ Tensor Tensor::random(DType dtype, Sizes sizes, uint64_t seed, double lo, double
 
 double Tensor::get(int64_t i) const {
   switch (dtype_) {
-    case DType::f32: return static_cast<const float*>(data_)[i];
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(data_)[i]);
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(data_)[i]);
-    case DType::i64: return double(static_cast<const int64_t*>(data_)[i]);
-    case DType::i32: return double(static_cast<const int32_t*>(data_)[i]);
-    case DType::boolean: return static_cast<const uint8_t*>(data_)[i] ? 1.0 : 0.0;
+    case DType::f32:
+      return static_cast<const float*>(data_)[i];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(data_)[i]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(data_)[i]);
+    case DType::i64:
+      return double(static_cast<const int64_t*>(data_)[i]);
+    case DType::i32:
+      return double(static_cast<const int32_t*>(data_)[i]);
+    case DType::boolean:
+      return static_cast<const uint8_t*>(data_)[i] ? 1.0 : 0.0;
   }
   return 0;
 }
 
 void Tensor::set(int64_t i, double v) {
   switch (dtype_) {
-    case DType::f32: static_cast<float*>(data_)[i] = float(v); break;
-    case DType::bf16: static_cast<uint16_t*>(data_)[i] = f32_to_bf16(float(v)); break;
-    case DType::f16: static_cast<uint16_t*>(data_)[i] = f32_to_f16(float(v)); break;
-    case DType::i64: static_cast<int64_t*>(data_)[i] = int64_t(v); break;
-    case DType::i32: static_cast<int32_t*>(data_)[i] = int32_t(v); break;
-    case DType::boolean: static_cast<uint8_t*>(data_)[i] = v != 0 ? 1 : 0; break;
+    case DType::f32:
+      static_cast<float*>(data_)[i] = float(v);
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(data_)[i] = f32_to_bf16(float(v));
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(data_)[i] = f32_to_f16(float(v));
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(data_)[i] = int64_t(v);
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(data_)[i] = int32_t(v);
+      break;
+    case DType::boolean:
+      static_cast<uint8_t*>(data_)[i] = v != 0 ? 1 : 0;
+      break;
   }
 }
 

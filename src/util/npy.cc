@@ -50,7 +50,8 @@ class HeaderParser {
         pos_++;
         continue;
       }
-      if (peek() != '}') fail(what_, "header: expected ',' or '}' at offset " + std::to_string(pos_));
+      if (peek() != '}')
+        fail(what_, "header: expected ',' or '}' at offset " + std::to_string(pos_));
     }
     if (!seen_descr) fail(what_, "header lacks field 'descr'");
     if (!seen_fortran) fail(what_, "header lacks field 'fortran_order'");
@@ -172,14 +173,16 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   Sizes shape;
   HeaderParser(header, what).parse(&descr, &fortran, &shape);
   if (fortran) {
-    fail(what, "field 'fortran_order' is True; only C order is supported (hint: save "
-               "np.ascontiguousarray(a))");
+    fail(what,
+         "field 'fortran_order' is True; only C order is supported (hint: save "
+         "np.ascontiguousarray(a))");
   }
   size_t data_at = header_at + header_len;
   size_t avail = bytes.size() - data_at;
   int64_t n = 1;
   for (auto d : shape) {
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) fail(what, "field 'shape' overflows");
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+      fail(what, "field 'shape' overflows");
     n *= d;
   }
   if (descr == "<f8") {  // numpy's default float dtype: converted to f32

@@ -16,7 +16,8 @@ Sizes parse_sizes(const std::string& s, const std::string& flag) {
       used = 0;
     }
     if (used != part.size() || part.empty() || v <= 0) {
-      throw Error(flag + " '" + s + "': '" + part + "' is not a positive integer; e.g. 2,2048,4096");
+      throw Error(flag + " '" + s + "': '" + part +
+                  "' is not a positive integer; e.g. 2,2048,4096");
     }
     out.push_back(v);
     if (comma == std::string::npos) break;
@@ -40,8 +41,8 @@ Options parse_kv_options(const std::vector<std::string>& kvs) {
 nlohmann::json kernels_json(const CompiledModel& m) {
   nlohmann::json ks = nlohmann::json::array();
   for (auto& k : m.kernels()) {
-    ks.push_back({{"name", k.name}, {"nodes", k.node_names}, {"ops", k.op_types},
-                  {"variant", k.variant}});
+    ks.push_back(
+        {{"name", k.name}, {"nodes", k.node_names}, {"ops", k.op_types}, {"variant", k.variant}});
   }
   return ks;
 }

@@ -51,7 +51,8 @@ SymbolBindings parse_dims(const std::vector<std::string>& kvs) {
 }
 
 // Binds the symbols of `shape` from `sizes`; errors name the input.
-void bind_from(const std::string& input, const Shape& shape, const Sizes& sizes, SymbolBindings& b) {
+void bind_from(const std::string& input, const Shape& shape, const Sizes& sizes,
+               SymbolBindings& b) {
   if (shape.size() != sizes.size()) {
     throw Error("--input " + input + ": the model expects rank " + std::to_string(shape.size()) +
                 " " + shape_str(shape) + ", the file has " + sizes_str(sizes));
@@ -75,7 +76,8 @@ void bind_from(const std::string& input, const Shape& shape, const Sizes& sizes,
 
 std::string file_stem(std::string name) {
   for (char& ch : name) {
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.') ch = '_';
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
+      ch = '_';
   }
   return name;
 }
@@ -96,7 +98,8 @@ int run_model(const RunArgs& a) {
     if (!known) {
       std::string names;
       for (auto& i : infos) names += (names.empty() ? "" : ", ") + i.name;
-      throw Error("--input " + name + ": the model has no input '" + name + "'; its inputs: " + names);
+      throw Error("--input " + name + ": the model has no input '" + name +
+                  "'; its inputs: " + names);
     }
     files[name] = path;
   }
@@ -114,7 +117,9 @@ int run_model(const RunArgs& a) {
     }
     bind_from(info.name, info.shape, t.sizes(), bound);
     inputs[info.name] = t;
-    jin.push_back({{"name", info.name}, {"shape", t.sizes()}, {"dtype", dtype_name(t.dtype())},
+    jin.push_back({{"name", info.name},
+                   {"shape", t.sizes()},
+                   {"dtype", dtype_name(t.dtype())},
                    {"source", it->second}});
   }
   for (size_t k = 0; k < infos.size(); k++) {
@@ -133,7 +138,9 @@ int run_model(const RunArgs& a) {
     // Floats uniform in [-1, 1); integers in [0, 2) so that indices and masks stay valid.
     bool fl = is_float(info.dtype);
     inputs[info.name] = Tensor::random(info.dtype, s, a.seed + k, fl ? -1.0 : 0.0, fl ? 1.0 : 2.0);
-    jin.push_back({{"name", info.name}, {"shape", s}, {"dtype", dtype_name(info.dtype)},
+    jin.push_back({{"name", info.name},
+                   {"shape", s},
+                   {"dtype", dtype_name(info.dtype)},
                    {"source", "random(seed=" + std::to_string(a.seed + k) + ")"}});
   }
 
@@ -178,7 +185,8 @@ int run_model(const RunArgs& a) {
     const Tensor& t = outputs.at(name);
     nlohmann::json o{{"name", name}, {"shape", t.sizes()}, {"dtype", dtype_name(t.dtype())}};
     if (!a.output_dir.empty()) {
-      std::string path = (std::filesystem::path(a.output_dir) / (file_stem(name) + ".npy")).string();
+      std::string path =
+          (std::filesystem::path(a.output_dir) / (file_stem(name) + ".npy")).string();
       write_npy(path, t);
       o["file"] = path;
     }
@@ -188,8 +196,9 @@ int run_model(const RunArgs& a) {
   for (auto& k : m.kernels()) fused += k.op_types.size() > 1;
   nlohmann::json reasons = nlohmann::json::object();
   for (auto& d : m.decisions()) {
-    if (d.reason != FusionReason::Fused) reasons[std::string(fusion_reason_name(d.reason))] = 
-        reasons.value(std::string(fusion_reason_name(d.reason)), 0) + 1;
+    if (d.reason != FusionReason::Fused)
+      reasons[std::string(fusion_reason_name(d.reason))] =
+          reasons.value(std::string(fusion_reason_name(d.reason)), 0) + 1;
   }
   nlohmann::json j{{"model", a.model},
                    {"opset", model.opset},
@@ -214,7 +223,8 @@ int run_model(const RunArgs& a) {
   }
   std::printf("ubfuse run: %s (opset %lld, %s), %s mode\n", a.model.c_str(),
               static_cast<long long>(model.opset), model.producer.c_str(), a.mode.c_str());
-  if (specialized) std::printf("  symbolic dims fixed at import: %s\n", nlohmann::json(bound).dump().c_str());
+  if (specialized)
+    std::printf("  symbolic dims fixed at import: %s\n", nlohmann::json(bound).dump().c_str());
   for (auto& n : model.notes) std::printf("  note: %s\n", n.c_str());
   for (auto& i : jin) {
     std::printf("  input  %-24s %s %s <- %s\n", i["name"].get<std::string>().c_str(),

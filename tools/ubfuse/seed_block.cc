@@ -21,9 +21,10 @@ Graph seed_block(const SeedBlockOptions& o) {
   auto ln = b.layer_norm(sum, w, bias, 1e-5);
   b.name_last("layer_norm");
   if (o.print_mid) {
-    ln = b.host(ln, [](Tensor& t) {
-      std::fprintf(stderr, "[print] layer_norm output %s\n", t.str(4).c_str());
-    }, "print");
+    ln = b.host(
+        ln,
+        [](Tensor& t) { std::fprintf(stderr, "[print] layer_norm output %s\n", t.str(4).c_str()); },
+        "print");
   }
   auto y = b.silu(ln);
   b.name_last("silu");

@@ -18,19 +18,30 @@ bool is_movement(OpKind k) {
 
 int64_t get_int(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::i64: return t.data_as<int64_t>()[i];
-    case DType::i32: return t.data_as<int32_t>()[i];
-    case DType::boolean: return t.data_as<uint8_t>()[i];
-    default: UBF_CHECK(false, "get_int on a float tensor");
+    case DType::i64:
+      return t.data_as<int64_t>()[i];
+    case DType::i32:
+      return t.data_as<int32_t>()[i];
+    case DType::boolean:
+      return t.data_as<uint8_t>()[i];
+    default:
+      UBF_CHECK(false, "get_int on a float tensor");
   }
 }
 
 void set_int(Tensor& t, int64_t i, int64_t v) {
   switch (t.dtype()) {
-    case DType::i64: t.data_as<int64_t>()[i] = v; return;
-    case DType::i32: t.data_as<int32_t>()[i] = int32_t(v); return;
-    case DType::boolean: t.data_as<uint8_t>()[i] = v != 0; return;
-    default: UBF_CHECK(false, "set_int on a float tensor");
+    case DType::i64:
+      t.data_as<int64_t>()[i] = v;
+      return;
+    case DType::i32:
+      t.data_as<int32_t>()[i] = int32_t(v);
+      return;
+    case DType::boolean:
+      t.data_as<uint8_t>()[i] = v != 0;
+      return;
+    default:
+      UBF_CHECK(false, "set_int on a float tensor");
   }
 }
 
@@ -62,8 +73,10 @@ std::optional<Tensor> fold_movement(const Node& n, const std::vector<Tensor>& in
   size_t item = dtype_size(t.dtype());
   for (size_t k = 0; k < idx.data.size(); k++) {
     int64_t src = int64_t(idx.data[k]);
-    size_t which = size_t(std::upper_bound(offsets.begin(), offsets.end(), src) - offsets.begin()) - 1;
-    const char* p = static_cast<const char*>(in[which].data()) + size_t(src - offsets[which]) * item;
+    size_t which =
+        size_t(std::upper_bound(offsets.begin(), offsets.end(), src) - offsets.begin()) - 1;
+    const char* p =
+        static_cast<const char*>(in[which].data()) + size_t(src - offsets[which]) * item;
     std::memcpy(static_cast<char*>(t.data()) + k * item, p, item);
   }
   return t;
@@ -71,19 +84,28 @@ std::optional<Tensor> fold_movement(const Node& n, const std::vector<Tensor>& in
 
 int64_t int_binary(const Node& n, int64_t a, int64_t b) {
   switch (n.op) {
-    case OpKind::Add: return int64_t(uint64_t(a) + uint64_t(b));
-    case OpKind::Sub: return int64_t(uint64_t(a) - uint64_t(b));
-    case OpKind::Mul: return int64_t(uint64_t(a) * uint64_t(b));
+    case OpKind::Add:
+      return int64_t(uint64_t(a) + uint64_t(b));
+    case OpKind::Sub:
+      return int64_t(uint64_t(a) - uint64_t(b));
+    case OpKind::Mul:
+      return int64_t(uint64_t(a) * uint64_t(b));
     case OpKind::Div:
       if (b == 0) throw Error(n.describe() + ": integer division by zero in constant folding");
       if (a == INT64_MIN && b == -1) return INT64_MIN;
       return a / b;
-    case OpKind::Max: return std::max(a, b);
-    case OpKind::Min: return std::min(a, b);
-    case OpKind::Equal: return a == b;
-    case OpKind::Less: return a < b;
-    case OpKind::Greater: return a > b;
-    default: UBF_CHECK(false, "int_binary: unhandled op");
+    case OpKind::Max:
+      return std::max(a, b);
+    case OpKind::Min:
+      return std::min(a, b);
+    case OpKind::Equal:
+      return a == b;
+    case OpKind::Less:
+      return a < b;
+    case OpKind::Greater:
+      return a > b;
+    default:
+      UBF_CHECK(false, "int_binary: unhandled op");
   }
 }
 
@@ -108,15 +130,26 @@ std::optional<Tensor> fold_int(const Node& n, const std::vector<Tensor>& in) {
     }
     int64_t v;
     switch (n.op) {
-      case OpKind::Neg: v = int64_t(0 - uint64_t(get_int(in[0], idx[0]))); break;
-      case OpKind::Abs: v = std::abs(get_int(in[0], idx[0])); break;
-      case OpKind::Not: v = get_int(in[0], idx[0]) == 0; break;
-      case OpKind::Cast: v = get_int(in[0], idx[0]); break;
-      case OpKind::Relu: v = std::max<int64_t>(0, get_int(in[0], idx[0])); break;
+      case OpKind::Neg:
+        v = int64_t(0 - uint64_t(get_int(in[0], idx[0])));
+        break;
+      case OpKind::Abs:
+        v = std::abs(get_int(in[0], idx[0]));
+        break;
+      case OpKind::Not:
+        v = get_int(in[0], idx[0]) == 0;
+        break;
+      case OpKind::Cast:
+        v = get_int(in[0], idx[0]);
+        break;
+      case OpKind::Relu:
+        v = std::max<int64_t>(0, get_int(in[0], idx[0]));
+        break;
       case OpKind::Where:
         v = get_int(in[0], idx[0]) ? get_int(in[1], idx[1]) : get_int(in[2], idx[2]);
         break;
-      default: v = int_binary(n, get_int(in[0], idx[0]), get_int(in[1], idx[1]));
+      default:
+        v = int_binary(n, get_int(in[0], idx[0]), get_int(in[1], idx[1]));
     }
     set_int(t, f, v);
   }

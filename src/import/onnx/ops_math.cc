@@ -38,14 +38,21 @@ bool dims_binary(NodeCtx& c, OpKind k) {
     if (x.is_static() && y.is_static()) {
       int64_t p = x.value(), q = y.value();
       switch (k) {
-        case OpKind::Add: out.push_back(Dim(p + q)); break;
-        case OpKind::Sub: out.push_back(Dim(p - q)); break;
-        case OpKind::Mul: out.push_back(Dim(p * q)); break;
+        case OpKind::Add:
+          out.push_back(Dim(p + q));
+          break;
+        case OpKind::Sub:
+          out.push_back(Dim(p - q));
+          break;
+        case OpKind::Mul:
+          out.push_back(Dim(p * q));
+          break;
         case OpKind::Div:
           if (q == 0) c.invalid("division by zero in shape arithmetic");
           out.push_back(Dim(p / q));
           break;
-        default: c.needs_static(a, "this shape computation");
+        default:
+          c.needs_static(a, "this shape computation");
       }
     } else if (k == OpKind::Mul && (x.is_static() || y.is_static()) &&
                (x.is_static() ? x.value() : y.value()) == 1) {
@@ -195,7 +202,8 @@ void pow(NodeCtx& c) {
   require_float(c, 0);
   const IValue& e = c.input(1);
   if (!e.konst.defined()) {
-    c.unsupported("the exponent (input 1) must be a constant; ubfuse's Pow takes a scalar exponent");
+    c.unsupported(
+        "the exponent (input 1) must be a constant; ubfuse's Pow takes a scalar exponent");
   }
   double v = e.konst.numel() ? e.konst.get(0) : 1.0;
   for (int64_t i = 1; i < e.konst.numel(); i++) {

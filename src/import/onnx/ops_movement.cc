@@ -32,7 +32,8 @@ void reshape(NodeCtx& c) {
   for (size_t i = 0; i < t.size(); i++) {
     const Dim& d = t[i];
     if (d.is_static() && d.value() == 0 && !allowzero) {
-      if (i >= in.size()) c.invalid("shape has 0 at position " + std::to_string(i) + " beyond the input's rank");
+      if (i >= in.size())
+        c.invalid("shape has 0 at position " + std::to_string(i) + " beyond the input's rank");
       target.push_back(in[i]);
     } else if (d.is_static() && d.value() == -1) {
       if (neg >= 0) c.invalid("shape has more than one -1");
@@ -103,7 +104,8 @@ void squeeze(NodeCtx& c) {
     for (auto a : axes) {
       int64_t ax = c.norm_axis(a, r, "axes entry");
       if (!s[size_t(ax)].is_static()) c.needs_static({s[size_t(ax)]}, "squeezing a symbolic dim");
-      if (s[size_t(ax)].value() != 1) c.invalid("cannot squeeze axis " + std::to_string(a) + " of size " + s[size_t(ax)].str());
+      if (s[size_t(ax)].value() != 1)
+        c.invalid("cannot squeeze axis " + std::to_string(a) + " of size " + s[size_t(ax)].str());
       drop[size_t(ax)] = true;
     }
   } else {
@@ -157,7 +159,8 @@ void concat(NodeCtx& c) {
   std::vector<Value*> nonempty;
   int64_t ax = c.norm_axis(axis, int64_t(in[0]->shape.size()), "axis");
   for (auto* v : in) {
-    if (size_t(ax) < v->shape.size() && v->shape[size_t(ax)] == Dim(int64_t(0)) && in.size() > 1) continue;
+    if (size_t(ax) < v->shape.size() && v->shape[size_t(ax)] == Dim(int64_t(0)) && in.size() > 1)
+      continue;
     nonempty.push_back(v);
   }
   if (nonempty.empty()) nonempty.push_back(in[0]);
@@ -201,7 +204,8 @@ void split(NodeCtx& c) {
     if (v < 0) c.invalid("split sizes must be >= 0");
     total += v;
   }
-  if (total != d.value()) c.invalid("split sizes add up to " + std::to_string(total) + ", not " + d.str());
+  if (total != d.value())
+    c.invalid("split sizes add up to " + std::to_string(total) + ", not " + d.str());
   Value* x = c.value(0);
   int64_t at = 0;
   for (int i = 0; i < c.num_outputs(); i++) {
@@ -229,7 +233,8 @@ void slice(NodeCtx& c) {
     for (size_t i = 0; i < starts.size(); i++) axes.push_back(int64_t(i));
   }
   if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
     c.invalid("starts, ends, axes and steps differ in length");
   }
   std::vector<int64_t> st, en;
@@ -317,13 +322,15 @@ void gather(NodeCtx& c) {
     for (int64_t i = 0; i < idx.numel(); i++) {
       int64_t k = int64_t(idx.get(i));
       if (k < 0) k += int64_t(v.size());
-      if (k < 0 || k >= int64_t(v.size())) c.invalid("index " + std::to_string(k) + " is out of range");
+      if (k < 0 || k >= int64_t(v.size()))
+        c.invalid("index " + std::to_string(k) + " is out of range");
       out.push_back(v[size_t(k)]);
     }
     c.set_output_dims(0, out, idx.rank() == 0);
     return;
   }
-  if (c.dtype(1) != DType::i64 && c.dtype(1) != DType::i32) c.invalid("indices must be int64 or int32");
+  if (c.dtype(1) != DType::i64 && c.dtype(1) != DType::i32)
+    c.invalid("indices must be int64 or int32");
   int64_t ax = c.norm_axis(axis, c.rank(0), "axis");
   c.set_output(0, c.emit(OpKind::Gather, {c.value(0), c.value(1)}, {{"axis", ax}}));
 }
@@ -331,7 +338,8 @@ void gather(NodeCtx& c) {
 void tile(NodeCtx& c) {
   auto reps = c.const_ints(1, "repeats");
   Value* y = c.value(0);
-  if (int64_t(reps.size()) != int64_t(y->shape.size())) c.invalid("repeats must have one entry per axis");
+  if (int64_t(reps.size()) != int64_t(y->shape.size()))
+    c.invalid("repeats must have one entry per axis");
   for (size_t ax = 0; ax < reps.size(); ax++) {
     if (reps[ax] < 0) c.invalid("repeats must be >= 0");
     if (reps[ax] == 1) continue;

@@ -79,7 +79,8 @@ void softmax(NodeCtx& c) {
     return;
   }
   Dim a(int64_t(1)), b(int64_t(1));
-  for (int64_t i = 0; i < r; i++) (i < axis ? a : b) = Dim::mul(i < axis ? a : b, x->shape[size_t(i)]);
+  for (int64_t i = 0; i < r; i++)
+    (i < axis ? a : b) = Dim::mul(i < axis ? a : b, x->shape[size_t(i)]);
   Value* y = body(c.reshape_to(x, {a, b}));
   c.set_output(0, c.reshape_to(y, x->shape));
 }
@@ -88,14 +89,16 @@ void layer_norm(NodeCtx& c) {
   require_float(c, 0);
   double eps = c.attr_float("epsilon", 1e-5);
   int64_t stash = c.attr_int("stash_type", 1);
-  if (stash != 1) c.unsupported("attribute 'stash_type' = " + std::to_string(stash) + " (only 1, float32)");
+  if (stash != 1)
+    c.unsupported("attribute 'stash_type' = " + std::to_string(stash) + " (only 1, float32)");
   Value* x = c.value(0);
   const Shape s = x->shape;
   int64_t r = int64_t(s.size());
   if (r == 0) c.invalid("X must have rank >= 1");
   int64_t axis = c.norm_axis(c.attr_int("axis", -1), r, "axis");
   Dim rows(int64_t(1)), cols(int64_t(1));
-  for (int64_t i = 0; i < r; i++) (i < axis ? rows : cols) = Dim::mul(i < axis ? rows : cols, s[size_t(i)]);
+  for (int64_t i = 0; i < r; i++)
+    (i < axis ? rows : cols) = Dim::mul(i < axis ? rows : cols, s[size_t(i)]);
   if (!cols.is_static()) c.needs_static({cols}, "normalizing over symbolic axes");
   // ubfuse's LayerNorm normalizes the last axis with a 1-D weight and bias.
   auto param = [&](int i) -> Value* {
@@ -119,10 +122,12 @@ void layer_norm(NodeCtx& c) {
     // Mean and 1/sqrt(var + eps), in float32, shaped like X with 1s over the normalized axes.
     Shape stat = s;
     for (int64_t i = axis; i < r; i++) stat[size_t(i)] = Dim(1);
-    Value* xf = x2->dtype == DType::f32 ? x2 : c.emit(OpKind::Cast, {x2}, {{"to", std::string("f32")}});
+    Value* xf =
+        x2->dtype == DType::f32 ? x2 : c.emit(OpKind::Cast, {x2}, {{"to", std::string("f32")}});
     Value* mean = c.emit(OpKind::ReduceMean, {xf}, {{"keepdims", int64_t(1)}});
     Value* d = c.emit(OpKind::Sub, {xf, mean});
-    Value* var = c.emit(OpKind::ReduceMean, {c.emit(OpKind::Mul, {d, d})}, {{"keepdims", int64_t(1)}});
+    Value* var =
+        c.emit(OpKind::ReduceMean, {c.emit(OpKind::Mul, {d, d})}, {{"keepdims", int64_t(1)}});
     Value* inv = c.emit(OpKind::Rsqrt, {c.emit(OpKind::Add, {var, c.scalar(eps, DType::f32)})});
     if (c.output_used(1)) c.set_output(1, mean->shape == stat ? mean : c.reshape_to(mean, stat));
     if (c.output_used(2)) c.set_output(2, inv->shape == stat ? inv : c.reshape_to(inv, stat));

@@ -15,15 +15,22 @@ Value* reduce_last(NodeCtx& c, Red kind, Value* x) {
   Attrs keep{{"keepdims", int64_t(1)}};
   auto sum = [&](Value* v) { return c.emit(OpKind::ReduceSum, {v}, keep); };
   switch (kind) {
-    case Red::Mean: return c.emit(OpKind::ReduceMean, {x}, keep);
-    case Red::Sum: return sum(x);
-    case Red::Max: return c.emit(OpKind::ReduceMax, {x}, keep);
+    case Red::Mean:
+      return c.emit(OpKind::ReduceMean, {x}, keep);
+    case Red::Sum:
+      return sum(x);
+    case Red::Max:
+      return c.emit(OpKind::ReduceMax, {x}, keep);
     case Red::Min:
       return c.emit(OpKind::Neg, {c.emit(OpKind::ReduceMax, {c.emit(OpKind::Neg, {x})}, keep)});
-    case Red::L1: return sum(c.emit(OpKind::Abs, {x}));
-    case Red::L2: return c.emit(OpKind::Sqrt, {sum(c.emit(OpKind::Mul, {x, x}))});
-    case Red::SumSquare: return sum(c.emit(OpKind::Mul, {x, x}));
-    case Red::LogSum: return c.emit(OpKind::Log, {sum(x)});
+    case Red::L1:
+      return sum(c.emit(OpKind::Abs, {x}));
+    case Red::L2:
+      return c.emit(OpKind::Sqrt, {sum(c.emit(OpKind::Mul, {x, x}))});
+    case Red::SumSquare:
+      return sum(c.emit(OpKind::Mul, {x, x}));
+    case Red::LogSum:
+      return c.emit(OpKind::Log, {sum(x)});
     case Red::LogSumExp: {
       Value* m = c.emit(OpKind::ReduceMax, {x}, keep);
       Value* s = sum(c.emit(OpKind::Exp, {c.emit(OpKind::Sub, {x, m})}));

@@ -32,7 +32,8 @@ std::string read_external(const TP& p, const std::string& what, const TensorRead
         used = 0;
       }
       if (used != kv.value().size() || v < 0) {
-        bad(what, "external_data '" + key + "' is not a non-negative integer: '" + kv.value() + "'");
+        bad(what,
+            "external_data '" + key + "' is not a non-negative integer: '" + kv.value() + "'");
       }
       return v;
     };
@@ -47,8 +48,9 @@ std::string read_external(const TP& p, const std::string& what, const TensorRead
   if (location.empty()) bad(what, "external data has no 'location'");
   fs::path rel(location);
   if (rel.is_absolute()) {
-    bad(what, "external data location '" + location + "' is absolute; it must be relative to the "
-              "model's folder");
+    bad(what, "external data location '" + location +
+                  "' is absolute; it must be relative to the "
+                  "model's folder");
   }
   fs::path base = fs::weakly_canonical(fs::path(o.base_dir.empty() ? "." : o.base_dir));
   fs::path full = fs::weakly_canonical(base / rel);
@@ -93,13 +95,20 @@ std::string onnx_type_name(int32_t t) {
 
 DType dtype_from_onnx(int32_t t, const std::string& what) {
   switch (t) {
-    case TP::FLOAT: return DType::f32;
-    case TP::FLOAT16: return DType::f16;
-    case TP::BFLOAT16: return DType::bf16;
-    case TP::INT64: return DType::i64;
-    case TP::INT32: return DType::i32;
-    case TP::BOOL: return DType::boolean;
-    default: break;
+    case TP::FLOAT:
+      return DType::f32;
+    case TP::FLOAT16:
+      return DType::f16;
+    case TP::BFLOAT16:
+      return DType::bf16;
+    case TP::INT64:
+      return DType::i64;
+    case TP::INT32:
+      return DType::i32;
+    case TP::BOOL:
+      return DType::boolean;
+    default:
+      break;
   }
   throw OnnxUnsupportedError(what + ": element type " + onnx_type_name(t) +
                              " is not supported; supported: FLOAT, FLOAT16, BFLOAT16, INT64, "
@@ -107,7 +116,8 @@ DType dtype_from_onnx(int32_t t, const std::string& what) {
 }
 
 Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadOptions& o) {
-  if (p.has_segment()) throw OnnxUnsupportedError("ONNX tensor '" + what + "': segments are not supported");
+  if (p.has_segment())
+    throw OnnxUnsupportedError("ONNX tensor '" + what + "': segments are not supported");
   Sizes sizes;
   int64_t n = 1;
   for (int64_t d : p.dims()) {
@@ -118,7 +128,8 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
   }
   const int32_t type = p.data_type();
   if (type == TP::UNDEFINED) bad(what, "data_type is UNDEFINED");
-  if (!TP::DataType_IsValid(type)) bad(what, "data_type " + std::to_string(type) + " is not a valid ONNX type");
+  if (!TP::DataType_IsValid(type))
+    bad(what, "data_type " + std::to_string(type) + " is not a valid ONNX type");
   const bool is_f64 = type == TP::DOUBLE;
   DType dt = is_f64 ? DType::f32 : dtype_from_onnx(type, "ONNX tensor '" + what + "'");
   const size_t item = is_f64 ? 8 : dtype_size(dt);
@@ -178,7 +189,8 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
           t.data_as<uint16_t>()[i] = uint16_t(uint32_t(p.int32_data(int(i))) & 0xffffu);
         }
         break;
-      default: UBF_CHECK(false, "tensor_from_proto: type passed dtype_from_onnx");
+      default:
+        UBF_CHECK(false, "tensor_from_proto: type passed dtype_from_onnx");
     }
   }
   if (dt == DType::boolean) {  // normalize raw bytes to 0/1
