@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/store_policy.h"
 #include "ubfuse/error.h"
 
@@ -36,8 +35,7 @@ void choose_variant(const LoweredGroup& lg, RowArgs& ra, const std::vector<Tenso
     if (dtype_size(o.dtype) < dtype_size(narrowest)) narrowest = o.dtype;
   }
   a.nt_stores =
-      cpu::use_stream(size_t(out_bytes)) &&
-              (!lg.compute_bound || cpu::streams_compute_bound(cpu::ComputeLoop::kFused, narrowest))
+      cpu::stream_output(size_t(out_bytes), cpu::ComputeLoop::kFused, lg.compute_bound, narrowest)
           ? 1
           : 0;
 }

@@ -252,9 +252,8 @@ class UnaryKernel : public KernelBase {
     }
     const int fc = float_code(x.dtype());
     const size_t es = dtype_size(x.dtype());
-    const bool stream =
-        use_stream(y.nbytes()) && (!unary_is_compute_bound(code_, p_) ||
-                                   streams_compute_bound(ComputeLoop::kUnary, y.dtype()));
+    const bool stream = stream_output(y.nbytes(), ComputeLoop::kUnary,
+                                      unary_is_compute_bound(code_, p_), y.dtype());
     const char* xp = static_cast<const char*>(x.data());
     char* yp = static_cast<char*>(y.data());
     pool.parallel_for(nblocks, grain, [&](int64_t b, int64_t e, int) {

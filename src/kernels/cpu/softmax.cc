@@ -210,8 +210,7 @@ class SoftmaxKernel : public KernelBase {
     const size_t es = dtype_size(x.dtype());
     const char* px = static_cast<const char*>(x.data());
     char* py = static_cast<char*>(y.data());
-    const bool stream =
-        use_stream(y.nbytes()) && streams_compute_bound(ComputeLoop::kSoftmax, y.dtype());
+    const bool stream = stream_output(y.nbytes(), ComputeLoop::kSoftmax, true, y.dtype());
     pool.parallel_for(rows, grain_for(cols), [&](int64_t lo, int64_t hi, int) {
       HWY_DYNAMIC_DISPATCH(SoftmaxRun)
       (fc, px + lo * cols * es, py + lo * cols * es, size_t(hi - lo), size_t(cols), stream);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/cpu/kernel_util.h"
 #include "ubfuse/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -138,6 +139,10 @@ void set_store_profile(const std::string& name) {
 bool streams_compute_bound(ComputeLoop loop, DType out) {
   if (out != DType::f32 && out != DType::bf16) return false;
   return store_profile().streams[int(loop)][out == DType::bf16 ? 1 : 0];
+}
+
+bool stream_output(size_t out_bytes, ComputeLoop loop, bool compute_bound, DType out) {
+  return use_stream(out_bytes) && (!compute_bound || streams_compute_bound(loop, out));
 }
 
 }  // namespace ubfuse::cpu

@@ -7,6 +7,7 @@
 // for the others.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "ubfuse/dtype.h"
@@ -41,5 +42,10 @@ std::string store_profile_names();
 
 // Whether `loop` streams an output of dtype `out` once it is past stream_min_bytes().
 bool streams_compute_bound(ComputeLoop loop, DType out);
+
+// Whether a loop writes `out_bytes` of dtype `out` with non-temporal stores: past
+// stream_min_bytes() when it is memory-bound, and then only where the profile says so when it is
+// compute-bound.
+bool stream_output(size_t out_bytes, ComputeLoop loop, bool compute_bound, DType out);
 
 }  // namespace ubfuse::cpu
