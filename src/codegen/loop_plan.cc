@@ -1,6 +1,7 @@
 #include "codegen/loop_plan.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -13,21 +14,26 @@ using kir::Op;
 
 bool column_load(const Expr& x) { return x.op == Op::Load && !x.row; }
 
-bool bf16_even_odd_lanes(const kir::Program& p) {
-  bool any = false;
+namespace {
+
+uint32_t bit(DType t) { return 1u << unsigned(t); }
+
+// The dtypes of the columns the kernel reads or writes in memory, as bit(dtype)s.
+uint32_t column_dtypes(const kir::Program& p) {
+  uint32_t m = 0;
   for (size_t e = 0; e < p.exprs.size(); e++) {
     const Expr& x = p.exprs[e];
-    if (!p.needed[e] || !column_load(x)) continue;
-    if (p.inputs[size_t(x.arg)].dtype != DType::bf16) return false;
-    any = true;
+    if (p.needed[e] && column_load(x)) m |= bit(p.inputs[size_t(x.arg)].dtype);
   }
   for (const kir::Output& o : p.outputs) {
-    if (p.exprs[size_t(o.expr)].row) continue;
-    if (o.dtype != DType::bf16) return false;
-    any = true;
+    if (!p.exprs[size_t(o.expr)].row) m |= bit(o.dtype);
   }
-  return any;
+  return m;
 }
+
+}  // namespace
+
+bool bf16_even_odd_lanes(const kir::Program& p) { return column_dtypes(p) == bit(DType::bf16); }
 
 bool skew_loops(const kir::Program& p, bool avx512) {
   if (const char* e = std::getenv("UBFUSE_CODEGEN_SKEW"); e && *e) {
@@ -38,15 +44,7 @@ bool skew_loops(const kir::Program& p, bool avx512) {
     }
     return v == "1";
   }
-  if (!avx512) return true;
-  for (size_t e = 0; e < p.exprs.size(); e++) {
-    const Expr& x = p.exprs[e];
-    if (p.needed[e] && column_load(x) && p.inputs[size_t(x.arg)].dtype != DType::f32) return true;
-  }
-  for (const kir::Output& o : p.outputs) {
-    if (!p.exprs[size_t(o.expr)].row && o.dtype != DType::f32) return true;
-  }
-  return false;
+  return !avx512 || (column_dtypes(p) & ~bit(DType::f32)) != 0;
 }
 
 bool native_avx512() {
