@@ -16,24 +16,17 @@
 
 #include "profiler/bandwidth.h"
 #include "runtime/thread_pool.h"
+#include "seed_block.h"
 #include "ubfuse/ubfuse.h"
 #include "wall_time.h"
 
 namespace ubfuse {
 namespace {
 
-Graph seed_block(DType t, int64_t hidden) {
-  GraphBuilder b;
-  auto x = b.input("x", t, {"batch", "seq", hidden});
-  auto r = b.input("residual", t, {"batch", "seq", hidden});
-  auto w = b.input("w", t, {hidden});
-  auto bias = b.input("b", t, {hidden});
-  b.output("y", b.silu(b.layer_norm(b.add(x, r), w, bias, 1e-5)));
-  return b.build();
-}
-
 using bench::best_seconds;
 using bench::seconds;
+using bench::seed_block;
+using bench::seed_inputs;
 
 struct Result {
   double graph_s = 1e30, eager_s = 1e30, interp_s = 1e30, add_s = 1e30;
@@ -44,10 +37,7 @@ struct Result {
 // each: the ratios hold on a machine shared with other work.
 Result run_case(const Sizes& s, DType t, bool with_interp, int reps, StreamAdd& add) {
   Graph g = seed_block(t, s.back());
-  std::map<std::string, Tensor> in = {{"x", Tensor::random(t, s, 1)},
-                                      {"residual", Tensor::random(t, s, 2)},
-                                      {"w", Tensor::random(t, {s.back()}, 3, 0.5, 1.5)},
-                                      {"b", Tensor::random(t, {s.back()}, 4)}};
+  std::map<std::string, Tensor> in = seed_inputs(t, s);
   std::map<std::string, Tensor> out = {{"y", Tensor::zeros(t, s)}};  // pre-faulted, reused
   Result r;
   for (auto& [n, x] : in) r.bytes += int64_t(x.nbytes());
@@ -78,10 +68,7 @@ void bf16_vs_f32(const Sizes& s, int reps) {
   };
   auto side = [&](DType t) {
     Side d{compile(seed_block(t, s.back()), {{"ge.exec.enableOperatorFusion", "1"}}),
-           {{"x", Tensor::random(t, s, 1)},
-            {"residual", Tensor::random(t, s, 2)},
-            {"w", Tensor::random(t, {s.back()}, 3, 0.5, 1.5)},
-            {"b", Tensor::random(t, {s.back()}, 4)}},
+           seed_inputs(t, s),
            {{"y", Tensor::zeros(t, s)}}};
     d.m.run_into(d.in, d.out);
     return d;
