@@ -10,8 +10,12 @@
 // Graph mode may also match the reference that rounds only at casts (ref::Rounding::CastsOnly),
 // or differ where that one is unstable: a fused kernel keeps intermediates in f32, so a bf16/f16
 // intermediate that underflows, overflows or rounds to an exact cancellation in eager mode
-// (log(x^3) with x^3 below f16's range; 1 + rms_norm(-x) over one element) need not. Anything
-// else that differs aborts with the element and values.
+// (log(x^3) with x^3 below f16's range; 1 + rms_norm(-x) over one element) need not. It may also
+// match the reference that rounds where the compiled model's kernels store values for each other
+// (ref::Rounding::KernelBoundaries), or differ where that one is unstable: such a value is f16 for
+// the kernels that read it and f32 inside the kernel that made it (exp(exp(x)) - max(sum(...))
+// cancels to a few ulps of either). Anything else that differs aborts with the element and
+// values.
 #pragma once
 
 #include <cmath>
@@ -63,14 +67,17 @@ inline Inputs perturbed(const Inputs& in, bool flip) {
 // on the perturbed copies, each computed on first need.
 class Oracle {
  public:
-  Oracle(const Graph& g, const Inputs& in, ref::Rounding r, const RefOutputs* known = nullptr)
-      : g_(g), in_(in), rounding_(r), exact_(known) {}
+  Oracle(const Graph& g, const Inputs& in, ref::Rounding r, const RefOutputs* known = nullptr,
+         const ref::KernelOfNode* kernel_of = nullptr)
+      : g_(g), in_(in), rounding_(r), kernel_of_(kernel_of), exact_(known) {}
   // false when the perturbed inputs are invalid (e.g. an index moved out of range).
   bool ready() {
     try {
-      if (!exact_) exact_ = &own_.emplace(ref::run_graph(g_, in_, rounding_));
+      if (!exact_) exact_ = &own_.emplace(ref::run_graph(g_, in_, rounding_, {}, kernel_of_));
       for (int k = 0; k < 2; k++) {
-        if (!shaken_[k]) shaken_[k] = ref::run_graph(g_, perturbed(in_, k == 1), rounding_);
+        if (!shaken_[k]) {
+          shaken_[k] = ref::run_graph(g_, perturbed(in_, k == 1), rounding_, {}, kernel_of_);
+        }
       }
       // Kernels compute in f32 whatever they store: also nudge computed values by a few f32 ulps
       // (f32 cancellation such as 1 - 0.9999998 inside an eager or a fused kernel is not a bug):
@@ -79,12 +86,12 @@ class Oracle {
       if (jittered_.empty()) {
         std::vector<RefOutputs> runs;
         for (uint32_t k = 0; k < kJitterPatterns; k++) {
-          runs.push_back(ref::run_graph(g_, in_, rounding_, {kF32Jitter, k}));
+          runs.push_back(ref::run_graph(g_, in_, rounding_, {kF32Jitter, k}, kernel_of_));
         }
         const uint32_t nodes = ref::count_jitterable(g_);
         for (uint32_t node = 1; node <= nodes; node++) {
           for (uint32_t k = 0; k < 4; k++) {
-            runs.push_back(ref::run_graph(g_, in_, rounding_, {kF32Jitter, k, node}));
+            runs.push_back(ref::run_graph(g_, in_, rounding_, {kF32Jitter, k, node}, kernel_of_));
           }
         }
         jittered_ = std::move(runs);
@@ -113,18 +120,32 @@ class Oracle {
   const Graph& g_;
   const Inputs& in_;
   ref::Rounding rounding_;
+  const ref::KernelOfNode* kernel_of_;
   const RefOutputs* exact_;
   std::optional<RefOutputs> own_, shaken_[2];
   std::vector<RefOutputs> jittered_;
 };
 
+// Which kernel of `m` runs each node.
+inline ref::KernelOfNode kernel_of_node(const CompiledModel& m) {
+  ref::KernelOfNode k;
+  const auto& kernels = m.kernels();
+  for (size_t i = 0; i < kernels.size(); i++) {
+    for (const auto& n : kernels[i].node_names) k[n] = int(i);
+  }
+  return k;
+}
+
 // Checks `got` (from `mode`, "eager" or "graph") against `want` (the EveryOp reference). An
 // element that differs is judged only where that reference is stable; graph mode may instead
-// match the CastsOnly reference, or differ where that one is unstable.
+// match the CastsOnly reference or the KernelBoundaries one of its model (`kernel_of`), or
+// differ where one of them is unstable.
 inline void compare(const Graph& g, const Inputs& in, const RefOutputs& want,
-                    const std::map<std::string, Tensor>& got, const char* mode) {
+                    const std::map<std::string, Tensor>& got, const char* mode,
+                    const ref::KernelOfNode* kernel_of = nullptr) {
   Oracle every_op(g, in, ref::Rounding::EveryOp, &want);
   Oracle casts_only(g, in, ref::Rounding::CastsOnly);
+  Oracle boundaries(g, in, ref::Rounding::KernelBoundaries, nullptr, kernel_of);
   const bool fused = std::string(mode) == "graph";
   for (auto& [name, w] : want) {
     auto it = got.find(name);
@@ -144,6 +165,11 @@ inline void compare(const Graph& g, const Inputs& in, const RefOutputs& want,
       if (fused) {
         if (!casts_only.ready()) return;
         if (same(a, casts_only.value(name, i), tol) || casts_only.unstable(name, i, tol)) continue;
+        if (kernel_of) {
+          if (!boundaries.ready()) return;
+          if (same(a, boundaries.value(name, i), tol) || boundaries.unstable(name, i, tol))
+            continue;
+        }
       }
       char buf[256];
       std::snprintf(buf, sizeof buf, "%s: output '%s' element %lld: got %.9g, reference %.9g", mode,

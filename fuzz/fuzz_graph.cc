@@ -225,12 +225,15 @@ void one_input(const uint8_t* data, size_t size) {
   for (auto* opts : {&eager, &fused}) {
     const char* mode = opts == &eager ? "eager" : "graph";
     std::map<std::string, Tensor> got;
+    ref::KernelOfNode kernel_of;
     try {
-      got = compile(graph, *opts).run(g.inputs);
+      CompiledModel m = compile(graph, *opts);
+      got = m.run(g.inputs);
+      kernel_of = fuzz::kernel_of_node(m);
     } catch (const Error& e) {
       fuzz::finding(std::string(mode) + " failed where the reference ran: " + e.what(), graph);
     }
-    fuzz::compare(graph, g.inputs, want, got, mode);
+    fuzz::compare(graph, g.inputs, want, got, mode, opts == &fused ? &kernel_of : nullptr);
   }
 }
 

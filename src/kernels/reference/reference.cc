@@ -485,7 +485,19 @@ uint32_t count_jitterable(const Graph& g) {
 
 std::map<std::string, RefTensor> run_graph(const Graph& g,
                                            const std::map<std::string, Tensor>& inputs,
-                                           Rounding rounding, Jitter jitter) {
+                                           Rounding rounding, Jitter jitter,
+                                           const KernelOfNode* kernel_of) {
+  const bool boundaries = rounding == Rounding::KernelBoundaries;
+  if (boundaries && !kernel_of)
+    throw Error("reference: KernelBoundaries needs a node-to-kernel map");
+  // Whether node `reader` reads v from another kernel than v's producer (graph mode stores v).
+  auto crosses = [&](const Value* v, const Node& reader) {
+    if (!v->producer || !is_float(v->dtype)) return false;
+    auto p = kernel_of->find(v->producer->name), r = kernel_of->find(reader.name);
+    return p != kernel_of->end() && r != kernel_of->end() && p->second != r->second;
+  };
+  // Each op computes as CastsOnly; KernelBoundaries rounds at the reads that cross kernels.
+  const Rounding op_rounding = boundaries ? Rounding::CastsOnly : rounding;
   std::map<const Value*, RefTensor> vals;
   for (auto* in : g.inputs()) {
     auto it = inputs.find(in->name);
@@ -497,7 +509,12 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
   for (Node* n : g.topo_order()) {
     node_index++;
     std::vector<RefTensor> ins;
-    for (auto* v : n->inputs) ins.push_back(vals.at(v));
+    for (auto* v : n->inputs) {
+      ins.push_back(vals.at(v));
+      if (boundaries && crosses(v, *n)) {
+        for (double& x : ins.back().data) x = round_to(v->dtype, x);
+      }
+    }
     const bool nudgeable = jitterable(*n);
     if (nudgeable) computing_index++;
     const bool jittered =
@@ -505,10 +522,10 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     // A jittered node is nudged before it is rounded to its dtype: a bf16 result nudged after
     // rounding would round back to itself, hiding a kernel's f32 value on the other side of a
     // rounding boundary. (CastsOnly leaves float results exact; `jittered` excludes casts.)
-    auto outs = eval_node(*n, ins, jittered ? Rounding::CastsOnly : rounding);
+    auto outs = eval_node(*n, ins, jittered ? Rounding::CastsOnly : op_rounding);
     // A MatMul writes its result in its dtype in graph mode too (oneDNN's destination, which a
     // fused epilogue then reads), so CastsOnly rounds it as EveryOp does.
-    const bool stored = rounding == Rounding::EveryOp || n->op == OpKind::MatMul;
+    const bool stored = op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul;
     const double rel = jittered && may_be_bf16_grade(g, *n)
                            ? std::max(jitter.rel, kBf16GradeRelError)
                            : jitter.rel;
@@ -550,7 +567,7 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
           // EveryOp stores every result in its dtype, nudged or not.
           if (stored) d[e] = round_to(n->outputs[i]->dtype, d[e]);
         }
-      } else if (stored && rounding == Rounding::CastsOnly && is_float(n->outputs[i]->dtype)) {
+      } else if (stored && op_rounding == Rounding::CastsOnly && is_float(n->outputs[i]->dtype)) {
         for (double& v : outs[i].data) v = round_to(n->outputs[i]->dtype, v);
       }
       outs[i].dtype = n->outputs[i]->dtype;

@@ -25,7 +25,14 @@ struct RefTensor {
 // to the dtype its input has is dropped by simplify). In run_graph a MatMul's result is rounded
 // in both (graph mode stores it in its dtype before any epilogue); eval_node leaves it exact in
 // CastsOnly. Integer and bool results are always rounded.
-enum class Rounding { EveryOp, CastsOnly };
+// KernelBoundaries is graph mode's contract for one compiled model: as CastsOnly, but a float
+// value is rounded to its dtype where a node of another kernel reads it (a fused kernel keeps what
+// it computes in f32 and stores in their dtypes only the values other kernels read), by the
+// node-to-kernel map given to run_graph. A node missing from the map (a pass replaced it) reads
+// and is read exactly.
+enum class Rounding { EveryOp, CastsOnly, KernelBoundaries };
+// Node name -> the index of the kernel that runs it (CompiledModel::kernels()).
+using KernelOfNode = std::map<std::string, int>;
 
 RefTensor from_tensor(const Tensor& t);
 // Evaluates one node on double inputs.
@@ -60,10 +67,12 @@ struct Jitter {
 bool jitterable(const Node& n);
 // How many nodes of g a Jitter can nudge: the range of Jitter::node.
 uint32_t count_jitterable(const Graph& g);
+// `kernel_of` is read with Rounding::KernelBoundaries only (required there).
 std::map<std::string, RefTensor> run_graph(const Graph& g,
                                            const std::map<std::string, Tensor>& inputs,
                                            Rounding rounding = Rounding::EveryOp,
-                                           Jitter jitter = {});
+                                           Jitter jitter = {},
+                                           const KernelOfNode* kernel_of = nullptr);
 
 // Tolerances used when comparing a dtype's result with the double reference.
 double tolerance(DType t);
