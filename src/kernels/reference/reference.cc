@@ -283,7 +283,8 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
   // A Cast to its input's own dtype rounds nothing in CastsOnly either: graph mode's simplify
   // drops it (the value already has that dtype), so a fused kernel keeps its f32 value.
   const bool rounding_cast = n.op == OpKind::Cast && n.inputs[0]->dtype != out_dtype;
-  const bool exact = rounding == Rounding::CastsOnly && !rounding_cast && is_float(out_dtype);
+  // One node alone has no kernel boundaries: KernelBoundaries computes it as CastsOnly.
+  const bool exact = rounding != Rounding::EveryOp && !rounding_cast && is_float(out_dtype);
   auto round = [&](double v) { return exact ? v : round_to(out_dtype, v); };
   // Row ops and MatMul accumulate in double; their result is stored in its dtype like any other.
   auto stored = [&](RefTensor t) {
