@@ -1,7 +1,8 @@
 // Resource limits and IEEE special values:
 // * memory_limit: a static model (or a ge.dynamic_dims gear) whose planned memory exceeds the
 //   limit fails at compile(), a symbolic model at run() for the first too-big shape, both with a
-//   message giving the need and the limit; the limit is inclusive.
+//   message giving the need and the limit; the limit is inclusive. A tensor larger than the
+//   machine's memory is an error naming its sizes.
 // * NaN and Inf inputs pass through with IEEE semantics in eager and graph mode and never hang.
 #include <algorithm>
 #include <chrono>
@@ -136,6 +137,18 @@ TEST(MemoryLimit, BadValuesAreErrors) {
         << v;
   }
   EXPECT_NO_THROW(compile(g, {{"memory_limit", "0"}}));  // 0: no limit
+}
+
+// A tensor larger than the machine's memory is refused with its sizes before any allocation
+// (the allocator could abort, or, with overcommit, the OOM killer end the process later); a size
+// product past 2^64 does not wrap around.
+TEST(MemoryLimit, TensorsLargerThanMemoryAreErrors) {
+  EXPECT_TRUE(throws_with([] { Tensor t(f32, {1 << 20, 1 << 20, 1 << 20}); },
+                          {"f32 tensor of sizes [1048576,1048576,1048576]",
+                           "more than this machine's memory", "hint"}));
+  EXPECT_TRUE(throws_with([] { Tensor t(bf16, {int64_t(1) << 62, 8}); }, {"more than 2^64"}));
+  EXPECT_EQ(Tensor(f32, {int64_t(1) << 40, 0}).nbytes(), 0u);  // a zero dim needs nothing
+  EXPECT_EQ(Tensor(f16, {3, 5}).nbytes(), 30u);
 }
 
 // ---- NaN / Inf ----

@@ -175,6 +175,9 @@ TEST(OnnxImportErrors, MalformedModelsAreCleanErrors) {
     return ::testing::AssertionFailure() << "no exception";
   };
   EXPECT_TRUE(malformed("bad_raw_size.onnx", {"tensor 'w'", "raw data has 7 bytes", "24"}));
+  // Dims of 4e15 bytes with 3 values: the payload is checked before anything is allocated.
+  EXPECT_TRUE(malformed("huge_dims.onnx",
+                        {"tensor 'w'", "float_data has 3 values", "need 1000000000000000"}));
   EXPECT_TRUE(malformed("bad_dtype_enum.onnx", {"tensor 'w'", "data_type 99"}));
   EXPECT_TRUE(malformed("bad_order.onnx", {"node 'late' (Relu)", "'t'", "topologically sorted"}));
   EXPECT_TRUE(malformed("bad_axis.onnx", {"node 'sm' (Softmax)", "axis 5 is out of range"}));

@@ -172,6 +172,8 @@ std::vector<Case> cases() {
   add(X, "bad_axis.onnx", "node sm axis", "`5` for a rank-2 input", onnx("bad_axis.onnx"));
   add(X, "bad_raw_size.onnx", "initializer w raw_data", "7 bytes for FLOAT[2,3]",
       onnx("bad_raw_size.onnx"));
+  add(X, "huge_dims.onnx", "initializer w dims", "[100000,100000,100000] FLOAT with 3 values",
+      onnx("huge_dims.onnx"));
   add(X, "bad_dtype_enum.onnx", "initializer w data_type", "`99`", onnx("bad_dtype_enum.onnx"));
   add(X, "bad_order.onnx", "graph node order", "a node before its producer",
       onnx("bad_order.onnx"));

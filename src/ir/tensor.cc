@@ -1,5 +1,8 @@
 #include "ubfuse/tensor.h"
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -9,11 +12,31 @@
 
 namespace ubfuse {
 
+namespace {
+// Physical memory (0 if unknown): no tensor larger than it can be used, so asking the allocator
+// (or, with overcommit, the OOM killer) for one is refused with the tensor's sizes instead.
+size_t machine_memory_bytes() {
+  static const size_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : size_t(0);
+  }();
+  return bytes;
+}
+}  // namespace
+
 Tensor::Tensor(DType dtype, Sizes sizes) : dtype_(dtype), sizes_(std::move(sizes)) {
+  size_t bytes = dtype_size(dtype_);
   for (auto s : sizes_) {
     if (s < 0) throw Error("tensor size " + sizes_str(sizes_) + " has a negative dim");
+    if (__builtin_mul_overflow(bytes, size_t(s), &bytes)) bytes = SIZE_MAX;
   }
-  size_t bytes = nbytes();
+  if (const size_t mem = machine_memory_bytes(); mem && bytes > mem) {
+    throw Error("a " + std::string(dtype_name(dtype_)) + " tensor of sizes " + sizes_str(sizes_) +
+                " needs " +
+                (bytes == SIZE_MAX ? std::string("more than 2^64") : std::to_string(bytes)) +
+                " bytes, more than this machine's memory (" + std::to_string(mem) +
+                " bytes); hint: check the shapes or dims that produced it");
+  }
   size_t alloc = ((bytes + 63) / 64) * 64;
   if (alloc == 0) alloc = 64;
   void* p = std::aligned_alloc(64, alloc);

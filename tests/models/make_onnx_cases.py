@@ -164,6 +164,10 @@ def broken():
     bad.ClearField("float_data")
     bad.raw_data = b"\0" * 7
     save("bad_raw_size", [helper.make_node("Add", ["x", "w"], ["y"])], x, y, [bad], check=False)
+    # Dims of 4e15 bytes with 3 values: refused before anything is allocated (fuzz_onnx).
+    huge = helper.make_tensor("w", TensorProto.FLOAT, [3], [0.0] * 3)
+    huge.dims[:] = [100000, 100000, 100000]
+    save("huge_dims", [helper.make_node("Add", ["x", "w"], ["y"])], x, y, [huge], check=False)
     enum = helper.make_tensor("w", TensorProto.FLOAT, [2, 3], [0.0] * 6)
     enum.data_type = 99
     save("bad_dtype_enum", [helper.make_node("Add", ["x", "w"], ["y"])], x, y, [enum], check=False)

@@ -86,6 +86,22 @@ void check_count(const Field& f, int64_t n, const std::string& what, const char*
   }
 }
 
+// Checks the typed field that holds a tensor of `type` without raw data carries n values.
+void check_typed_count(const onnx::TensorProto& p, int32_t type, int64_t n,
+                       const std::string& what) {
+  using TP = onnx::TensorProto;
+  switch (type) {
+    case TP::FLOAT:
+      return check_count(p.float_data(), n, what, "float_data");
+    case TP::DOUBLE:
+      return check_count(p.double_data(), n, what, "double_data");
+    case TP::INT64:
+      return check_count(p.int64_data(), n, what, "int64_data");
+    default:  // INT32, BOOL, FLOAT16, BFLOAT16 (16 bits in the low half of each int32)
+      return check_count(p.int32_data(), n, what, "int32_data");
+  }
+}
+
 }  // namespace
 
 std::string onnx_type_name(int32_t t) {
@@ -145,12 +161,15 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
     raw = &p.raw_data();
   }
 
+  // The data must match the dims before the tensor is allocated: a proto may declare dims far
+  // beyond what it carries (fuzz_onnx, crash-693cb3ab: petabytes from a few bytes).
+  if (raw && raw->size() != size_t(n) * item) {
+    bad(what, "raw data has " + std::to_string(raw->size()) + " bytes, the dims and type need " +
+                  std::to_string(size_t(n) * item));
+  }
+  if (!raw) check_typed_count(p, type, n, what);
   Tensor t(dt, sizes);
   if (raw) {
-    if (raw->size() != size_t(n) * item) {
-      bad(what, "raw data has " + std::to_string(raw->size()) + " bytes, the dims and type need " +
-                    std::to_string(size_t(n) * item));
-    }
     if (is_f64) {
       for (int64_t i = 0; i < n; i++) {
         double v;
@@ -163,28 +182,22 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
   } else {
     switch (type) {
       case TP::FLOAT:
-        check_count(p.float_data(), n, what, "float_data");
         for (int64_t i = 0; i < n; i++) t.data_as<float>()[i] = p.float_data(int(i));
         break;
       case TP::DOUBLE:
-        check_count(p.double_data(), n, what, "double_data");
         for (int64_t i = 0; i < n; i++) t.data_as<float>()[i] = float(p.double_data(int(i)));
         break;
       case TP::INT64:
-        check_count(p.int64_data(), n, what, "int64_data");
         for (int64_t i = 0; i < n; i++) t.data_as<int64_t>()[i] = p.int64_data(int(i));
         break;
       case TP::INT32:
-        check_count(p.int32_data(), n, what, "int32_data");
         for (int64_t i = 0; i < n; i++) t.data_as<int32_t>()[i] = p.int32_data(int(i));
         break;
       case TP::BOOL:
-        check_count(p.int32_data(), n, what, "int32_data");
         for (int64_t i = 0; i < n; i++) t.data_as<uint8_t>()[i] = p.int32_data(int(i)) != 0;
         break;
       case TP::FLOAT16:
       case TP::BFLOAT16:  // the 16 bits sit in the low half of each int32
-        check_count(p.int32_data(), n, what, "int32_data");
         for (int64_t i = 0; i < n; i++) {
           t.data_as<uint16_t>()[i] = uint16_t(uint32_t(p.int32_data(int(i))) & 0xffffu);
         }
