@@ -1,7 +1,8 @@
 // The seed block silu(layer_norm(x + residual, w, b)) in graph mode (one generated fused
 // kernel) vs eager mode (three kernels) vs the machine's STREAM add bandwidth, measured in one
-// run. Prints times, GB/s (bytes = every input read once + the output written once) and ratios;
-// then RoPE, a MatMul with its epilogue, and bf16 against f32.
+// run. Prints times, GB/s (bytes = every input read once + the output written once) and ratios
+// against STREAM add with non-temporal and with ordinary stores; then RoPE, a MatMul with its
+// epilogue, bf16 against f32, and the fused kernel's in-cache rate against what DRAM feeds it.
 //
 //   bench_fusion_bench [--quick] [--interpreter]
 //
