@@ -432,5 +432,28 @@ TEST(Regressions, OneNodeJitterPatternsTwoAndThreeAreNegations) {
   for (int i = 0; i < kN; i++) EXPECT_EQ(nan_patterns[size_t(i)], 1) << "element " << i;
 }
 
+// Session 17's exploration (crash-165a0b53): rsqrt(softmax(x / c)) in f32, eager 3.4487e21
+// against a reference of 3.4203e21 (0.8% apart). The softmax probability, 8.5e-44, is an f32
+// subnormal, whose ulp (2^-149) is 1.6% of it: eager's exp and divide were one ulp off, and rsqrt
+// halved that. The jitter nudged by 4 f32 ulps *relative*, which for a subnormal is a fraction of
+// one ulp and rounded back, so the oracle saw a stable element. Nonzero values now move by at
+// least as many of f32's subnormal ulps.
+TEST(Regressions, JitterMovesSubnormalValuesByWholeUlps) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {1, 2});
+  b.output("y", b.rsqrt(b.softmax(x)));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in = {{"x", Tensor::from_floats(f32, {1, 2}, {0.f, -100.f})}};
+  const auto plain = ref::run_graph(g, in).at("y").data;
+  EXPECT_NEAR(plain[1], 1 / std::sqrt(double(float(std::exp(-100.0)))), 1e-3 * plain[1]);
+  const uint32_t softmax = 1;
+  for (uint32_t pattern : {0u, 1u}) {  // every element up, then down
+    const auto y =
+        ref::run_graph(g, in, ref::Rounding::EveryOp, {kFourF32Ulps, pattern, softmax}).at("y");
+    EXPECT_GT(std::fabs(y.data[1] - plain[1]), 1e-2 * plain[1]) << pattern;  // ulps of 2^-149
+    EXPECT_NEAR(y.data[0], plain[0], 1e-6) << pattern;  // p near 1 moves by 4 ulps only
+  }
+}
+
 }  // namespace
 }  // namespace ubfuse

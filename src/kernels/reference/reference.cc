@@ -478,6 +478,14 @@ bool may_be_bf16_grade(const Graph& g, const Node& n) {
 
 }  // namespace
 
+namespace {
+// A relative nudge of `rel` is rel * 2^24 f32 ulps for a normal value; below f32's normal range
+// an ulp is the fixed 2^-149, which a relative nudge of a subnormal falls short of (a kernel's
+// exp or divide landing there is off by ulps, i.e. by percents). Nonzero values move at least
+// that many of them.
+double subnormal_nudge(double v, double rel) { return v == 0 ? 0.0 : rel * 0x1p24 * 0x1p-149; }
+}  // namespace
+
 uint32_t count_jitterable(const Graph& g) {
   uint32_t count = 0;
   for (const Node* n : g.topo_order()) count += jitterable(*n) ? 1 : 0;
@@ -561,8 +569,9 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
           if (!up && jitter.node != 0 && jitter.pattern >= 2 && abs_nudge > 0 &&
               abs_nudge >= std::fabs(d[e])) {
             d[e] = std::copysign(0.0, d[e]);
-          } else if (abs_nudge > std::fabs(d[e]) * rel) {
-            d[e] += std::signbit(d[e]) == up ? -abs_nudge : abs_nudge;
+          } else if (const double at_least = std::max(abs_nudge, subnormal_nudge(d[e], rel));
+                     at_least > std::fabs(d[e]) * rel) {
+            d[e] += std::signbit(d[e]) == up ? -at_least : at_least;
           } else {
             // A zero has no magnitude to nudge, but its sign depends on the order of operations
             // (x - mean over a row of +-0): nudged down, it flips.

@@ -40,6 +40,8 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
                                  Rounding rounding = Rounding::EveryOp);
 // Evaluates the whole graph (symbols bound from the inputs' sizes); returns named outputs.
 // A nonzero jitter scales each computed float element (not casts or data movement) by 1 +- rel
+// (a nonzero element by at least rel * 2^24 of f32's subnormal ulps, 2^-149: below f32's normal
+// range a kernel's error is whole ulps there)
 // (at least kBf16GradeRelError where a kernel may use a bf16-grade form; a zero nudged down
 // changes sign, which the order of operations decides in a kernel),
 // the sign a hash of (pattern, node, element), before EveryOp rounds it to its dtype (a kernel's
