@@ -1,7 +1,5 @@
 #include "ubfuse/tensor.h"
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -9,20 +7,9 @@
 #include <sstream>
 
 #include "ubfuse/error.h"
+#include "util/machine_memory.h"
 
 namespace ubfuse {
-
-namespace {
-// Physical memory (0 if unknown): no tensor larger than it can be used, so asking the allocator
-// (or, with overcommit, the OOM killer) for one is refused with the tensor's sizes instead.
-size_t machine_memory_bytes() {
-  static const size_t bytes = [] {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : size_t(0);
-  }();
-  return bytes;
-}
-}  // namespace
 
 Tensor::Tensor(DType dtype, Sizes sizes) : dtype_(dtype), sizes_(std::move(sizes)) {
   size_t bytes = dtype_size(dtype_);
@@ -30,6 +17,8 @@ Tensor::Tensor(DType dtype, Sizes sizes) : dtype_(dtype), sizes_(std::move(sizes
     if (s < 0) throw Error("tensor size " + sizes_str(sizes_) + " has a negative dim");
     if (__builtin_mul_overflow(bytes, size_t(s), &bytes)) bytes = SIZE_MAX;
   }
+  // No tensor larger than the machine's memory can be used: refuse it with its sizes instead of
+  // asking the allocator (or, with overcommit, the OOM killer) to decide.
   if (const size_t mem = machine_memory_bytes(); mem && bytes > mem) {
     throw Error("a " + std::string(dtype_name(dtype_)) + " tensor of sizes " + sizes_str(sizes_) +
                 " needs " +

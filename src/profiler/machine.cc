@@ -5,6 +5,8 @@
 #include <sstream>
 #include <thread>
 
+#include "util/machine_memory.h"
+
 namespace ubfuse::prof {
 
 namespace {
@@ -43,10 +45,7 @@ MachineInfo machine_info() {
   m.cpu_model = proc_field("/proc/cpuinfo", "model name");
   if (m.cpu_model.empty()) m.cpu_model = "unknown";
   m.cpus = int(std::thread::hardware_concurrency());
-  std::istringstream mem(proc_field("/proc/meminfo", "MemTotal"));  // "24683620 kB"
-  int64_t kb = 0;
-  mem >> kb;
-  m.memory_bytes = kb * 1024;
+  m.memory_bytes = int64_t(machine_memory_bytes());
   return m;
 }
 
