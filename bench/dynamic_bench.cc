@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "runtime/compiled_model_impl.h"
+#include "runtime/executor.h"
 #include "ubfuse/ubfuse.h"
 
 namespace {
@@ -29,7 +29,7 @@ CompiledModel& model(bool fusion) {
 }
 
 void BM_PlanBuildNewShape(benchmark::State& st) {
-  auto& impl = model(true).impl();
+  auto& impl = model(true).executor();
   int64_t seq = 1;
   for (auto _ : st) {
     auto p = impl.build_plan({{"batch", 1}, {"seq", seq++}});
@@ -39,7 +39,7 @@ void BM_PlanBuildNewShape(benchmark::State& st) {
 BENCHMARK(BM_PlanBuildNewShape)->Unit(benchmark::kMicrosecond);
 
 void BM_PlanLookupCachedShape(benchmark::State& st) {
-  auto& impl = model(true).impl();
+  auto& impl = model(true).executor();
   SymbolBindings b{{"batch", 1}, {"seq", 7}};
   impl.plan_for(b);
   for (auto _ : st) benchmark::DoNotOptimize(impl.plan_for(b));

@@ -8,7 +8,9 @@ endif()
 
 set(UBFUSE_FUZZ_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined
     -fno-omit-frame-pointer)
-target_compile_options(ubfuse PRIVATE -fsanitize=fuzzer-no-link ${UBFUSE_FUZZ_SAN})
+foreach(layer ${UBFUSE_LAYERS})
+  target_compile_options(ubfuse_${layer} PRIVATE -fsanitize=fuzzer-no-link ${UBFUSE_FUZZ_SAN})
+endforeach()
 # Whatever links the instrumented library (the CLI too) needs the sanitizer runtimes.
 target_link_options(ubfuse PUBLIC -fsanitize=address,undefined)
 

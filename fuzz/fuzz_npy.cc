@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ubfuse/error.h"
-#include "util/npy.h"
+#include "ubfuse/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -278,16 +278,18 @@ TEST(Differential, RandomGraphsGraphModeEqualsEagerCodegen) {
   std::vector<RandomGraph> rgs;
   std::vector<Partition> parts;
   std::vector<FusedGroup> all;
-  CompileConfig config;
-  config.codegen = "cpp";
-  config.ub_bytes = 196608;
-  config.cache_dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache";
+  FusionConfig fusion;
+  fusion.ub_bytes = 196608;
+  fusion.ub_bytes_per_row = ub_bytes_per_row;
+  CodegenConfig codegen;
+  codegen.engine = "cpp";
+  codegen.cache_dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache";
   for (int seed = 0; seed < kCodegenGraphs; seed++) {
     rgs.push_back(Gen(uint64_t(seed) * 7919 + 1).make());
-    parts.push_back(partition_graph(*rgs.back().graph, config, FusionRules{}));
+    parts.push_back(partition_graph(*rgs.back().graph, fusion, FusionRules{}));
     for (auto& g : parts.back().groups) all.push_back(g);
   }
-  auto kernels = make_group_kernels(all, config);
+  auto kernels = make_group_kernels(all, codegen);
   size_t next = 0;
   int generated = 0;
   for (int seed = 0; seed < kCodegenGraphs; seed++) {
@@ -298,10 +300,10 @@ TEST(Differential, RandomGraphsGraphModeEqualsEagerCodegen) {
     for (auto* v : rg.graph->inputs()) vals[v] = rg.inputs.at(v->name);
     ExecContext ctx;
     ctx.pool = &ThreadPool::global();
-    ctx.ub_bytes = config.ub_bytes;
+    ctx.ub_bytes = fusion.ub_bytes;
     std::vector<Tensor> ubs;
     for (int i = 0; i < ctx.pool->size(); i++) {
-      ubs.push_back(Tensor::zeros(f32, {config.ub_bytes / 4}));
+      ubs.push_back(Tensor::zeros(f32, {fusion.ub_bytes / 4}));
       ctx.ub.push_back(ubs.back().data_as<float>());
     }
     for (size_t gi = 0; gi < parts[size_t(seed)].groups.size(); gi++) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "codegen/cpp_render.h"
+#include "codegen/group_kernels.h"
 #include "fusion/group.h"
 #include "kernels/reference/reference.h"
 #include "runtime/kernel.h"

@@ -228,9 +228,9 @@ struct Built {
   std::vector<std::unique_ptr<Kernel>> kernels;
 };
 
-CompileConfig config_for(const std::string& engine) {
-  CompileConfig c;
-  c.codegen = engine;
+CodegenConfig config_for(const std::string& engine) {
+  CodegenConfig c;
+  c.engine = engine;
   c.cache_dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache";
   return c;
 }
@@ -502,10 +502,10 @@ TEST(FusedCompile, MatMulEpilogueWithRowReductions) {
 
 TEST(FusedCompile, CompileErrorsNameTheGroupAndKeepTheSource) {
   ASSERT_TRUE(cpp::toolchain().available) << cpp::toolchain().why_not;
-  CompileConfig c = config_for("cpp");
-  EXPECT_TRUE(
-      testing::throws_with([&] { cpp::build_library("this is not C++;\n", c, "FusedBrokenGroup"); },
-                           {"FusedBrokenGroup", "error", "failed-", "codegen=interpreter"}));
+  CodegenConfig c = config_for("cpp");
+  EXPECT_TRUE(testing::throws_with(
+      [&] { cpp::build_library("this is not C++;\n", c.cache_dir, "FusedBrokenGroup"); },
+      {"FusedBrokenGroup", "error", "failed-", "codegen=interpreter"}));
 }
 
 TEST(FusedCompile, KernelsComeFromTheDiskCacheTheSecondTime) {

@@ -2,16 +2,17 @@
 // recorded for every edge that did not fuse.
 #include <fstream>
 
-#include "compiler/options.h"
+#include "codegen/group_kernels.h"
 #include "fusion/partition.h"
 #include "test_util.h"
 
 namespace ubfuse {
 namespace {
 
-CompileConfig config_with(int64_t ub = 196608) {
-  CompileConfig c;
+FusionConfig config_with(int64_t ub = 196608) {
+  FusionConfig c;
   c.ub_bytes = ub;
+  c.ub_bytes_per_row = ub_bytes_per_row;
   return c;
 }
 

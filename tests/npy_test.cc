@@ -1,6 +1,6 @@
 // .npy reader/writer: round trips per dtype, header versions, errors that name file and field, and
 // interop with numpy itself when /usr/bin/python3 has it.
-#include "util/npy.h"
+#include "ubfuse/npy.h"
 
 #include <cstdio>
 #include <cstdlib>

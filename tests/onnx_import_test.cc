@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "test_util.h"
+#include "ubfuse/npy.h"
 #include "ubfuse/onnx.h"
-#include "util/npy.h"
 
 namespace ubfuse {
 namespace {

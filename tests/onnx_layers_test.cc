@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "test_util.h"
+#include "ubfuse/npy.h"
 #include "ubfuse/onnx.h"
-#include "util/npy.h"
 
 namespace ubfuse {
 namespace {

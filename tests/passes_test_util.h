@@ -19,9 +19,8 @@ inline int count_op(const Graph& g, OpKind k) {
 // Runs `passes` on a copy of g, verifying the graph after each (as XLA's invariant checker does).
 inline Graph run_passes(const Graph& g, std::vector<std::unique_ptr<Pass>> passes) {
   Graph c = g.clone();
-  CompileConfig config;
   for (auto& p : passes) {
-    p->run(c, config);
+    p->run(c);
     verify(c);
   }
   return c;

@@ -10,8 +10,8 @@
 #include "fusion/rules.h"
 #include "kernels/cpu/store_policy.h"
 #include "test_util.h"
+#include "ubfuse/npy.h"
 #include "ubfuse/onnx.h"
-#include "util/npy.h"
 
 namespace ubfuse {
 namespace {

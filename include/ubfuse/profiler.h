@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "ubfuse/compile.h"
+#include "ubfuse/model.h"
 
 namespace ubfuse {
 
@@ -85,5 +85,9 @@ class Profiler {
  private:
   std::shared_ptr<State> s_;
 };
+
+// Which compute-bound loops stream their outputs past the caches on this CPU: the name of the
+// store profile in effect ("zen5", "avx512", ...; UBFUSE_STORE_PROFILE overrides it).
+std::string store_profile_name();
 
 }  // namespace ubfuse

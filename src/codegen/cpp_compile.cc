@@ -235,15 +235,15 @@ const Toolchain& toolchain() {
   return *t;
 }
 
-std::string kernel_cache_dir(const CompileConfig& config) {
-  if (!config.cache_dir.empty()) return config.cache_dir;
+std::string kernel_cache_dir(const std::string& cache_dir) {
+  if (!cache_dir.empty()) return cache_dir;
   if (const char* e = std::getenv("UBFUSE_CACHE_DIR"); e && *e) return e;
   if (const char* e = std::getenv("XDG_CACHE_HOME"); e && *e) return std::string(e) + "/ubfuse";
   if (const char* e = std::getenv("HOME"); e && *e) return std::string(e) + "/.cache/ubfuse";
   return "/tmp/ubfuse-cache-" + std::to_string(::getuid());
 }
 
-std::shared_ptr<void> build_library(const std::string& source, const CompileConfig& config,
+std::shared_ptr<void> build_library(const std::string& source, const std::string& cache_dir,
                                     const std::string& what) {
   const Toolchain& tc = toolchain();
   if (!tc.available) throw Error("cannot compile fused kernels: " + tc.why_not);
@@ -251,7 +251,7 @@ std::shared_ptr<void> build_library(const std::string& source, const CompileConf
   if (dump && *dump && std::string(dump) != "0") {
     std::fprintf(stderr, "[ubfuse] generated kernels (%s):\n%s\n", what.c_str(), source.c_str());
   }
-  const std::string dir = kernel_cache_dir(config);
+  const std::string dir = kernel_cache_dir(cache_dir);
   mkdirs(dir);
   std::string headers_hash;
   const std::string inc = ensure_headers(dir, &headers_hash);

@@ -3,14 +3,13 @@
 // The cache key hashes the source, the flags, the compiler's version, the CPU (model and
 // feature flags: -march=native code is only valid there) and the embedded headers. Files are
 // written to a temporary name and renamed, so concurrent processes never see half a file.
-// Cache dir: config.cache_dir, else $UBFUSE_CACHE_DIR, else $XDG_CACHE_HOME/ubfuse, else
+// Cache dir: the cache_dir argument (option cache_dir), else $UBFUSE_CACHE_DIR, else
+// $XDG_CACHE_HOME/ubfuse, else
 // ~/.cache/ubfuse. UBFUSE_DUMP_KERNELS=1 prints each generated source to stderr.
 #pragma once
 
 #include <memory>
 #include <string>
-
-#include "compiler/options.h"
 
 namespace ubfuse::cpp {
 
@@ -24,12 +23,13 @@ struct Toolchain {
 // The compiler generated kernels are built with: $UBFUSE_CXX, else the one that built ubfuse.
 const Toolchain& toolchain();
 
-std::string kernel_cache_dir(const CompileConfig& config);
+// `cache_dir` if not empty, else the environment's choice (above).
+std::string kernel_cache_dir(const std::string& cache_dir);
 
 // Compiles `source` (or finds it in the cache) and dlopens it; the handle closes with the last
 // reference. Throws Error with the compiler's message when compilation fails; `what` names the
 // groups for that message.
-std::shared_ptr<void> build_library(const std::string& source, const CompileConfig& config,
+std::shared_ptr<void> build_library(const std::string& source, const std::string& cache_dir,
                                     const std::string& what);
 
 // The address of `symbol` in a library from build_library; throws Error when missing.

@@ -11,6 +11,7 @@
 #include "codegen/kernel_ir.h"
 #include "codegen/row_args.h"
 #include "fusion/group.h"
+#include "runtime/kernel.h"
 
 namespace ubfuse {
 

@@ -9,8 +9,8 @@
 #include <unordered_map>
 
 #include "codegen/kernel_ir.h"
-#include "compiler/views.h"
 #include "fusion/group.h"
+#include "ir/views.h"
 
 namespace ubfuse::kir {
 

@@ -2,7 +2,7 @@
 
 #include <unordered_map>
 
-#include "compiler/eager_kernels.h"
+#include "kernels/cpu/node_kernel.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fusion/group.h"
+#include "runtime/kernel.h"
 
 namespace ubfuse {
 

@@ -7,13 +7,14 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "compiler/eager_kernels.h"
+#include "compiler/lower_graph.h"
+#include "compiler/options.h"
 #include "compiler/pipeline.h"
 #include "compiler/views.h"
-#include "fusion/fusion.h"
 #include "fusion/rules.h"
-#include "profiler/compile_hook.h"
-#include "runtime/compiled_model_impl.h"
+#include "kernels/cpu/node_kernel.h"
+#include "runtime/executor.h"
+#include "runtime/trace_hook.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -31,63 +32,38 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-std::string_view fusion_reason_name(FusionReason r) {
-  switch (r) {
-    case FusionReason::Fused:
-      return "Fused";
-    case FusionReason::HostSync:
-      return "HostSync";
-    case FusionReason::DynamicShape:
-      return "DynamicShape";
-    case FusionReason::BufferCapacity:
-      return "BufferCapacity";
-    case FusionReason::NotFusible:
-      return "NotFusible";
-    case FusionReason::DisabledByRule:
-      return "DisabledByRule";
-    case FusionReason::ShapeMismatch:
-      return "ShapeMismatch";
-    case FusionReason::Cycle:
-      return "Cycle";
-    case FusionReason::GroupLimit:
-      return "GroupLimit";
-  }
-  return "?";
-}
-
 CompiledModel compile(const Graph& g, const Options& options) {
   auto t_start = std::chrono::steady_clock::now();
-  auto impl = std::make_shared<CompiledModelImpl>();
-  impl->compile_stats.start_ns =
+  auto exe = std::make_shared<Executable>();
+  CompileStats& stats = exe->compile_stats;
+  stats.start_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(t_start.time_since_epoch()).count();
   auto offset_ms = [&](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(t - t_start).count();
   };
-  impl->config = parse_options(options);
-  CompileConfig& config = impl->config;
+  CompileConfig config = parse_options(options);
   if (config.ub_bytes == 0) config.ub_bytes = default_ub_bytes();
   if (!config.rules_path.empty()) {
     config.rules = std::make_shared<FusionRules>(load_fusion_rules(config.rules_path));
   }
-  impl->pool = config.num_threads > 0 ? &ThreadPool::with_threads(config.num_threads)
-                                      : &ThreadPool::global();
-  impl->graph = g.clone();
-  Graph& graph = impl->graph;
+  exe->run = run_config(config);
+  exe->fusion = config.fusion;
+  exe->graph = g.clone();
+  Graph& graph = exe->graph;
 
   const bool dump = env_on("UBFUSE_DUMP_IR"), time = env_on("UBFUSE_TIME_PASSES");
   for (auto& pass : make_pipeline(config)) {
     if (config.rules && !config.rules->pass_enabled(pass->name())) {
-      impl->decisions.push_back(
-          {FusionReason::DisabledByRule, "", "",
-           "graph pass " + pass->name() + " is off in " + config.rules->source,
-           "switch it on in the GraphFusion section"});
+      exe->decisions.push_back({FusionReason::DisabledByRule, "", "",
+                                "graph pass " + pass->name() + " is off in " + config.rules->source,
+                                "switch it on in the GraphFusion section"});
       continue;
     }
     auto t0 = std::chrono::steady_clock::now();
-    bool changed = pass->run(graph, config);
+    bool changed = pass->run(graph);
     double ms = ms_since(t0);
-    impl->compile_stats.pass_ms.emplace_back(pass->name(), ms);
-    impl->compile_stats.pass_start_ms.push_back(offset_ms(t0));
+    stats.pass_ms.emplace_back(pass->name(), ms);
+    stats.pass_start_ms.push_back(offset_ms(t0));
     if (time)
       std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms%s\n", pass->name().c_str(), ms,
                    changed ? " (changed)" : "");
@@ -98,25 +74,27 @@ CompiledModel compile(const Graph& g, const Options& options) {
 
   auto t_lower = std::chrono::steady_clock::now();
   if (config.fusion) {
-    impl->kernels = build_fused_kernels(graph, config, &impl->decisions);
+    exe->kernels = build_fused_kernels(graph, config, &exe->decisions);
   } else {
-    impl->kernels = build_eager_kernels(graph);
+    exe->kernels = build_eager_kernels(graph);
   }
   double lower_ms = ms_since(t_lower);
-  impl->compile_stats.pass_ms.emplace_back(config.fusion ? "fuse+codegen" : "lower_eager",
-                                           lower_ms);
-  impl->compile_stats.pass_start_ms.push_back(offset_ms(t_lower));
+  stats.pass_ms.emplace_back(config.fusion ? "fuse+codegen" : "lower_eager", lower_ms);
+  stats.pass_start_ms.push_back(offset_ms(t_lower));
   if (time)
     std::fprintf(stderr, "[ubfuse] pass %-16s %8.3f ms\n",
                  config.fusion ? "fuse+codegen" : "lower_eager", lower_ms);
-  elide_view_kernels(*impl);
-  for (auto& k : impl->kernels) impl->kernel_infos.push_back(k->info);
+  elide_view_kernels(*exe);
+  for (auto& k : exe->kernels) exe->kernel_infos.push_back(k->info);
+  exe->gears = parse_gears(graph, config);
+  stats.compilations = 1;
 
-  prepare_plans(*impl);
-  impl->compile_stats.compilations = 1;
-  impl->compile_stats.compile_ms = ms_since(t_start);
-  CompiledModel model(impl);
-  prof::note_compiled(model);  // compile events for an active Profiler
+  auto executor = std::make_shared<const Executor>(exe);
+  prepare_plans(*executor);
+  // The planning above is part of compiling; the executable is frozen when compile() returns.
+  exe->compile_stats.compile_ms = ms_since(t_start);
+  CompiledModel model(executor);
+  note_compiled(model);  // compile events for an active Profiler
   return model;
 }
 

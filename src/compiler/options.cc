@@ -114,6 +114,30 @@ CompileConfig parse_options(const Options& opts) {
   return c;
 }
 
+RunConfig run_config(const CompileConfig& c) {
+  RunConfig r;
+  r.ub_bytes = c.ub_bytes > 0 ? c.ub_bytes : default_ub_bytes();
+  r.matmul_block_bytes = c.matmul_block_bytes;
+  r.memory_limit = c.memory_limit;
+  r.dynamic_dims_strict = c.dynamic_dims_strict;
+  r.pool = c.num_threads > 0 ? &ThreadPool::with_threads(c.num_threads) : &ThreadPool::global();
+  return r;
+}
+
+FusionConfig fusion_config(const CompileConfig& c) {
+  FusionConfig f;
+  f.ub_bytes = c.ub_bytes > 0 ? c.ub_bytes : default_ub_bytes();
+  f.ub_bytes_per_row = ub_bytes_per_row;  // what the generated kernel keeps (codegen)
+  return f;
+}
+
+CodegenConfig codegen_config(const CompileConfig& c) {
+  CodegenConfig g;
+  g.engine = c.codegen;
+  g.cache_dir = c.cache_dir;
+  return g;
+}
+
 int64_t default_ub_bytes() {
   static const int64_t v = [] {
     int64_t l2 = 0;

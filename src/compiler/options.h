@@ -1,5 +1,7 @@
 // Parsed compile options. Keys accept the GE names users already write and native aliases; see
-// docs/options.md (generated from the same table as option_table()).
+// docs/options.md (generated from the same table as option_table()). Each stage reads its own
+// part (run_config, fusion_config, codegen_config), so the stages below the compiler never
+// see this struct.
 #pragma once
 
 #include <cstdint>
@@ -7,11 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "codegen/group_kernels.h"
+#include "fusion/partition.h"
+#include "runtime/executable.h"
 #include "ubfuse/compile.h"
 
 namespace ubfuse {
-
-struct FusionRules;
 
 struct CompileConfig {
   bool fusion = true;              // ge.exec.enableOperatorFusion, fusion
@@ -39,6 +42,11 @@ const std::vector<OptionSpec>& option_table();
 
 // Throws Error naming the key, the value and the valid keys/values.
 CompileConfig parse_options(const Options& opts);
+
+// What each stage reads (ub_bytes already resolved: default_ub_bytes() when 0).
+RunConfig run_config(const CompileConfig& c);
+FusionConfig fusion_config(const CompileConfig& c);
+CodegenConfig codegen_config(const CompileConfig& c);
 
 // The default UB size: a share of the per-core L2 cache, clamped to [64 KiB, 1 MiB].
 int64_t default_ub_bytes();

@@ -49,14 +49,14 @@ int64_t to_int(const std::string& s, const std::string& what) {
 
 // The symbols the gears fill, in order: the -1 dims of ge.inputShape ("x:-1,-1,4096;r:...") or,
 // without it, the symbolic dims of the graph inputs in order of first appearance.
-std::vector<std::string> gear_symbols(const CompiledModelImpl& impl) {
+std::vector<std::string> gear_symbols(const Graph& graph, const CompileConfig& config) {
   std::vector<std::string> syms;
   auto add = [&](const std::string& s) {
     if (std::find(syms.begin(), syms.end(), s) == syms.end()) syms.push_back(s);
   };
-  const std::string& spec = impl.config.input_shape;
+  const std::string& spec = config.input_shape;
   if (spec.empty()) {
-    for (auto* in : impl.graph.inputs()) {
+    for (auto* in : graph.inputs()) {
       for (auto& d : in->shape) {
         if (!d.is_static() && d.symbol().find('*') == std::string::npos) add(d.symbol());
       }
@@ -70,7 +70,7 @@ std::vector<std::string> gear_symbols(const CompiledModelImpl& impl) {
     }
     std::string name = entry.substr(0, colon);
     const Value* in = nullptr;
-    for (auto* v : impl.graph.inputs()) {
+    for (auto* v : graph.inputs()) {
       if (v->name == name) in = v;
     }
     if (!in) throw Error("ge.inputShape names unknown input '" + name + "'");
@@ -99,36 +99,42 @@ std::vector<std::string> gear_symbols(const CompiledModelImpl& impl) {
 
 }  // namespace
 
-void prepare_plans(CompiledModelImpl& impl) {
-  std::vector<SymbolBindings> to_plan;
-  bool all_static = true;
-  for (auto* in : impl.graph.inputs()) all_static &= is_static(in->shape);
-  if (all_static) to_plan.push_back({});
-  if (!impl.config.dynamic_dims.empty()) {
-    auto syms = gear_symbols(impl);
-    for (auto& gear : split(impl.config.dynamic_dims, ';')) {
-      auto vals = split(gear, ',');
-      if (vals.size() != syms.size()) {
-        std::string names;
-        for (auto& s : syms) names += (names.empty() ? "" : ", ") + s;
-        throw Error("ge.dynamic_dims gear '" + gear + "' has " + std::to_string(vals.size()) +
-                    " values but the model has " + std::to_string(syms.size()) + " dynamic dims (" +
-                    names + ")");
-      }
-      SymbolBindings b;
-      for (size_t i = 0; i < syms.size(); i++) {
-        int64_t v = to_int(vals[i], "ge.dynamic_dims gear '" + gear + "'");
-        if (v <= 0) throw Error("ge.dynamic_dims gear '" + gear + "' has a non-positive size");
-        b[syms[i]] = v;
-      }
-      impl.gears.push_back(b);
-      to_plan.push_back(b);
+std::vector<SymbolBindings> parse_gears(const Graph& graph, const CompileConfig& config) {
+  std::vector<SymbolBindings> gears;
+  if (config.dynamic_dims.empty()) {
+    if (config.dynamic_dims_strict) {
+      throw Error("ge.dynamic_dims_strict=1 needs ge.dynamic_dims (the gears to accept)");
     }
-  } else if (impl.config.dynamic_dims_strict) {
-    throw Error("ge.dynamic_dims_strict=1 needs ge.dynamic_dims (the gears to accept)");
+    return gears;
   }
+  auto syms = gear_symbols(graph, config);
+  for (auto& gear : split(config.dynamic_dims, ';')) {
+    auto vals = split(gear, ',');
+    if (vals.size() != syms.size()) {
+      std::string names;
+      for (auto& s : syms) names += (names.empty() ? "" : ", ") + s;
+      throw Error("ge.dynamic_dims gear '" + gear + "' has " + std::to_string(vals.size()) +
+                  " values but the model has " + std::to_string(syms.size()) + " dynamic dims (" +
+                  names + ")");
+    }
+    SymbolBindings b;
+    for (size_t i = 0; i < syms.size(); i++) {
+      int64_t v = to_int(vals[i], "ge.dynamic_dims gear '" + gear + "'");
+      if (v <= 0) throw Error("ge.dynamic_dims gear '" + gear + "' has a non-positive size");
+      b[syms[i]] = v;
+    }
+    gears.push_back(b);
+  }
+  return gears;
+}
+
+void prepare_plans(const Executor& ex) {
+  const Executable& exe = ex.executable();
+  bool all_static = true;
+  for (auto* in : exe.graph.inputs()) all_static &= is_static(in->shape);
   // Building a plan also enforces memory_limit, so a static model that cannot fit fails here.
-  for (auto& b : to_plan) impl.plan_for(b);
+  if (all_static) ex.plan_for({});
+  for (auto& gear : exe.gears) ex.plan_for(gear);
 }
 
 }  // namespace ubfuse

@@ -40,17 +40,18 @@ std::string typed(const Value* v, const Plan& plan) {
 
 std::string render(const ExplainReport& r, bool after) {
   const CompiledModel& m = after ? r.graph : r.eager;
-  const CompiledModelImpl& impl = m.impl();
-  const Graph& g = impl.graph;
-  auto plan = impl.build_plan(r.dims);
+  const Executor& ex = m.executor();
+  const Executable& exe = ex.executable();
+  const Graph& g = exe.graph;
+  auto plan = ex.build_plan(r.dims);
   std::map<const Node*, size_t> kernel_of;
-  for (size_t k = 0; k < impl.kernels.size(); k++) {
-    for (auto& name : impl.kernels[k]->info.node_names) {
+  for (size_t k = 0; k < exe.kernels.size(); k++) {
+    for (auto& name : exe.kernels[k]->info.node_names) {
       if (const Node* n = g.node_by_name(name)) kernel_of[n] = k;
     }
   }
   std::map<std::pair<std::string, std::string>, const FusionDecision*> decision;
-  for (auto& d : impl.decisions) decision[{d.producer, d.consumer}] = &d;
+  for (auto& d : exe.decisions) decision[{d.producer, d.consumer}] = &d;
 
   const auto& ks = after ? r.graph_kernels : r.eager_kernels;
   int64_t bytes = after ? r.graph_bytes : r.eager_bytes;
@@ -71,7 +72,7 @@ std::string render(const ExplainReport& r, bool after) {
                      esc(v->name), esc(typed(v, *plan)));
   }
   // A Reshape that runs as a view (compiler/views.h): no kernel, no bytes.
-  auto is_view = [&](const Node* n) { return !n->outputs.empty() && impl.view_of.count(n->out()); };
+  auto is_view = [&](const Node* n) { return !n->outputs.empty() && exe.view_of.count(n->out()); };
   auto op_node = [&](const Node* n) {
     const char* fill = n->op == OpKind::Host ? "#ffe0b2" : "#dbe9f6";
     if (is_view(n)) {
@@ -94,8 +95,8 @@ std::string render(const ExplainReport& r, bool after) {
   }
   if (after) {
     // Kernels of several ops as clusters; single-op kernels stay plain nodes.
-    for (size_t k = 0; k < impl.kernels.size(); k++) {
-      const KernelInfo& info = impl.kernels[k]->info;
+    for (size_t k = 0; k < exe.kernels.size(); k++) {
+      const KernelInfo& info = exe.kernels[k]->info;
       if (info.node_names.size() < 2) continue;
       o += fmt::format(
           "  subgraph cluster_k{} {{\n    label=\"{}\"; style=\"rounded,filled\"; "
@@ -111,7 +112,7 @@ std::string render(const ExplainReport& r, bool after) {
   for (const Node* n : ops) {
     auto it = kernel_of.find(n);
     bool clustered =
-        after && it != kernel_of.end() && impl.kernels[it->second]->info.node_names.size() >= 2;
+        after && it != kernel_of.end() && exe.kernels[it->second]->info.node_names.size() >= 2;
     if (!clustered) o += "  " + op_node(n) + "\n";
   }
 

@@ -30,20 +30,21 @@ ExplainReport explain(const Graph& g, const ExplainOptions& o) {
   r.eager = compile(g, with_fusion(o.options, false));
   r.graph = compile(g, with_fusion(o.options, true));
   r.dims = explain_detail::bind_dims(r.graph.graph(), o.dims);
-  r.ub_bytes = r.graph.impl().config.ub_bytes;
+  r.ub_bytes = r.graph.ub_bytes();
   r.eager_kernels = predicted_traffic(r.eager, r.dims);
   r.graph_kernels = predicted_traffic(r.graph, r.dims);
   r.eager_bytes = total_bytes(r.eager_kernels);
   r.graph_bytes = total_bytes(r.graph_kernels);
   r.speedup_bound = r.graph_bytes > 0 ? double(r.eager_bytes) / double(r.graph_bytes) : 1;
 
-  const CompiledModelImpl& impl = r.graph.impl();
+  const Executor& ex = r.graph.executor();
+  const Executable& exe = ex.executable();
   std::map<std::string, size_t> kernel_of;  // node name -> graph-mode kernel
-  for (size_t k = 0; k < impl.kernels.size(); k++) {
-    for (auto& n : impl.kernels[k]->info.node_names) kernel_of[n] = k;
+  for (size_t k = 0; k < exe.kernels.size(); k++) {
+    for (auto& n : exe.kernels[k]->info.node_names) kernel_of[n] = k;
   }
-  auto plan = impl.build_plan(r.dims);
-  for (const FusionDecision& d : impl.decisions) {
+  auto plan = ex.build_plan(r.dims);
+  for (const FusionDecision& d : exe.decisions) {
     auto pk = kernel_of.find(d.producer), ck = kernel_of.find(d.consumer);
     if (pk == kernel_of.end() || ck == kernel_of.end()) {
       r.notes.push_back(d);  // a pass or rule, or a node a later pass removed
@@ -55,10 +56,10 @@ ExplainReport explain(const Graph& g, const ExplainOptions& o) {
     }
     ExplainBoundary b;
     b.decision = d;
-    b.producer_kernel = impl.kernels[pk->second]->info.name;
-    b.consumer_kernel = impl.kernels[ck->second]->info.name;
-    const Node* p = impl.graph.node_by_name(d.producer);
-    const Node* c = impl.graph.node_by_name(d.consumer);
+    b.producer_kernel = exe.kernels[pk->second]->info.name;
+    b.consumer_kernel = exe.kernels[ck->second]->info.name;
+    const Node* p = exe.graph.node_by_name(d.producer);
+    const Node* c = exe.graph.node_by_name(d.consumer);
     if (p && c) {
       for (auto* v : p->outputs) {
         for (auto* in : c->inputs) {

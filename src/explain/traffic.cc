@@ -65,10 +65,11 @@ int64_t value_bytes(const Value* v, const Plan& plan) {
 }  // namespace explain_detail
 
 std::vector<KernelTraffic> predicted_traffic(const CompiledModel& m, const SymbolBindings& dims) {
-  const CompiledModelImpl& impl = m.impl();
-  auto plan = impl.build_plan(explain_detail::bind_dims(impl.graph, dims));
+  const Executor& ex = m.executor();
+  const Executable& exe = ex.executable();
+  auto plan = ex.build_plan(explain_detail::bind_dims(exe.graph, dims));
   std::vector<KernelTraffic> out;
-  for (auto& k : impl.kernels) {
+  for (auto& k : exe.kernels) {
     KernelTraffic t;
     t.name = k->info.name;
     t.nodes = k->info.node_names;

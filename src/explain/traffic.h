@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "runtime/compiled_model_impl.h"
+#include "runtime/executor.h"
 #include "ubfuse/explain.h"
 
 namespace ubfuse::explain_detail {

@@ -1,13 +1,10 @@
 // A fused group: the unit graph mode launches as one kernel. The grouping analysis
-// (fusion/partition.cc) builds groups; fusion/group_kernels.cc turns each into a Kernel.
+// (fusion/partition.cc) builds groups; codegen/group_kernels.cc turns each into a Kernel.
 #pragma once
 
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "compiler/options.h"
-#include "runtime/kernel.h"
 #include "ubfuse/graph.h"
 
 namespace ubfuse {
@@ -33,16 +30,5 @@ struct FusedGroup {
   // per row: the kernel must re-read its inputs (two-pass variant) instead of keeping the row.
   bool reread = false;
 };
-
-// Bytes of UB one row of `cols` columns needs for what the group keeps between its phases
-// (0 for groups that keep nothing). Implemented next to the kernel lowering, which decides
-// what it materializes.
-int64_t ub_bytes_per_row(const FusedGroup& g, int64_t cols);
-
-// One Kernel per group, in the given (launch) order. Single groups use the eager kernel;
-// the others are generated C++ (config.codegen == "cpp", all groups of the model compiled in one
-// translation unit) or the tile interpreter.
-std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedGroup>& groups,
-                                                        const CompileConfig& config);
 
 }  // namespace ubfuse

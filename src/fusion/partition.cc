@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "compiler/views.h"
+#include "ir/views.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -56,7 +56,7 @@ std::string names_of(const std::vector<const Node*>& ns) {
 
 class Partitioner {
  public:
-  Partitioner(const Graph& g, const CompileConfig& c, const FusionRules& r)
+  Partitioner(const Graph& g, const FusionConfig& c, const FusionRules& r)
       : g_(g), config_(c), rules_(r) {}
 
   Partition run() {
@@ -405,7 +405,7 @@ class Partitioner {
     // the UB must hold, so they always fuse.
     bool prologue = has(b, is_reduction) && !has(a, is_reduction);
     if (prologue && !dom->empty() && dom->back().is_static()) {
-      int64_t need = ub_bytes_per_row(fg, dom->back().value());
+      int64_t need = config_.ub_bytes_per_row(fg, dom->back().value());
       if (need > config_.ub_bytes) {
         return no(FusionReason::BufferCapacity, p, n,
                   "the fused row of '" + names_of(nodes) + "' needs " + std::to_string(need) +
@@ -495,7 +495,7 @@ class Partitioner {
                            ""});
       return;
     }
-    int64_t need = ub_bytes_per_row(fg, cols.value());
+    int64_t need = config_.ub_bytes_per_row(fg, cols.value());
     if (need > config_.ub_bytes) {
       fg.reread = true;
       decisions.push_back(
@@ -508,7 +508,7 @@ class Partitioner {
   }
 
   const Graph& g_;
-  const CompileConfig& config_;
+  const FusionConfig& config_;
   const FusionRules& rules_;
   std::vector<Node*> order_;
   std::unordered_map<const Node*, int> topo_index_;
@@ -534,7 +534,8 @@ std::string group_name(const std::vector<const Node*>& nodes, const FusionRules&
   return name;
 }
 
-Partition partition_graph(const Graph& g, const CompileConfig& config, const FusionRules& rules) {
+Partition partition_graph(const Graph& g, const FusionConfig& config, const FusionRules& rules) {
+  UBF_CHECK(bool(config.ub_bytes_per_row), "FusionConfig::ub_bytes_per_row is not set");
   return Partitioner(g, config, rules).run();
 }
 

@@ -25,11 +25,12 @@
 // Groups that still cannot keep their row in the UB are marked `reread` (two-pass variant).
 #pragma once
 
+#include <functional>
 #include <vector>
 
-#include "compiler/options.h"
 #include "fusion/group.h"
 #include "fusion/rules.h"
+#include "ubfuse/decision.h"
 
 namespace ubfuse {
 
@@ -43,7 +44,15 @@ struct Partition {
   std::vector<FusionDecision> decisions;
 };
 
-Partition partition_graph(const Graph& g, const CompileConfig& config, const FusionRules& rules);
+// What the partitioner reads. The UB a group needs per row is decided by the kernel lowering
+// (codegen), which sits above this layer, so it comes in as a callback.
+struct FusionConfig {
+  int64_t ub_bytes = 196608;  // per thread
+  // Bytes of UB one row of `cols` columns needs for what the group keeps between its phases.
+  std::function<int64_t(const FusedGroup&, int64_t cols)> ub_bytes_per_row;
+};
+
+Partition partition_graph(const Graph& g, const FusionConfig& config, const FusionRules& rules);
 
 // "FusedAddLayerNormSilu" from the member ops (a user pattern's name wins when its ops match).
 std::string group_name(const std::vector<const Node*>& nodes, const FusionRules& rules);

@@ -8,7 +8,7 @@ namespace {
 class VerifyPass : public Pass {
  public:
   std::string name() const override { return "verify"; }
-  bool run(Graph& g, const CompileConfig&) override {
+  bool run(Graph& g) override {
     verify(g);
     return false;
   }
@@ -17,7 +17,7 @@ class VerifyPass : public Pass {
 class InferShapesPass : public Pass {
  public:
   std::string name() const override { return "infer_shapes"; }
-  bool run(Graph& g, const CompileConfig&) override {
+  bool run(Graph& g) override {
     bool changed = false;
     for (Node* n : g.topo_order()) {
       std::vector<std::pair<DType, Shape>> before;
@@ -34,7 +34,7 @@ class InferShapesPass : public Pass {
 class DcePass : public Pass {
  public:
   std::string name() const override { return "dce"; }
-  bool run(Graph& g, const CompileConfig&) override { return g.remove_dead_nodes() > 0; }
+  bool run(Graph& g) override { return g.remove_dead_nodes() > 0; }
 };
 
 }  // namespace

@@ -22,7 +22,7 @@ constexpr int kMaxSweeps = 16;
 class CanonicalizePass : public Pass {
  public:
   std::string name() const override { return "canonicalize"; }
-  bool run(Graph& g, const CompileConfig&) override {
+  bool run(Graph& g) override {
     using Matcher = std::vector<Node*> (*)(Graph&, Node*, const passes::UseInfo&);
     static constexpr Matcher kMatchers[] = {passes::match_softmax, passes::match_norm,
                                             passes::match_activation, passes::match_rotate_half};

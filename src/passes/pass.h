@@ -4,7 +4,6 @@
 #include <memory>
 #include <string>
 
-#include "compiler/options.h"
 #include "ubfuse/graph.h"
 
 namespace ubfuse {
@@ -14,7 +13,7 @@ class Pass {
   virtual ~Pass() = default;
   virtual std::string name() const = 0;
   // Rewrites g in place; returns whether anything changed.
-  virtual bool run(Graph& g, const CompileConfig& config) = 0;
+  virtual bool run(Graph& g) = 0;
 };
 
 std::unique_ptr<Pass> make_verify_pass();

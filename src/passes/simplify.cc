@@ -14,7 +14,7 @@ constexpr int kMaxSweeps = 64;  // a safety net: each sweep must shrink or rewri
 class SimplifyPass : public Pass {
  public:
   std::string name() const override { return "simplify"; }
-  bool run(Graph& g, const CompileConfig&) override {
+  bool run(Graph& g) override {
     bool changed = false;
     for (int sweep = 0; sweep < kMaxSweeps; sweep++) {
       bool any = false;

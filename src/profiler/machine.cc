@@ -5,6 +5,8 @@
 #include <sstream>
 #include <thread>
 
+#include "kernels/cpu/store_policy.h"
+#include "ubfuse/profiler.h"
 #include "util/machine_memory.h"
 
 namespace ubfuse::prof {
@@ -50,3 +52,9 @@ MachineInfo machine_info() {
 }
 
 }  // namespace ubfuse::prof
+
+namespace ubfuse {
+
+std::string store_profile_name() { return cpu::store_profile().name; }
+
+}  // namespace ubfuse

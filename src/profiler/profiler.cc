@@ -12,7 +12,6 @@
 #include <mutex>
 
 #include "profiler/chrome_trace.h"
-#include "profiler/compile_hook.h"
 #include "profiler/recorder.h"
 #include "profiler/roofline.h"
 #include "profiler/summary.h"
@@ -38,6 +37,9 @@ class Dispatcher : public TraceSink {
   void on_kernel(const KernelEvent& e) override {
     if (auto r = current()) r->on_kernel(e);
   }
+  void on_compile(const CompiledModel& m) override {
+    if (auto r = current()) r->add_compile(m, "");
+  }
 };
 
 TraceSink* dispatcher() {
@@ -46,12 +48,6 @@ TraceSink* dispatcher() {
 }
 
 }  // namespace
-
-namespace prof {
-void note_compiled(const CompiledModel& m) {
-  if (auto r = current()) r->add_compile(m, "");
-}
-}  // namespace prof
 
 struct Profiler::State {
   ProfilerOptions options;

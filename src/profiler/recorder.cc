@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/compiled_model_impl.h"
+#include "runtime/executor.h"
 
 namespace ubfuse::prof {
 
@@ -72,11 +72,12 @@ std::string Recorder::default_label(const CompiledModel& m) const {
 }
 
 void Recorder::add_compile(const CompiledModel& m, const std::string& label) {
-  const CompiledModelImpl& impl = m.impl();
+  const Executor& ex = m.executor();
+  const Executable& exe = ex.executable();
   CompileStats stats = m.stats();
   std::lock_guard<std::mutex> lock(mu_);
   if (stopped_) return;
-  auto known = model_index_.find(&impl);
+  auto known = model_index_.find(&ex);
   if (known != model_index_.end()) {
     if (!label.empty()) refs_[known->second].label = label;
     return;
@@ -85,14 +86,14 @@ void Recorder::add_compile(const CompiledModel& m, const std::string& label) {
   ModelRef ref;
   ref.label = label.empty() ? default_label(m) : label;
   std::vector<std::string> not_fused;
-  for (auto& d : impl.decisions) {
+  for (auto& d : exe.decisions) {
     if (d.reason != FusionReason::Fused) not_fused.push_back(describe(d));
   }
-  for (size_t k = 0; k < impl.kernels.size(); k++) {
-    const KernelInfo& info = impl.kernels[k]->info;
+  for (size_t k = 0; k < exe.kernels.size(); k++) {
+    const KernelInfo& info = exe.kernels[k]->info;
     kernel_ref_[&info] = {idx, k};
     std::vector<std::string> b;
-    for (auto& d : impl.decisions) {
+    for (auto& d : exe.decisions) {
       if (d.reason == FusionReason::Fused) continue;
       if (contains(info.node_names, d.producer) || contains(info.node_names, d.consumer)) {
         b.push_back(describe(d));
@@ -101,7 +102,7 @@ void Recorder::add_compile(const CompiledModel& m, const std::string& label) {
     ref.boundaries.push_back(std::move(b));
   }
   refs_.push_back(std::move(ref));
-  model_index_[&impl] = idx;
+  model_index_[&ex] = idx;
   models_.push_back(m);
 
   // One event per pass, on the first compile row that is free for the whole compile.

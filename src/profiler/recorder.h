@@ -19,6 +19,7 @@ class Recorder : public TraceSink {
   explicit Recorder(bool record_shapes);
 
   void on_kernel(const KernelEvent& e) override;
+  void on_compile(const CompiledModel& m) override { add_compile(m, ""); }
   // Compile events of a model, once per model; a second call only relabels it.
   void add_compile(const CompiledModel& m, const std::string& label);
   // Ends the current step at now; returns the number of completed steps.
@@ -53,7 +54,7 @@ class Recorder : public TraceSink {
   std::unordered_map<std::thread::id, int> tids_;
   std::vector<int64_t> compile_row_end_;  // per compile row, end of its last pass
   std::vector<CompiledModel> models_;     // kept alive so KernelInfo pointers stay valid
-  std::unordered_map<const CompiledModelImpl*, size_t> model_index_;
+  std::unordered_map<const Executor*, size_t> model_index_;
   std::unordered_map<const KernelInfo*, KernelRef> kernel_ref_;
   std::vector<ModelRef> refs_;
 };

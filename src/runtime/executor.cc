@@ -1,10 +1,8 @@
-// Running a CompiledModel: bind symbols from the inputs, fetch (or build) the plan for that
-// binding, take a workspace (arena + per-thread UBs) from the pool, launch the kernels in order.
-#include <atomic>
+#include "runtime/executor.h"
+
 #include <chrono>
 #include <cstring>
 
-#include "runtime/compiled_model_impl.h"
 #include "runtime/trace_hook.h"
 #include "ubfuse/error.h"
 
@@ -16,13 +14,24 @@ std::atomic<TraceSink*> g_sink{nullptr};
 
 TraceSink* active_trace_sink() { return g_sink.load(std::memory_order_acquire); }
 void set_active_trace_sink(TraceSink* s) { g_sink.store(s, std::memory_order_release); }
+void note_compiled(const CompiledModel& m) {
+  if (TraceSink* s = active_trace_sink()) s->on_compile(m);
+}
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-SymbolBindings CompiledModelImpl::bind_inputs(const std::map<std::string, Tensor>& inputs) const {
+Executor::Executor(std::shared_ptr<const Executable> exe) : exe_(std::move(exe)) {
+  spec_.graph = &exe_->graph;
+  spec_.view_of = &exe_->view_of;
+  spec_.memory_limit = exe_->run.memory_limit;
+  for (auto& k : exe_->kernels) spec_.steps.push_back({k->inputs, k->outputs});
+}
+
+SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs) const {
+  const Graph& graph = exe_->graph;
   SymbolBindings b;
   std::map<std::string, std::string> bound_by;  // symbol -> "input 'x' dim 0"
   for (auto& [name, _] : inputs) {
@@ -72,7 +81,8 @@ SymbolBindings CompiledModelImpl::bind_inputs(const std::map<std::string, Tensor
       if (fresh) bound_by[sym] = here;
     }
   }
-  if (config.dynamic_dims_strict && !gears.empty()) {
+  const auto& gears = exe_->gears;
+  if (exe_->run.dynamic_dims_strict && !gears.empty()) {
     bool ok = false;
     for (auto& gear : gears) ok |= gear == b;
     if (!ok) {
@@ -90,7 +100,7 @@ SymbolBindings CompiledModelImpl::bind_inputs(const std::map<std::string, Tensor
   return b;
 }
 
-std::unique_ptr<Workspace> CompiledModelImpl::acquire_workspace() const {
+std::unique_ptr<Workspace> Executor::acquire_workspace() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!free_workspaces_.empty()) {
@@ -100,24 +110,51 @@ std::unique_ptr<Workspace> CompiledModelImpl::acquire_workspace() const {
     }
   }
   auto ws = std::make_unique<Workspace>();
-  int64_t ub = config.ub_bytes;
-  for (int i = 0; i < pool->size(); i++) ws->ubs.push_back(Tensor::zeros(DType::f32, {ub / 4}));
+  int64_t ub = exe_->run.ub_bytes;
+  for (int i = 0; i < exe_->run.pool->size(); i++)
+    ws->ubs.push_back(Tensor::zeros(DType::f32, {ub / 4}));
   return ws;
 }
 
-void CompiledModelImpl::release_workspace(std::unique_ptr<Workspace> ws) const {
+void Executor::release_workspace(std::unique_ptr<Workspace> ws) const {
   std::lock_guard<std::mutex> lock(mu_);
   free_workspaces_.push_back(std::move(ws));
 }
 
-void CompiledModelImpl::run(const std::map<std::string, Tensor>& inputs,
-                            std::map<std::string, Tensor>& outputs, bool allocate_outputs,
-                            RunStats* stats) const {
+std::shared_ptr<const Plan> Executor::build_plan(const SymbolBindings& b) const {
+  return ubfuse::build_plan(spec_, b);
+}
+
+std::shared_ptr<const Plan> Executor::plan_for(const SymbolBindings& b) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(b);
+    if (it != plans_.end()) {
+      plan_hits_++;
+      return it->second;
+    }
+  }
+  auto p = build_plan(b);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = plans_.emplace(b, p);
+  if (inserted) plan_builds_++;
+  return it->second;
+}
+
+void Executor::run(const std::map<std::string, Tensor>& inputs,
+                   std::map<std::string, Tensor>& outputs, bool allocate_outputs,
+                   RunStats* stats) const {
+  const Graph& graph = exe_->graph;
   SymbolBindings b = bind_inputs(inputs);
   auto plan = plan_for(b);
-  // Output tensors: allocated here or checked against the plan.
-  for (auto& [name, v] : graph.outputs()) {
-    const Sizes& want = plan->sizes.at(v);
+  // The caller's tensors by graph input and output index, as the plan's buffers name them.
+  std::vector<const Tensor*> in_t, out_t;
+  for (auto* in : graph.inputs()) in_t.push_back(&inputs.at(in->name));
+  const auto& gouts = graph.outputs();
+  for (size_t i = 0; i < gouts.size(); i++) {
+    const std::string& name = gouts[i].first;
+    const Value* v = gouts[i].second;
+    const Sizes& want = plan->output_sizes[i];
     auto it = outputs.find(name);
     if (allocate_outputs || it == outputs.end() || !it->second.defined()) {
       outputs[name] = Tensor(v->dtype, want);
@@ -127,65 +164,58 @@ void CompiledModelImpl::run(const std::map<std::string, Tensor>& inputs,
                   std::string(dtype_name(v->dtype)) + sizes_str(want));
     }
   }
+  for (auto& [name, _] : gouts) out_t.push_back(&outputs.at(name));
   auto ws = acquire_workspace();
   struct Release {
-    const CompiledModelImpl* m;
+    const Executor* e;
     std::unique_ptr<Workspace>* ws;
-    ~Release() { m->release_workspace(std::move(*ws)); }
+    ~Release() { e->release_workspace(std::move(*ws)); }
   } release{this, &ws};
   if (ws->arena.nbytes() < size_t(plan->arena_bytes)) {
     ws->arena = Tensor(DType::boolean, {plan->arena_bytes});
     std::memset(ws->arena.data(), 0, ws->arena.nbytes());  // fault pages in now, not mid-kernel
   }
-
-  std::unordered_map<const Value*, Tensor> vals;
-  for (auto* in : graph.inputs()) vals[in] = inputs.at(in->name);
-  for (auto& [name, v] : graph.outputs()) {
-    if (v->producer && v->producer->op != OpKind::Constant && !vals.count(v)) {
-      vals[v] = outputs.at(name);
+  char* arena = static_cast<char*>(ws->arena.data());
+  auto tensor = [&](const BufferRef& r) -> Tensor {
+    void* base = nullptr;
+    switch (r.kind) {
+      case BufferRef::Kind::Input:
+        base = in_t[size_t(r.index)]->data();
+        break;
+      case BufferRef::Kind::Output:
+        base = out_t[size_t(r.index)]->data();
+        break;
+      case BufferRef::Kind::Constant:
+        if (r.constant->sizes() == r.sizes) return *r.constant;
+        base = r.constant->data();
+        break;
+      case BufferRef::Kind::Arena:
+        base = arena + r.offset;
+        break;
     }
-  }
-  // The tensor of a value that owns its bytes: a graph input or output, a constant, or an arena
-  // buffer.
-  auto storage_tensor = [&](const Value* v) -> Tensor {
-    auto it = vals.find(v);
-    if (it != vals.end()) return it->second;
-    if (v->producer && v->producer->op == OpKind::Constant) return v->producer->payload;
-    auto off = plan->offset.find(v);
-    UBF_CHECK(off != plan->offset.end(), "value '" + v->name + "' has no buffer");
-    Tensor t = Tensor::view(v->dtype, plan->sizes.at(v),
-                            static_cast<char*>(ws->arena.data()) + off->second);
-    vals[v] = t;
-    return t;
-  };
-  auto tensor_of = [&](const Value* v) -> Tensor {
-    const Value* s = storage_of(v);
-    if (s == v) return storage_tensor(v);
-    auto it = vals.find(v);
-    if (it != vals.end()) return it->second;
-    Tensor t = Tensor::view(v->dtype, plan->sizes.at(v), storage_tensor(s).data());  // a view
-    vals[v] = t;
-    return t;
+    return Tensor::view(r.dtype, r.sizes, base);
   };
 
   ExecContext ctx;
-  ctx.pool = pool;
-  ctx.ub_bytes = config.ub_bytes;
+  ctx.pool = exe_->run.pool;
+  ctx.ub_bytes = exe_->run.ub_bytes;
   ctx.block_scratch = &ws->block_scratch;
-  ctx.matmul_block_bytes = config.matmul_block_bytes;
+  ctx.matmul_block_bytes = exe_->run.matmul_block_bytes;
   for (auto& u : ws->ubs) ctx.ub.push_back(u.data_as<float>());
   TraceSink* sink = active_trace_sink();
   RunStats local;
   std::vector<Tensor> in, out;
-  for (auto& k : kernels) {
+  for (size_t k = 0; k < exe_->kernels.size(); k++) {
+    const Kernel& kern = *exe_->kernels[k];
+    const Plan::Operands& ops = plan->steps[k];
     in.clear();
     out.clear();
-    for (auto* v : k->inputs) in.push_back(tensor_of(v));
-    for (auto* v : k->outputs) out.push_back(tensor_of(v));
+    for (auto& r : ops.inputs) in.push_back(tensor(r));
+    for (auto& r : ops.outputs) out.push_back(tensor(r));
     ctx.extra_bytes_read = 0;
     ctx.variant_used.clear();
     int64_t t0 = sink ? now_ns() : 0;
-    k->run(in, out, ctx);
+    kern.run(in, out, ctx);
     int64_t br = ctx.extra_bytes_read, bw = 0;
     for (auto& t : in) br += int64_t(t.nbytes());
     for (auto& t : out) bw += int64_t(t.nbytes());
@@ -194,7 +224,7 @@ void CompiledModelImpl::run(const std::map<std::string, Tensor>& inputs,
     local.kernels_launched++;
     if (sink) {
       KernelEvent e;
-      e.info = &k->info;
+      e.info = &kern.info;
       e.t0_ns = t0;
       e.t1_ns = now_ns();
       e.bytes_read = br;
@@ -211,18 +241,16 @@ void CompiledModelImpl::run(const std::map<std::string, Tensor>& inputs,
       sink->on_kernel(e);
     }
   }
-  // Outputs that no kernel wrote (graph inputs or constants returned directly, or one value
-  // returned under two names).
-  for (auto& [name, v] : graph.outputs()) {
-    Tensor src = tensor_of(v);
-    Tensor& dst = outputs.at(name);
+  for (auto& c : plan->output_copies) {
+    Tensor src = tensor(c.from);
+    const Tensor& dst = *out_t[size_t(c.output)];
     if (src.data() != dst.data()) std::memcpy(dst.data(), src.data(), dst.nbytes());
   }
   if (stats) *stats = local;
 }
 
-CompileStats CompiledModelImpl::stats() const {
-  CompileStats s = compile_stats;
+CompileStats Executor::stats() const {
+  CompileStats s = exe_->compile_stats;
   s.plan_builds = plan_builds_.load();
   s.plan_cache_hits = plan_hits_.load();
   return s;
@@ -232,31 +260,42 @@ CompileStats CompiledModelImpl::stats() const {
 
 std::map<std::string, Tensor> CompiledModel::run(const std::map<std::string, Tensor>& inputs,
                                                  RunStats* stats) const {
-  if (!impl_) throw Error("run() on an empty CompiledModel; hint: call ubfuse::compile first");
+  if (!executor_) throw Error("run() on an empty CompiledModel; hint: call ubfuse::compile first");
   std::map<std::string, Tensor> out;
-  impl_->run(inputs, out, true, stats);
+  executor_->run(inputs, out, true, stats);
   return out;
 }
 
 void CompiledModel::run_into(const std::map<std::string, Tensor>& inputs,
                              std::map<std::string, Tensor>& outputs, RunStats* stats) const {
-  if (!impl_) throw Error("run_into() on an empty CompiledModel; hint: call ubfuse::compile first");
-  impl_->run(inputs, outputs, false, stats);
+  if (!executor_)
+    throw Error("run_into() on an empty CompiledModel; hint: call ubfuse::compile first");
+  executor_->run(inputs, outputs, false, stats);
 }
 
-const std::vector<KernelInfo>& CompiledModel::kernels() const { return impl_->kernel_infos; }
-const std::vector<FusionDecision>& CompiledModel::decisions() const { return impl_->decisions; }
-CompileStats CompiledModel::stats() const { return impl_->stats(); }
-const Graph& CompiledModel::graph() const { return impl_->graph; }
-bool CompiledModel::fusion_enabled() const { return impl_->config.fusion; }
+const Executor& CompiledModel::executor() const {
+  UBF_CHECK(executor_ != nullptr, "CompiledModel::executor() on an empty model");
+  return *executor_;
+}
+const std::vector<KernelInfo>& CompiledModel::kernels() const {
+  return executor().executable().kernel_infos;
+}
+const std::vector<FusionDecision>& CompiledModel::decisions() const {
+  return executor().executable().decisions;
+}
+CompileStats CompiledModel::stats() const { return executor().stats(); }
+const Graph& CompiledModel::graph() const { return executor().executable().graph; }
+bool CompiledModel::fusion_enabled() const { return executor().executable().fusion; }
+int CompiledModel::num_threads() const { return executor().executable().run.pool->size(); }
+int64_t CompiledModel::ub_bytes() const { return executor().executable().run.ub_bytes; }
 std::vector<std::string> CompiledModel::output_names() const {
   std::vector<std::string> out;
-  for (auto& [n, _] : impl_->graph.outputs()) out.push_back(n);
+  for (auto& [n, _] : graph().outputs()) out.push_back(n);
   return out;
 }
 std::vector<std::string> CompiledModel::input_names() const {
   std::vector<std::string> out;
-  for (auto* v : impl_->graph.inputs()) out.push_back(v->name);
+  for (auto* v : graph().inputs()) out.push_back(v->name);
   return out;
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "runtime/thread_pool.h"
-#include "ubfuse/compile.h"
+#include "ubfuse/model.h"
 #include "ubfuse/tensor.h"
 
 namespace ubfuse {

@@ -1,11 +1,13 @@
-// The executor reports each launched kernel to the active trace sink (the profiler), if any.
+// The runtime's events for the active trace sink (the profiler), if any: the executor reports
+// each launched kernel, and compile() each model it builds. The sink lives above the runtime
+// and registers itself here, so neither the runtime nor the compiler depends on it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "ubfuse/compile.h"
+#include "ubfuse/model.h"
 #include "ubfuse/shape.h"
 
 namespace ubfuse {
@@ -23,11 +25,15 @@ class TraceSink {
  public:
   virtual ~TraceSink() = default;
   virtual void on_kernel(const KernelEvent& e) = 0;
+  // A model compile() just built (its pass times and fusion decisions).
+  virtual void on_compile(const CompiledModel& m) = 0;
 };
 
 // Process-wide; set by ubfuse::Profiler while it records. Thread-safe to read.
+// note_compiled(m) forwards to the active sink's on_compile, if any.
 TraceSink* active_trace_sink();
 void set_active_trace_sink(TraceSink* s);
+void note_compiled(const CompiledModel& m);
 int64_t now_ns();
 
 }  // namespace ubfuse

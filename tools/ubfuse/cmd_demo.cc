@@ -7,9 +7,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "kernels/cpu/store_policy.h"
 #include "kernels/reference/reference.h"
-#include "runtime/compiled_model_impl.h"
 #include "seed_block.h"
 #include "ubfuse/profiler.h"
 
@@ -105,9 +103,9 @@ int run_demo(const DemoArgs& a) {
   j["block"] = "silu(layer_norm(x + residual))";
   j["shape"] = so.shape;
   j["dtype"] = a.dtype;
-  j["threads"] = results.empty() ? 0 : results[0].model.impl().pool->size();
-  // Which compute-bound loops stream their outputs on this CPU (kernels/cpu/store_policy.h).
-  j["store_profile"] = cpu::store_profile().name;
+  j["threads"] = results.empty() ? 0 : results[0].model.num_threads();
+  // Which compute-bound loops stream their outputs on this CPU.
+  j["store_profile"] = store_profile_name();
   for (auto& r : results) {
     nlohmann::json m;
     double bytes = double(r.stats.bytes_read + r.stats.bytes_written);
@@ -145,7 +143,8 @@ int run_demo(const DemoArgs& a) {
   } else {
     std::printf(
         "ubfuse demo: silu(layer_norm(x + residual)), %s %s, %d threads, store profile %s\n",
-        sizes_str(so.shape).c_str(), a.dtype.c_str(), int(j["threads"]), cpu::store_profile().name);
+        sizes_str(so.shape).c_str(), a.dtype.c_str(), int(j["threads"]),
+        store_profile_name().c_str());
     for (auto& r : results) {
       auto& m = j["modes"][r.mode];
       std::printf("\n[%s] %zu kernel(s):\n", r.mode.c_str(), r.model.kernels().size());

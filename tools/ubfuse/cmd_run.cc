@@ -10,9 +10,9 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "ubfuse/npy.h"
 #include "ubfuse/onnx.h"
 #include "ubfuse/profiler.h"
-#include "util/npy.h"
 
 namespace ubfuse::cli {
 

@@ -1,4 +1,4 @@
-#include "compiler/eager_kernels.h"
+#include "kernels/cpu/node_kernel.h"
 
 #include <cstring>
 

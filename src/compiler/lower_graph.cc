@@ -1,5 +1,6 @@
-#include "fusion/fusion.h"
+#include "compiler/lower_graph.h"
 
+#include "codegen/group_kernels.h"
 #include "fusion/partition.h"
 #include "fusion/rules.h"
 
@@ -8,9 +9,9 @@ namespace ubfuse {
 std::vector<std::unique_ptr<Kernel>> build_fused_kernels(const Graph& g, const CompileConfig& c,
                                                          std::vector<FusionDecision>* decisions) {
   static const FusionRules kDefaults;
-  Partition part = partition_graph(g, c, c.rules ? *c.rules : kDefaults);
+  Partition part = partition_graph(g, fusion_config(c), c.rules ? *c.rules : kDefaults);
   if (decisions) decisions->insert(decisions->end(), part.decisions.begin(), part.decisions.end());
-  return make_group_kernels(part.groups, c);
+  return make_group_kernels(part.groups, codegen_config(c));
 }
 
 }  // namespace ubfuse

@@ -1,4 +1,4 @@
-#include "util/npy.h"
+#include "ubfuse/npy.h"
 
 #include <cctype>
 #include <cstring>

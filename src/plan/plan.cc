@@ -1,9 +1,7 @@
-// Run-time plans: concrete sizes of every value for one binding of the symbols, checked by
-// re-running shape inference on concrete shapes, and arena offsets for intermediates with reuse:
-// greedy best-fit over each buffer's live range [first write, last read] in kernel order.
+#include "plan/plan.h"
+
 #include <algorithm>
 
-#include "runtime/compiled_model_impl.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -58,7 +56,72 @@ Sizes concrete_check(const Node& n, const std::unordered_map<const Value*, Sizes
 
 }  // namespace
 
-std::shared_ptr<const Plan> CompiledModelImpl::build_plan(const SymbolBindings& b) const {
+const Value* PlanSpec::storage_of(const Value* v) const {
+  if (!view_of) return v;
+  for (auto it = view_of->find(v); it != view_of->end(); it = view_of->find(v)) v = it->second;
+  return v;
+}
+
+namespace {
+
+// Where each operand lives, now that sizes and arena offsets are known.
+void bind_operands(const PlanSpec& spec, Plan& plan) {
+  const Graph& graph = *spec.graph;
+  std::unordered_map<const Value*, BufferRef> owner;  // values that own their bytes
+  for (size_t i = 0; i < graph.inputs().size(); i++) {
+    BufferRef r;
+    r.kind = BufferRef::Kind::Input;
+    r.index = int(i);
+    owner[graph.inputs()[i]] = r;
+  }
+  // A graph output computed by a kernel is written straight into the caller's buffer (the first
+  // name it is returned under).
+  const auto& outs = graph.outputs();
+  for (size_t i = 0; i < outs.size(); i++) {
+    const Value* v = outs[i].second;
+    if (!v->producer || v->producer->op == OpKind::Constant || owner.count(v)) continue;
+    BufferRef r;
+    r.kind = BufferRef::Kind::Output;
+    r.index = int(i);
+    owner[v] = r;
+  }
+  auto ref_of = [&](const Value* v) {
+    const Value* s = spec.storage_of(v);
+    BufferRef r;
+    auto it = owner.find(s);
+    if (it != owner.end()) {
+      r = it->second;
+    } else if (s->producer && s->producer->op == OpKind::Constant) {
+      r.kind = BufferRef::Kind::Constant;
+      r.constant = &s->producer->payload;
+    } else {
+      auto off = plan.offset.find(s);
+      UBF_CHECK(off != plan.offset.end(), "value '" + s->name + "' has no buffer");
+      r.kind = BufferRef::Kind::Arena;
+      r.offset = off->second;
+    }
+    r.dtype = v->dtype;
+    r.sizes = plan.sizes.at(v);
+    return r;
+  };
+  for (auto& step : spec.steps) {
+    Plan::Operands ops;
+    for (auto* v : step.inputs) ops.inputs.push_back(ref_of(v));
+    for (auto* v : step.outputs) ops.outputs.push_back(ref_of(v));
+    plan.steps.push_back(std::move(ops));
+  }
+  for (size_t i = 0; i < outs.size(); i++) {
+    BufferRef r = ref_of(outs[i].second);
+    plan.output_sizes.push_back(r.sizes);
+    if (r.kind != BufferRef::Kind::Output || r.index != int(i))
+      plan.output_copies.push_back({r, int(i)});
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBindings& b) {
+  const Graph& graph = *spec.graph;
   auto plan = std::make_shared<Plan>();
   plan->symbols = b;
   for (auto* in : graph.inputs()) {
@@ -89,15 +152,15 @@ std::shared_ptr<const Plan> CompiledModelImpl::build_plan(const SymbolBindings& 
   };
   std::vector<Buf> bufs;
   std::unordered_map<const Value*, size_t> index;
-  for (int k = 0; k < int(kernels.size()); k++) {
-    for (auto* v : kernels[size_t(k)]->outputs) {
+  for (int k = 0; k < int(spec.steps.size()); k++) {
+    for (auto* v : spec.steps[size_t(k)].outputs) {
       if (graph.is_output(v)) continue;
       int64_t bytes = align_up(numel(plan->sizes.at(v)) * int64_t(dtype_size(v->dtype)));
       index[v] = bufs.size();
       bufs.push_back({v, bytes, k, k});
     }
-    for (auto* v : kernels[size_t(k)]->inputs) {
-      auto it = index.find(storage_of(v));  // a view keeps its storage alive
+    for (auto* v : spec.steps[size_t(k)].inputs) {
+      auto it = index.find(spec.storage_of(v));  // a view keeps its storage alive
       if (it != index.end()) bufs[it->second].last = k;
     }
   }
@@ -129,30 +192,15 @@ std::shared_ptr<const Plan> CompiledModelImpl::build_plan(const SymbolBindings& 
   for (auto& [name, v] : graph.outputs()) {
     total += numel(plan->sizes.at(v)) * int64_t(dtype_size(v->dtype));
   }
-  if (config.memory_limit > 0 && total > config.memory_limit) {
+  if (spec.memory_limit > 0 && total > spec.memory_limit) {
     throw Error("planned memory " + std::to_string(total) + " bytes (intermediates " +
                 std::to_string(plan->arena_bytes) + " + outputs) exceeds memory_limit " +
-                std::to_string(config.memory_limit) + " bytes" +
+                std::to_string(spec.memory_limit) + " bytes" +
                 (b.empty() ? std::string() : " for this shape") +
                 "; hint: raise memory_limit or use smaller shapes");
   }
+  bind_operands(spec, *plan);
   return plan;
-}
-
-std::shared_ptr<const Plan> CompiledModelImpl::plan_for(const SymbolBindings& b) const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = plans_.find(b);
-    if (it != plans_.end()) {
-      plan_hits_++;
-      return it->second;
-    }
-  }
-  auto p = build_plan(b);
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = plans_.emplace(b, p);
-  if (inserted) plan_builds_++;
-  return it->second;
 }
 
 }  // namespace ubfuse

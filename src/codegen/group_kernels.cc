@@ -2,6 +2,8 @@
 // kernel IR (codegen/kernel_ir.h) and run as generated C++ (all groups of one call compiled in
 // one translation unit, cached on disk) or by the tile interpreter (codegen=interpreter, or no
 // compiler). A group the IR cannot express runs op by op, and its variant says why.
+#include "codegen/group_kernels.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -11,8 +13,7 @@
 #include "codegen/fused_kernel.h"
 #include "codegen/matmul_epilogue.h"
 #include "codegen/op_by_op_kernel.h"
-#include "compiler/eager_kernels.h"
-#include "fusion/group.h"
+#include "kernels/cpu/node_kernel.h"
 
 namespace ubfuse {
 
@@ -67,8 +68,8 @@ struct Pending {
 }  // namespace
 
 std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedGroup>& groups,
-                                                        const CompileConfig& config) {
-  bool cpp = config.codegen == "cpp";
+                                                        const CodegenConfig& config) {
+  bool cpp = config.engine == "cpp";
   std::string engine_note;
   if (cpp && !cpp::toolchain().available) {
     note_no_compiler(cpp::toolchain().why_not);
@@ -118,7 +119,7 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
   std::shared_ptr<void> lib;
   if (!rendered.empty()) {
     names = std::to_string(rendered.size()) + " fused group(s) (" + names + ")";
-    lib = cpp::build_library(cpp::render_unit(rendered), config, names);
+    lib = cpp::build_library(cpp::render_unit(rendered), config.cache_dir, names);
   }
   size_t next = 0;
   for (size_t i = 0; i < groups.size(); i++) {

@@ -1,0 +1,78 @@
+// A compiled model: what compile() returns, and running it.
+//
+//   auto outs = model.run({{"x", x}, {"residual", r}});
+//   model.run_into(inputs, outputs);   // reuses the caller's output tensors
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ubfuse/decision.h"
+#include "ubfuse/graph.h"
+#include "ubfuse/tensor.h"
+
+namespace ubfuse {
+
+// A kernel the executor launches: one op (eager) or a fused group.
+struct KernelInfo {
+  std::string name;                     // "Add", "FusedAddLayerNormSilu"
+  std::vector<std::string> node_names;  // source nodes inside, in order
+  std::vector<std::string> op_types;
+  std::vector<std::string> input_values, output_values;
+  bool host = false;    // a Host callback rather than a compute kernel
+  std::string variant;  // e.g. "codegen", "interpreter", "eager", "two-pass"
+};
+
+struct CompileStats {
+  int compilations = 0;  // times the graph was compiled (1 per CompiledModel)
+  int plan_builds = 0;   // run-time plans built for new concrete shapes
+  int plan_cache_hits = 0;
+  double compile_ms = 0;
+  std::vector<std::pair<std::string, double>> pass_ms;  // per pass
+  std::vector<double> pass_start_ms;  // per pass, its start after start_ns (places trace events)
+  int64_t start_ns = 0;               // steady clock when compile() began
+};
+
+struct RunStats {
+  int64_t bytes_read = 0;     // main-memory bytes the kernels read (inputs of each kernel)
+  int64_t bytes_written = 0;  // and wrote
+  int kernels_launched = 0;
+};
+
+class Executor;
+
+// An immutable executable (graph, kernels, decisions) and the executor that runs it (plans per
+// shape, workspaces). Cheap to copy; copies share both. run() is safe from many threads.
+class CompiledModel {
+ public:
+  CompiledModel() = default;
+  explicit CompiledModel(std::shared_ptr<const Executor> executor)
+      : executor_(std::move(executor)) {}
+
+  // Runs on named inputs; returns named outputs (freshly allocated).
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs,
+                                    RunStats* stats = nullptr) const;
+  // Runs into caller-provided outputs (reused across calls: no allocation, no page faults).
+  void run_into(const std::map<std::string, Tensor>& inputs, std::map<std::string, Tensor>& outputs,
+                RunStats* stats = nullptr) const;
+
+  const std::vector<KernelInfo>& kernels() const;
+  const std::vector<FusionDecision>& decisions() const;
+  CompileStats stats() const;
+  const Graph& graph() const;  // the graph after all passes
+  bool fusion_enabled() const;
+  std::vector<std::string> output_names() const;
+  std::vector<std::string> input_names() const;
+  int num_threads() const;   // the thread pool the kernels run on
+  int64_t ub_bytes() const;  // the unified buffer per thread
+
+  // The runtime behind this model, for ubfuse's own layers (profiler, explain); opaque to users.
+  const Executor& executor() const;
+
+ private:
+  std::shared_ptr<const Executor> executor_;
+};
+
+}  // namespace ubfuse

@@ -1,0 +1,29 @@
+// FusedGroup -> Kernel: the codegen stage of graph mode.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusion/group.h"
+#include "runtime/kernel.h"
+
+namespace ubfuse {
+
+// What the codegen stage reads.
+struct CodegenConfig {
+  std::string engine = "cpp";  // cpp (generated C++) | interpreter (the tile interpreter)
+  std::string cache_dir;       // generated kernels; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
+};
+
+// Bytes of UB one row of `cols` columns needs for what the group keeps between its phases
+// (0 for groups that keep nothing): decided by the lowering, which chooses what it keeps.
+int64_t ub_bytes_per_row(const FusedGroup& g, int64_t cols);
+
+// One Kernel per group, in the given (launch) order. Single groups use the eager kernel;
+// the others are generated C++ (all groups of one call compiled in one translation unit) or
+// the tile interpreter.
+std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedGroup>& groups,
+                                                        const CodegenConfig& config);
+
+}  // namespace ubfuse

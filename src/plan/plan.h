@@ -1,0 +1,67 @@
+// Run-time plans: the concrete sizes of every value for one binding of the symbols, checked by
+// re-running shape inference on concrete shapes, and where each kernel's operands live: a graph
+// input or output buffer, a constant, or an offset in one arena that intermediates share
+// (greedy best-fit over each buffer's live range [first write, last read] in kernel order).
+// A plan is built once per binding and read by every run with that binding.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "ubfuse/graph.h"
+#include "ubfuse/tensor.h"
+
+namespace ubfuse {
+
+// Where one operand's bytes live during a run.
+struct BufferRef {
+  enum class Kind : uint8_t { Input, Output, Constant, Arena };
+  Kind kind = Kind::Arena;
+  int index = -1;                    // Input: graph input; Output: graph output
+  int64_t offset = 0;                // Arena: byte offset
+  const Tensor* constant = nullptr;  // Constant: the node's payload
+  DType dtype = DType::f32;
+  Sizes sizes;  // the operand's own sizes (a view's differ from its storage's)
+};
+
+// What a plan is built over: the graph, the operands of its kernels in launch order, and the
+// values that are views of another value's bytes (Reshapes that run without a kernel).
+struct PlanSpec {
+  const Graph* graph = nullptr;
+  struct Step {
+    std::vector<const Value*> inputs, outputs;
+  };
+  std::vector<Step> steps;
+  const std::unordered_map<const Value*, const Value*>* view_of = nullptr;
+  int64_t memory_limit = 0;  // bytes of intermediates + outputs; 0: none
+
+  // The value whose buffer holds v's bytes: v itself unless v is a view (of a view...).
+  const Value* storage_of(const Value* v) const;
+};
+
+struct Plan {
+  SymbolBindings symbols;
+  std::unordered_map<const Value*, Sizes> sizes;
+  std::unordered_map<const Value*, int64_t> offset;  // arena byte offset of intermediates
+  int64_t arena_bytes = 0;
+  int64_t naive_bytes = 0;  // what the intermediates would take without reuse
+  // Per step, its operands in the order the kernel takes them.
+  struct Operands {
+    std::vector<BufferRef> inputs, outputs;
+  };
+  std::vector<Operands> steps;
+  std::vector<Sizes> output_sizes;  // per graph output
+  // Graph outputs that no kernel writes (a graph input or constant returned as it is, or one
+  // value returned under two names): copied from `from` after the kernels ran.
+  struct Copy {
+    BufferRef from;
+    int output = -1;
+  };
+  std::vector<Copy> output_copies;
+};
+
+// Throws Error when a binding breaks an op's shape rules or exceeds the memory limit.
+std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBindings& b);
+
+}  // namespace ubfuse

@@ -1,0 +1,53 @@
+// Running an Executable: bind the symbols from the input sizes, fetch (or build) the plan for
+// that binding, take a workspace (arena + per-thread UBs) from the pool, launch the kernels in
+// order on the buffers the plan names. Plans and workspaces are cached here, so the Executable
+// stays immutable; every method is safe from many threads.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "plan/plan.h"
+#include "runtime/executable.h"
+
+namespace ubfuse {
+
+struct Workspace {
+  Tensor arena;                     // raw bytes, grown on demand and reused across runs
+  std::vector<Tensor> ubs;          // one per worker
+  std::vector<char> block_scratch;  // ExecContext::block_scratch
+};
+
+class Executor {
+ public:
+  explicit Executor(std::shared_ptr<const Executable> exe);
+
+  const Executable& executable() const { return *exe_; }
+
+  void run(const std::map<std::string, Tensor>& inputs, std::map<std::string, Tensor>& outputs,
+           bool allocate_outputs, RunStats* stats) const;
+  // Binds the symbols of the graph inputs from the given tensors, checking rank, dims and dtype.
+  SymbolBindings bind_inputs(const std::map<std::string, Tensor>& inputs) const;
+  // The plan for a binding, built on first use and cached.
+  std::shared_ptr<const Plan> plan_for(const SymbolBindings& b) const;
+  // A plan built afresh (not cached): for reports about shapes the model may never run.
+  std::shared_ptr<const Plan> build_plan(const SymbolBindings& b) const;
+  CompileStats stats() const;
+
+ private:
+  std::unique_ptr<Workspace> acquire_workspace() const;
+  void release_workspace(std::unique_ptr<Workspace> ws) const;
+
+  std::shared_ptr<const Executable> exe_;
+  PlanSpec spec_;
+  mutable std::mutex mu_;
+  mutable std::map<SymbolBindings, std::shared_ptr<const Plan>> plans_;
+  mutable std::vector<std::unique_ptr<Workspace>> free_workspaces_;
+  mutable std::atomic<int> plan_builds_{0};
+  mutable std::atomic<int> plan_hits_{0};
+};
+
+}  // namespace ubfuse

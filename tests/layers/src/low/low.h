@@ -1,0 +1,3 @@
+// Fixture of Layers.CheckerRejectsAnUpwardInclude: the lower layer reaching up.
+#pragma once
+#include "high/high.h"
