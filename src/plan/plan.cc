@@ -34,9 +34,12 @@ void check_bytes(const Value* v, const Sizes& s, const SymbolBindings& b) {
   }
 }
 
-// Re-infers node n on concrete input sizes to catch symbol bindings that break it (a symbol bound
-// to 5 broadcast against a fixed 4, say).
-Sizes concrete_check(const Node& n, const std::unordered_map<const Value*, Sizes>& sizes) {
+// Infers node n on concrete input sizes, its operands' values known where the plan knows them
+// (constants, shape values, value inputs), so ops whose output sizes depend on values see them.
+// This also catches symbol bindings that break an op (a symbol bound to 5 broadcast against a
+// fixed 4, say).
+std::vector<Sizes> concrete_infer(const Node& n, const Plan& plan,
+                                  const std::function<const Tensor*(const Value*)>& known) {
   Node copy;
   copy.op = n.op;
   copy.name = n.name;
@@ -44,14 +47,50 @@ Sizes concrete_check(const Node& n, const std::unordered_map<const Value*, Sizes
   copy.payload = n.payload;
   copy.host = n.host;
   std::vector<Value> ins(n.inputs.size()), outs(n.outputs.size());
+  std::vector<Node> consts(n.inputs.size());
   for (size_t i = 0; i < n.inputs.size(); i++) {
+    ins[i].name = n.inputs[i]->name;
     ins[i].dtype = n.inputs[i]->dtype;
-    ins[i].shape = to_shape(sizes.at(n.inputs[i]));
+    ins[i].shape = to_shape(plan.sizes.at(n.inputs[i]));
+    if (const Tensor* t = known(n.inputs[i])) {
+      consts[i].op = OpKind::Constant;
+      consts[i].name = n.inputs[i]->name;
+      consts[i].payload = *t;
+      consts[i].outputs = {&ins[i]};
+      ins[i].producer = &consts[i];
+    }
     copy.inputs.push_back(&ins[i]);
   }
   for (auto& o : outs) copy.outputs.push_back(&o);
   infer_node(copy);
-  return static_sizes(outs[0].shape);
+  std::vector<Sizes> out;
+  for (auto& o : outs) out.push_back(static_sizes(o.shape));
+  return out;
+}
+
+// Ops that read only their input's sizes, not its data.
+bool reads_only_sizes(const Node& n) { return op_name(n.op) == std::string_view("Shape"); }
+
+// Binds the symbols of v's declared shape that only the plan knows to the concrete sizes, and
+// checks the others.
+void unify(const Node& n, const Value* v, const Sizes& got, SymbolBindings& b) {
+  auto mismatch = [&](const std::string& why) {
+    throw Error(n.describe() + ": with " + bindings_str(b) + " the output '" + v->name + "' is " +
+                sizes_str(got) + " but the graph declares " + shape_str(v->shape) + why +
+                "; hint: the symbols bound from the inputs are inconsistent with this op");
+  };
+  if (got.size() != v->shape.size()) mismatch("");
+  for (size_t k = 0; k < got.size(); k++) {
+    const Dim& d = v->shape[k];
+    if (auto e = eval_dim(d, b)) {
+      if (*e != got[k]) mismatch("");
+      continue;
+    }
+    if (d.symbol().find('*') != std::string::npos) {
+      mismatch(" (dim '" + d.symbol() + "' is a product of symbols not yet bound)");
+    }
+    b[d.symbol()] = got[k];
+  }
 }
 
 }  // namespace
@@ -80,6 +119,7 @@ void bind_operands(const PlanSpec& spec, Plan& plan) {
   for (size_t i = 0; i < outs.size(); i++) {
     const Value* v = outs[i].second;
     if (!v->producer || v->producer->op == OpKind::Constant || owner.count(v)) continue;
+    if (plan.values.count(v)) continue;  // a shape value: copied from the plan
     BufferRef r;
     r.kind = BufferRef::Kind::Output;
     r.index = int(i);
@@ -94,6 +134,9 @@ void bind_operands(const PlanSpec& spec, Plan& plan) {
     } else if (s->producer && s->producer->op == OpKind::Constant) {
       r.kind = BufferRef::Kind::Constant;
       r.constant = &s->producer->payload;
+    } else if (auto pv = plan.values.find(s); pv != plan.values.end()) {
+      r.kind = BufferRef::Kind::Constant;  // a shape value: constant for this plan
+      r.constant = &pv->second;
     } else {
       auto off = plan.offset.find(s);
       UBF_CHECK(off != plan.offset.end(), "value '" + s->name + "' has no buffer");
@@ -120,29 +163,47 @@ void bind_operands(const PlanSpec& spec, Plan& plan) {
 
 }  // namespace
 
-std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBindings& b) {
+std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBindings& b,
+                                       const std::map<const Value*, Tensor>& value_inputs) {
   const Graph& graph = *spec.graph;
   auto plan = std::make_shared<Plan>();
   plan->symbols = b;
+  SymbolBindings& syms = plan->symbols;
   for (auto* in : graph.inputs()) {
     plan->sizes[in] = eval_shape(in->shape, b);
     check_bytes(in, plan->sizes[in], b);
   }
+  auto known = [&](const Value* v) -> const Tensor* {
+    if (v->producer && v->producer->op == OpKind::Constant) return &v->producer->payload;
+    auto it = plan->values.find(v);
+    if (it != plan->values.end()) return &it->second;
+    auto vi = value_inputs.find(v);
+    return vi != value_inputs.end() ? &vi->second : nullptr;
+  };
   for (Node* n : graph.topo_order()) {
+    std::vector<Sizes> got = concrete_infer(*n, *plan, known);
     for (size_t i = 0; i < n->outputs.size(); i++) {
       const Value* v = n->outputs[i];
-      Sizes s = eval_shape(v->shape, b);
-      check_bytes(v, s, b);
-      if (i == 0) {
-        Sizes c = concrete_check(*n, plan->sizes);
-        if (c != s) {
-          throw Error(n->describe() + ": with " + bindings_str(b) + " the output is " +
-                      sizes_str(c) + " but the graph declares " + shape_str(v->shape) +
-                      "; hint: the symbols bound from the inputs are inconsistent with this op");
-        }
-      }
-      plan->sizes[v] = s;
+      unify(*n, v, got[i], syms);
+      check_bytes(v, got[i], syms);
+      plan->sizes[v] = got[i];
     }
+    if (!spec.shape_nodes.count(n)) continue;
+    // A shape node: run it now, on the values it reads (a Shape node reads only sizes).
+    std::vector<Tensor> in;
+    for (const Value* v : n->inputs) {
+      if (const Tensor* t = known(v)) {
+        in.push_back(*t);
+      } else {
+        UBF_CHECK(reads_only_sizes(*n),
+                  n->describe() + " is a shape node but input '" + v->name + "' has no value");
+        in.push_back(Tensor::view(v->dtype, plan->sizes.at(v), nullptr));
+      }
+    }
+    std::vector<Tensor> out;
+    for (const Value* v : n->outputs) out.emplace_back(v->dtype, plan->sizes.at(v));
+    spec.run_shape_node(*n, in, out);
+    for (size_t i = 0; i < out.size(); i++) plan->values[n->outputs[i]] = out[i];
   }
   // Live ranges of intermediates over kernel indices.
   struct Buf {

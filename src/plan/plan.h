@@ -1,12 +1,23 @@
 // Run-time plans: the concrete sizes of every value for one binding of the symbols, checked by
 // re-running shape inference on concrete shapes, and where each kernel's operands live: a graph
-// input or output buffer, a constant, or an offset in one arena that intermediates share
-// (greedy best-fit over each buffer's live range [first write, last read] in kernel order).
-// A plan is built once per binding and read by every run with that binding.
+// input or output buffer, a constant, a value the plan holds, or an offset in one arena that
+// intermediates share (greedy best-fit over each buffer's live range [first write, last read] in
+// kernel order). A plan is built once per binding and read by every run with that binding.
+//
+// Shape values: where a shape depends on the values of a small integer tensor (a Reshape's
+// target, Slice bounds, a Range's limit), the nodes that compute it are shape nodes: the plan
+// runs them while it is built, in graph order, each as soon as its inputs are known, and keeps
+// their results. Their inputs are constants, other shape values, sizes (Shape), or graph inputs
+// whose contents the caller passes (value inputs, part of the plan's key). Dims that depend on
+// such values are symbols the compiler made up ("$node.out.dim"); shape inference on concrete
+// sizes and values binds them here.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ubfuse/graph.h"
@@ -35,15 +46,22 @@ struct PlanSpec {
   std::vector<Step> steps;
   const std::unordered_map<const Value*, const Value*>* view_of = nullptr;
   int64_t memory_limit = 0;  // bytes of intermediates + outputs; 0: none
+  // Nodes the plan runs while it is built (shape values), and how: the executor runs the node's
+  // kernel on inputs of concrete sizes (a Shape node's input has sizes but no data), into
+  // outputs the plan allocated.
+  std::unordered_set<const Node*> shape_nodes;
+  std::function<void(const Node&, const std::vector<Tensor>& in, std::vector<Tensor>& out)>
+      run_shape_node;
 
   // The value whose buffer holds v's bytes: v itself unless v is a view (of a view...).
   const Value* storage_of(const Value* v) const;
 };
 
 struct Plan {
-  SymbolBindings symbols;
+  SymbolBindings symbols;  // the input sizes' symbols and those bound while planning
   std::unordered_map<const Value*, Sizes> sizes;
   std::unordered_map<const Value*, int64_t> offset;  // arena byte offset of intermediates
+  std::unordered_map<const Value*, Tensor> values;   // shape values, owned by the plan
   int64_t arena_bytes = 0;
   int64_t naive_bytes = 0;  // what the intermediates would take without reuse
   // Per step, its operands in the order the kernel takes them.
@@ -61,7 +79,9 @@ struct Plan {
   std::vector<Copy> output_copies;
 };
 
-// Throws Error when a binding breaks an op's shape rules or exceeds the memory limit.
-std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBindings& b);
+// `value_inputs`: the contents of the graph inputs that shape nodes read. Throws Error when a
+// binding or a value breaks an op's shape rules, or the plan exceeds the memory limit.
+std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBindings& b,
+                                       const std::map<const Value*, Tensor>& value_inputs = {});
 
 }  // namespace ubfuse

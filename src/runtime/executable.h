@@ -32,6 +32,10 @@ struct Executable {
   // Values that are views of another value's bytes (Reshapes without a kernel: ir/views.h).
   std::unordered_map<const Value*, const Value*> view_of;
   std::vector<SymbolBindings> gears;  // pre-planned shapes (ge.dynamic_dims)
+  // Shape nodes (plan/plan.h), each with its kernel: the plan runs them while it is built.
+  std::vector<std::pair<const Node*, std::unique_ptr<Kernel>>> shape_kernels;
+  // Graph inputs whose contents shape nodes read: part of the plan's key.
+  std::vector<const Value*> value_inputs;
   RunConfig run;
   bool fusion = true;
   CompileStats compile_stats;

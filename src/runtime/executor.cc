@@ -28,6 +28,18 @@ Executor::Executor(std::shared_ptr<const Executable> exe) : exe_(std::move(exe))
   spec_.view_of = &exe_->view_of;
   spec_.memory_limit = exe_->run.memory_limit;
   for (auto& k : exe_->kernels) spec_.steps.push_back({k->inputs, k->outputs});
+  for (auto& [n, k] : exe_->shape_kernels) spec_.shape_nodes.insert(n);
+  spec_.run_shape_node = [this](const Node& n, const std::vector<Tensor>& in,
+                                std::vector<Tensor>& out) {
+    const Kernel* k = nullptr;
+    for (auto& [sn, sk] : exe_->shape_kernels) {
+      if (sn == &n) k = sk.get();
+    }
+    UBF_CHECK(k != nullptr, n.describe() + " is a shape node without a kernel");
+    ExecContext ctx;  // an eager node kernel: no UB, no block scratch
+    ctx.pool = exe_->run.pool;
+    k->run(in, out, ctx);
+  };
 }
 
 SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs) const {
@@ -121,22 +133,50 @@ void Executor::release_workspace(std::unique_ptr<Workspace> ws) const {
   free_workspaces_.push_back(std::move(ws));
 }
 
-std::shared_ptr<const Plan> Executor::build_plan(const SymbolBindings& b) const {
-  return ubfuse::build_plan(spec_, b);
+Executor::PlanKey Executor::key_of(const SymbolBindings& b,
+                                   const std::map<std::string, Tensor>& inputs) const {
+  PlanKey key;
+  key.symbols = b;
+  for (const Value* v : exe_->value_inputs) {
+    auto it = inputs.find(v->name);
+    if (it == inputs.end() || !it->second.defined()) {
+      throw Error("input '" + v->name + "' sets a shape, so planning needs its contents; " +
+                  "hint: pass it to run()");
+    }
+    const Tensor& t = it->second;  // bound already: its sizes are part of the symbols
+    key.values.emplace_back(static_cast<const char*>(t.data()), t.nbytes());
+  }
+  return key;
 }
 
-std::shared_ptr<const Plan> Executor::plan_for(const SymbolBindings& b) const {
+std::shared_ptr<const Plan> Executor::build_plan(
+    const SymbolBindings& b, const std::map<std::string, Tensor>& inputs) const {
+  std::map<const Value*, Tensor> values;
+  for (const Value* v : exe_->value_inputs) {
+    auto it = inputs.find(v->name);
+    if (it == inputs.end() || !it->second.defined()) {
+      throw Error("input '" + v->name + "' sets a shape, so planning needs its contents; " +
+                  "hint: pass it to run()");
+    }
+    values[v] = it->second;
+  }
+  return ubfuse::build_plan(spec_, b, values);
+}
+
+std::shared_ptr<const Plan> Executor::plan_for(const SymbolBindings& b,
+                                               const std::map<std::string, Tensor>& inputs) const {
+  PlanKey key = key_of(b, inputs);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = plans_.find(b);
+    auto it = plans_.find(key);
     if (it != plans_.end()) {
       plan_hits_++;
       return it->second;
     }
   }
-  auto p = build_plan(b);
+  auto p = build_plan(b, inputs);
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = plans_.emplace(b, p);
+  auto [it, inserted] = plans_.emplace(std::move(key), p);
   if (inserted) plan_builds_++;
   return it->second;
 }
@@ -146,7 +186,7 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
                    RunStats* stats) const {
   const Graph& graph = exe_->graph;
   SymbolBindings b = bind_inputs(inputs);
-  auto plan = plan_for(b);
+  auto plan = plan_for(b, inputs);
   // The caller's tensors by graph input and output index, as the plan's buffers name them.
   std::vector<const Tensor*> in_t, out_t;
   for (auto* in : graph.inputs()) in_t.push_back(&inputs.at(in->name));

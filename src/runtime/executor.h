@@ -31,20 +31,31 @@ class Executor {
            bool allocate_outputs, RunStats* stats) const;
   // Binds the symbols of the graph inputs from the given tensors, checking rank, dims and dtype.
   SymbolBindings bind_inputs(const std::map<std::string, Tensor>& inputs) const;
-  // The plan for a binding, built on first use and cached.
-  std::shared_ptr<const Plan> plan_for(const SymbolBindings& b) const;
+  // The plan for a binding and the contents of the value inputs (graph inputs that shapes
+  // depend on), built on first use and cached under both.
+  std::shared_ptr<const Plan> plan_for(const SymbolBindings& b,
+                                       const std::map<std::string, Tensor>& inputs = {}) const;
   // A plan built afresh (not cached): for reports about shapes the model may never run.
-  std::shared_ptr<const Plan> build_plan(const SymbolBindings& b) const;
+  std::shared_ptr<const Plan> build_plan(const SymbolBindings& b,
+                                         const std::map<std::string, Tensor>& inputs = {}) const;
   CompileStats stats() const;
 
  private:
   std::unique_ptr<Workspace> acquire_workspace() const;
   void release_workspace(std::unique_ptr<Workspace> ws) const;
 
+  // A plan's key: the symbols bound from input sizes, and the contents of the value inputs.
+  struct PlanKey {
+    SymbolBindings symbols;
+    std::vector<std::string> values;  // raw bytes, in value_inputs order
+    auto operator<=>(const PlanKey&) const = default;
+  };
+  PlanKey key_of(const SymbolBindings& b, const std::map<std::string, Tensor>& inputs) const;
+
   std::shared_ptr<const Executable> exe_;
   PlanSpec spec_;
   mutable std::mutex mu_;
-  mutable std::map<SymbolBindings, std::shared_ptr<const Plan>> plans_;
+  mutable std::map<PlanKey, std::shared_ptr<const Plan>> plans_;
   mutable std::vector<std::unique_ptr<Workspace>> free_workspaces_;
   mutable std::atomic<int> plan_builds_{0};
   mutable std::atomic<int> plan_hits_{0};
