@@ -5,9 +5,8 @@
 #   fuzz  libFuzzer targets replaying every committed corpus input (scripts/fuzz.sh, replay mode)
 # Env: UBFUSE_EXTRA_STAGES picks stages (default "asan tsan fuzz"; "none" skips them all, for a
 # quick local loop). Each stage runs in its own build dir (build-asan shared by asan and fuzz,
-# build-tsan); the script fails if any fails. Measured on the 2-core Zen 3 (session 12): asan
-# 559-661 s (build 385-387 s, tests 172-276 s), tsan 171-179 s (its own small test binary; about
-# 300 s when it built the whole suite), fuzz 34-37 s (replay 22-23 s).
+# build-tsan); the script fails if any fails. On a 2-core machine they take about 5-11 min
+# (asan), 2-3 min (tsan) and under a minute (fuzz replay); docs/reliability.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # $1, the normal build dir, is not needed: every stage builds its own configuration.

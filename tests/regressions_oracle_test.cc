@@ -45,7 +45,7 @@ TEST(Regressions, FusedKernelsKeepF16IntermediatesInF32) {
   }
 }
 
-// fuzz_graph, crash-83323730 (session 16): pow(pow(pow(matmul(x, w), 3), 3), 3) / (|...| + 1) in
+// fuzz_graph, crash-83323730: pow(pow(pow(matmul(x, w), 3), 3), 3) / (|...| + 1) in
 // f16. Eager mode overflowed to inf; the fused kernel gave 55264, the CastsOnly reference 54909.5
 // (0.65% apart, the f16 tolerance 0.4%). Graph mode stores a MatMul's result in its dtype (oneDNN
 // writes it, then the epilogue reads it), and pow amplified that one f16 rounding 24-fold; the
@@ -142,7 +142,7 @@ TEST(Regressions, JitteredReferenceExposesF32Cancellation) {
   EXPECT_GT(widest, 0.1);
 }
 
-// fuzz_graph, crash-6b866758 (session 4, make test's seed 1): rsqrt(sigmoid(x1 / x0)) in eager
+// fuzz_graph, crash-6b866758 (seed 1): rsqrt(sigmoid(x1 / x0)) in eager
 // f32 gave inf where the reference gives 2.67e22. Sigmoid computed 2^m / (2^m + e^-s), and for x
 // in [-104, -103.6] m is -150, whose 2^m is not a float (it rounds to 0): the result was 0 instead
 // of the smallest subnormal 2^-149. Numerator and denominator are now scaled by 2^24 first.
@@ -195,7 +195,7 @@ TEST(Regressions, JitteredEveryOpReferenceRoundsToTheDtype) {
   }
 }
 
-// fuzz_graph, crash-8a8fd196 (session 4, seed 9): the same graph with its rows one bit apart.
+// fuzz_graph, crash-8a8fd196 (seed 9): the same graph with its rows one bit apart.
 // The fused kernel gave 1832, the CastsOnly reference 2440, and all 4 random-sign jitters happened
 // to nudge rms_norm and softmax the same way, so 1 + rms_norm barely moved and the oracle called
 // the element stable. The oracle now also nudges each node alone, up, down and both ways of random
@@ -244,7 +244,7 @@ TEST(Regressions, JitterNudgesBeforeRoundingToTheDtype) {
   EXPECT_EQ(down, 1.0);
 }
 
-// Session 5's exploration (crash-5172d5d2): 1 / layer_norm(x * 0) in f16, over a row of +0 and
+// fuzz_graph, crash-5172d5d2: 1 / layer_norm(x * 0) in f16, over a row of +0 and
 // -0: eager mode gave +inf where the reference gave -inf. Which zero x - mean is depends on the
 // order of operations, not on precision, and the jitter could not move a zero. Nudged down, a
 // zero now changes sign, so the oracle sees that element as unstable.
@@ -267,7 +267,7 @@ TEST(Regressions, JitterFlipsTheSignOfZeros) {
   }
 }
 
-// Session 7's exploration (crash-7f523594): log(gelu(col^3)) in bf16. gelu(-8) is -2.5e-15, and
+// fuzz_graph, crash-7f523594: log(gelu(col^3)) in bf16. gelu(-8) is -2.5e-15, and
 // its log NaN; eager mode's GELU computes 1 + erf(x / sqrt(2)) in f32, as PyTorch does, which is
 // exactly 0 there, so it gave log(-0) = -inf. For x < -3 that form has only an absolute error
 // bound (vecmath.h), which the jitter did not model. A jittered GELU (erf form) now moves by at
@@ -294,7 +294,7 @@ TEST(Regressions, JitterCoversGeluErfAbsoluteError) {
   EXPECT_NEAR(up[1], plain[1], 0.02 * std::fabs(plain[1]));
 }
 
-// Session 16's exploration (crash-d3cbe7c0): gelu(log(x)) / x / gelu(log(x)) in f32, eager NaN
+// fuzz_graph, crash-d3cbe7c0: gelu(log(x)) / x / gelu(log(x)) in f32, eager NaN
 // against a reference of 1 / x. gelu(-5.92) is -9.5e-9; eager GELU's 1 + erf rounds to 0 there,
 // and 0 / x / 0 is NaN. The quotient of a value by itself does not move when the value is nudged,
 // so the oracle saw a stable element. A one-node jitter now also lands such a GELU element on
@@ -323,7 +323,7 @@ TEST(Regressions, JitterLandsTinyGeluErfValuesOnZero) {
   EXPECT_EQ(zeros, 1);  // in one of patterns 2 and 3
 }
 
-// Session 8's exploration (crash-2399eae4): exp(exp(f16(f16(exp(exp(x)))))) in f16, graph mode
+// fuzz_graph, crash-2399eae4: exp(exp(f16(f16(exp(exp(x)))))) in f16, graph mode
 // 65312 where the reference gives inf. The casts are to f16 of an f16 value: simplify drops
 // them, so the fused kernel keeps exp(exp(x)) in f32, but the CastsOnly reference rounded it to
 // f16 there, and the final exp amplified that rounding past f16's largest value. CastsOnly now
@@ -353,7 +353,7 @@ TEST(Regressions, CastsOnlyIgnoresCastsToTheSameDtype) {
   }
 }
 
-// Session 17's exploration (crash-720358d7): exp(exp(x)) - max(sum(exp(exp(x)))) in f16, graph
+// fuzz_graph, crash-720358d7: exp(exp(x)) - max(sum(exp(exp(x)))) in f16, graph
 // mode -3.625 where the EveryOp reference gives -3.6875 and CastsOnly -3.6658 (f16 tolerance
 // 0.019 there). The fused kernel stores exp(exp(x)) in f16 for the Sub kernel but sums it in f32;
 // each of the two 77.6-sized terms of the difference rounds by up to 0.03. Neither reference
@@ -409,8 +409,8 @@ TEST(Regressions, KernelBoundariesRoundWhatCrossesKernels) {
   EXPECT_THROW(ref::run_graph(g, in, ref::Rounding::KernelBoundaries), Error);
 }
 
-// Session 17's exploration (crash-8173ddae): gelu(log(x) - 3) / x / gelu(log(x) - 3) in f32,
-// eager NaN against a reference of 1 / x: session 16's finding again, at another element. One
+// fuzz_graph, crash-8173ddae: gelu(log(x) - 3) / x / gelu(log(x) - 3) in f32,
+// eager NaN against a reference of 1 / x: crash-d3cbe7c0 again, at another element. One
 // node's jitter patterns 2 and 3 were meant to negate each other's random signs, so that every
 // element is nudged down (and a tiny GELU lands on zero) in one of them, but each hashed its own
 // pattern number: about a quarter of the elements went up in both. Pattern 3 now hashes as 2.
@@ -432,7 +432,7 @@ TEST(Regressions, OneNodeJitterPatternsTwoAndThreeAreNegations) {
   for (int i = 0; i < kN; i++) EXPECT_EQ(nan_patterns[size_t(i)], 1) << "element " << i;
 }
 
-// Session 17's exploration (crash-165a0b53): rsqrt(softmax(x / c)) in f32, eager 3.4487e21
+// fuzz_graph, crash-165a0b53: rsqrt(softmax(x / c)) in f32, eager 3.4487e21
 // against a reference of 3.4203e21 (0.8% apart). The softmax probability, 8.5e-44, is an f32
 // subnormal, whose ulp (2^-149) is 1.6% of it: eager's exp and divide were one ulp off, and rsqrt
 // halved that. The jitter nudged by 4 f32 ulps *relative*, which for a subnormal is a fraction of

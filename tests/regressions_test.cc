@@ -210,7 +210,7 @@ TEST(Regressions, SigmoidIsAccurateWhereItsResultIsSubnormal) {
   }
 }
 
-// Session 5's exploration (crash-62104fa3): x / gelu_tanh(1 / x) in bf16 gave inf in graph mode.
+// fuzz_graph, crash-62104fa3: x / gelu_tanh(1 / x) in bf16 gave inf in graph mode.
 // The fused kernel (exact form: a Div follows) computed 0.5 x (1 + tanh(u)), which is 0 in f32 for
 // x below about -5.5 (GELU(-8) is -3e-21), while eager bf16 used x sigmoid(2u). GeluTanhF is now
 // x sigmoid(2u) too. Checked in f32 and bf16, eager and both graph engines.
@@ -231,7 +231,7 @@ TEST(Regressions, TanhGeluKeepsRelativeAccuracyForLargeNegativeX) {
   }
 }
 
-// Session 5's exploration (crash-3b4107d2): pow(row / (row - row), 0.5) in f16 gave NaN in eager
+// fuzz_graph, crash-3b4107d2: pow(row / (row - row), 0.5) in f16 gave NaN in eager
 // mode where the reference (C's pow) gives +inf: the 0.5 fast path was sqrt, and sqrt(-inf) is
 // NaN. Pow's fast and general paths now follow C at -inf and -0. All engines, f32 and f16.
 TEST(Regressions, PowOfMinusInfinityFollowsC) {
@@ -253,7 +253,7 @@ TEST(Regressions, PowOfMinusInfinityFollowsC) {
   }
 }
 
-// The fused half of crash-ca35a9b3, and make test's seed-1 run of session 4 (crash-7785d8ad,
+// The fused half of crash-ca35a9b3, and fuzz_graph's seed-1 finding crash-7785d8ad (
 // rms_norm(log(...) + 1e30) in bf16): fused LayerNorm and RMSNorm gave 0 where squares passed
 // f32's range. LayerNorm now takes its statistics at 2^-k (k from the row's max |x|), RMSNorm
 // keeps a second sum of squares at 2^-64 (codegen/lower.cc). Rows: ordinary; around 1e30; one

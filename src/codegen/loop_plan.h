@@ -26,8 +26,7 @@ bool bf16_even_odd_lanes(const kir::Program& p);
 // one 2-vector step ahead of the late one, carrying the early values the late stage reads in
 // registers. Then each expensive op's operand is ready when its step starts, so the long
 // dependency chain of, say, SiLU no longer follows LayerNorm's arithmetic in the same step: an
-// out-of-order core keeps more steps in flight. The fused f32 seed block ran 3.5-13% faster on
-// Zen 3 (AVX2; docs/performance.md).
+// out-of-order core keeps more steps in flight (where it pays: skew_loops below).
 struct StepStages {
   std::vector<char> late;    // per expr of the program: in the late stage
   std::vector<int> carried;  // early column values the late stage reads, ascending

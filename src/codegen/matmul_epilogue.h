@@ -14,16 +14,13 @@
 
 namespace ubfuse {
 
-// Target bytes of one MatMul output block, and the fewest rows a block has. Measured on the
-// 2-core development machine (x[2048, 2048] @ W[2048, 4096] f32, + bias, gelu, + residual):
-// 2 MiB blocks (128 rows, L2-sized) made the oneDNN MatMul 1.5x slower (per-call overhead, and
-// the weights prepacked for the full M do not fit a small M), 8 MiB blocks (512 rows, in L3)
-// cost nothing measurable.
+// Target bytes of one MatMul output block, and the fewest rows a block has. 8 MiB blocks (in L3)
+// cost the MatMul nothing measurable; L2-sized 2 MiB blocks made it 1.5x slower (per-call
+// overhead, weights prepacked for the full M) (Zen 5, x[2048, 2048] @ W[2048, 4096] f32).
 inline constexpr int64_t kEpilogueBlockBytes = int64_t(8) << 20;
 // The block for oneDNN kernels that copy all of B into their own panels on every call (gemm:jit,
-// as on CPUs without AVX-512; bf16 there runs it through f32 copies). Measured on a 2-core Zen 3
-// (same problem, graph against eager): f32 8 MiB blocks 0.92-0.98x, one 32 MiB block
-// 0.99-1.03x; bf16 within the noise (0.98-1.07x for 8, 16, 32 and 64 MiB).
+// as on CPUs without AVX-512): each block costs a pass over B (Zen 3, the same problem against
+// eager: 0.92-0.98x in 8 MiB blocks, 0.99-1.03x in one).
 inline constexpr int64_t kRepackingBlockBytes = int64_t(64) << 20;
 inline constexpr int64_t kEpilogueMinBlockRows = 256;
 

@@ -19,7 +19,7 @@ namespace ubfuse::cpu {
 inline constexpr int64_t kMinParallelElems = 32 * 1024;
 // Outputs at least this large are written with non-temporal stores: they would not stay in the
 // caches anyway, and skipping the read-for-ownership saves a third of a streaming op's traffic
-// (measured on the dev machine: STREAM add 57 -> 68 GB/s at 256 MiB; no gain at 4 MiB).
+// (Zen 5: STREAM add 57 -> 68 GB/s at 256 MiB; no gain at 4 MiB).
 inline constexpr size_t kStreamMinBytes = size_t(32) << 20;
 
 // The threshold in effect (kStreamMinBytes unless changed; tests lower it to exercise the

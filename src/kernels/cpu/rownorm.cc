@@ -123,13 +123,9 @@ struct RowCoef {
 };
 
 // How many rows share one loop of the pipelined form: their output passes load each [C] weight
-// and bias vector once for all of them. LayerNorm with weight and bias at [8,2048,4096] f32, as a
-// share of STREAM add, on Zen 5 (AVX-512, 32 vector registers): an A/B harness with 1-vector steps
-// gave 1 row 67-68%, 2 rows 74-75%, 4 rows 77-78%; this loop, which keeps RowShiftedSums'
-// 2-vector steps, gave 2 rows 65-71% and 4 rows 59-61% (4 rows' accumulators and constants no
-// longer fit the registers). With 16 vector registers (AVX2, SSE) 2 rows already spill its
-// accumulators to the stack every step, and on Zen 3 that loop with non-temporal stores ran at
-// 12-15% of STREAM add (plain stores 64%); 1 row runs at 62-65% with non-temporal stores.
+// and bias vector once for all of them. With 32 vector registers 2 rows fit (Zen 5: 2 rows 65-71%
+// of STREAM add, 4 rows 59-61%); with 16 (AVX2, SSE) 2 rows spill every step (Zen 3: 12-15%,
+// against 62-65% for 1 row).
 #if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3  // AVX2 and older: 16 vector registers
 constexpr size_t kRowsPerStep = 1;
 #else

@@ -7,9 +7,8 @@
 // also takes the row's min, so a row whose x - max all lie in ExpInRangeF's range (nearly every
 // row) skips exp's per-vector range test: on Zen 3 (AVX2) 16-30% more elements per second in L2.
 // Outputs past kStreamMinBytes use non-temporal stores where the core's store profile says so
-// (store_policy.h): they made f32 1.20x faster on a Zen 4 and 1.3-1.6x on a Zen 5, bf16 1.4x on
-// the Zen 5 but 0.84x on the Zen 4, and the Zen 3 slower. Plain stores read each output line
-// before writing it, which caps the loop near 67% of a streaming add.
+// (store_policy.h; faster on Zen 4 and Zen 5, slower on Zen 3). Plain stores read each output
+// line before writing it, which caps the loop near 67% of a streaming add.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -50,8 +49,8 @@ struct RowRange {
 // e = exp(xr - row_max) (row r), summed into *sum, with ExpInRangeF when kInRange; kNext: the
 // max and min of xn (prefetched ahead, from memory) into *next. Each column is read for row r - 1
 // before row r overwrites it, so one scratch row serves both: 16 KiB less in L1 for 4096
-// columns, 11.3 -> 12.7 G elements/s in cache on 2 threads (an A/B harness; the same from
-// memory). A row that does not exist at the start or end of the range drops its stage.
+// columns (about 12% faster in cache). A row that does not exist at the start or end of the range
+// drops its stage.
 template <bool kCur, bool kPrev, bool kNext, bool kInRange, class D, typename T>
 HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float row_max,
                               float* HWY_RESTRICT e, float* sum, float prev_inv, T* HWY_RESTRICT yp,

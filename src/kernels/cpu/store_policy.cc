@@ -15,23 +15,20 @@ namespace ubfuse::cpu {
 
 namespace {
 
-// Rows: {unary, softmax, fused} x {f32, bf16}. Every figure is one process alternating the two
-// kinds of store at [8,2048,4096] on the 2-core development machines (docs/performance.md).
+// Rows: {unary, softmax, fused} x {f32, bf16}. Figures: streamed against plain stores at
+// [8,2048,4096], alternating in one process (docs/performance.md, Choices per CPU).
 constexpr StoreProfile kProfiles[] = {
-    // Sessions 10-14: SiLU f32 1.10-1.14x faster streamed; Softmax 20-22 against 23-30 GB/s and
-    // the fused seed block slower streamed.
+    // SiLU f32 1.10-1.14x faster streamed; Softmax and the fused seed block slower.
     {"zen3",
      "AMD Zen 3 (family 25, other models; measured on an EPYC, model 1)",
      {{true, false}, {false, false}, {false, false}}},
-    // Session 15: SiLU f32 1.40x and bf16 1.11x faster streamed, Softmax f32 1.20x (bf16 0.84x),
-    // the fused seed block f32 1.17-1.31x (bf16 0.96-1.01x); f16 0.80-1.01x.
+    // Streamed: SiLU f32 1.40x, bf16 1.11x; Softmax f32 1.20x (bf16 0.84x, so plain); the seed
+    // block f32 1.17-1.31x (bf16 0.96-1.01x).
     {"zen4",
      "AMD Zen 4 (family 25, models 0x10-0x1f, 0x60-0x7f, 0xa0-0xaf; measured on an EPYC, model 17)",
      {{true, true}, {true, false}, {true, false}}},
-    // Session 16 (model 2, current kernels): streaming made Softmax f32 1.28-1.57x faster, bf16
-    // 1.39-1.41x; SiLU f32 1.23-1.43x, bf16 1.01-1.18x; GELU f32 1.09-1.48x, bf16 0.96-0.99x;
-    // the fused seed block f32 1.15-1.29x, bf16 1.05-1.25x. (Sessions 1-9 measured the older
-    // kernels 1.1-1.7x slower streamed on a Zen 5.)
+    // Streamed: Softmax f32 1.28-1.57x, bf16 1.4x; SiLU f32 1.2-1.4x; seed block 1.05-1.29x. Older
+    // kernels were 1.1-1.7x slower streamed here: re-measure after rewriting a loop.
     {"zen5",
      "AMD Zen 5 (family 26; measured on an EPYC, model 2)",
      {{true, true}, {true, true}, {true, true}}},

@@ -297,10 +297,9 @@ HWY_INLINE V TanhF(D d, V x) {
 // flushes) is ever needed. e^-s is a degree-6 polynomial (relative error 2e-9, fitted for this).
 // Numerator and denominator are both scaled by 2^24 (folded into the coefficients): 2^m itself
 // is not representable for m = -150 (x near -104), 2^(m+24) is, and the quotient rounds once.
-// 15 operations, one a divide: on the Zen 5 a 512-bit divide costs less than the reciprocal
-// estimate and its Newton step (sigmoid 7.2 vs 9.4 cycles per vector in L1, eager SiLU 8.8 ->
-// 10.4 G elements/s in cache) and rounds once; so it does on the Zen 3 (AVX2). Intel's AVX-512
-// divider is slower.
+// 15 operations, one a divide: on Zen 5 and Zen 3 the divide costs less than the reciprocal
+// estimate and its Newton step (Zen 5: 7.2 vs 9.4 cycles per vector in L1) and rounds once.
+// Intel's AVX-512 divider is slower (unmeasured).
 template <class D, class V>
 HWY_INLINE V SigmoidF(D d, V x) {
   // Operand order: x second, so x86 min/max keep a NaN x. Above 60 the result is 1, and
