@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-hardening fuzz bench format clean
+.PHONY: all deps build demo test test-hardening fuzz bench bench-models format clean
 
 all: build
 
@@ -33,6 +33,12 @@ fuzz: deps
 
 bench: build
 	@for b in $(BUILD)/bench_*; do echo "== $$b"; $$b || exit 1; done
+
+# Whole models against onnxruntime-node from npm (installed on first use; needs node and npm).
+# The models are exported on first use into $(BUILD)/bench_models. Not part of `make test`.
+PYTHON ?= /usr/bin/python3
+bench-models: build
+	$(PYTHON) bench/models_bench.py --build $(BUILD) $(BENCH_MODELS_ARGS)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')

@@ -44,7 +44,7 @@ CONFIGS = {
         # The speech encoder at the size of the pretrained model in issue 26: 8 heads of 36,
         # interleaved rotary on 32 of each head's 36 dims.
         "speech_encoder": dict(n_mels=80, hidden=288, heads=8, layers=6, mlp=1152, rotary_dims=32),
-        "kv_decoder": dict(vocab=32000, hidden=1024, heads=16, kv_heads=4, layers=4, mlp=2816),
+        "kv_decoder": dict(vocab=8192, hidden=1024, heads=16, kv_heads=4, layers=4, mlp=2816),
         "llama_stack": dict(hidden=1024, heads=16, kv_heads=4, layers=4, mlp=2816),
         "bert_stack": dict(vocab=8192, max_pos=2048, hidden=768, heads=12, layers=4, mlp=3072),
         "vit_encoder": dict(patch=16, max_patches=2048, hidden=768, heads=12, layers=4, mlp=3072),

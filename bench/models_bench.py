@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Whole-model benchmark: ubfuse graph and eager against onnxruntime (all, disabled), in one run.
+
+    make bench-models [BENCH_MODELS_ARGS="--quick"]
+    /usr/bin/python3 bench/models_bench.py [--build build] [--models a,b] [--lengths 16,512]
+        [--batches 1,8] [--runs 5] [--threads 2] [--quick] [--no-ort] [--json out.json]
+
+Exports the benchmark-sized models once into BUILD/bench_models (tests/models/export_models.py
+--bench; re-exported when the export scripts change), makes fixed-seed inputs for each model,
+batch and sequence length, and times each engine on them with the same thread count:
+ubfuse through `BUILD/ubfuse run --mode graph|eager --iters N --json` (median ms), onnxruntime-node
+through scripts/ort.sh --time N at levels all and disabled (median ms). Prints one table with the
+ratios and the kernel count per engine (onnxruntime: the nodes of the graph it runs after its
+optimizations). A model ubfuse cannot load shows the error it stops at.
+
+Sequence length means: tokens for bert_stack and llama_stack, encoder frames for speech_encoder
+(its input has 4x as many mel frames), patches for vit_encoder (plus the class token), and the
+past length of a one-token step for kv_decoder (not in the default set).
+
+A benchmark, not a test: onnxruntime needs node and npm (scripts/ort.sh installs it on first
+use); without them its columns say why and ubfuse still runs.
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODELS_DIR = os.path.join(ROOT, "tests", "models")
+sys.path.insert(0, MODELS_DIR)
+import model_zoo as zoo  # noqa: E402
+
+ORT = os.path.join(ROOT, "scripts", "ort.sh")
+DEFAULT_MODELS = ["bert_stack", "llama_stack", "speech_encoder", "vit_encoder"]
+EXPORT_SOURCES = ["model_zoo.py", "export_models.py", "merge_decoder.py"]
+
+
+def export_stamp():
+    h = hashlib.sha256()
+    for f in EXPORT_SOURCES:
+        with open(os.path.join(MODELS_DIR, f), "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()
+
+
+def ensure_models(out, models):
+    """Exports the models whose files are missing or were made by other scripts."""
+    stamp_path = os.path.join(out, "export.stamp")
+    stamp = export_stamp()
+    old = open(stamp_path).read().strip() if os.path.exists(stamp_path) else ""
+    need = [m for m in models if old != stamp or not os.path.exists(model_file(out, m))]
+    if need:
+        print(f"exporting {', '.join(need)} into {out} (once)", file=sys.stderr)
+        subprocess.run([sys.executable, os.path.join(MODELS_DIR, "export_models.py"), "--bench",
+                        "--out", out, "--models", ",".join(need)], check=True)
+        with open(stamp_path, "w") as f:
+            f.write(stamp + "\n")
+
+
+def model_file(out, name):
+    return os.path.join(out, "kv_decoder_with_past.onnx" if name == "kv_decoder" else f"{name}.onnx")
+
+
+def make_inputs(name, batch, length, folder):
+    """Writes fixed-seed inputs for one configuration; returns {input name: file}."""
+    cfg = zoo.CONFIGS["bench"][name]
+    rng = np.random.default_rng(1000 * batch + length)
+    if name == "speech_encoder":
+        arrays = {"input_features": rng.standard_normal((batch, cfg["n_mels"], 4 * length))}
+    elif name == "llama_stack":
+        arrays = {"hidden_states": rng.standard_normal((batch, length, cfg["hidden"]))}
+    elif name == "bert_stack":
+        arrays = {"input_ids": rng.integers(0, cfg["vocab"], (batch, length)),
+                  "attention_mask": np.ones((batch, length), dtype=np.int64)}
+    elif name == "vit_encoder":
+        gh = 2 ** (int(math.log2(length)) // 2)  # patch grid gh x gw with gh * gw == length
+        gw = length // gh
+        if gh * gw != length:
+            raise SystemExit(f"models_bench: vit_encoder wants a power-of-two length, got {length}")
+        p = cfg["patch"]
+        arrays = {"pixel_values": rng.standard_normal((batch, 3, gh * p, gw * p))}
+    elif name == "kv_decoder":
+        hd = cfg["hidden"] // cfg["heads"]
+        arrays = {"input_ids": rng.integers(0, cfg["vocab"], (batch, 1))}
+        for i in range(cfg["layers"]):
+            for t in ("key", "value"):
+                arrays[f"past_key_values.{i}.{t}"] = rng.standard_normal((batch, cfg["kv_heads"], length, hd))
+    else:
+        raise KeyError(name)
+    os.makedirs(folder, exist_ok=True)
+    files = {}
+    for n, a in arrays.items():
+        files[n] = os.path.join(folder, f"{n}.npy")
+        np.save(files[n], a.astype(np.float32) if a.dtype == np.float64 else a.astype(np.int64))
+    return files
+
+
+def short_error(text):
+    line = (text.strip().splitlines() or ["(no output)"])[-1]
+    line = line.split("; supported ops:")[0]
+    return line.replace("ubfuse: error: ", "")[:160]
+
+
+def time_ubfuse(cli, model, inputs, mode, runs, threads):
+    cmd = [cli, "run", model, "--mode", mode, "--iters", str(runs), "--json",
+           "--option", f"num_threads={threads}"]
+    for n, f in inputs.items():
+        cmd += ["--input", f"{n}={f}"]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), UBFUSE_NUM_THREADS=str(threads))
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return {"error": short_error(r.stderr or r.stdout)}
+    j = json.loads(r.stdout)
+    return {"ms": j["median_ms"], "best_ms": j["min_ms"], "kernels": j["num_kernels"]}
+
+
+def count_nodes(path):
+    import onnx
+    m = onnx.load(path, load_external_data=False)
+    return sum(1 for n in m.graph.node if n.op_type != "Constant")
+
+
+def time_ort(model, inputs, opt, runs, threads, want_nodes):
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [ORT, model, "--opt", opt, "--threads", str(threads), "--time", str(runs),
+               "--warmup", "1", "--json"]
+        if want_nodes:
+            cmd += ["--save-optimized", os.path.join(tmp, "opt.onnx")]
+        for n, f in inputs.items():
+            cmd += ["--in", f"{n}={f}"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode == 3:
+            return {"error": r.stderr.strip().splitlines()[-1], "unavailable": True}
+        if r.returncode != 0:
+            return {"error": short_error(r.stderr)}
+        j = json.loads(r.stdout)
+        out = {"ms": j["median_ms"], "best_ms": j["best_ms"], "version": j["onnxruntime"]}
+        if want_nodes:
+            out["kernels"] = count_nodes(os.path.join(tmp, "opt.onnx"))
+        return out
+
+
+def cell(r):
+    if r is None:
+        return "-"
+    if "error" in r:
+        return "n/a"
+    return f"{r['ms']:.2f}" + (f" ({r['kernels']})" if r.get("kernels") is not None else "")
+
+
+def ratio(a, b):
+    if not a or not b or "ms" not in a or "ms" not in b:
+        return "-"
+    return f"{b['ms'] / a['ms']:.2f}x"
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    ap.add_argument("--lengths", default="16,64,512,2048")
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per engine (median reported)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="lengths 16,512 at batch 1, 3 runs")
+    ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
+    ap.add_argument("--json", help="also write all measurements to this file")
+    a = ap.parse_args()
+    if a.quick:
+        a.lengths, a.batches, a.runs = "16,512", "1", 3
+    models = [m for m in a.models.split(",") if m]
+    for m in models:
+        if m not in zoo.BUILDERS:
+            ap.error(f"unknown model {m}; known: {', '.join(zoo.BUILDERS)}")
+    lengths = [int(x) for x in a.lengths.split(",")]
+    batches = [int(x) for x in a.batches.split(",")]
+    cli = os.path.join(a.build, "ubfuse")
+    if not os.path.exists(cli):
+        sys.exit(f"models_bench: {cli} not found; build first (make build)")
+    out = os.path.join(a.build, "bench_models")
+    os.makedirs(out, exist_ok=True)
+    ensure_models(out, models)
+
+    rows, ort_down, ort_version = [], None, None
+    nodes_seen = set()
+    for name in models:
+        path = model_file(out, name)
+        for batch in batches:
+            for length in lengths:
+                folder = os.path.join(out, "inputs", name, f"b{batch}_l{length}")
+                inputs = make_inputs(name, batch, length, folder)
+                r = {"model": name, "batch": batch, "length": length}
+                r["graph"] = time_ubfuse(cli, path, inputs, "graph", a.runs, a.threads)
+                r["eager"] = time_ubfuse(cli, path, inputs, "eager", a.runs, a.threads)
+                for opt in ("all", "disabled"):
+                    if a.no_ort or ort_down:
+                        r[f"ort_{opt}"] = None
+                        continue
+                    want = (name, opt) not in nodes_seen
+                    res = time_ort(path, inputs, opt, a.runs, a.threads, want)
+                    if res.get("unavailable"):
+                        ort_down = res["error"]
+                        r[f"ort_{opt}"] = None
+                        continue
+                    if want and "kernels" in res:
+                        nodes_seen.add((name, opt))
+                    ort_version = res.get("version", ort_version)
+                    r[f"ort_{opt}"] = res
+                rows.append(r)
+                print(f"  {name} b{batch} l{length}: graph {cell(r['graph'])}, eager {cell(r['eager'])}, "
+                      f"ort all {cell(r.get('ort_all'))}, disabled {cell(r.get('ort_disabled'))}",
+                      file=sys.stderr)
+
+    print(f"\nWhole-model benchmark, {a.threads} threads, median of {a.runs} runs, {cpu_name()}; "
+          f"onnxruntime-node {ort_version or '(not run)'}. Times in ms (kernels).")
+    head = ["model", "batch", "len", "ubfuse graph", "ubfuse eager", "ort all", "ort disabled",
+            "graph vs eager", "graph vs ort all"]
+    table = [head]
+    for r in rows:
+        table.append([r["model"], str(r["batch"]), str(r["length"]), cell(r["graph"]), cell(r["eager"]),
+                      cell(r.get("ort_all")), cell(r.get("ort_disabled")),
+                      ratio(r["graph"], r["eager"]), ratio(r["graph"], r.get("ort_all"))])
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for k, row in enumerate(table):
+        print("  ".join(c.rjust(w) if i >= 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    print("(ratios: how many times faster ubfuse graph is; > 1 is faster)")
+    errors = {}
+    for r in rows:
+        for eng in ("graph", "eager", "ort_all", "ort_disabled"):
+            e = r.get(eng)
+            if e and "error" in e:
+                errors.setdefault((r["model"], eng, e["error"]), []).append(f"b{r['batch']} l{r['length']}")
+    for (model, eng, err), where in errors.items():
+        print(f"{model} {eng}: {err} ({', '.join(where)})")
+    if ort_down:
+        print(f"onnxruntime not run: {ort_down}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"cpu": cpu_name(), "threads": a.threads, "runs": a.runs,
+                       "onnxruntime": ort_version, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
