@@ -71,9 +71,6 @@ def export_model(name, size, out):
         files = {}
         for with_past, fname in ((False, "kv_decoder.onnx"), (True, "kv_decoder_with_past.onnx")):
             ins, outs, dyn = m.io(with_past)
-            if not with_past:  # Optimum's no-past export names the present length so
-                for n in m.present_names():
-                    dyn[n] = {0: "batch_size", 2: "sequence_length"}
             args = m.example_inputs(g, 2, 3, 4 if with_past else None)
             export(m, args, os.path.join(out, fname), ins, outs, dyn)
             files[fname] = with_past

@@ -17,13 +17,16 @@ with onnx.helper in the same steps:
    `use_cache_branch`, BOOL of shape [1].
 3. Initializers are deduplicated across the two models by (data type, dims, bytes): each group of
    equal tensors gets one name, every node input naming a member is renamed, and one copy goes to
-   the merged (outer) graph, where both branches read it from the enclosing scope. Optimum keeps
-   the first name of each group plus "_merged"; here too. Two different tensors that carry the
+   the merged (outer) graph, where both branches read it from the enclosing scope. The shared
+   name is a member's name plus "_merged" (Optimum takes any member; here the first, so that
+   the output is deterministic). Two different tensors that carry the
    same name in the two exports (torch numbers its values per export) are told apart first, by
    renaming the with-past one with a "_with_past" suffix, so that no branch reads a wrong weight.
 4. As Optimum does, scalar initializers and 1-D int32/int64 ones (shape constants) are also
    copied into the branch whose model had them: a branch then holds local initializers with the
    same names as outer ones, which shadow them. Importers have to handle subgraph initializers.
+   (torch 1.13 writes such small constants as Constant nodes, so the committed merged decoder's
+   branches have none; exports from other exporters do.)
 5. The branches are the two models' node lists as graphs without inputs: then_branch = the
    with-past graph (named "with_past"), else_branch = the no-past graph ("no_past"); each reads
    input_ids, the past tensors and the weights from the outer scope.
@@ -89,13 +92,14 @@ def _deduplicate(decoder, with_past):
     groups = OrderedDict()  # key -> shared name
     for t in list(decoder.graph.initializer) + list(with_past.graph.initializer):
         groups.setdefault(_tensor_key(t), f"{t.name}_{SUFFIX}")
-    outer = []
+    outer, taken = [], set()
     for model in (decoder, with_past):
         mapping = {t.name: groups[_tensor_key(t)] for t in model.graph.initializer}
         _rename_inputs(model.graph, mapping)
         for t in model.graph.initializer:
             shared = groups[_tensor_key(t)]
-            if shared not in {o.name for o in outer}:
+            if shared not in taken:
+                taken.add(shared)
                 o = copy.deepcopy(t)
                 o.name = shared
                 outer.append(o)

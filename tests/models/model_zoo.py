@@ -228,10 +228,11 @@ class KVDecoder(nn.Module):
                "logits": {0: "batch_size", 1: "sequence_length"}}
         for n in self.past_names():
             dyn[n] = {0: "batch_size", 2: "past_sequence_length"}
-        # Optimum names the present length past_sequence_length + 1 in both exports; the merge
-        # needs the two exports' outputs to agree.
+        # Optimum's names for the present length; merge_decoder.py gives both branches the
+        # with-past ones.
+        present_len = "past_sequence_length + 1" if with_past else "sequence_length"
         for n in self.present_names():
-            dyn[n] = {0: "batch_size", 2: "past_sequence_length + 1"}
+            dyn[n] = {0: "batch_size", 2: present_len}
         return ins, outs, dyn
 
     def forward(self, input_ids, *past):
