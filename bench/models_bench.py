@@ -52,17 +52,21 @@ def export_stamp():
 
 
 def ensure_models(out, models):
-    """Exports the models whose files are missing or were made by other scripts."""
-    stamp_path = os.path.join(out, "export.stamp")
+    """Exports the models whose files are missing or were made by other export scripts."""
     stamp = export_stamp()
-    old = open(stamp_path).read().strip() if os.path.exists(stamp_path) else ""
-    need = [m for m in models if old != stamp or not os.path.exists(model_file(out, m))]
+
+    def fresh(m):
+        p = os.path.join(out, f"{m}.stamp")
+        return os.path.exists(model_file(out, m)) and os.path.exists(p) and open(p).read().strip() == stamp
+
+    need = [m for m in models if not fresh(m)]
     if need:
         print(f"exporting {', '.join(need)} into {out} (once)", file=sys.stderr)
         subprocess.run([sys.executable, os.path.join(MODELS_DIR, "export_models.py"), "--bench",
                         "--out", out, "--models", ",".join(need)], check=True)
-        with open(stamp_path, "w") as f:
-            f.write(stamp + "\n")
+        for m in need:
+            with open(os.path.join(out, f"{m}.stamp"), "w") as f:
+                f.write(stamp + "\n")
 
 
 def model_file(out, name):
