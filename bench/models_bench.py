@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MODELS_DIR = os.path.join(ROOT, "tests", "models")
 sys.path.insert(0, MODELS_DIR)
+sys.dont_write_bytecode = True  # no __pycache__ folder in the source tree
 import model_zoo as zoo  # noqa: E402
 
 ORT = os.path.join(ROOT, "scripts", "ort.sh")

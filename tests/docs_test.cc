@@ -43,7 +43,7 @@ TEST(Docs, ReadmeLayoutNamesEveryFolder) {
   const std::string readme = read_doc("README.md");
   const fs::path root(UBFUSE_SOURCE_DIR);
   const std::vector<std::string> data_parents = {"fuzz/corpus", "tests/layers",
-                                                 "tests/models/onnx_cases"};
+                                                 "tests/models/onnx_cases", "tests/models/refs"};
   int checked = 0;
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
        ++it) {

@@ -24,6 +24,7 @@ import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+REFS = os.path.join(HERE, "refs")
 MODELS = ["speech_encoder", "kv_decoder", "llama_stack", "bert_stack", "vit_encoder"]
 
 
@@ -69,12 +70,12 @@ def main():
     reported = set()
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.models.split(","):
-            with open(os.path.join(HERE, name, "manifest.json")) as f:
+            with open(os.path.join(REFS, name, "manifest.json")) as f:
                 man = json.load(f)
             for s in man["sets"]:
                 for model_file, names in sorted(s["runs"].items()):
                     path = os.path.join(HERE, model_file)
-                    inputs = {n: os.path.join(HERE, name, s["name"], "in", f"{n}.npy") for n in names}
+                    inputs = {n: os.path.join(REFS, name, s["name"], "in", f"{n}.npy") for n in names}
                     for mode in a.modes.split(","):
                         tag = f"{model_file} {s['name']} {mode}"
                         if model_file in reported:
@@ -90,7 +91,7 @@ def main():
                             continue
                         worst = {}
                         for o in s["outputs"]:
-                            ref = np.load(os.path.join(HERE, name, s["name"], "ort", f"{o}.npy"))
+                            ref = np.load(os.path.join(REFS, name, s["name"], "ort", f"{o}.npy"))
                             got = np.load(os.path.join(out, f"{o}.npy"))
                             if got.shape != ref.shape:
                                 worst[o] = f"shape {got.shape} vs {ref.shape}"

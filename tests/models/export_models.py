@@ -14,11 +14,11 @@ by merge_decoder.py).
 
 References (not with --bench or --no-refs), per model and per input set (three lengths, and two
 batch sizes):
-    OUT/<model>/<set>/in/<input>.npy      the inputs (fixed seed)
-    OUT/<model>/<set>/ort/<output>.npy    onnxruntime's outputs: the reference
-    OUT/<model>/<set>/torch/<output>.npy  PyTorch's outputs for the same inputs
-    OUT/<model>/manifest.json             sets, shapes, which .onnx files each set runs on,
-                                          versions, and the max abs differences
+    OUT/refs/<model>/<set>/in/<input>.npy      the inputs (fixed seed)
+    OUT/refs/<model>/<set>/ort/<output>.npy    onnxruntime's outputs: the reference
+    OUT/refs/<model>/<set>/torch/<output>.npy  PyTorch's outputs for the same inputs
+    OUT/refs/<model>/manifest.json             sets, shapes, which .onnx files each set runs
+                                               on, versions, and the max abs differences
 onnxruntime runs through scripts/ort.sh (onnxruntime-node from npm, installed on demand) at
 graph optimization level "disabled" on 1 thread; the manifest also records the difference of
 level "all" from it and of PyTorch from it. For the decoder, every set runs on the standalone
@@ -45,6 +45,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ folder in the source tree
 import merge_decoder  # noqa: E402
 import model_zoo as zoo  # noqa: E402
 
@@ -186,7 +187,7 @@ def max_abs(a, b):
 
 
 def write_refs(name, m, files, out):
-    root = os.path.join(out, name)
+    root = os.path.join(out, "refs", name)
     if os.path.isdir(root):
         shutil.rmtree(root)
     manifest = {"model": name, "config": zoo.CONFIGS["test"][name], "seed": zoo.SEEDS[name],
