@@ -76,6 +76,34 @@ TEST(OnnxImport, SymbolicShapeArithmeticIsFoldedAndStaysSymbolic) {
   for (int64_t i = 0; i < x.numel(); i++) ASSERT_EQ(y.get(i), -x.get(i));
 }
 
+// Shape arithmetic on sums and differences of symbols (a KV cache's past + seq, minus 1 for a
+// slice end, minus 2 times 4 for a reshape) folds to dim polynomials, so nothing needs --dim.
+TEST(OnnxImport, KvCacheShapeArithmeticStaysSymbolic) {
+  Graph g = import_onnx(case_path("kv_concat.onnx"));
+  EXPECT_EQ(shape_str(g.outputs()[0].second->shape), "[batch,4*past+4*seq-8]");
+  EXPECT_EQ(count_ops(g, OpKind::Concat), 1) << print_graph(g);  // the cache; the rest folded
+  std::map<std::string, Tensor> in{{"past", case_npy("kv_concat.past")},
+                                   {"x", case_npy("kv_concat.x")}};
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    EXPECT_TRUE(close(compile(g, opts).run(in).at("y"), case_npy("kv_concat.y")));
+  }
+  CompiledModel m = compile(g, testing::graph_opts());
+  for (auto [p, s] : std::vector<std::pair<int64_t, int64_t>>{{5, 1}, {0, 3}, {7, 4}}) {
+    Tensor past = Tensor::random(DType::f32, {2, p, 4}, 10 + p);
+    Tensor x = Tensor::random(DType::f32, {2, s, 4}, 20 + s);
+    Tensor y = m.run({{"past", past}, {"x", x}}).at("y");
+    ASSERT_EQ(y.sizes(), (Sizes{2, 4 * (p + s - 2)})) << p << "+" << s;
+    for (int64_t b = 0; b < 2; b++) {
+      for (int64_t t = 1; t < p + s - 1; t++) {
+        for (int64_t c = 0; c < 4; c++) {
+          double want = t < p ? past.get((b * p + t) * 4 + c) : x.get((b * s + t - p) * 4 + c);
+          ASSERT_EQ(y.get(b * 4 * (p + s - 2) + (t - 1) * 4 + c), -want) << p << "+" << s;
+        }
+      }
+    }
+  }
+}
+
 TEST(OnnxImport, RangeOverSymbolicLengthNeedsStaticDim) {
   try {
     import_onnx(case_path("range_mask.onnx"));

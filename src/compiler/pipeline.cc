@@ -58,7 +58,7 @@ std::vector<std::string> gear_symbols(const Graph& graph, const CompileConfig& c
   if (spec.empty()) {
     for (auto* in : graph.inputs()) {
       for (auto& d : in->shape) {
-        if (!d.is_static() && d.symbol().find('*') == std::string::npos) add(d.symbol());
+        if (d.is_symbol()) add(d.symbol());
       }
     }
     return syms;
@@ -86,6 +86,13 @@ std::vector<std::string> gear_symbols(const Graph& graph, const CompileConfig& c
         if (d.is_static()) {
           throw Error("ge.inputShape marks dim " + std::to_string(i) + " of '" + name +
                       "' dynamic (-1) but the model fixes it to " + d.str());
+        }
+        if (!d.is_symbol()) {
+          std::string names;
+          for (auto& s : d.symbols()) names += (names.empty() ? "" : ", ") + s;
+          throw Error("ge.inputShape marks dim " + std::to_string(i) + " of '" + name +
+                      "' dynamic (-1) but it is '" + d.str() + "', an expression of " + names +
+                      "; hint: gears set symbols, so mark the input dims that are those symbols");
         }
         add(d.symbol());
       } else if (d.is_static() && d.value() != v) {

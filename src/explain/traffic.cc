@@ -12,15 +12,7 @@ SymbolBindings bind_dims(const Graph& g, const SymbolBindings& dims) {
   std::set<std::string> symbols;
   for (auto* in : g.inputs()) {
     for (auto& d : in->shape) {
-      if (d.is_static()) continue;
-      const std::string& s = d.symbol();
-      size_t pos = 0;
-      while (pos <= s.size()) {  // products "a*b" name their factors
-        size_t star = s.find('*', pos);
-        symbols.insert(s.substr(pos, star == std::string::npos ? std::string::npos : star - pos));
-        if (star == std::string::npos) break;
-        pos = star + 1;
-      }
+      for (auto& s : d.symbols()) symbols.insert(s);  // "past+seq" names past and seq
     }
   }
   auto list = [](const std::set<std::string>& xs) {

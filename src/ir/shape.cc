@@ -1,64 +1,10 @@
 #include "ubfuse/shape.h"
 
 #include <algorithm>
-#include <sstream>
 
 #include "ubfuse/error.h"
 
 namespace ubfuse {
-
-int64_t Dim::value() const {
-  if (!is_static()) throw Error("dim '" + symbol() + "' is symbolic, a fixed size was needed");
-  return std::get<int64_t>(value_);
-}
-
-const std::string& Dim::symbol() const {
-  UBF_CHECK(!is_static(), "symbol() of a static dim");
-  return std::get<std::string>(value_);
-}
-
-std::string Dim::str() const { return is_static() ? std::to_string(value()) : symbol(); }
-
-static std::vector<std::string> split_factors(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == '*') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
-Dim Dim::mul(const Dim& a, const Dim& b) {
-  if (a.is_static() && b.is_static()) return Dim(a.value() * b.value());
-  if (a.is_static() && a.value() == 1) return b;
-  if (b.is_static() && b.value() == 1) return a;
-  std::vector<std::string> f;
-  int64_t k = 1;
-  for (const Dim* d : {&a, &b}) {
-    if (d->is_static()) {
-      k *= d->value();
-    } else {
-      for (auto& s : split_factors(d->symbol())) {
-        bool numeric = !s.empty() && std::all_of(s.begin(), s.end(), ::isdigit);
-        if (numeric) {
-          k *= std::stoll(s);
-        } else {
-          f.push_back(s);
-        }
-      }
-    }
-  }
-  std::sort(f.begin(), f.end());
-  std::string out = k != 1 ? std::to_string(k) : "";
-  for (auto& s : f) out += (out.empty() ? "" : "*") + s;
-  return Dim(out);
-}
 
 std::string shape_str(const Shape& s) {
   std::string out = "[";
@@ -90,32 +36,25 @@ int64_t numel(const Sizes& s) {
   return n;
 }
 
-std::optional<int64_t> eval_dim(const Dim& d, const SymbolBindings& b) {
-  if (d.is_static()) return d.value();
-  int64_t v = 1;
-  for (auto& f : split_factors(d.symbol())) {
-    bool numeric = !f.empty() && std::all_of(f.begin(), f.end(), ::isdigit);
-    int64_t x;
-    if (numeric) {
-      x = std::stoll(f);
-    } else {
-      auto it = b.find(f);
-      if (it == b.end()) return std::nullopt;
-      x = it->second;
-    }
-    if (__builtin_mul_overflow(v, x, &v)) {
-      throw Error("dim '" + d.symbol() + "' overflows a 64-bit size with " + f + "=" +
-                  std::to_string(x) + "; hint: check the symbol values (input shapes, gears)");
-    }
-  }
-  return v;
-}
-
 Sizes eval_shape(const Shape& s, const SymbolBindings& b) {
   Sizes out;
   for (auto& d : s) {
     auto v = eval_dim(d, b);
-    if (!v) throw Error("symbol '" + d.symbol() + "' of shape " + shape_str(s) + " is not bound");
+    if (!v) {
+      std::string unbound;
+      for (auto& name : d.symbols()) {
+        if (!b.count(name)) unbound += (unbound.empty() ? "'" : ", '") + name + "'";
+      }
+      throw Error("symbol " + unbound + " of dim '" + d.symbol() + "' in shape " + shape_str(s) +
+                  " is not bound");
+    }
+    if (*v < 0) {
+      std::string vals;
+      for (auto& name : d.symbols())
+        vals += (vals.empty() ? "" : ", ") + name + "=" + std::to_string(b.at(name));
+      throw Error("dim '" + d.str() + "' of shape " + shape_str(s) + " is " + std::to_string(*v) +
+                  " with " + vals + "; a size cannot be negative");
+    }
     out.push_back(*v);
   }
   return out;

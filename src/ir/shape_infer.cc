@@ -1,6 +1,8 @@
 // Shape and dtype inference, one case per op, with the user-facing checks. Symbolic dims follow
 // numpy broadcasting (a symbol against 1 keeps the symbol; a symbol against a fixed size N > 1
-// takes N and is checked at run time) and products for reshapes.
+// takes N and is checked at run time; two dims broadcast only when equal as polynomials), and
+// stay exact polynomials through reshapes ("batch*seq"), concatenation ("past+seq") and slices
+// ("seq-1").
 #include <algorithm>
 #include <numeric>
 
@@ -196,13 +198,18 @@ void infer_slice(Node& n) {
     axes[i] = ax;
     if (steps[i] == 0) fail(n, "step must not be 0");
     const Dim& d = x->shape[size_t(ax)];
-    if (!d.is_static()) {
-      bool whole = steps[i] == 1 && starts[i] == 0 && ends[i] >= (int64_t(1) << 62);
-      if (whole) continue;
-      fail(n, "slicing symbolic dim '" + d.str() + "' is only supported for the whole range",
-           "give the model a static size for this dim (ge.dynamic_dims) or slice a static dim");
+    auto len = slice_length(d, starts[i], ends[i], steps[i]);
+    if (!len) {
+      fail(n,
+           "slicing symbolic dim '" + d.str() + "' from " + std::to_string(starts[i]) + " to " +
+               std::to_string(ends[i]) + " by " + std::to_string(steps[i]) +
+               " gives a length no dim expression states (min(n, " + d.str() +
+               ") or a step that does not divide)",
+           "slices of a symbolic dim run from a fixed start to its end or to a negative end "
+           "(x[1:], x[:-1], x[::-1]); otherwise give the model a static size for this dim "
+           "(ge.dynamic_dims) or slice a static dim");
     }
-    s[size_t(ax)] = Dim(slice_length(d.value(), starts[i], ends[i], steps[i]));
+    s[size_t(ax)] = *len;
   }
   n.attrs["axes"] = axes;
   n.attrs["steps"] = steps;
@@ -225,16 +232,7 @@ void infer_concat(Node& n) {
                     " may differ)");
       }
     }
-    const Dim& d = v->shape[size_t(ax)];
-    if (!d.is_static()) {
-      if (n.inputs.size() == 1) {
-        total = d;
-        continue;
-      }
-      fail(n, "concatenating along symbolic dim '" + d.str() + "' is not supported",
-           "concatenate along a static axis");
-    }
-    total = Dim(total.value() + d.value());
+    total = Dim::add(total, v->shape[size_t(ax)]);
   }
   Shape s = x0->shape;
   s[size_t(ax)] = total;

@@ -1,7 +1,6 @@
 #include "ir/shape_util.h"
 
 #include <algorithm>
-#include <map>
 
 namespace ubfuse {
 
@@ -34,39 +33,26 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::strin
 }
 
 namespace {
-// A product of dims as a constant and a multiset of symbol factors.
-struct Product {
-  int64_t k = 1;
-  std::map<std::string, int> syms;
-  void mul(const Dim& d) {
-    if (d.is_static()) {
-      k *= d.value();
-      return;
+// The product of dims, after cancelling each dim that `other` also lists (as often as both do):
+// dividing b*(past+seq)*512 by b*(past+seq) then needs no polynomial division at all.
+Dim product_without(const Shape& dims, const Shape& other) {
+  std::vector<bool> used(other.size(), false);
+  Dim p(1);
+  for (auto& d : dims) {
+    bool cancelled = false;
+    for (size_t j = 0; j < other.size() && !cancelled; j++) {
+      if (!used[j] && other[j] == d) used[j] = cancelled = true;
     }
-    std::string s = d.symbol();
-    size_t pos = 0;
-    while (true) {
-      size_t star = s.find('*', pos);
-      std::string f = s.substr(pos, star == std::string::npos ? std::string::npos : star - pos);
-      if (!f.empty() && std::all_of(f.begin(), f.end(), ::isdigit)) {
-        k *= std::stoll(f);
-      } else {
-        syms[f]++;
-      }
-      if (star == std::string::npos) break;
-      pos = star + 1;
-    }
+    if (!cancelled) p = Dim::mul(p, d);
   }
-};
+  return p;
+}
 }  // namespace
 
 std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& target,
                                     std::string* why) {
-  Product total;
-  for (auto& d : in) total.mul(d);
-  Shape out;
+  Shape out, known;
   int infer_at = -1;
-  Product known;
   for (size_t i = 0; i < target.size(); i++) {
     int64_t t = target[i];
     if (t == -1) {
@@ -82,39 +68,27 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>&
       if (why) *why = "negative dim " + std::to_string(t);
       return std::nullopt;
     }
-    Dim d = t == 0 ? (i < in.size() ? in[i] : Dim(int64_t(0))) : Dim(t);
     if (t == 0 && i >= in.size()) {
       if (why) *why = "0 at position " + std::to_string(i) + " has no input dim to copy";
       return std::nullopt;
     }
-    known.mul(d);
+    Dim d = t == 0 ? in[i] : Dim(t);
+    known.push_back(d);
     out.push_back(d);
   }
-  // Cancel known symbol factors from the total.
-  for (auto& [s, c] : known.syms) {
-    auto it = total.syms.find(s);
-    if (it == total.syms.end() || it->second < c) {
-      if (why)
-        *why = "symbol '" + s + "' of the target is not a factor of the input " + shape_str(in);
-      return std::nullopt;
-    }
-    it->second -= c;
-  }
+  Dim total = product_without(in, known), part = product_without(known, in);
   if (infer_at >= 0) {
-    if (known.k == 0 || total.k % known.k != 0) {
+    bool zero =
+        std::any_of(known.begin(), known.end(), [](const Dim& d) { return d == Dim(int64_t(0)); });
+    auto d = zero ? std::nullopt : Dim::div_exact(total, part);  // -1 beside a 0 is ambiguous
+    if (!d) {
       if (why) *why = "input " + shape_str(in) + " does not divide into the target";
       return std::nullopt;
     }
-    Dim d(total.k / known.k);
-    for (auto& [s, c] : total.syms) {
-      for (int j = 0; j < c; j++) d = Dim::mul(d, Dim(s));
-    }
-    out[size_t(infer_at)] = d;
+    out[size_t(infer_at)] = *d;
     return out;
   }
-  bool syms_left =
-      std::any_of(total.syms.begin(), total.syms.end(), [](auto& p) { return p.second != 0; });
-  if (syms_left || total.k != known.k) {
+  if (total != part) {
     if (why) *why = "element count of input " + shape_str(in) + " differs from the target";
     return std::nullopt;
   }
@@ -133,6 +107,32 @@ int64_t slice_length(int64_t dim, int64_t start, int64_t end, int64_t step) {
   int64_t e = step > 0 ? std::clamp<int64_t>(end, 0, dim) : std::clamp<int64_t>(end, -1, dim - 1);
   if (step > 0) return e > s ? (e - s + step - 1) / step : 0;
   return s > e ? (s - e + (-step) - 1) / (-step) : 0;
+}
+
+std::optional<Dim> slice_length(const Dim& dim, int64_t start, int64_t end, int64_t step) {
+  if (step == 0) return std::nullopt;
+  if (dim.is_static()) return Dim(slice_length(dim.value(), start, end, step));
+  // Once dim is large enough each clamped bound is a constant or dim plus a constant.
+  struct Bound {
+    bool rel;  // dim + c rather than c
+    int64_t c;
+  };
+  constexpr int64_t kHuge = int64_t(1) << 62;  // "to the end" in exported graphs
+  auto bound = [step](int64_t x) -> Bound {
+    if (x >= kHuge) return {true, step > 0 ? 0 : -1};
+    if (x <= -kHuge) return {false, step > 0 ? 0 : -1};
+    return {x < 0, x};
+  };
+  Bound s = bound(start), e = bound(end);
+  // The length grows with dim only when the far bound follows dim and the near one does not;
+  // otherwise it is min(n, dim) or 0 for large dims, which a polynomial cannot say.
+  Bound from = step > 0 ? s : e, to = step > 0 ? e : s;
+  if (!to.rel || from.rel) return std::nullopt;
+  int64_t k = step > 0 ? step : -step, c;
+  if (__builtin_sub_overflow(to.c, from.c, &c) || __builtin_add_overflow(c, k - 1, &c)) {
+    return std::nullopt;
+  }
+  return Dim::floordiv(Dim::add(dim, Dim(c)), k);  // ceil((dim + to - from) / k)
 }
 
 std::vector<int64_t> broadcast_strides(const Sizes& sizes, const Sizes& out) {

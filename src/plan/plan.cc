@@ -71,8 +71,8 @@ std::vector<Sizes> concrete_infer(const Node& n, const Plan& plan,
 // Ops that read only their input's sizes, not its data.
 bool reads_only_sizes(const Node& n) { return op_name(n.op) == std::string_view("Shape"); }
 
-// Binds the symbols of v's declared shape that only the plan knows to the concrete sizes, and
-// checks the others.
+// Binds the symbols of v's declared shape that only the plan knows to the concrete sizes (one
+// unknown per dim, solved: "past+seq" = 12 with seq=5 binds past=7), and checks the others.
 void unify(const Node& n, const Value* v, const Sizes& got, SymbolBindings& b) {
   auto mismatch = [&](const std::string& why) {
     throw Error(n.describe() + ": with " + bindings_str(b) + " the output '" + v->name + "' is " +
@@ -86,10 +86,10 @@ void unify(const Node& n, const Value* v, const Sizes& got, SymbolBindings& b) {
       if (*e != got[k]) mismatch("");
       continue;
     }
-    if (d.symbol().find('*') != std::string::npos) {
-      mismatch(" (dim '" + d.symbol() + "' is a product of symbols not yet bound)");
-    }
-    b[d.symbol()] = got[k];
+    std::string why;
+    auto sol = solve_dim(d, got[k], b, &why);
+    if (!sol) mismatch(" (dim '" + d.symbol() + "' cannot be solved for its symbol: " + why + ")");
+    b[sol->symbol] = sol->value;
   }
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -55,6 +56,12 @@ SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs
       throw Error("unknown input '" + name + "'; the model's inputs are: " + names);
     }
   }
+  struct Compound {
+    const Dim* dim;
+    int64_t got;
+    std::string where;
+  };
+  std::vector<Compound> compound;  // dims like "past+1" or "batch*seq"
   for (auto* in : graph.inputs()) {
     auto it = inputs.find(in->name);
     if (it == inputs.end() || !it->second.defined()) {
@@ -82,8 +89,11 @@ SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs
         }
         continue;
       }
+      if (!want.is_symbol()) {
+        compound.push_back({&want, got, here});
+        continue;
+      }
       const std::string& sym = want.symbol();
-      if (sym.find('*') != std::string::npos) continue;  // products are checked by the plan
       auto [bit, fresh] = b.emplace(sym, got);
       if (!fresh && bit->second != got) {
         throw Error("symbol '" + sym + "' is " + std::to_string(bit->second) + " in " +
@@ -91,6 +101,38 @@ SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs
                     "; inputs that share a symbol must agree");
       }
       if (fresh) bound_by[sym] = here;
+    }
+  }
+  // Once the lone symbols are bound, a dim with one unknown left ("past+1") binds it; the others
+  // must agree with what the inputs bound. Dims still unbound are the plan's to report.
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (auto& c : compound) {
+      if (auto sol = solve_dim(*c.dim, c.got, b)) {
+        b[sol->symbol] = sol->value;
+        bound_by[sol->symbol] = c.where;
+        progress = true;
+      }
+    }
+  }
+  for (auto& c : compound) {
+    auto v = eval_dim(*c.dim, b);
+    auto syms = c.dim->symbols();
+    if (!v && std::count_if(syms.begin(), syms.end(), [&](auto& s) { return !b.count(s); }) == 1) {
+      std::string why;  // one unknown left, yet the loop above could not solve it
+      solve_dim(*c.dim, c.got, b, &why);
+      throw Error(c.where + " is " + std::to_string(c.got) + " but the model declares '" +
+                  c.dim->symbol() + "': " + why);
+    }
+    if (v && *v != c.got) {
+      std::string vals;
+      for (auto& s : syms) {
+        vals += (vals.empty() ? "" : ", ") + s + "=" + std::to_string(b.at(s)) + " (from " +
+                bound_by[s] + ")";
+      }
+      throw Error(c.where + " is " + std::to_string(c.got) + " but the model expects '" +
+                  c.dim->symbol() + "' = " + std::to_string(*v) + " with " + vals +
+                  "; inputs that share a symbol must agree");
     }
   }
   const auto& gears = exe_->gears;

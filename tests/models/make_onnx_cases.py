@@ -73,6 +73,39 @@ def symbolic_reshape():
     npy("symbolic_reshape.y", -x)
 
 
+def kv_concat():
+    # A KV-cache step's shape arithmetic: the cache grows along a symbolic axis (past + seq), and
+    # the sizes sliced and reshaped to are sums and differences of symbols.
+    own = np.random.default_rng(25)  # its own stream: the other cases' data stay as they were
+    past = own.standard_normal((2, 3, 4)).astype(np.float32)
+    x = own.standard_normal((2, 2, 4)).astype(np.float32)
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [
+        i64("zero", 0), i64("one", 1), i64("two", 2), i64("four", 4), i64("axes0", [0]),
+        i64("starts", [1]), i64("axes1", [1]),
+        helper.make_node("Concat", ["past", "x"], ["cat"], axis=1, name="cache"),
+        helper.make_node("Shape", ["cat"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+        helper.make_node("Gather", ["shape", "one"], ["total"], axis=0),
+        helper.make_node("Sub", ["total", "one"], ["end"]),
+        helper.make_node("Unsqueeze", ["end", "axes0"], ["ends"]),
+        helper.make_node("Slice", ["cat", "starts", "ends", "axes1"], ["inner"], name="inner"),
+        helper.make_node("Sub", ["total", "two"], ["len"]),
+        helper.make_node("Mul", ["len", "four"], ["flat"]),
+        helper.make_node("Unsqueeze", ["b", "axes0"], ["b1"]),
+        helper.make_node("Unsqueeze", ["flat", "axes0"], ["flat1"]),
+        helper.make_node("Concat", ["b1", "flat1"], ["target"], axis=0),
+        helper.make_node("Reshape", ["inner", "target"], ["r"], name="flatten"),
+        helper.make_node("Neg", ["r"], ["y"]),
+    ]
+    save("kv_concat", nodes, [vi("past", TensorProto.FLOAT, ["batch", "past", 4]),
+                              vi("x", TensorProto.FLOAT, ["batch", "seq", 4])],
+         [vi("y", TensorProto.FLOAT, ["batch", "flat"])])
+    npy("kv_concat.past", past)
+    npy("kv_concat.x", x)
+    npy("kv_concat.y", -np.concatenate([past, x], 1)[:, 1:-1, :].reshape(2, -1))
+
+
 def range_mask():
     # A causal mask from Range over the sequence length: needs the length at import.
     x = rng.standard_normal((2, 4, 4)).astype(np.float32)
@@ -184,6 +217,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     gemm_relu()
     symbolic_reshape()
+    kv_concat()
     range_mask()
     trilu_mask()
     typed_fields()

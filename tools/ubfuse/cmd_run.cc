@@ -63,7 +63,7 @@ void bind_from(const std::string& input, const Shape& shape, const Sizes& sizes,
         throw Error("--input " + input + ": dim " + std::to_string(i) + " is " +
                     std::to_string(sizes[i]) + ", the model expects " + shape_str(shape));
       }
-    } else if (shape[i].symbol().find('*') == std::string::npos) {
+    } else if (shape[i].is_symbol()) {
       auto [it, fresh] = b.emplace(shape[i].symbol(), sizes[i]);
       if (!fresh && it->second != sizes[i]) {
         throw Error("--input " + input + ": dim '" + shape[i].symbol() + "' is " +
@@ -129,9 +129,16 @@ int run_model(const RunArgs& a) {
     for (auto& d : info.shape) {
       auto v = eval_dim(d, bound);
       if (!v) {
+        std::string pass;
+        for (auto& sym : d.symbols()) {
+          if (!bound.count(sym)) pass += "--dim " + sym + "=N ";
+        }
         throw Error("input '" + info.name + "' " + shape_str(info.shape) + " has symbolic dim '" +
-                    d.str() + "'; pass --dim " + d.str() + "=N or --input " + info.name +
-                    "=FILE.npy");
+                    d.str() + "'; pass " + pass + "or --input " + info.name + "=FILE.npy");
+      }
+      if (*v < 0) {
+        throw Error("input '" + info.name + "' " + shape_str(info.shape) + ": dim '" + d.str() +
+                    "' is " + std::to_string(*v) + " with the given --dim values");
       }
       s.push_back(*v);
     }

@@ -26,8 +26,8 @@ std::string lower(std::string_view s) {
 std::vector<std::string> symbols_of(const std::vector<Dim>& dims) {
   std::vector<std::string> out;
   for (auto& d : dims) {
-    if (!d.is_static() && std::find(out.begin(), out.end(), d.symbol()) == out.end()) {
-      out.push_back(d.symbol());
+    for (auto& s : d.symbols()) {  // "past+seq" needs past and seq
+      if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
     }
   }
   return out;

@@ -22,12 +22,18 @@ std::string supported_list() {
   return s;
 }
 
-// A symbol name ubfuse can print and parse back ("*" would read as a product).
+// A dim_param is a name to ONNX, whatever it spells ("batch-size", "past_sequence_length + 1"),
+// so it stays one symbol: characters outside ubfuse's symbol names become '_' (and an all-digit
+// name gets a leading '_'), since '+', '-', '*' and spaces would read as dim arithmetic.
 std::string clean_symbol(std::string s) {
+  bool digits = true;
   for (char& ch : s) {
-    if (ch == '*' || ch == ' ' || ch == ',') ch = '_';
+    bool name = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                ch == '_' || ch == '.' || ch == '$' || ch == ':';
+    if (!name) ch = '_';
+    digits = digits && ch >= '0' && ch <= '9';
   }
-  return s;
+  return digits ? "_" + s : s;
 }
 
 Shape input_shape(const onnx::ValueInfoProto& vi, const ImportOptions& o, int* fresh) {

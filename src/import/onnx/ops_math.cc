@@ -54,13 +54,17 @@ bool dims_binary(NodeCtx& c, OpKind k) {
         default:
           c.needs_static(a, "this shape computation");
       }
-    } else if (k == OpKind::Mul && (x.is_static() || y.is_static()) &&
-               (x.is_static() ? x.value() : y.value()) == 1) {
-      out.push_back(x.is_static() ? y : x);
+    } else if (k == OpKind::Add) {
+      out.push_back(Dim::add(x, y));
+    } else if (k == OpKind::Sub) {
+      out.push_back(Dim::sub(x, y));
     } else if (k == OpKind::Mul) {
       out.push_back(Dim::mul(x, y));
-    } else if (k == OpKind::Div && y.is_static() && y.value() == 1) {
-      out.push_back(x);
+    } else if (auto q = k == OpKind::Div && y.is_static() && y.value() > 0
+                            ? Dim::floordiv(x, y.value())
+                            : std::nullopt;
+               q && Dim::mul(*q, y) == x) {
+      out.push_back(*q);  // exact, so ONNX's truncating division agrees with the floor
     } else {
       std::vector<Dim> both = a;
       both.insert(both.end(), b.begin(), b.end());
@@ -71,8 +75,20 @@ bool dims_binary(NodeCtx& c, OpKind k) {
   return true;
 }
 
-// Equal on symbolic shape vectors: decidable when a symbol meets a negative number (a size never
-// is) or itself.
+// Equal on symbolic shape vectors: decidable when the dims are the same polynomial, or when their
+// difference cannot be 0 for any sizes (its coefficients all share the sign of a nonzero constant
+// term: seq+1 vs seq, seq vs -1).
+// True when d > 0 or d < 0 for every value >= 0 of its symbols (sizes are never negative).
+bool never_zero(const Dim& d) {
+  auto terms = d.terms();
+  if (terms.empty() || !terms.back().factors.empty()) return false;  // needs a constant term
+  int64_t sign = terms.back().coef > 0 ? 1 : -1;
+  for (auto& t : terms) {
+    if ((t.coef > 0 ? 1 : -1) != sign) return false;
+  }
+  return true;
+}
+
 bool dims_equal(NodeCtx& c) {
   if (!c.input(0).dims && !c.input(1).dims) return false;
   auto a = c.dims_input(0, "shape operand"), b = c.dims_input(1, "shape operand");
@@ -87,7 +103,7 @@ bool dims_equal(NodeCtx& c) {
       eq = true;
     } else if (x.is_static() && y.is_static()) {
       eq = false;
-    } else if ((x.is_static() && x.value() < 0) || (y.is_static() && y.value() < 0)) {
+    } else if (never_zero(Dim::sub(x, y))) {
       eq = false;
     } else {
       c.needs_static({x, y}, "comparing shape values");

@@ -241,15 +241,16 @@ void slice(NodeCtx& c) {
   for (size_t i = 0; i < starts.size(); i++) {
     int64_t ax = c.norm_axis(axes[i], r, "axes entry");
     axes[i] = ax;
-    if (!starts[i].is_static()) c.needs_static({starts[i]}, "a slice start");
-    st.push_back(starts[i].value());
-    if (ends[i].is_static()) {
-      en.push_back(ends[i].value());
-    } else if (ends[i] == s[size_t(ax)] && steps[i] > 0) {
-      en.push_back(kEnd);  // x[..., :n] where n is the axis' own size
-    } else {
-      c.needs_static({ends[i]}, "a slice end");
-    }
+    // A bound that is the axis' own size plus a constant k is index k from the end (a negative
+    // index), or the end itself for k >= 0: x[..., :n-1] of an axis of size n is x[..., :-1].
+    auto bound = [&](const Dim& b, const char* what) -> int64_t {
+      if (b.is_static()) return b.value();
+      Dim k = Dim::sub(b, s[size_t(ax)]);
+      if (!k.is_static()) c.needs_static({b}, what);
+      return k.value() < 0 ? k.value() : kEnd;  // at or past the end clamps either way
+    };
+    st.push_back(bound(starts[i], "a slice start"));
+    en.push_back(bound(ends[i], "a slice end"));
   }
   // Slicing a shape vector (x.shape[1:]) keeps it symbolic.
   if (c.input(0).dims) {
