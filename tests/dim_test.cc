@@ -342,6 +342,21 @@ TEST(DimShapes, InputsBindExpressionDims) {
     EXPECT_TRUE(throws_with([&] { m.run(in); },
                             {"input 'mask' dim 0 is 6", "'past+seq' = 7", "past=3", "seq=4"}));
   }
+  // A product is checked against the sizes its factors got from other inputs.
+  GraphBuilder b3;
+  auto m3 = b3.input("m", f32, {"a", "b"});
+  auto f3 = b3.input("f", f32, {"a*b"});
+  b3.output("y", b3.add(b3.reshape(m3, {-1}), f3));
+  auto prod = compile(b3.build(), testing::eager_opts());
+  EXPECT_EQ(prod.run({{"m", Tensor::random(f32, {2, 3}, 1)}, {"f", Tensor::random(f32, {6}, 2)}})
+                .at("y")
+                .sizes(),
+            (Sizes{6}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        prod.run({{"m", Tensor::random(f32, {2, 3}, 1)}, {"f", Tensor::random(f32, {7}, 2)}});
+      },
+      {"input 'f' dim 0 is 7", "'a*b' = 6", "a=2 (from input 'm' dim 0)"}));
   // Solving: the lone "n+1" binds n.
   GraphBuilder b2;
   auto a = b2.input("a", f32, {"n+1"});

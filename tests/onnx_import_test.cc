@@ -104,6 +104,15 @@ TEST(OnnxImport, KvCacheShapeArithmeticStaysSymbolic) {
   }
 }
 
+// A dim_param is one name to ONNX whatever it spells, so "batch-size" and
+// "past_sequence_length + 1" stay single symbols rather than reading as dim arithmetic.
+TEST(OnnxImport, DimParamsAreOneSymbolWhateverTheySpell) {
+  Graph g = import_onnx(case_path("odd_dim_params.onnx"));
+  EXPECT_EQ(shape_str(g.inputs()[0]->shape), "[batch_size,past_sequence_length___1,3]");
+  EXPECT_EQ(count_ops(g, OpKind::Where), 0) << print_graph(g);  // Equal on shapes decided
+  check_case("odd_dim_params", "x", "y");
+}
+
 TEST(OnnxImport, RangeOverSymbolicLengthNeedsStaticDim) {
   try {
     import_onnx(case_path("range_mask.onnx"));

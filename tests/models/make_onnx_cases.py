@@ -106,6 +106,27 @@ def kv_concat():
     npy("kv_concat.y", -np.concatenate([past, x], 1)[:, 1:-1, :].reshape(2, -1))
 
 
+def odd_dim_params():
+    # dim_params that spell arithmetic or hold a '-' are still one name each, and an exporter's
+    # Where(Equal(shape - [1, 1, 0], shape), ...) prologue decides without sizes.
+    own = np.random.default_rng(26)
+    x = own.standard_normal((2, 3, 3)).astype(np.float32)
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [
+        i64("dec", [1, 1, 0]), i64("ones", [1, 1, 1]),
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Sub", ["s", "dec"], ["t"]),
+        helper.make_node("Equal", ["t", "s"], ["eq"]),
+        helper.make_node("Where", ["eq", "ones", "s"], ["target"]),
+        helper.make_node("Expand", ["x", "target"], ["e"]),
+        helper.make_node("Relu", ["e"], ["y"]),
+    ]
+    shape = ["batch-size", "past_sequence_length + 1", 3]
+    save("odd_dim_params", nodes, [vi("x", TensorProto.FLOAT, shape)], [vi("y", TensorProto.FLOAT, shape)])
+    npy("odd_dim_params.x", x)
+    npy("odd_dim_params.y", np.maximum(x, 0))
+
+
 def range_mask():
     # A causal mask from Range over the sequence length: needs the length at import.
     x = rng.standard_normal((2, 4, 4)).astype(np.float32)
@@ -218,6 +239,7 @@ def main():
     gemm_relu()
     symbolic_reshape()
     kv_concat()
+    odd_dim_params()
     range_mask()
     trilu_mask()
     typed_fields()
