@@ -75,10 +75,8 @@ bool dims_binary(NodeCtx& c, OpKind k) {
   return true;
 }
 
-// Equal on symbolic shape vectors: decidable when the dims are the same polynomial, or when their
-// difference cannot be 0 for any sizes (its coefficients all share the sign of a nonzero constant
-// term: seq+1 vs seq, seq vs -1).
-// True when d > 0 or d < 0 for every value >= 0 of its symbols (sizes are never negative).
+// True when d > 0 or d < 0 for every value >= 0 of its symbols (sizes are never negative): its
+// coefficients all share the sign of a nonzero constant term.
 bool never_zero(const Dim& d) {
   auto terms = d.terms();
   if (terms.empty() || !terms.back().factors.empty()) return false;  // needs a constant term
@@ -89,6 +87,8 @@ bool never_zero(const Dim& d) {
   return true;
 }
 
+// Equal on symbolic shape vectors: decidable when the dims are the same polynomial or their
+// difference is never zero (seq+1 vs seq, seq vs -1).
 bool dims_equal(NodeCtx& c) {
   if (!c.input(0).dims && !c.input(1).dims) return false;
   auto a = c.dims_input(0, "shape operand"), b = c.dims_input(1, "shape operand");
