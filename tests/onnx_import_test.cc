@@ -130,6 +130,21 @@ TEST(OnnxImport, RangeOverSymbolicLengthNeedsStaticDim) {
   check_case("range_mask", "x", "y", o);
 }
 
+TEST(OnnxImport, HeadSliceOfSymbolicAxisNeedsStaticDim) {
+  try {
+    import_onnx(case_path("head_slice.onnx"));
+    FAIL() << "expected OnnxNeedsStaticDimsError";
+  } catch (const OnnxNeedsStaticDimsError& e) {
+    EXPECT_EQ(e.symbols, std::vector<std::string>{"seq"});
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("node 'head' (Slice)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--dim seq=N"), std::string::npos) << msg;
+  }
+  ImportOptions o;
+  o.static_dims["seq"] = 5;
+  check_case("head_slice", "x", "y", o);
+}
+
 TEST(OnnxImport, TriluOfConstantFoldsToAConstantMask) {
   Graph g = import_onnx(case_path("trilu_mask.onnx"));
   EXPECT_EQ(g.num_nodes(), 2) << print_graph(g);  // the mask constant and the Add

@@ -203,8 +203,8 @@ void infer_slice(Node& n) {
       fail(n,
            "slicing symbolic dim '" + d.str() + "' from " + std::to_string(starts[i]) + " to " +
                std::to_string(ends[i]) + " by " + std::to_string(steps[i]) +
-               " gives a length no dim expression states (min(n, " + d.str() +
-               ") or a step that does not divide)",
+               ": the length is no dim expression (a constant caps it, as in x[:4] or x[-1:], "
+               "or the step leaves a remainder)",
            "slices of a symbolic dim run from a fixed start to its end or to a negative end "
            "(x[1:], x[:-1], x[::-1]); otherwise give the model a static size for this dim "
            "(ge.dynamic_dims) or slice a static dim");

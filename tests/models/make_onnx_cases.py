@@ -127,6 +127,19 @@ def odd_dim_params():
     npy("odd_dim_params.y", np.maximum(x, 0))
 
 
+def head_slice():
+    # x[:, :3] of a symbolic axis is min(3, seq) long, no dim expression: it needs the size.
+    own = np.random.default_rng(27)
+    x = own.standard_normal((2, 5, 2)).astype(np.float32)
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [i64("starts", [0]), i64("ends", [3]), i64("axes", [1]),
+             helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["y"], name="head")]
+    save("head_slice", nodes, [vi("x", TensorProto.FLOAT, ["batch", "seq", 2])],
+         [vi("y", TensorProto.FLOAT, ["batch", 3, 2])])
+    npy("head_slice.x", x)
+    npy("head_slice.y", x[:, :3])
+
+
 def range_mask():
     # A causal mask from Range over the sequence length: needs the length at import.
     x = rng.standard_normal((2, 4, 4)).astype(np.float32)
@@ -240,6 +253,7 @@ def main():
     symbolic_reshape()
     kv_concat()
     odd_dim_params()
+    head_slice()
     range_mask()
     trilu_mask()
     typed_fields()

@@ -252,10 +252,10 @@ void slice(NodeCtx& c) {
     };
     st.push_back(bound(starts[i], "a slice start"));
     en.push_back(bound(ends[i], "a slice end"));
-    // Such bounds give a length min(k, n) a dim cannot state (x[..., n-3:]): sizes are needed.
-    if (steps[i] != 0 && (!starts[i].is_static() || !ends[i].is_static()) &&
+    // A length like min(4, n) (x[..., :4], x[..., n-3:]) is no dim expression: sizes are needed.
+    if (steps[i] != 0 && !s[size_t(ax)].is_static() &&
         !slice_length(s[size_t(ax)], st.back(), en.back(), steps[i])) {
-      c.needs_static({starts[i], ends[i]}, "this slice of a symbolic axis");
+      c.needs_static({s[size_t(ax)], starts[i], ends[i]}, "this slice of a symbolic axis");
     }
   }
   // Slicing a shape vector (x.shape[1:]) keeps it symbolic.
