@@ -3,29 +3,49 @@
 //
 // Algorithm (greedy producer-into-consumer merging, after TVM's graph_partitioner): every
 // non-Constant node starts in its own group. Nodes are visited in topological order; for each
-// input edge p -> n the groups of p and n merge when all of these hold, checked in this order
-// (the first that fails is the edge's reason):
-//   HostSync        neither side is a Host node
-//   NotFusible      both are fusible classes (Elementwise, Broadcast, RowReduction,
-//                   RowPermute), or p is a MatMul taking an epilogue (elementwise ops, and row
-//                   reductions when both operands are matrices: the epilogue sees blocks of
-//                   whole rows)
-//   NotFusible      no RowPermute op (RotateHalf) reads the value p passes to n: that value is
-//                   written to memory for the permuted read, so n reads it from there (while
-//                   RowPermuteFusion is on)
-//   DisabledByRule  the rule for this kind of edge is on (rules file / options)
-//   ShapeMismatch   both groups iterate over the same domain (or one holds only per-row values
-//                   of the other's domain)
-//   NotFusible      no RowPermute op of the merged group reads a value computed in it (it reads
-//                   other columns of the row than the one being computed)
-//   GroupLimit      the merged group stays within kMaxGroupOps / Inputs / Outputs / Reductions
-//   DisabledByRule  no forbidden pattern, and MultiOutputFusion is on if an inner value escapes
-//   Cycle           no path leaves the merged group and comes back into it
-//   BufferCapacity  what the merged group keeps per row fits the unified buffer (static cols)
+// input edge p -> n the groups of p and n merge unless one of the checks below objects. They are
+// asked in this order and the first objection is the edge's decision. A check marked "each
+// member" is asked of every member of the merged group; the consecutive ones go member by member
+// (topological order), all of them for one member before the next. A row Transpose is one that
+// keeps the last axis. The list is fusion_checks() (fusion_checks.cc); it is printed here and in
+// docs/architecture.md, and tests/fusion_checks_test.cc keeps both equal to it:
+//   HostNode            HostSync        neither side is a Host node
+//   OpClass             NotFusible      both ops are Elementwise, Broadcast, RowReduction,
+//                                       RowPermute or a row Transpose, or p is a MatMul that takes
+//                                       n's group as its epilogue
+//   MatMulPrologue      NotFusible      n's group holds no MatMul: an epilogue takes nothing
+//                                       computed before the MatMul
+//   VectorMatMulRows    NotFusible      the MatMul of p's group, if any, has matrix operands, or
+//                                       n's group holds no row reduction
+//   PermutedInput       NotFusible      no RowPermute op reads a value p passes to n (while
+//                                       RowPermuteFusion is on; n then reads it from memory)
+//   RuleOff             DisabledByRule  the rule for this kind of edge is on (rules file, options)
+//   Domain              ShapeMismatch   both groups iterate over the same rows x columns (one may
+//                                       hold only per-row values of the other's); a MatMul p's
+//                                       output is that domain
+//   TransposeIntoMatMul NotFusible      each member: no row Transpose joins a group with a MatMul
+//                                       (the epilogue reads by the MatMul's rows)
+//   InputFromMemory     NotFusible      each member: what a RowPermute op or row Transpose reads is
+//                                       not computed in the group (a rotation of a row Transpose's
+//                                       output may be)
+//   OneRowMap           NotFusible      each member: a value read through a row Transpose is read
+//                                       by no other member but through the same permutation
+//   RunTimeBroadcast    DynamicShape    each input's dims equal the domain's or are a fixed 1, none
+//                                       agreeing only by a 1 at run time
+//   GroupLimit          GroupLimit      the merged group stays within kMaxGroupOps,
+//                                       kMaxGroupInputs, kMaxGroupOutputs and kMaxGroupReductions
+//   ForbiddenPattern    DisabledByRule  no forbidden pattern of the rules file occurs in the merged
+//                                       group's ops
+//   MultiOutput         DisabledByRule  MultiOutputFusion is on, or only the last member's value
+//                                       leaves the merged group
+//   Cycle               Cycle           no path leaves the merged group and comes back into it
+//   UbCapacity          BufferCapacity  a reduction prologue's fused row fits ub_bytes (checked
+//                                       when the row length is fixed)
 // Groups that still cannot keep their row in the UB are marked `reread` (two-pass variant).
 #pragma once
 
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "fusion/group.h"
@@ -42,6 +62,9 @@ inline constexpr int kMaxGroupReductions = 4;
 struct Partition {
   std::vector<FusedGroup> groups;  // launch order
   std::vector<FusionDecision> decisions;
+  // Per decision, the name of the check that objected (fusion_checks()); empty for an edge that
+  // fused and for the notes on whole groups (two-pass variant, symbolic row length).
+  std::vector<std::string_view> objected_by;
 };
 
 // What the partitioner reads. The UB a group needs per row is decided by the kernel lowering
@@ -53,6 +76,17 @@ struct FusionConfig {
 };
 
 Partition partition_graph(const Graph& g, const FusionConfig& config, const FusionRules& rules);
+
+// One check the partitioner asks of an edge before merging its groups.
+struct FusionCheck {
+  std::string_view name;  // "HostNode"
+  FusionReason reason;    // the decision's reason when it objects
+  bool each_member;       // asked of each member of the merged group rather than of the edge
+  std::string_view when;  // what must hold for the edge to fuse, one sentence
+};
+
+// The checks in the order they are asked.
+const std::vector<FusionCheck>& fusion_checks();
 
 // "FusedAddLayerNormSilu" from the member ops (a user pattern's name wins when its ops match).
 std::string group_name(const std::vector<const Node*>& nodes, const FusionRules& rules);

@@ -28,7 +28,8 @@ struct FusionRules {
   bool rule_enabled(const std::string& rule) const;
 };
 
-// The UB fusion rules partition.cc applies, and the graph passes that can be switched.
+// The UB fusion rules the partitioner's checks apply (fusion_checks.cc), and the graph passes that
+// can be switched.
 const std::vector<std::string>& ub_fusion_rule_names();
 const std::vector<std::string>& graph_fusion_pass_names();
 
