@@ -10,10 +10,13 @@
 //   - a [C] weight (same row for every row) is simply reloaded;
 //   - an op is recomputed when its whole cone down to kept values is cheap (no transcendental
 //     or division, at most kMaxRecompute ops) and needs no new slot, else it gets a slot.
-// Decisions only add slots, so the loop below reaches a fixpoint. Slots are then shared by
+// Decisions only add slots, so deciding reaches a fixpoint. Slots are then shared by
 // values whose lifetimes [def pass, last read pass] do not overlap (a value may take the slot of
 // one last read in its own def pass: each column step reads slots before it writes them).
 // In the re-read variant nothing is kept: every crossing value is recomputed, re-reading inputs.
+// schedule() runs this in stages: keep_or_recompute (the rule above), place_row_scalars and
+// place_outputs (when each row value and output is due), fill_phases (each pass's lists),
+// assign_slots (the sharing).
 #include <algorithm>
 #include <functional>
 
@@ -184,23 +187,40 @@ bool Schedule::rereads() const {
   return std::any_of(input_passes.begin(), input_passes.end(), [](int n) { return n > 1; });
 }
 
-Schedule schedule(const Program& p, bool ub) {
+namespace {
+
+bool col_load(const Program& p, int e) {
+  const Expr& x = p.exprs[size_t(e)];
+  return x.op == Op::Load && !x.row;
+}
+// A [C] weight: the same row for every row, so reloading it costs no main-memory traffic.
+bool vector_load(const Program& p, int e) {
+  return col_load(p, e) && p.inputs[size_t(p.exprs[size_t(e)].arg)].vector;
+}
+
+// Where each column value lives across the passes.
+struct Placement {
+  std::vector<bool> kept;                // per expr: stored in a UB slot in its own pass
+  std::vector<std::vector<bool>> comp;   // [pass][expr]: computed in that pass
+  std::vector<std::vector<bool>> sload;  // [pass][expr]: read back from its slot in that pass
+};
+
+// What to keep in a UB slot and what to recompute (the rule above). Each pass is walked back from
+// what it must produce: its column outputs, its reductions' operands, the values it stores. A
+// decision to keep restarts the walk, since it can make other values cheap to recompute.
+Placement keep_or_recompute(const Program& p, bool ub) {
   const int n = int(p.exprs.size());
   const int P = p.num_phases;
-  auto col_load = [&](int e) {
-    const Expr& x = p.exprs[size_t(e)];
-    return x.op == Op::Load && !x.row;
-  };
-  auto vector_load = [&](int e) {
-    return col_load(e) && p.inputs[size_t(p.exprs[size_t(e)].arg)].vector;
-  };
-  std::vector<bool> kept(size_t(n), false);
-  std::vector<std::vector<bool>> comp, sload;
+  Placement pl;
+  std::vector<bool>& kept = pl.kept;
+  kept.assign(size_t(n), false);
+  std::vector<std::vector<bool>>& comp = pl.comp;
+  std::vector<std::vector<bool>>& sload = pl.sload;
 
   // Can e be recomputed in a later pass without new slots? Walks its cone down to kept values.
   std::function<bool(int, int&)> cheap = [&](int e, int& budget) {
-    if (kept[size_t(e)] || vector_load(e)) return true;
-    if (col_load(e) || is_expensive(p.exprs[size_t(e)].op) || --budget < 0) return false;
+    if (kept[size_t(e)] || vector_load(p, e)) return true;
+    if (col_load(p, e) || is_expensive(p.exprs[size_t(e)].op) || --budget < 0) return false;
     bool ok = true;
     for_col_operands(p, e, [&](int o) { ok = ok && cheap(o, budget); });
     return ok;
@@ -228,7 +248,7 @@ Schedule schedule(const Program& p, bool ub) {
       };
       for (int e = n - 1; e >= 0 && !changed; e--) {
         if (!need[size_t(e)] || p.exprs[size_t(e)].row) continue;
-        if (p.phase[size_t(e)] == q || vector_load(e)) {
+        if (p.phase[size_t(e)] == q || vector_load(p, e)) {
           comp[size_t(q)][size_t(e)] = true;
           mark_operands(e);
         } else if (kept[size_t(e)]) {
@@ -238,7 +258,7 @@ Schedule schedule(const Program& p, bool ub) {
           mark_operands(e);
         } else {
           int budget = kMaxRecompute;
-          bool recompute = !col_load(e) && !is_expensive(p.exprs[size_t(e)].op);
+          bool recompute = !col_load(p, e) && !is_expensive(p.exprs[size_t(e)].op);
           if (recompute) {
             for_col_operands(p, e, [&](int o) { recompute = recompute && cheap(o, budget); });
           }
@@ -253,13 +273,15 @@ Schedule schedule(const Program& p, bool ub) {
       }
     }
   }
+  return pl;
+}
 
-  Schedule s;
-  s.ub = ub;
-  s.phases.resize(size_t(P));
-  s.slot.assign(size_t(n), -1);
-  s.input_passes.assign(p.inputs.size(), 0);
-  // Row scalars: once per call when they depend on constants and cols only.
+// Row scalars (reductions aside, which belong to their pass): once per call when they depend on
+// constants and cols only, per row before the first pass when they need no reduction, else
+// after the pass whose reduction they wait for.
+void place_row_scalars(const Program& p, Schedule& s) {
+  const int n = int(p.exprs.size());
+  const int P = p.num_phases;
   std::vector<bool> call_const(size_t(n), false);
   for (int e = 0; e < n; e++) {
     const Expr& x = p.exprs[size_t(e)];
@@ -282,6 +304,12 @@ Schedule schedule(const Program& p, bool ub) {
       s.phases[size_t(ph - 1)].after.push_back(e);
     }
   }
+}
+
+// Outputs go where their value is known: a column output in its pass, a row output before the
+// first pass or after the pass it waits for.
+void place_outputs(const Program& p, Schedule& s) {
+  const int P = p.num_phases;
   for (int o = 0; o < int(p.outputs.size()); o++) {
     int e = p.outputs[size_t(o)].expr;
     int ph = p.phase[size_t(e)];
@@ -294,20 +322,28 @@ Schedule schedule(const Program& p, bool ub) {
       s.phases[size_t(ph)].out_stores.push_back(o);
     }
   }
+}
+
+// The passes: per pass its slot loads, computed values, slot stores and reductions (a guarded
+// one joins its guard's rescue loop), and how many passes load each input. Returns, per kept
+// value, the last pass that reads it back.
+std::vector<int> fill_phases(const Program& p, const Placement& pl, Schedule& s) {
+  const int n = int(p.exprs.size());
+  const int P = p.num_phases;
   std::vector<int> last_read(size_t(n), -1);
   for (int q = 0; q < P; q++) {
     Phase& ph = s.phases[size_t(q)];
     std::vector<bool> loads_input(p.inputs.size(), false);
     for (int e = 0; e < n; e++) {
-      if (sload[size_t(q)][size_t(e)]) {
+      if (pl.sload[size_t(q)][size_t(e)]) {
         ph.slot_loads.push_back(e);
         last_read[size_t(e)] = q;
       }
-      if (comp[size_t(q)][size_t(e)]) {
+      if (pl.comp[size_t(q)][size_t(e)]) {
         ph.compute.push_back(e);
-        if (col_load(e)) loads_input[size_t(p.exprs[size_t(e)].arg)] = true;
+        if (col_load(p, e)) loads_input[size_t(p.exprs[size_t(e)].arg)] = true;
       }
-      if (kept[size_t(e)] && p.phase[size_t(e)] == q) ph.slot_stores.push_back(e);
+      if (pl.kept[size_t(e)] && p.phase[size_t(e)] == q) ph.slot_stores.push_back(e);
       const Expr& x = p.exprs[size_t(e)];
       if (p.needed[size_t(e)] && is_reduction(x.op) && p.phase[size_t(x.a)] == q) {
         if (x.guard < 0) {
@@ -320,11 +356,19 @@ Schedule schedule(const Program& p, bool ub) {
     split_after_rescue(p, ph);
     for (size_t i = 0; i < p.inputs.size(); i++) s.input_passes[i] += loads_input[i] ? 1 : 0;
   }
+  // A vector or the MatMul's output is read once, whatever the passes reload from cache.
   for (size_t i = 0; i < p.inputs.size(); i++) {
     if (p.inputs[i].vector || p.inputs[i].matmul)
       s.input_passes[i] = std::min(s.input_passes[i], 1);
   }
-  // Slots: greedy interval sharing in def order.
+  return last_read;
+}
+
+// UB slots: greedy interval sharing in def order. A value may take the slot of one last read in
+// its own def pass, since each column step reads slots before it writes them.
+void assign_slots(const Program& p, const std::vector<bool>& kept,
+                  const std::vector<int>& last_read, Schedule& s) {
+  const int n = int(p.exprs.size());
   std::vector<int> order;
   for (int e = 0; e < n; e++) {
     if (kept[size_t(e)]) order.push_back(e);
@@ -347,6 +391,21 @@ Schedule schedule(const Program& p, bool ub) {
     s.slot[size_t(e)] = chosen;
   }
   s.num_slots = int(slot_free_after.size());
+}
+
+}  // namespace
+
+Schedule schedule(const Program& p, bool ub) {
+  const Placement pl = keep_or_recompute(p, ub);
+  Schedule s;
+  s.ub = ub;
+  s.phases.resize(size_t(p.num_phases));
+  s.slot.assign(p.exprs.size(), -1);
+  s.input_passes.assign(p.inputs.size(), 0);
+  place_row_scalars(p, s);
+  place_outputs(p, s);
+  const std::vector<int> last_read = fill_phases(p, pl, s);
+  assign_slots(p, pl.kept, last_read, s);
   return s;
 }
 
