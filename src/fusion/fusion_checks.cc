@@ -435,30 +435,32 @@ Objection multi_output(Candidate& c) {
               "switch MultiOutputFusion on");
 }
 
-// True when some path leaves {a, b} from a member and re-enters it through an outside node.
+// True when some path leaves {a, b} and re-enters it. Paths run between groups, not nodes: a
+// group is one kernel, so once a path reaches any member of another group, every output of that
+// group waits for it (two groups can depend on each other with no node-level path back).
 bool creates_cycle(const State& st, int ga, int gb) {
-  std::unordered_set<const Node*> members;
-  for (int gi : {ga, gb}) {
-    for (auto* n : st.groups[size_t(gi)].nodes) members.insert(n);
-  }
-  std::vector<const Node*> stack;
-  std::unordered_set<const Node*> visited;
-  for (auto* n : members) {
-    for (auto* v : n->outputs) {
-      for (auto* u : st.users_of(v)) {
-        if (!members.count(u) && visited.insert(u).second) stack.push_back(u);
+  std::vector<int> stack;
+  std::unordered_set<int> visited;
+  auto reach_users_of = [&](int gi) {
+    for (auto* n : st.groups[size_t(gi)].nodes) {
+      for (auto* v : n->outputs) {
+        for (auto* u : st.users_of(v)) {
+          int gu = st.group_of.at(u);
+          if (gu == ga || gu == gb) {
+            if (gi != ga && gi != gb) return true;
+            continue;
+          }
+          if (visited.insert(gu).second) stack.push_back(gu);
+        }
       }
     }
-  }
+    return false;
+  };
+  if (reach_users_of(ga) || reach_users_of(gb)) return true;
   while (!stack.empty()) {
-    const Node* x = stack.back();
+    int g = stack.back();
     stack.pop_back();
-    for (auto* v : x->outputs) {
-      for (auto* u : st.users_of(v)) {
-        if (members.count(u)) return true;
-        if (visited.insert(u).second) stack.push_back(u);
-      }
-    }
+    if (reach_users_of(g)) return true;
   }
   return false;
 }
