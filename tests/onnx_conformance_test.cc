@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 
+#include "onnx_doc.h"
 #include "ubfuse/onnx.h"
 #include "ubfuse/ubfuse.h"
 
@@ -222,6 +223,7 @@ void write_doc(const std::string& path, const std::vector<Record>& records) {
   std::string list;
   for (auto& op : supported) list += (list.empty() ? "" : ", ") + ("`" + op + "`");
   f << list << "\n\n"
+    << testing::onnx_op_table() << "\n"
     << "## Conformance: ONNX backend node tests\n\n"
     << "Every test in libonnx-testdata's `data/node` runs in eager and in graph mode (tile "
        "interpreter); outputs must match within rtol 1e-3, atol 1e-5 (f32). A test that uses an "

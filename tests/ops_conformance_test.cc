@@ -1,25 +1,19 @@
 // Every op, through compile() in eager and graph mode, against the double reference: f32/bf16/f16,
 // odd sizes (1, 3, 4097), size-1 dims and broadcasting (after ggml's test-backend-ops).
-#include <functional>
-
+#include "ops_conformance_cases.h"
 #include "test_util.h"
 
 namespace ubfuse {
+namespace testing {
 namespace {
-
-struct OpCase {
-  std::string name;
-  // Builds the op on inputs of dtype t; returns output. Inputs are declared inside.
-  std::function<GraphBuilder::V(GraphBuilder&, DType, const Sizes&)> build;
-  double lo = -2, hi = 2;  // input range
-  bool float_only = true;
-};
 
 GraphBuilder::V in(GraphBuilder& b, const std::string& n, DType t, const Sizes& s) {
   return b.input(n, t, to_shape(s));
 }
 
-std::vector<OpCase> cases() {
+}  // namespace
+
+std::vector<OpCase> op_conformance_cases() {
   auto un = [](OpKind k, double lo = -2, double hi = 2) {
     return OpCase{
         std::string(op_name(k)),
@@ -123,9 +117,40 @@ std::vector<OpCase> cases() {
          Tensor idx = Tensor::from_floats(i64, {3}, {0, -1, 0});
          return b.gather(in(b, "x", t, s), b.constant(idx), 0);
        }},
+      {"NotLess",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto a = in(b, "a", t, s), c = in(b, "c", t, Sizes{s.back()});
+         return b.where(b.logical_not(b.less(a, c)), a, c);
+       }},
+      {"Equal",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto a = in(b, "a", t, s), c = in(b, "c", t, Sizes{s.back()});
+         return b.cast(b.equal(a, b.max(a, c)), t);  // a >= c
+       }},
+      {"RotateHalf",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         Sizes even = s;
+         even.back() *= 2;
+         return b.rotate_half(in(b, "x", t, even));
+       }},
+      {"Host",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto negate = [](Tensor& v) {
+           for (int64_t i = 0; i < v.numel(); i++) v.set(i, -v.get(i));
+         };
+         return b.mul(b.host(b.mul(in(b, "x", t, s), 3.0), negate), 2.0);
+       }},
   };
   return c;
 }
+
+}  // namespace testing
+
+namespace {
+
+using testing::OpCase;
+
+std::vector<OpCase> cases() { return testing::op_conformance_cases(); }
 
 class OpConformance : public ::testing::TestWithParam<std::tuple<int, DType, int>> {};
 

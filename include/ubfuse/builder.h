@@ -24,38 +24,27 @@ class GraphBuilder {
   V constant(const Tensor& t, const std::string& name = "");
   V scalar(double v, DType dtype = DType::f32);
 
-  // Unary
-  V neg(V x);
-  V abs(V x);
-  V exp(V x);
-  V log(V x);
-  V sqrt(V x);
-  V rsqrt(V x);
-  V reciprocal(V x);
-  V tanh(V x);
-  V sigmoid(V x);
-  V relu(V x);
-  V silu(V x);
+  // Elementwise math: one method per UBF_MATH row of ubfuse/ops.def, named by its builder column
+  // (neg(x), exp(x), ..., logical_not(x); add(a, b), ..., less(a, b) with numpy broadcasting;
+  // where(cond, a, b)).
+#define UBF_BUILDER_1(fn) V fn(V x);
+#define UBF_BUILDER_2(fn) V fn(V a, V b);
+#define UBF_BUILDER_3(fn) V fn(V cond, V a, V b);
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ...) UBF_BUILDER_##arity(builder)
+#include "ubfuse/ops.def"
+#undef UBF_BUILDER_1
+#undef UBF_BUILDER_2
+#undef UBF_BUILDER_3
+  // Elementwise ops with attributes.
   V gelu(V x, bool tanh_approx = false);
-  V erf(V x);
   V pow(V x, double exponent);
   V cast(V x, DType to);
-  V logical_not(V x);
-  // Binary (numpy broadcasting); a double operand becomes a scalar of the other's dtype.
-  V add(V a, V b);
-  V sub(V a, V b);
-  V mul(V a, V b);
-  V div(V a, V b);
-  V max(V a, V b);
-  V min(V a, V b);
+  // A double operand becomes a scalar of the other's dtype.
   V add(V a, double b) { return add(a, scalar_like(b, a)); }
   V sub(V a, double b) { return sub(a, scalar_like(b, a)); }
   V mul(V a, double b) { return mul(a, scalar_like(b, a)); }
   V div(V a, double b) { return div(a, scalar_like(b, a)); }
-  V equal(V a, V b);
-  V less(V a, V b);
-  V greater(V a, V b);
-  V where(V cond, V a, V b);
   // Row ops over the last axis. weight/bias may be null.
   V layer_norm(V x, V weight, V bias, double eps = 1e-5);
   V rms_norm(V x, V weight, double eps = 1e-6);

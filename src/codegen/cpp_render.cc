@@ -172,25 +172,19 @@ class Renderer {
   void row_expr(int e, const std::string& ind) {
     const Expr& x = p_.exprs[size_t(e)];
     o_ << ind << (assign_ && !per_call(e) ? "" : "const float ") << rv(e) << " = ";
-    switch (x.op) {
-      case Op::Const:
-        o_ << flit(x.imm);
-        break;
-      case Op::Cols:
-        o_ << "float(cols)";
-        break;
-      case Op::Load:
-        if (x.align == kir::Align::Sample) {  // an empty row has nothing to sample
-          o_ << "cols == 0 ? 0.f : hn::GetLane(LoadNF32(d, " << pfx_ << "p" << x.arg
-             << " + int64_t(" << flit(x.imm) << " * float(cols - 1)), 1))";
-        } else {
-          o_ << "hn::GetLane(LoadNF32(d, " << pfx_ << "p" << x.arg << ", 1))";
-        }
-        break;
-      default: {
-        auto s = [&](int o) { return o < 0 ? std::string() : "hn::Set(d, " + rv(o) + ")"; };
-        o_ << "hn::GetLane(" << vop(x, s(x.a), s(x.b), s(x.c)) << ")";
-      }
+    if (x.op == Op::Const) {
+      o_ << flit(x.imm);
+    } else if (x.op == Op::Cols) {
+      o_ << "float(cols)";
+    } else if (x.op == Op::Load && x.align == kir::Align::Sample) {
+      // An empty row has nothing to sample.
+      o_ << "cols == 0 ? 0.f : hn::GetLane(LoadNF32(d, " << pfx_ << "p" << x.arg << " + int64_t("
+         << flit(x.imm) << " * float(cols - 1)), 1))";
+    } else if (x.op == Op::Load) {
+      o_ << "hn::GetLane(LoadNF32(d, " << pfx_ << "p" << x.arg << ", 1))";
+    } else {  // the vector math on splats, lane 0
+      auto s = [&](int o) { return o < 0 ? std::string() : "hn::Set(d, " + rv(o) + ")"; };
+      o_ << "hn::GetLane(" << vop(x, s(x.a), s(x.b), s(x.c)) << ")";
     }
     o_ << ";" << (x.note.empty() ? "" : "  // " + x.note) << "\n";
   }

@@ -27,106 +27,59 @@ using kir::Op;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
+// Operand lists and calls by kir_ops.def's arity and Form columns.
+#define UBF_KIR_ARGS_0
+#define UBF_KIR_ARGS_1 a
+#define UBF_KIR_ARGS_2 a, b
+#define UBF_KIR_ARGS_3 a, b, c
+#define UBF_KIR_CALL_Vec(fn, ...) return fn(d, __VA_ARGS__);
+#define UBF_KIR_CALL_Hwy(fn, ...) return hn::fn(__VA_ARGS__);
+#define UBF_KIR_CALL_VecImm(fn, ...) return fn(d, __VA_ARGS__, imm);
+#define UBF_KIR_CALL_Leaf(fn, ...) break;
+#define UBF_KIR_CALL_Row(fn, ...) break;
+
 // Calls f.template operator()<RowAcc<K>>() for the reduction op.
 template <class F>
 HWY_INLINE void WithRowAcc(Op op, F&& f) {
   switch (op) {
-    case Op::RowSum:
-      return f.template operator()<RowAcc<kRowSum>>();
-    case Op::RowSumSq:
-      return f.template operator()<RowAcc<kRowSumSq>>();
-    case Op::RowMax:
-      return f.template operator()<RowAcc<kRowMax>>();
-    case Op::RowMaxAbs:
-      return f.template operator()<RowAcc<kRowMaxAbs>>();
-    case Op::RowMin:
-      return f.template operator()<RowAcc<kRowMin>>();
-    default:
-      UBF_CHECK(false, std::string("interpreter: not a reduction: ") + kir::op_str(op));
+#define UBF_KIR_ACC_Row(fn) return f.template operator()<RowAcc<fn>>();
+#define UBF_KIR_ACC_Leaf(fn) break;
+#define UBF_KIR_ACC_Vec(fn) break;
+#define UBF_KIR_ACC_Hwy(fn) break;
+#define UBF_KIR_ACC_VecImm(fn) break;
+#define UBF_KIR(name, arity, ir, fn, form, cost, bf16) \
+  case Op::name:                                       \
+    UBF_KIR_ACC_##form(fn)
+#include "codegen/kir_ops.def"
+#undef UBF_KIR_ACC_Row
+#undef UBF_KIR_ACC_Leaf
+#undef UBF_KIR_ACC_Vec
+#undef UBF_KIR_ACC_Hwy
+#undef UBF_KIR_ACC_VecImm
   }
+  UBF_CHECK(false, std::string("interpreter: not a reduction: ") + kir::op_str(op));
 }
 
+// The vector math of op (kir_ops.def's Fn and Form); a, b, c as many as it takes.
 HWY_INLINE VF Apply(DF d, Op op, VF a, VF b, VF c, float imm) {
   switch (op) {
-    case Op::Neg:
-      return NegF(d, a);
-    case Op::Abs:
-      return AbsF(d, a);
-    case Op::Exp:
-      return ExpF(d, a);
-    case Op::ExpNonPositive:
-      return ExpNonPositiveF(d, a);
-    case Op::ExpInRangeIf:
-      return ExpInRangeIfF(d, a, b);
-    case Op::Log:
-      return LogF(d, a);
-    case Op::Sqrt:
-      return SqrtF(d, a);
-    case Op::Rsqrt:
-      return RsqrtF(d, a);
-    case Op::Recip:
-      return ReciprocalF(d, a);
-    case Op::Tanh:
-      return TanhF(d, a);
-    case Op::Sigmoid:
-      return SigmoidF(d, a);
-    case Op::Relu:
-      return ReluF(d, a);
-    case Op::Silu:
-      return SiluF(d, a);
-    case Op::GeluErf:
-      return GeluErfF(d, a);
-    case Op::GeluTanh:
-      return GeluTanhF(d, a);
-    case Op::Erf:
-      return ErfF(d, a);
-    case Op::Pow:
-      return PowF(d, a, imm);
-    case Op::RoundBf16:
-      return RoundBf16F(d, a);
-    case Op::RoundF16:
-      return RoundF16F(d, a);
-    case Op::ToBool:
-      return ToBoolF(d, a);
-    case Op::Not:
-      return NotF(d, a);
-    case Op::Add:
-      return hn::Add(a, b);
-    case Op::Sub:
-      return hn::Sub(a, b);
-    case Op::Mul:
-      return hn::Mul(a, b);
-    case Op::Div:
-      return hn::Div(a, b);
-    case Op::Max:
-      return MaxF(d, a, b);
-    case Op::Min:
-      return MinF(d, a, b);
-    case Op::Eq:
-      return EqF(d, a, b);
-    case Op::Lt:
-      return LtF(d, a, b);
-    case Op::Gt:
-      return GtF(d, a, b);
-    case Op::ExpLowp:
-      return ExpLowpF(d, a);
-    case Op::SigmoidLowp:
-      return SigmoidLowpF(d, a);
-    case Op::SiluLowp:
-      return SiluLowpF(d, a);
-    case Op::GeluTanhLowp:
-      return GeluTanhLowpF(d, a);
-    case Op::MulAdd:
-      return hn::MulAdd(a, b, c);
-    case Op::Where:
-      return WhereF(d, a, b, c);
-    case Op::DownScale:
-      return DownScaleF(d, a);
-    default:
-      break;
+#define UBF_KIR(name, arity, ir, fn, form, cost, bf16) \
+  case Op::name:                                       \
+    UBF_KIR_CALL_##form(fn, UBF_KIR_ARGS_##arity)
+#include "codegen/kir_ops.def"
   }
+  HWY_ASSERT(false);  // leaves and reductions have no vector math
   return a;
 }
+#undef UBF_KIR_ARGS_0
+#undef UBF_KIR_ARGS_1
+#undef UBF_KIR_ARGS_2
+#undef UBF_KIR_ARGS_3
+#undef UBF_KIR_CALL_Vec
+#undef UBF_KIR_CALL_Hwy
+#undef UBF_KIR_CALL_VecImm
+#undef UBF_KIR_CALL_Leaf
+#undef UBF_KIR_CALL_Row
 
 // One op over a tile of n columns (registers are padded to kTile, so whole vectors are safe).
 // The switch sits outside the vector loop: one loop per op.
@@ -137,7 +90,7 @@ HWY_NOINLINE void ComputeTile(const Instr& in, float* regs, size_t n) {
   const float* a = regs + size_t(in.a) * interp::kTile;
   const float* b = in.b >= 0 ? regs + size_t(in.b) * interp::kTile : a;
   const float* c = in.c >= 0 ? regs + size_t(in.c) * interp::kTile : a;
-#define UBF_TILE_CASE(OP)                                                                          \
+#define UBF_TILE_LOOP(OP)                                                                          \
   case Op::OP:                                                                                     \
     for (size_t i = 0; i < n; i += L) {                                                            \
       hn::Store(                                                                                   \
@@ -145,51 +98,24 @@ HWY_NOINLINE void ComputeTile(const Instr& in, float* regs, size_t n) {
           dst + i);                                                                                \
     }                                                                                              \
     return;
-  // clang-format off (one case per line; clang-format cannot see the macro ends a statement)
+#define UBF_TILE_Vec(OP) UBF_TILE_LOOP(OP)
+#define UBF_TILE_Hwy(OP) UBF_TILE_LOOP(OP)
+#define UBF_TILE_VecImm(OP) UBF_TILE_LOOP(OP)
+#define UBF_TILE_Leaf(OP) \
+  case Op::OP:            \
+    break;
+#define UBF_TILE_Row(OP) UBF_TILE_Leaf(OP)
   switch (in.op) {
-    UBF_TILE_CASE(Neg)
-    UBF_TILE_CASE(Abs)
-    UBF_TILE_CASE(Exp)
-    UBF_TILE_CASE(ExpNonPositive)
-    UBF_TILE_CASE(ExpInRangeIf)
-    UBF_TILE_CASE(Log)
-    UBF_TILE_CASE(Sqrt)
-    UBF_TILE_CASE(Rsqrt)
-    UBF_TILE_CASE(Recip)
-    UBF_TILE_CASE(Tanh)
-    UBF_TILE_CASE(Sigmoid)
-    UBF_TILE_CASE(Relu)
-    UBF_TILE_CASE(Silu)
-    UBF_TILE_CASE(GeluErf)
-    UBF_TILE_CASE(GeluTanh)
-    UBF_TILE_CASE(Erf)
-    UBF_TILE_CASE(Pow)
-    UBF_TILE_CASE(RoundBf16)
-    UBF_TILE_CASE(RoundF16)
-    UBF_TILE_CASE(ToBool)
-    UBF_TILE_CASE(Not)
-    UBF_TILE_CASE(Add)
-    UBF_TILE_CASE(Sub)
-    UBF_TILE_CASE(Mul)
-    UBF_TILE_CASE(Div)
-    UBF_TILE_CASE(Max)
-    UBF_TILE_CASE(Min)
-    UBF_TILE_CASE(Eq)
-    UBF_TILE_CASE(Lt)
-    UBF_TILE_CASE(Gt)
-    UBF_TILE_CASE(Where)
-    UBF_TILE_CASE(MulAdd)
-    UBF_TILE_CASE(ExpLowp)
-    UBF_TILE_CASE(SigmoidLowp)
-    UBF_TILE_CASE(SiluLowp)
-    UBF_TILE_CASE(GeluTanhLowp)
-    UBF_TILE_CASE(DownScale)
-    default:
-      break;
+#define UBF_KIR(name, arity, ir, fn, form, cost, bf16) UBF_TILE_##form(name)
+#include "codegen/kir_ops.def"
   }
-#undef UBF_TILE_CASE
-  // clang-format on
-  HWY_ASSERT(false);
+#undef UBF_TILE_LOOP
+#undef UBF_TILE_Vec
+#undef UBF_TILE_Hwy
+#undef UBF_TILE_VecImm
+#undef UBF_TILE_Leaf
+#undef UBF_TILE_Row
+  HWY_ASSERT(false);  // leaves and reductions are not tile instructions
 }
 
 template <typename T>

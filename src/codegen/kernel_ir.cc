@@ -5,152 +5,30 @@
 
 namespace ubfuse::kir {
 
-int arity(Op op) {
-  switch (op) {
-    case Op::Load:
-    case Op::Const:
-    case Op::Cols:
-      return 0;
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-    case Op::Max:
-    case Op::Min:
-    case Op::Eq:
-    case Op::Lt:
-    case Op::Gt:
-    case Op::ExpInRangeIf:
-      return 2;
-    case Op::Where:
-    case Op::MulAdd:
-      return 3;
-    default:
-      return 1;
-  }
-}
+namespace {
 
-const char* op_str(Op op) {
-  switch (op) {
-    case Op::Load:
-      return "load";
-    case Op::Const:
-      return "const";
-    case Op::Cols:
-      return "cols";
-    case Op::Neg:
-      return "neg";
-    case Op::Abs:
-      return "abs";
-    case Op::Exp:
-      return "exp";
-    case Op::ExpNonPositive:
-      return "exp-";
-    case Op::ExpInRangeIf:
-      return "exp-if";
-    case Op::Log:
-      return "log";
-    case Op::Sqrt:
-      return "sqrt";
-    case Op::Rsqrt:
-      return "rsqrt";
-    case Op::Recip:
-      return "recip";
-    case Op::Tanh:
-      return "tanh";
-    case Op::Sigmoid:
-      return "sigmoid";
-    case Op::Relu:
-      return "relu";
-    case Op::Silu:
-      return "silu";
-    case Op::GeluErf:
-      return "gelu_erf";
-    case Op::GeluTanh:
-      return "gelu_tanh";
-    case Op::Erf:
-      return "erf";
-    case Op::Pow:
-      return "pow";
-    case Op::RoundBf16:
-      return "round_bf16";
-    case Op::RoundF16:
-      return "round_f16";
-    case Op::ToBool:
-      return "to_bool";
-    case Op::Not:
-      return "not";
-    case Op::Add:
-      return "add";
-    case Op::Sub:
-      return "sub";
-    case Op::Mul:
-      return "mul";
-    case Op::Div:
-      return "div";
-    case Op::Max:
-      return "max";
-    case Op::Min:
-      return "min";
-    case Op::Eq:
-      return "eq";
-    case Op::Lt:
-      return "lt";
-    case Op::Gt:
-      return "gt";
-    case Op::Where:
-      return "where";
-    case Op::MulAdd:
-      return "muladd";
-    case Op::ExpLowp:
-      return "exp~bf16";
-    case Op::SigmoidLowp:
-      return "sigmoid~bf16";
-    case Op::SiluLowp:
-      return "silu~bf16";
-    case Op::GeluTanhLowp:
-      return "gelu_tanh~bf16";
-    case Op::RowSum:
-      return "rowsum";
-    case Op::RowSumSq:
-      return "rowsumsq";
-    case Op::DownScale:
-      return "downscale";
-    case Op::RowMax:
-      return "rowmax";
-    case Op::RowMaxAbs:
-      return "rowmaxabs";
-    case Op::RowMin:
-      return "rowmin";
-  }
-  return "?";
-}
+constexpr OpSpec kSpecs[] = {
+#define UBF_KIR(name, arity, ir, fn, form, cost, bf16) \
+  {arity, ir, #fn, Form::form, Cost::cost, Bf16::bf16},
+#include "codegen/kir_ops.def"
+};
 
-bool is_expensive(Op op) {
-  switch (op) {
-    case Op::Exp:
-    case Op::ExpNonPositive:
-    case Op::ExpInRangeIf:
-    case Op::Log:
-    case Op::Sqrt:
-    case Op::Rsqrt:
-    case Op::Recip:
-    case Op::Tanh:
-    case Op::Sigmoid:
-    case Op::Silu:
-    case Op::GeluErf:
-    case Op::GeluTanh:
-    case Op::Erf:
-    case Op::Pow:
-    case Op::Div:
-    case Op::ExpLowp:
-    case Op::SigmoidLowp:
-    case Op::SiluLowp:
-    case Op::GeluTanhLowp:
-      return true;
-    default:
+}  // namespace
+
+const OpSpec& spec(Op op) { return kSpecs[size_t(op)]; }
+
+bool bf16_passes_through(Op op, int pos) {
+  switch (spec(op).bf16) {
+    case Bf16::Stop:
       return false;
+    case Bf16::Pass:
+      return true;
+    case Bf16::PassValues:
+      return pos > 0;  // the selected values, not the condition
+    case Bf16::PassFirst:
+      return pos == 0;  // the exponent, not the row's flag (ExpInRangeIf)
   }
+  return false;
 }
 
 bool has_expensive_column_op(const Program& p) {

@@ -25,73 +25,42 @@ struct FusedGroup;
 
 namespace ubfuse::kir {
 
+// One per row of kir_ops.def: the leaves, the graph's elementwise math (ubfuse/ops.def's UBF_MATH
+// rows, same names) and the forms only the IR has.
 enum class Op : uint8_t {
-  // Leaves.
-  Load,   // group input `arg`, read through its access pattern (see Align)
-  Const,  // row scalar `imm`
-  Cols,   // row scalar: float(cols) of this call
-  // Unary (column or row).
-  Neg,
-  Abs,
-  Exp,
-  ExpNonPositive,  // e^x for x <= 0 (softmax's exp(x - max)): the table form on AVX-512
-  // Binary: e^a for a <= 0 (or NaN), where row scalar b is nonzero only if every a of the row
-  // is >= -87: such rows skip exp's per-vector range test (ExpInRangeF, vecmath.h). Softmax.
-  ExpInRangeIf,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Recip,
-  Tanh,
-  Sigmoid,
-  Relu,
-  Silu,
-  GeluErf,
-  GeluTanh,
-  Erf,
-  Pow,        // x^imm
-  RoundBf16,  // f32 -> bf16 -> f32 (an explicit Cast to bf16 inside the group)
-  RoundF16,   // f32 -> f16 -> f32
-  ToBool,     // x != 0 ? 1 : 0
-  Not,        // x == 0 ? 1 : 0
-  // Binary.
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Max,
-  Min,
-  Eq,
-  Lt,
-  Gt,
-  // Ternary: a != 0 ? b : c; a * b + c (fused, one rounding).
-  Where,
-  MulAdd,
-  // bf16-grade forms of Exp, Sigmoid, Silu, GeluTanh (relative error ~1e-4, 40x below bf16's
-  // rounding), used where the value reaches only bf16 outputs (analyze()).
-  ExpLowp,
-  SigmoidLowp,
-  SiluLowp,
-  GeluTanhLowp,
-  // Row scalar m >= 0 -> the power of two 2^-k that brings m below 2^40, or 1 when m already is
-  // (fused LayerNorm takes its statistics at this scale so that no square overflows f32).
-  DownScale,
-  // Column value -> row scalar, accumulated over the row during one phase.
-  RowSum,
-  RowSumSq,  // sum of x^2, one FMA per vector
-  RowMax,
-  RowMaxAbs,  // max |x|; NaN may be dropped (it only picks a DownScale)
-  RowMin,     // min; NaN may be dropped (only ExpInRangeIf's range test hangs on it)
+#define UBF_KIR(name, ...) name,
+#include "codegen/kir_ops.def"
 };
 
-int arity(Op op);
-const char* op_str(Op op);
+// What an op computes (kir_ops.def's Form column).
+enum class Form : uint8_t {
+  Leaf,    // no math: Load, Const, Cols
+  Vec,     // fn(d, operands...): vecmath.h, ubk_vec-inl.h
+  Hwy,     // hn::fn(operands...): a Highway op
+  VecImm,  // fn(d, operand, imm)
+  Row,     // a reduction over the row, accumulated by RowAcc<fn>
+};
+enum class Cost : uint8_t { Cheap, Divide, Poly };
+// Which operands a bf16-grade error may pass through to a bf16 output (use_bf16_grade_math).
+enum class Bf16 : uint8_t { Stop, Pass, PassValues, PassFirst };
+
+struct OpSpec {
+  int arity;
+  const char* str;  // listing name
+  const char* fn;   // the vector function (Vec, Hwy, VecImm) or accumulator kind (Row)
+  Form form;
+  Cost cost;
+  Bf16 bf16;
+};
+const OpSpec& spec(Op op);
+
+inline int arity(Op op) { return spec(op).arity; }
+inline const char* op_str(Op op) { return spec(op).str; }
 // Ops worth keeping in the UB rather than recomputing in a later phase.
-bool is_expensive(Op op);
-inline bool is_reduction(Op op) {
-  return op == Op::RowSum || op == Op::RowSumSq || op == Op::RowMax || op == Op::RowMaxAbs ||
-         op == Op::RowMin;
-}
+inline bool is_expensive(Op op) { return spec(op).cost != Cost::Cheap; }
+inline bool is_reduction(Op op) { return spec(op).form == Form::Row; }
+// Whether a bf16-grade error in operand `pos` of op may reach its (bf16) result.
+bool bf16_passes_through(Op op, int pos);
 
 // How a Load maps (row, col) of the domain to an element of the input.
 enum class Align : uint8_t {

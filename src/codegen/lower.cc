@@ -323,203 +323,158 @@ class Lowerer {
   void lower_node(const Node& n) {
     note_ = n.name;
     for (const Value* v : n.outputs) check_dtype(v, "value");
-    const Value* out = n.out();
-    auto in = [&](size_t i, Form f) { return operand(n.inputs[i], f); };
-    FusionClass cls = fusion_class(n.op);
-    if (cls == FusionClass::RowReduction) {
-      if (form(n.inputs[0]->shape) != Form::Col) {
-        throw Fail{"'" + n.name + "' reduces " + shape_str(n.inputs[0]->shape) +
-                   ", not the group's rows " + shape_str(dom_)};
+    val_[n.out()] = lower_value(n);
+  }
+
+  // n's output: a column value, or a row scalar where it is per row (a reduction, or an
+  // elementwise op on per-row values). The elementwise math of ops.def comes from its rows.
+  int lower_value(const Node& n) {
+    switch (n.op) {
+#define UBF_OP(...)
+#define UBF_MATH(name, ...) \
+  case OpKind::name:        \
+    return elementwise(n, Op::name);
+#include "ubfuse/ops.def"
+      case OpKind::Gelu:
+        return elementwise(
+            n, n.attr_str("approximate", "none") == "tanh" ? Op::GeluTanh : Op::GeluErf);
+      case OpKind::Pow:
+        return elementwise(n, Op::Pow, float(n.attr_float("exponent", 1)));
+      case OpKind::Cast:
+        return lower_cast(n);
+      case OpKind::LayerNorm:
+        return lower_layer_norm(n, row_op_input(n));
+      case OpKind::RMSNorm:
+        return lower_rms_norm(n, row_op_input(n));
+      case OpKind::Softmax:
+        return lower_softmax(row_op_input(n));
+      case OpKind::ReduceSum:
+        return row(Op::RowSum, row_op_input(n));
+      case OpKind::ReduceMean: {
+        const int x = row_op_input(n);
+        return row(Op::Div, row(Op::RowSum, x), cols());
       }
-      if (dom_.empty()) throw Fail{"'" + n.name + "' needs at least 1 dim"};
-      val_[out] = lower_row_op(n);
-      return;
+      case OpKind::ReduceMax:
+        return row(Op::RowMax, row_op_input(n));
+      case OpKind::RotateHalf:
+        return lower_rotate_half(n);
+      case OpKind::Transpose:
+        if (transpose_keeps_rows(n)) return lower_row_transpose(n);
+        break;
+      case OpKind::MatMul:  // the group's MatMul is read as an input (run())
+      case OpKind::Gather:
+      case OpKind::Reshape:
+      case OpKind::Slice:
+      case OpKind::Concat:
+      case OpKind::Expand:
+      case OpKind::Constant:
+      case OpKind::Host:
+        break;
     }
-    if (cls == FusionClass::RowPermute) {
-      val_[out] = lower_rotate_half(n);
-      return;
-    }
-    if (transpose_keeps_rows(n)) {
-      val_[out] = lower_row_transpose(n);
-      return;
-    }
-    if (cls != FusionClass::Elementwise && cls != FusionClass::Broadcast) {
-      throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") is not elementwise"};
-    }
+    throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") is not elementwise"};
+  }
+
+  // The form of an elementwise op's output (its operands are read at it).
+  Form elementwise_form(const Node& n) {
+    const Value* out = n.out();
     Form f = form(out->shape);
     if (f == Form::Other) {
       throw Fail{"'" + n.name + "' yields " + shape_str(out->shape) + ", neither the domain " +
                  shape_str(dom_) + " nor its per-row form"};
     }
-    bool row = f != Form::Col;
-    auto un = [&](Op op, float imm = 0) { return mk(op, row, in(0, f), -1, -1, imm); };
-    auto bin = [&](Op op) { return mk(op, row, in(0, f), in(1, f)); };
-    int r = -1;
-    switch (n.op) {
-      case OpKind::Neg:
-        r = un(Op::Neg);
-        break;
-      case OpKind::Abs:
-        r = un(Op::Abs);
-        break;
-      case OpKind::Exp:
-        r = un(Op::Exp);
-        break;
-      case OpKind::Log:
-        r = un(Op::Log);
-        break;
-      case OpKind::Sqrt:
-        r = un(Op::Sqrt);
-        break;
-      case OpKind::Rsqrt:
-        r = un(Op::Rsqrt);
-        break;
-      case OpKind::Reciprocal:
-        r = un(Op::Recip);
-        break;
-      case OpKind::Tanh:
-        r = un(Op::Tanh);
-        break;
-      case OpKind::Sigmoid:
-        r = un(Op::Sigmoid);
-        break;
-      case OpKind::Relu:
-        r = un(Op::Relu);
-        break;
-      case OpKind::Silu:
-        r = un(Op::Silu);
-        break;
-      case OpKind::Erf:
-        r = un(Op::Erf);
-        break;
-      case OpKind::Gelu:
-        r = un(n.attr_str("approximate", "none") == "tanh" ? Op::GeluTanh : Op::GeluErf);
-        break;
-      case OpKind::Pow:
-        r = un(Op::Pow, float(n.attr_float("exponent", 1)));
-        break;
-      case OpKind::Not:
-        r = un(Op::Not);
-        break;
-      case OpKind::Cast: {
-        DType to = out->dtype;
-        int x = in(0, f);
-        if (to == DType::bf16 && n.inputs[0]->dtype != DType::bf16) {
-          r = mk(Op::RoundBf16, row, x);
-        } else if (to == DType::f16 && n.inputs[0]->dtype != DType::f16) {
-          r = mk(Op::RoundF16, row, x);
-        } else if (to == DType::boolean && n.inputs[0]->dtype != DType::boolean) {
-          r = mk(Op::ToBool, row, x);
-        } else if (prog_->exprs[size_t(x)].row == row) {
-          r = x;  // widening, or bool -> float: the f32 value is already exact
-        } else {
-          r = mk(Op::Mul, row, x, cnst(1.0));  // a per-row value splatted over the row
-        }
-        break;
-      }
-      case OpKind::Add:
-        r = bin(Op::Add);
-        break;
-      case OpKind::Sub:
-        r = bin(Op::Sub);
-        break;
-      case OpKind::Mul:
-        r = bin(Op::Mul);
-        break;
-      case OpKind::Div:
-        r = bin(Op::Div);
-        break;
-      case OpKind::Max:
-        r = bin(Op::Max);
-        break;
-      case OpKind::Min:
-        r = bin(Op::Min);
-        break;
-      case OpKind::Equal:
-        r = bin(Op::Eq);
-        break;
-      case OpKind::Less:
-        r = bin(Op::Lt);
-        break;
-      case OpKind::Greater:
-        r = bin(Op::Gt);
-        break;
-      case OpKind::Where:
-        r = mk(Op::Where, row, in(0, f), in(1, f), in(2, f));
-        break;
-      default:
-        throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") has no lowering"};
-    }
-    val_[out] = r;
+    return f;
   }
 
-  // Row ops as primitives; the result of a normalization is a column value, of a reduction a
-  // row scalar.
-  int lower_row_op(const Node& n) {
-    int x = operand(n.inputs[0], Form::Col);
-    double eps = n.attr_float("eps", 1e-5);
-    auto col = [&](Op op, int a, int b = -1) { return mk(op, false, a, b); };
-    auto row = [&](Op op, int a, int b = -1) { return mk(op, true, a, b); };
-    // y * w + b as one FMA when both are there.
-    auto affine = [&](int y, size_t first) {
-      bool w = n.inputs.size() > first, b = n.inputs.size() > first + 1;
-      if (w && b) {
-        return mk(Op::MulAdd, false, y, operand(n.inputs[first], Form::Col),
-                  operand(n.inputs[first + 1], Form::Col));
-      }
-      return w ? col(Op::Mul, y, operand(n.inputs[first], Form::Col)) : y;
-    };
-    switch (n.op) {
-      case OpKind::LayerNorm: {
-        int c = after_reduction(x) ? -1 : row_pivot(x);
-        if (c >= 0) return affine(layer_norm_one_pass(x, c, eps), 1);
-        // Statistics at a scale s = 2^-k that keeps every |x * s| below 2^40, so no square
-        // overflows f32 (s = 1, a no-op, unless some |x| passes 2^40):
-        // y = d / sqrt(var(d) + eps s^2) with d = (x - mean) * s. The mean sums x / n, which
-        // cannot overflow either. Costs 2 vector ops per element (the row's max |x|).
-        int mean = row(Op::RowSum, col(Op::Mul, x, row(Op::Div, cnst(1), cols())));
-        int s = row(Op::DownScale, row(Op::RowMaxAbs, x));
-        int d = mk(Op::MulAdd, false, x, s, row(Op::Neg, row(Op::Mul, mean, s)));
-        int var = row(Op::Div, row(Op::RowSum, col(Op::Mul, d, d)), cols());
-        int rstd = row(Op::Rsqrt, row(Op::Add, var, row(Op::Mul, cnst(eps), row(Op::Mul, s, s))));
-        // 1/sqrt(var + eps) <= 1/sqrt(eps): the bound keeps a constant row of huge values at 0
-        // (d = 0) where eps s^2 flushes to 0 and rsqrt(0) would make 0 * inf.
-        rstd = row(Op::Min, rstd, row(Op::Div, cnst(1 / std::sqrt(eps)), s));
-        // (x - mean) * rstd, not x * rstd - mean * rstd: that cancels badly when |mean| >> std.
-        return affine(col(Op::Mul, d, rstd), 1);
-      }
-      case OpKind::RMSNorm: {
-        // A second sum of squares at 2^-64 takes over where the plain one passes 2^100 (|x|
-        // beyond ~1e15): then x^2 overflowed or eps is negligible. Only such rows take it (a
-        // guarded reduction: one more loop over the row, re-reading the inputs).
-        int ss = row(Op::RowSumSq, x);
-        int small = row(Op::Lt, ss, cnst(0x1p100));
-        int xs = col(Op::Mul, x, cnst(0x1p-64));
-        int ss_small = guarded(Op::RowSumSq, xs, row(Op::Not, small));
-        int r = row(Op::Rsqrt, row(Op::Add, row(Op::Div, ss, cols()), cnst(eps)));
-        int r_big = row(Op::Mul, row(Op::Rsqrt, row(Op::Div, ss_small, cols())), cnst(0x1p-64));
-        r = mk(Op::Where, true, small, r, r_big);
-        return affine(col(Op::Mul, x, r), 1);
-      }
-      case OpKind::Softmax: {
-        // x - max <= 0 (or NaN). Where the row's min - max >= -87 (false for NaN or an
-        // infinity), so is every x - max, as rounding is monotonic: the exp needs no range test.
-        int m = row(Op::RowMax, x);
-        int in_range = row(Op::Gt, row(Op::Sub, row(Op::RowMin, x), m), cnst(kExpInRangeMin));
-        int e = col(Op::ExpInRangeIf, col(Op::Sub, x, m), in_range);
-        int inv = row(Op::Recip, row(Op::RowSum, e));
-        return col(Op::Mul, e, inv);
-      }
-      case OpKind::ReduceSum:
-        return row(Op::RowSum, x);
-      case OpKind::ReduceMean:
-        return row(Op::Div, row(Op::RowSum, x), cols());
-      case OpKind::ReduceMax:
-        return row(Op::RowMax, x);
-      default:
-        break;
+  // An elementwise op as kernel IR op `op` of the same operands.
+  int elementwise(const Node& n, Op op, float imm = 0) {
+    const Form f = elementwise_form(n);
+    int x[3] = {-1, -1, -1};
+    // Last operand first: the order expressions have always been numbered in, which the
+    // generated code (and its cache key) spells.
+    for (size_t i = n.inputs.size(); i-- > 0;) x[i] = operand(n.inputs[i], f);
+    return mk(op, f != Form::Col, x[0], x[1], x[2], imm);
+  }
+
+  int lower_cast(const Node& n) {
+    const Form f = elementwise_form(n);
+    const bool per_row = f != Form::Col;
+    const DType from = n.inputs[0]->dtype, to = n.out()->dtype;
+    int x = operand(n.inputs[0], f);
+    if (to == DType::bf16 && from != DType::bf16) return mk(Op::RoundBf16, per_row, x);
+    if (to == DType::f16 && from != DType::f16) return mk(Op::RoundF16, per_row, x);
+    if (to == DType::boolean && from != DType::boolean) return mk(Op::ToBool, per_row, x);
+    // Widening, or bool -> float: the f32 value is already exact.
+    if (prog_->exprs[size_t(x)].row == per_row) return x;
+    return mk(Op::Mul, per_row, x, cnst(1.0));  // a per-row value splatted over the row
+  }
+
+  // The input of a row op (reduced over the domain's rows) as a column value.
+  int row_op_input(const Node& n) {
+    if (form(n.inputs[0]->shape) != Form::Col) {
+      throw Fail{"'" + n.name + "' reduces " + shape_str(n.inputs[0]->shape) +
+                 ", not the group's rows " + shape_str(dom_)};
     }
-    throw Fail{"'" + n.name + "' (" + std::string(op_name(n.op)) + ") has no lowering"};
+    if (dom_.empty()) throw Fail{"'" + n.name + "' needs at least 1 dim"};
+    return operand(n.inputs[0], Form::Col);
+  }
+
+  // Row ops as primitives; the result of a normalization is a column value.
+  int col(Op op, int a, int b = -1) { return mk(op, false, a, b); }
+  int row(Op op, int a, int b = -1) { return mk(op, true, a, b); }
+
+  // y * w + b as one FMA when both are there (inputs from `first` on).
+  int affine(const Node& n, int y, size_t first) {
+    bool w = n.inputs.size() > first, b = n.inputs.size() > first + 1;
+    if (w && b) {
+      return mk(Op::MulAdd, false, y, operand(n.inputs[first], Form::Col),
+                operand(n.inputs[first + 1], Form::Col));
+    }
+    return w ? col(Op::Mul, y, operand(n.inputs[first], Form::Col)) : y;
+  }
+
+  int lower_layer_norm(const Node& n, int x) {
+    const double eps = n.attr_float("eps", 1e-5);
+    int c = after_reduction(x) ? -1 : row_pivot(x);
+    if (c >= 0) return affine(n, layer_norm_one_pass(x, c, eps), 1);
+    // Statistics at a scale s = 2^-k that keeps every |x * s| below 2^40, so no square
+    // overflows f32 (s = 1, a no-op, unless some |x| passes 2^40):
+    // y = d / sqrt(var(d) + eps s^2) with d = (x - mean) * s. The mean sums x / n, which
+    // cannot overflow either. Costs 2 vector ops per element (the row's max |x|).
+    int mean = row(Op::RowSum, col(Op::Mul, x, row(Op::Div, cnst(1), cols())));
+    int s = row(Op::DownScale, row(Op::RowMaxAbs, x));
+    int d = mk(Op::MulAdd, false, x, s, row(Op::Neg, row(Op::Mul, mean, s)));
+    int var = row(Op::Div, row(Op::RowSum, col(Op::Mul, d, d)), cols());
+    int rstd = row(Op::Rsqrt, row(Op::Add, var, row(Op::Mul, cnst(eps), row(Op::Mul, s, s))));
+    // 1/sqrt(var + eps) <= 1/sqrt(eps): the bound keeps a constant row of huge values at 0
+    // (d = 0) where eps s^2 flushes to 0 and rsqrt(0) would make 0 * inf.
+    rstd = row(Op::Min, rstd, row(Op::Div, cnst(1 / std::sqrt(eps)), s));
+    // (x - mean) * rstd, not x * rstd - mean * rstd: that cancels badly when |mean| >> std.
+    return affine(n, col(Op::Mul, d, rstd), 1);
+  }
+
+  int lower_rms_norm(const Node& n, int x) {
+    const double eps = n.attr_float("eps", 1e-5);
+    // A second sum of squares at 2^-64 takes over where the plain one passes 2^100 (|x|
+    // beyond ~1e15): then x^2 overflowed or eps is negligible. Only such rows take it (a
+    // guarded reduction: one more loop over the row, re-reading the inputs).
+    int ss = row(Op::RowSumSq, x);
+    int small = row(Op::Less, ss, cnst(0x1p100));
+    int xs = col(Op::Mul, x, cnst(0x1p-64));
+    int ss_small = guarded(Op::RowSumSq, xs, row(Op::Not, small));
+    int r = row(Op::Rsqrt, row(Op::Add, row(Op::Div, ss, cols()), cnst(eps)));
+    int r_big = row(Op::Mul, row(Op::Rsqrt, row(Op::Div, ss_small, cols())), cnst(0x1p-64));
+    r = mk(Op::Where, true, small, r, r_big);
+    return affine(n, col(Op::Mul, x, r), 1);
+  }
+
+  int lower_softmax(int x) {
+    // x - max <= 0 (or NaN). Where the row's min - max >= -87 (false for NaN or an
+    // infinity), so is every x - max, as rounding is monotonic: the exp needs no range test.
+    int m = row(Op::RowMax, x);
+    int in_range = row(Op::Greater, row(Op::Sub, row(Op::RowMin, x), m), cnst(kExpInRangeMin));
+    int e = col(Op::ExpInRangeIf, col(Op::Sub, x, m), in_range);
+    int inv = row(Op::Reciprocal, row(Op::RowSum, e));
+    return col(Op::Mul, e, inv);
   }
 
   // LayerNorm's statistics in the same pass that computes x (the two-pass form below needs
@@ -549,7 +504,7 @@ class Lowerer {
     int rstd = stats(d, eps, -1, &md);
     // (After stats(d): the pass then accumulates the sum before the sum of squares, an order
     // the seed block's loop ran 3-4% faster in.)
-    int small = row(Op::Lt, row(Op::RowSumSq, d), cnst(0x1p100));
+    int small = row(Op::Less, row(Op::RowSumSq, d), cnst(0x1p100));
     int rstd_s = stats(ds, eps * k * k, row(Op::Not, small), &mds);
     auto pick = [&](int a, int b) { return mk(Op::Where, true, small, a, b); };
     int scale = pick(cnst(1), cnst(k));

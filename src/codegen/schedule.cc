@@ -48,33 +48,6 @@ void use_bf16_grade_math(Program& p) {
     used[size_t(o.expr)] = true;
     if (o.dtype != DType::bf16) ok[size_t(o.expr)] = false;
   }
-  auto passes_through = [](const Expr& u, int operand_pos) {
-    switch (u.op) {
-      case Op::Add:
-      case Op::Sub:
-      case Op::Mul:
-      case Op::MulAdd:
-      case Op::Neg:
-      case Op::Abs:
-      case Op::Max:
-      case Op::Min:
-      case Op::Relu:
-      case Op::Exp:
-      case Op::ExpNonPositive:
-      case Op::Sigmoid:
-      case Op::Silu:
-      case Op::GeluTanh:
-      case Op::GeluErf:
-      case Op::RoundBf16:
-        return true;
-      case Op::Where:
-        return operand_pos > 0;  // the selected values, not the condition
-      case Op::ExpInRangeIf:
-        return operand_pos == 0;  // the exponent, not the row's flag
-      default:
-        return false;
-    }
-  };
   for (size_t u = n; u-- > 0;) {
     if (!p.needed[u]) continue;
     const Expr& x = p.exprs[u];
@@ -82,7 +55,7 @@ void use_bf16_grade_math(Program& p) {
     for (int o : {x.a, x.b, x.c}) {
       if (o >= 0) {
         used[size_t(o)] = true;
-        if (x.row || !ok[u] || !passes_through(x, pos)) ok[size_t(o)] = false;
+        if (x.row || !ok[u] || !bf16_passes_through(x.op, pos)) ok[size_t(o)] = false;
       }
       pos++;
     }

@@ -55,37 +55,21 @@ void GraphBuilder::name_last(const std::string& name) {
   if (last_->outputs.size() == 1) last_->out()->name = name;
 }
 
-#define UBF_UNARY(fn, kind) \
-  GraphBuilder::V GraphBuilder::fn(V x) { return op(OpKind::kind, {x}); }
-UBF_UNARY(neg, Neg)
-UBF_UNARY(abs, Abs)
-UBF_UNARY(exp, Exp)
-UBF_UNARY(log, Log)
-UBF_UNARY(sqrt, Sqrt)
-UBF_UNARY(rsqrt, Rsqrt)
-UBF_UNARY(reciprocal, Reciprocal)
-UBF_UNARY(tanh, Tanh)
-UBF_UNARY(sigmoid, Sigmoid)
-UBF_UNARY(relu, Relu)
-UBF_UNARY(silu, Silu)
-UBF_UNARY(erf, Erf)
-UBF_UNARY(logical_not, Not)
-UBF_UNARY(softmax, Softmax)
-#undef UBF_UNARY
+#define UBF_BUILDER_1(name, fn) \
+  GraphBuilder::V GraphBuilder::fn(V x) { return op(OpKind::name, {x}); }
+#define UBF_BUILDER_2(name, fn) \
+  GraphBuilder::V GraphBuilder::fn(V a, V b) { return op(OpKind::name, {a, b}); }
+#define UBF_BUILDER_3(name, fn) \
+  GraphBuilder::V GraphBuilder::fn(V a, V b, V c) { return op(OpKind::name, {a, b, c}); }
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ...) UBF_BUILDER_##arity(name, builder)
+#include "ubfuse/ops.def"
+#undef UBF_BUILDER_1
+#undef UBF_BUILDER_2
+#undef UBF_BUILDER_3
 
-#define UBF_BINARY(fn, kind) \
-  GraphBuilder::V GraphBuilder::fn(V a, V b) { return op(OpKind::kind, {a, b}); }
-UBF_BINARY(add, Add)
-UBF_BINARY(sub, Sub)
-UBF_BINARY(mul, Mul)
-UBF_BINARY(div, Div)
-UBF_BINARY(max, Max)
-UBF_BINARY(min, Min)
-UBF_BINARY(equal, Equal)
-UBF_BINARY(less, Less)
-UBF_BINARY(greater, Greater)
-UBF_BINARY(matmul, MatMul)
-#undef UBF_BINARY
+GraphBuilder::V GraphBuilder::softmax(V x) { return op(OpKind::Softmax, {x}); }
+GraphBuilder::V GraphBuilder::matmul(V a, V b) { return op(OpKind::MatMul, {a, b}); }
 
 GraphBuilder::V GraphBuilder::gelu(V x, bool tanh_approx) {
   return op(OpKind::Gelu, {x}, {{"approximate", std::string(tanh_approx ? "tanh" : "none")}});
@@ -94,7 +78,6 @@ GraphBuilder::V GraphBuilder::pow(V x, double e) { return op(OpKind::Pow, {x}, {
 GraphBuilder::V GraphBuilder::cast(V x, DType to) {
   return op(OpKind::Cast, {x}, {{"to", std::string(dtype_name(to))}});
 }
-GraphBuilder::V GraphBuilder::where(V c, V a, V b) { return op(OpKind::Where, {c, a, b}); }
 
 GraphBuilder::V GraphBuilder::layer_norm(V x, V weight, V bias, double eps) {
   if (bias && !weight) throw Error("layer_norm: a bias needs a weight (pass a ones weight)");

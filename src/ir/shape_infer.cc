@@ -287,6 +287,52 @@ void infer_broadcast(Node& n) {
   n.out()->shape = s;
 }
 
+// The output of a one-input elementwise op: its input's shape and dtype.
+void infer_same(Node& n) {
+  n.out()->shape = n.inputs[0]->shape;
+  n.out()->dtype = n.inputs[0]->dtype;
+}
+
+// An elementwise math op (an UBF_MATH row of ops.def), by its operand types.
+void infer_math(Node& n) {
+  switch (op_info(n.op).math) {
+    case MathTypes::Float:
+      infer_same(n);
+      require_float(n, n.inputs[0]);
+      return;
+    case MathTypes::Number:
+      if (n.inputs.size() == 1) {
+        infer_same(n);  // integers too; the eager kernel says which it computes
+        return;
+      }
+      require_same_dtype(n, n.inputs[0], n.inputs[1]);
+      if (n.inputs[0]->dtype == DType::boolean) {
+        fail(n, "arithmetic on bool is not supported", "Cast to a numeric dtype first");
+      }
+      n.out()->dtype = n.inputs[0]->dtype;
+      infer_broadcast(n);
+      return;
+    case MathTypes::Bool:
+      infer_same(n);
+      if (n.inputs[0]->dtype != DType::boolean) fail(n, "needs a bool input");
+      return;
+    case MathTypes::Compare:
+      require_same_dtype(n, n.inputs[0], n.inputs[1]);
+      n.out()->dtype = DType::boolean;
+      infer_broadcast(n);
+      return;
+    case MathTypes::Select:
+      if (n.inputs[0]->dtype != DType::boolean) fail(n, "condition must be bool");
+      require_same_dtype(n, n.inputs[1], n.inputs[2]);
+      n.out()->dtype = n.inputs[1]->dtype;
+      infer_broadcast(n);
+      return;
+    case MathTypes::None:
+      break;
+  }
+  UBF_CHECK(false, "infer_math: " + std::string(op_name(n.op)) + " is not a math op");
+}
+
 }  // namespace
 
 void infer_node(Node& n) {
@@ -303,91 +349,72 @@ void infer_node(Node& n) {
   for (int i = 0; i < nin; i++) {
     if (!n.inputs[i]) throw Error(n.describe() + ": input " + std::to_string(i) + " is null");
   }
-  switch (info.fusion_class) {
-    case FusionClass::Elementwise: {
-      const Value* x = n.inputs[0];
-      n.out()->shape = x->shape;
-      n.out()->dtype = x->dtype;
-      if (n.op == OpKind::Cast) {
-        if (!n.has_attr("to")) fail(n, "missing attribute 'to'");
-        n.out()->dtype = parse_dtype(n.attr_str("to", "f32"));
-      } else if (n.op == OpKind::Not) {
-        if (x->dtype != DType::boolean) fail(n, "needs a bool input");
-      } else if (n.op == OpKind::Gelu) {
-        require_float(n, x);
-        auto a = n.attr_str("approximate", "none");
-        if (a != "none" && a != "tanh") {
-          fail(n, "attribute 'approximate' must be \"none\" or \"tanh\", got \"" + a + "\"");
-        }
-      } else if (n.op == OpKind::Pow) {
-        require_float(n, x);
-        if (!n.has_attr("exponent")) fail(n, "missing attribute 'exponent'");
-        n.attr_float("exponent", 1);
-      } else if (n.op != OpKind::Neg && n.op != OpKind::Abs && n.op != OpKind::Relu) {
-        require_float(n, x);
+  switch (n.op) {
+#define UBF_OP(...)
+#define UBF_MATH(name, ...) case OpKind::name:
+#include "ubfuse/ops.def"
+    infer_math(n);
+    return;
+    case OpKind::Gelu: {
+      infer_same(n);
+      require_float(n, n.inputs[0]);
+      auto a = n.attr_str("approximate", "none");
+      if (a != "none" && a != "tanh") {
+        fail(n, "attribute 'approximate' must be \"none\" or \"tanh\", got \"" + a + "\"");
       }
       return;
     }
-    case FusionClass::Broadcast: {
-      if (n.op == OpKind::Where) {
-        if (n.inputs[0]->dtype != DType::boolean) fail(n, "condition must be bool");
-        require_same_dtype(n, n.inputs[1], n.inputs[2]);
-        n.out()->dtype = n.inputs[1]->dtype;
-      } else {
-        require_same_dtype(n, n.inputs[0], n.inputs[1]);
-        bool cmp = n.op == OpKind::Equal || n.op == OpKind::Less || n.op == OpKind::Greater;
-        if (n.inputs[0]->dtype == DType::boolean && !cmp) {
-          fail(n, "arithmetic on bool is not supported", "Cast to a numeric dtype first");
-        }
-        n.out()->dtype = cmp ? DType::boolean : n.inputs[0]->dtype;
-      }
-      infer_broadcast(n);
+    case OpKind::Pow:
+      infer_same(n);
+      require_float(n, n.inputs[0]);
+      if (!n.has_attr("exponent")) fail(n, "missing attribute 'exponent'");
+      n.attr_float("exponent", 1);
       return;
-    }
-    case FusionClass::RowReduction:
-      if (n.op == OpKind::ReduceSum || n.op == OpKind::ReduceMean || n.op == OpKind::ReduceMax) {
-        infer_reduce(n);
-      } else {
-        infer_row_op(n);
-      }
+    case OpKind::Cast:
+      infer_same(n);
+      if (!n.has_attr("to")) fail(n, "missing attribute 'to'");
+      n.out()->dtype = parse_dtype(n.attr_str("to", "f32"));
       return;
-    case FusionClass::Opaque:
-      if (n.op == OpKind::MatMul) {
-        infer_matmul(n);
-      } else {
-        infer_gather(n);
-      }
+    case OpKind::LayerNorm:
+    case OpKind::RMSNorm:
+    case OpKind::Softmax:
+      infer_row_op(n);
       return;
-    case FusionClass::RowPermute:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceMax:
+      infer_reduce(n);
+      return;
+    case OpKind::RotateHalf:
       infer_rotate_half(n);
       return;
-    case FusionClass::Injective:
-      switch (n.op) {
-        case OpKind::Reshape:
-          infer_reshape(n);
-          return;
-        case OpKind::Transpose:
-          infer_transpose(n);
-          return;
-        case OpKind::Slice:
-          infer_slice(n);
-          return;
-        case OpKind::Concat:
-          infer_concat(n);
-          return;
-        case OpKind::Expand:
-          infer_expand(n);
-          return;
-        default:
-          break;
-      }
-      break;
-    case FusionClass::Constant:
+    case OpKind::MatMul:
+      infer_matmul(n);
+      return;
+    case OpKind::Gather:
+      infer_gather(n);
+      return;
+    case OpKind::Reshape:
+      infer_reshape(n);
+      return;
+    case OpKind::Transpose:
+      infer_transpose(n);
+      return;
+    case OpKind::Slice:
+      infer_slice(n);
+      return;
+    case OpKind::Concat:
+      infer_concat(n);
+      return;
+    case OpKind::Expand:
+      infer_expand(n);
+      return;
+    case OpKind::Constant:
       if (!n.payload.defined()) fail(n, "has no value");
       n.out()->dtype = n.payload.dtype();
       n.out()->shape = to_shape(n.payload.sizes());
       return;
-    case FusionClass::Host:
+    case OpKind::Host:
       if (!n.host) fail(n, "has no callback");
       n.out()->dtype = n.inputs[0]->dtype;
       n.out()->shape = n.inputs[0]->shape;

@@ -44,62 +44,49 @@ class Expander {
     std::optional<Terms> a = expand(p->inputs[0], false);
     if (!a) return std::nullopt;
     Terms r;
-    switch (p->op) {
-      case OpKind::Neg:
-        for (auto& [m, c] : *a) add_term(r, m, -c);
-        return checked(r);
-      case OpKind::Div: {
-        double k = 1.0 / *uniform_constant(p->inputs[1]);
-        for (auto& [m, c] : *a) add_term(r, m, c * k);
-        return checked(r);
+    if (p->op == OpKind::Neg) {
+      for (auto& [m, c] : *a) add_term(r, m, -c);
+      return checked(r);
+    }
+    if (p->op == OpKind::Div) {
+      double k = 1.0 / *uniform_constant(p->inputs[1]);
+      for (auto& [m, c] : *a) add_term(r, m, c * k);
+      return checked(r);
+    }
+    if (p->op == OpKind::Pow) {
+      int k = int(p->attr_float("exponent", 1));
+      r = Terms{{{}, 1.0}};
+      for (int i = 0; i < k && r.size(); i++) {
+        auto next = mul(r, *a);
+        if (!next) return std::nullopt;
+        r = *next;
       }
-      case OpKind::Pow: {
-        int k = int(p->attr_float("exponent", 1));
-        r = Terms{{{}, 1.0}};
-        for (int i = 0; i < k && r.size(); i++) {
-          auto next = mul(r, *a);
-          if (!next) return std::nullopt;
-          r = *next;
-        }
-        return checked(r);
-      }
-      default:
-        break;
+      return checked(r);
     }
     std::optional<Terms> b = expand(p->inputs[1], false);
     if (!b) return std::nullopt;
-    switch (p->op) {
-      case OpKind::Add:
-      case OpKind::Sub:
-        r = *a;
-        for (auto& [m, c] : *b) add_term(r, m, p->op == OpKind::Add ? c : -c);
-        return checked(r);
-      case OpKind::Mul:
-        return mul(*a, *b);
-      default:
-        return std::nullopt;
+    if (p->op == OpKind::Add || p->op == OpKind::Sub) {
+      r = *a;
+      for (auto& [m, c] : *b) add_term(r, m, p->op == OpKind::Add ? c : -c);
+      return checked(r);
     }
+    if (p->op == OpKind::Mul) return mul(*a, *b);
+    return std::nullopt;
   }
 
  private:
   static bool looks_through(const Node& n) {
-    switch (n.op) {
-      case OpKind::Add:
-      case OpKind::Sub:
-      case OpKind::Mul:
-      case OpKind::Neg:
-        return true;
-      case OpKind::Div: {
-        auto c = uniform_constant(n.inputs[1]);
-        return c && *c != 0 && std::isfinite(*c);
-      }
-      case OpKind::Pow: {
-        double e = n.attr_float("exponent", 1);
-        return e >= 0 && e <= kMaxPolyPower && e == std::floor(e);
-      }
-      default:
-        return false;
+    const OpKind k = n.op;
+    if (k == OpKind::Add || k == OpKind::Sub || k == OpKind::Mul || k == OpKind::Neg) return true;
+    if (k == OpKind::Div) {
+      auto c = uniform_constant(n.inputs[1]);
+      return c && *c != 0 && std::isfinite(*c);
     }
+    if (k == OpKind::Pow) {
+      double e = n.attr_float("exponent", 1);
+      return e >= 0 && e <= kMaxPolyPower && e == std::floor(e);
+    }
+    return false;
   }
 
   std::optional<Terms> atom(Value* v) {

@@ -120,45 +120,38 @@ bool sink_row_op_reshapes(Graph& g, Node* n) {
 
 bool simplify_identity(Graph& g, Node* n) {
   auto in = [&](size_t i) { return n->inputs[i]; };
-  switch (n->op) {
-    case OpKind::Add:
-      if (is_uniform(in(1), 0) && bypass(g, n, in(0))) return true;
-      return is_uniform(in(0), 0) && bypass(g, n, in(1));
-    case OpKind::Sub:
-      return is_uniform(in(1), 0) && bypass(g, n, in(0));
-    case OpKind::Mul:
-      if (is_uniform(in(1), 1) && bypass(g, n, in(0))) return true;
-      return is_uniform(in(0), 1) && bypass(g, n, in(1));
-    case OpKind::Div:
-      return is_uniform(in(1), 1) && bypass(g, n, in(0));
-    case OpKind::Pow:
-      return n->attr_float("exponent", 0) == 1 && bypass(g, n, in(0));
-    case OpKind::Neg: {
-      Node* inner = producer_if(in(0), OpKind::Neg);
-      return inner && bypass(g, n, inner->inputs[0]);
-    }
-    case OpKind::Cast:
-      return bypass(g, n, in(0));  // only when `to` is x's dtype
-    default:
-      return false;
+  const OpKind k = n->op;
+  if (k == OpKind::Add) {
+    if (is_uniform(in(1), 0) && bypass(g, n, in(0))) return true;
+    return is_uniform(in(0), 0) && bypass(g, n, in(1));
   }
+  if (k == OpKind::Sub) return is_uniform(in(1), 0) && bypass(g, n, in(0));
+  if (k == OpKind::Mul) {
+    if (is_uniform(in(1), 1) && bypass(g, n, in(0))) return true;
+    return is_uniform(in(0), 1) && bypass(g, n, in(1));
+  }
+  if (k == OpKind::Div) return is_uniform(in(1), 1) && bypass(g, n, in(0));
+  if (k == OpKind::Pow) return n->attr_float("exponent", 0) == 1 && bypass(g, n, in(0));
+  if (k == OpKind::Neg) {
+    Node* inner = producer_if(in(0), OpKind::Neg);
+    return inner && bypass(g, n, inner->inputs[0]);
+  }
+  if (k == OpKind::Cast) return bypass(g, n, in(0));  // only when `to` is x's dtype
+  return false;
 }
 
 bool simplify_data_movement(Graph& g, Node* n) {
-  switch (n->op) {
-    case OpKind::Reshape:
-    case OpKind::Expand:
-      if (bypass(g, n, n->inputs[0])) return true;
-      return n->op == OpKind::Reshape && (merge_reshapes(n) || sink_row_op_reshapes(g, n));
-    case OpKind::Transpose: {
-      auto perm = n->attr_ints("perm");
-      std::vector<int64_t> iota(perm.size());
-      std::iota(iota.begin(), iota.end(), 0);
-      return (perm == iota && bypass(g, n, n->inputs[0])) || merge_transposes(n);
-    }
-    default:
-      return false;
+  if (n->op == OpKind::Reshape || n->op == OpKind::Expand) {
+    if (bypass(g, n, n->inputs[0])) return true;
+    return n->op == OpKind::Reshape && (merge_reshapes(n) || sink_row_op_reshapes(g, n));
   }
+  if (n->op == OpKind::Transpose) {
+    auto perm = n->attr_ints("perm");
+    std::vector<int64_t> iota(perm.size());
+    std::iota(iota.begin(), iota.end(), 0);
+    return (perm == iota && bypass(g, n, n->inputs[0])) || merge_transposes(n);
+  }
+  return false;
 }
 
 }  // namespace ubfuse::passes

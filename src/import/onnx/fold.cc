@@ -83,30 +83,21 @@ std::optional<Tensor> fold_movement(const Node& n, const std::vector<Tensor>& in
 }
 
 int64_t int_binary(const Node& n, int64_t a, int64_t b) {
-  switch (n.op) {
-    case OpKind::Add:
-      return int64_t(uint64_t(a) + uint64_t(b));
-    case OpKind::Sub:
-      return int64_t(uint64_t(a) - uint64_t(b));
-    case OpKind::Mul:
-      return int64_t(uint64_t(a) * uint64_t(b));
-    case OpKind::Div:
-      if (b == 0) throw Error(n.describe() + ": integer division by zero in constant folding");
-      if (a == INT64_MIN && b == -1) return INT64_MIN;
-      return a / b;
-    case OpKind::Max:
-      return std::max(a, b);
-    case OpKind::Min:
-      return std::min(a, b);
-    case OpKind::Equal:
-      return a == b;
-    case OpKind::Less:
-      return a < b;
-    case OpKind::Greater:
-      return a > b;
-    default:
-      UBF_CHECK(false, "int_binary: unhandled op");
+  const OpKind k = n.op;
+  if (k == OpKind::Add) return int64_t(uint64_t(a) + uint64_t(b));
+  if (k == OpKind::Sub) return int64_t(uint64_t(a) - uint64_t(b));
+  if (k == OpKind::Mul) return int64_t(uint64_t(a) * uint64_t(b));
+  if (k == OpKind::Div) {
+    if (b == 0) throw Error(n.describe() + ": integer division by zero in constant folding");
+    if (a == INT64_MIN && b == -1) return INT64_MIN;
+    return a / b;
   }
+  if (k == OpKind::Max) return std::max(a, b);
+  if (k == OpKind::Min) return std::min(a, b);
+  if (k == OpKind::Equal) return a == b;
+  if (k == OpKind::Less) return a < b;
+  if (k == OpKind::Greater) return a > b;
+  UBF_CHECK(false, "int_binary: unhandled op " + std::string(op_name(k)));
 }
 
 // Exact integer (and bool) elementwise/broadcast ops.
@@ -128,28 +119,22 @@ std::optional<Tensor> fold_int(const Node& n, const std::vector<Tensor>& in) {
       rem /= os[d];
       for (size_t i = 0; i < in.size(); i++) idx[i] += c * st[i][d];
     }
+    const OpKind k = n.op;
     int64_t v;
-    switch (n.op) {
-      case OpKind::Neg:
-        v = int64_t(0 - uint64_t(get_int(in[0], idx[0])));
-        break;
-      case OpKind::Abs:
-        v = std::abs(get_int(in[0], idx[0]));
-        break;
-      case OpKind::Not:
-        v = get_int(in[0], idx[0]) == 0;
-        break;
-      case OpKind::Cast:
-        v = get_int(in[0], idx[0]);
-        break;
-      case OpKind::Relu:
-        v = std::max<int64_t>(0, get_int(in[0], idx[0]));
-        break;
-      case OpKind::Where:
-        v = get_int(in[0], idx[0]) ? get_int(in[1], idx[1]) : get_int(in[2], idx[2]);
-        break;
-      default:
-        v = int_binary(n, get_int(in[0], idx[0]), get_int(in[1], idx[1]));
+    if (k == OpKind::Neg) {
+      v = int64_t(0 - uint64_t(get_int(in[0], idx[0])));
+    } else if (k == OpKind::Abs) {
+      v = std::abs(get_int(in[0], idx[0]));
+    } else if (k == OpKind::Not) {
+      v = get_int(in[0], idx[0]) == 0;
+    } else if (k == OpKind::Cast) {
+      v = get_int(in[0], idx[0]);
+    } else if (k == OpKind::Relu) {
+      v = std::max<int64_t>(0, get_int(in[0], idx[0]));
+    } else if (k == OpKind::Where) {
+      v = get_int(in[0], idx[0]) ? get_int(in[1], idx[1]) : get_int(in[2], idx[2]);
+    } else {
+      v = int_binary(n, get_int(in[0], idx[0]), get_int(in[1], idx[1]));
     }
     set_int(t, f, v);
   }

@@ -1,5 +1,7 @@
 // Elementwise arithmetic, comparisons, logic, casts: mostly one ubfuse op each. Integer vectors
 // that carry symbolic dims (shape arithmetic) are combined here symbolically where they can be.
+// The unary math ops that import 1:1 need no converter here (ops.def's Onnx column Direct,
+// registry.cc).
 #include <algorithm>
 
 #include "import/onnx/registry.h"
@@ -7,13 +9,6 @@
 namespace ubfuse::onnx_import {
 
 namespace {
-
-template <OpKind K, bool kFloatOnly>
-void unary(NodeCtx& c) {
-  if (kFloatOnly) require_float(c, 0);
-  if (K == OpKind::Not && c.dtype(0) != DType::boolean) c.invalid("Not needs a bool input");
-  c.set_output(0, c.emit(K, {c.value(0)}));
-}
 
 // Broadcast two rank-0/1 dims vectors; nullopt when their lengths clash.
 bool broadcast_dims(const std::vector<Dim>& a, const std::vector<Dim>& b, size_t* n) {
@@ -37,22 +32,17 @@ bool dims_binary(NodeCtx& c, OpKind k) {
     const Dim& y = at(b, i);
     if (x.is_static() && y.is_static()) {
       int64_t p = x.value(), q = y.value();
-      switch (k) {
-        case OpKind::Add:
-          out.push_back(Dim(p + q));
-          break;
-        case OpKind::Sub:
-          out.push_back(Dim(p - q));
-          break;
-        case OpKind::Mul:
-          out.push_back(Dim(p * q));
-          break;
-        case OpKind::Div:
-          if (q == 0) c.invalid("division by zero in shape arithmetic");
-          out.push_back(Dim(p / q));
-          break;
-        default:
-          c.needs_static(a, "this shape computation");
+      if (k == OpKind::Add) {
+        out.push_back(Dim(p + q));
+      } else if (k == OpKind::Sub) {
+        out.push_back(Dim(p - q));
+      } else if (k == OpKind::Mul) {
+        out.push_back(Dim(p * q));
+      } else if (k == OpKind::Div) {
+        if (q == 0) c.invalid("division by zero in shape arithmetic");
+        out.push_back(Dim(p / q));
+      } else {
+        c.needs_static(a, "this shape computation");
       }
     } else if (k == OpKind::Add) {
       out.push_back(Dim::add(x, y));
@@ -266,17 +256,6 @@ void clip(NodeCtx& c) {
 }  // namespace
 
 void add_math_ops(ConverterMap& m) {
-  m["Neg"] = unary<OpKind::Neg, false>;
-  m["Abs"] = unary<OpKind::Abs, false>;
-  m["Relu"] = unary<OpKind::Relu, false>;
-  m["Exp"] = unary<OpKind::Exp, true>;
-  m["Log"] = unary<OpKind::Log, true>;
-  m["Sqrt"] = unary<OpKind::Sqrt, true>;
-  m["Reciprocal"] = unary<OpKind::Reciprocal, true>;
-  m["Tanh"] = unary<OpKind::Tanh, true>;
-  m["Sigmoid"] = unary<OpKind::Sigmoid, true>;
-  m["Erf"] = unary<OpKind::Erf, true>;
-  m["Not"] = unary<OpKind::Not, false>;
   m["Add"] = arith<OpKind::Add>;
   m["Sub"] = arith<OpKind::Sub>;
   m["Mul"] = arith<OpKind::Mul>;

@@ -2,9 +2,43 @@
 
 namespace ubfuse::onnx_import {
 
+namespace {
+
+// An ONNX op that is an elementwise math op of ubfuse (ops.def's Onnx column Direct): the same
+// inputs, no attributes, operand types checked as shape inference would (Types column).
+template <OpKind K>
+void direct(NodeCtx& c) {
+  const OpInfo& info = op_info(K);
+  for (int i = 0; i < info.min_inputs; i++) {
+    if (info.math == MathTypes::Float) require_float(c, i);
+    if (info.math == MathTypes::Bool && c.dtype(i) != DType::boolean) {
+      c.invalid(std::string(info.name) + " needs a bool input");
+    }
+  }
+  std::vector<Value*> in;
+  for (int i = 0; i < info.min_inputs; i++) in.push_back(c.value(i));
+  c.set_output(0, c.emit(K, in));
+}
+
+void add_direct_ops(ConverterMap& m) {
+#define UBF_ONNX_Direct(name, onnx_name) m[onnx_name] = direct<OpKind::name>;
+#define UBF_ONNX_Own(name, onnx_name)
+#define UBF_ONNX_None(name, onnx_name)
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_ONNX_##onnx(name, onnx_name)
+#include "ubfuse/ops.def"
+#undef UBF_ONNX_Direct
+#undef UBF_ONNX_Own
+#undef UBF_ONNX_None
+}
+
+}  // namespace
+
 const ConverterMap& converters() {
   static const ConverterMap m = [] {
     ConverterMap out;
+    add_direct_ops(out);
     add_math_ops(out);
     add_activation_ops(out);
     add_shape_ops(out);

@@ -6,10 +6,26 @@
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
 
+// The binary arithmetic of ubfuse/ops.def (UBF_MATH rows of arity 2 and Types Number), as
+// UBF_ARITH(Name, VecFn, Form); the other rows expand to nothing.
+#define UBF_ARITH_Number2(...) UBF_ARITH(__VA_ARGS__)
+#define UBF_ARITH_Number1(...)
+#define UBF_ARITH_Float1(...)
+#define UBF_ARITH_Bool1(...)
+#define UBF_ARITH_Compare2(...)
+#define UBF_ARITH_Select3(...)
+
 #ifndef UBFUSE_KERNELS_CPU_BROADCAST_CODES_
 #define UBFUSE_KERNELS_CPU_BROADCAST_CODES_
 namespace ubfuse::cpu {
-enum BinaryCode : int { kAdd, kSub, kMul, kDiv, kMax, kMin };
+enum BinaryCode : int {
+#define UBF_ARITH(name, fn, form) k##name,
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_ARITH_##types##arity(name, fn, form)
+#include "ubfuse/ops.def"
+#undef UBF_ARITH
+};
 }  // namespace ubfuse::cpu
 #endif
 
@@ -24,42 +40,23 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
-struct BAdd {
-  template <class D, class V>
-  HWY_INLINE V operator()(D, V a, V b) const {
-    return hn::Add(a, b);
-  }
-};
-struct BSub {
-  template <class D, class V>
-  HWY_INLINE V operator()(D, V a, V b) const {
-    return hn::Sub(a, b);
-  }
-};
-struct BMul {
-  template <class D, class V>
-  HWY_INLINE V operator()(D, V a, V b) const {
-    return hn::Mul(a, b);
-  }
-};
-struct BDiv {
-  template <class D, class V>
-  HWY_INLINE V operator()(D, V a, V b) const {
-    return hn::Div(a, b);
-  }
-};
-struct BMax {
-  template <class D, class V>
-  HWY_INLINE V operator()(D d, V a, V b) const {
-    return MaxF(d, a, b);
-  }
-};
-struct BMin {
-  template <class D, class V>
-  HWY_INLINE V operator()(D d, V a, V b) const {
-    return MinF(d, a, b);
-  }
-};
+#define UBF_CALL_Vec(fn) fn(d, a, b)
+#define UBF_CALL_Hwy(fn) hn::fn(a, b)
+#define UBF_ARITH(name, fn, form)                  \
+  struct B##name {                                 \
+    template <class D, class V>                    \
+    HWY_INLINE V operator()(D d, V a, V b) const { \
+      (void)d;                                     \
+      return UBF_CALL_##form(fn);                  \
+    }                                              \
+  };
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_ARITH_##types##arity(name, fn, form)
+#include "ubfuse/ops.def"
+#undef UBF_ARITH
+#undef UBF_CALL_Vec
+#undef UBF_CALL_Hwy
 
 template <typename T>
 HWY_INLINE float ScalarF32(const T* p) {
@@ -102,21 +99,15 @@ void BinaryModes(const void* a, bool as, const void* b, bool bs, void* out, size
 template <typename T>
 void BinaryTyped(int op, const void* a, bool as, const void* b, bool bs, void* out, size_t n,
                  bool stream) {
-  switch (op) {
-    case cpu::kAdd:
-      return BinaryModes<BAdd, T>(a, as, b, bs, out, n, stream);
-    case cpu::kSub:
-      return BinaryModes<BSub, T>(a, as, b, bs, out, n, stream);
-    case cpu::kMul:
-      return BinaryModes<BMul, T>(a, as, b, bs, out, n, stream);
-    case cpu::kDiv:
-      return BinaryModes<BDiv, T>(a, as, b, bs, out, n, stream);
-    case cpu::kMax:
-      return BinaryModes<BMax, T>(a, as, b, bs, out, n, stream);
-    case cpu::kMin:
-      return BinaryModes<BMin, T>(a, as, b, bs, out, n, stream);
-    default:
-      break;
+  switch (cpu::BinaryCode(op)) {
+#define UBF_ARITH(name, fn, form) \
+  case cpu::k##name:              \
+    return BinaryModes<B##name, T>(a, as, b, bs, out, n, stream);
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_ARITH_##types##arity(name, fn, form)
+#include "ubfuse/ops.def"
+#undef UBF_ARITH
   }
 }
 
@@ -152,8 +143,8 @@ template <typename T>
 bool int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const T x = a[as ? 0 : i], y = b[bs ? 0 : i];
-    T r;
-    switch (op) {
+    T r{};
+    switch (BinaryCode(op)) {
       case kAdd:
         r = T(x + y);
         break;
@@ -170,7 +161,7 @@ bool int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_
       case kMax:
         r = x > y ? x : y;
         break;
-      default:
+      case kMin:
         r = x < y ? x : y;
         break;
     }
@@ -239,29 +230,15 @@ class BinaryKernel : public KernelBase {
 }  // namespace
 
 std::unique_ptr<OpKernel> make_binary_kernel(const Node& n) {
-  int code = kAdd;
-  switch (n.op) {
-    case OpKind::Add:
-      code = kAdd;
-      break;
-    case OpKind::Sub:
-      code = kSub;
-      break;
-    case OpKind::Mul:
-      code = kMul;
-      break;
-    case OpKind::Div:
-      code = kDiv;
-      break;
-    case OpKind::Max:
-      code = kMax;
-      break;
-    case OpKind::Min:
-      code = kMin;
-      break;
-    default:
-      UBF_CHECK(false, "make_binary_kernel: not a binary arithmetic op: " + n.describe());
-  }
+  int code = -1;
+#define UBF_ARITH(name, fn, form) \
+  if (n.op == OpKind::name) code = k##name;
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_ARITH_##types##arity(name, fn, form)
+#include "ubfuse/ops.def"
+#undef UBF_ARITH
+  UBF_CHECK(code >= 0, "make_binary_kernel: not a binary arithmetic op: " + n.describe());
   return std::make_unique<BinaryKernel>(n, code);
 }
 

@@ -87,12 +87,12 @@ void CompareModes(const void* a, bool as, const void* b, bool bs, uint8_t* out, 
 
 template <typename T>
 void CompareTyped(int op, const void* a, bool as, const void* b, bool bs, uint8_t* out, size_t n) {
-  switch (op) {
+  switch (cpu::CompareCode(op)) {
     case cpu::kEqual:
       return CompareModes<cpu::kEqual, T>(a, as, b, bs, out, n);
     case cpu::kLess:
       return CompareModes<cpu::kLess, T>(a, as, b, bs, out, n);
-    default:
+    case cpu::kGreater:
       return CompareModes<cpu::kGreater, T>(a, as, b, bs, out, n);
   }
 }
@@ -315,18 +315,10 @@ class WhereKernel : public KernelBase {
 }  // namespace
 
 std::unique_ptr<OpKernel> make_compare_kernel(const Node& n) {
-  switch (n.op) {
-    case OpKind::Equal:
-      return std::make_unique<CompareKernel>(n, kEqual);
-    case OpKind::Less:
-      return std::make_unique<CompareKernel>(n, kLess);
-    case OpKind::Greater:
-      return std::make_unique<CompareKernel>(n, kGreater);
-    case OpKind::Where:
-      return std::make_unique<WhereKernel>(n);
-    default:
-      break;
-  }
+  if (n.op == OpKind::Equal) return std::make_unique<CompareKernel>(n, kEqual);
+  if (n.op == OpKind::Less) return std::make_unique<CompareKernel>(n, kLess);
+  if (n.op == OpKind::Greater) return std::make_unique<CompareKernel>(n, kGreater);
+  if (n.op == OpKind::Where) return std::make_unique<WhereKernel>(n);
   UBF_CHECK(false, "make_compare_kernel: not a comparison: " + n.describe());
   return nullptr;
 }

@@ -6,44 +6,57 @@
 
 #include <type_traits>
 
+// The float unary math of ubfuse/ops.def (UBF_MATH rows of arity 1 and Types Float or Number),
+// as UBF_FLOAT_UNARY(Name, VecFn, Form, Cost); the other rows expand to nothing.
+#define UBF_FLOAT_UNARY_Float1(...) UBF_FLOAT_UNARY(__VA_ARGS__)
+#define UBF_FLOAT_UNARY_Number1(...) UBF_FLOAT_UNARY(__VA_ARGS__)
+#define UBF_FLOAT_UNARY_Bool1(...)
+#define UBF_FLOAT_UNARY_Number2(...)
+#define UBF_FLOAT_UNARY_Compare2(...)
+#define UBF_FLOAT_UNARY_Select3(...)
+
 #ifndef UBFUSE_KERNELS_CPU_ELEMENTWISE_CODES_
 #define UBFUSE_KERNELS_CPU_ELEMENTWISE_CODES_
 namespace ubfuse::cpu {
+// The ops of the eager unary kernel: the float unary math of ops.def, then the forms of ops with
+// attributes.
 enum UnaryCode : int {
-  kNeg,
-  kAbs,
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,
-  kRecip,
-  kTanh,
-  kSigmoid,
-  kRelu,
-  kSilu,
+#define UBF_FLOAT_UNARY(name, fn, form, cost) k##name,
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
+#include "ubfuse/ops.def"
+#undef UBF_FLOAT_UNARY
   kGeluErf,
   kGeluTanh,
-  kErf,
   kPow,
 };
-// Ops whose loop is compute-bound on a core (a transcendental's polynomial, a divide chain):
-// whether they stream their output past kStreamMinBytes depends on the core (store_policy.h).
+// Ops whose loop is compute-bound on a core (a transcendental's polynomial: Cost Poly in
+// ops.def): whether they stream their output past kStreamMinBytes depends on the core
+// (store_policy.h).
 inline bool unary_is_compute_bound(int op, float p) {
-  switch (op) {
-    case kExp:
-    case kLog:
-    case kTanh:
-    case kSigmoid:
-    case kSilu:
+  switch (UnaryCode(op)) {
+#define UBF_POLY_Poly true
+#define UBF_POLY_Divide false
+#define UBF_POLY_Cheap false
+#define UBF_FLOAT_UNARY(name, fn, form, cost) \
+  case k##name:                               \
+    return UBF_POLY_##cost;
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
+#include "ubfuse/ops.def"
+#undef UBF_FLOAT_UNARY
+#undef UBF_POLY_Poly
+#undef UBF_POLY_Divide
+#undef UBF_POLY_Cheap
     case kGeluErf:
     case kGeluTanh:
-    case kErf:
       return true;
     case kPow:  // PowF's exact fast paths are a multiply or a square root
       return !(p == 0.0f || p == 1.0f || p == 2.0f || p == 3.0f || p == 0.5f || p == -1.0f);
-    default:
-      return false;
   }
+  return false;
 }
 }  // namespace ubfuse::cpu
 #endif
@@ -68,20 +81,18 @@ namespace HWY_NAMESPACE {
       return expr;                            \
     }                                         \
   };
-UBF_UNARY_FUNCTOR(UNeg, NegF(d, x))
-UBF_UNARY_FUNCTOR(UAbs, AbsF(d, x))
-UBF_UNARY_FUNCTOR(UExp, ExpF(d, x))
-UBF_UNARY_FUNCTOR(ULog, LogF(d, x))
-UBF_UNARY_FUNCTOR(USqrt, SqrtF(d, x))
-UBF_UNARY_FUNCTOR(URsqrt, RsqrtF(d, x))
-UBF_UNARY_FUNCTOR(URecip, ReciprocalF(d, x))
-UBF_UNARY_FUNCTOR(UTanh, TanhF(d, x))
-UBF_UNARY_FUNCTOR(USigmoid, SigmoidF(d, x))
-UBF_UNARY_FUNCTOR(URelu, ReluF(d, x))
-UBF_UNARY_FUNCTOR(USilu, SiluF(d, x))
+#define UBF_CALL_Vec(fn) fn(d, x)
+#define UBF_CALL_Hwy(fn) hn::fn(x)
+#define UBF_FLOAT_UNARY(name, fn, form, cost) UBF_UNARY_FUNCTOR(U##name, UBF_CALL_##form(fn))
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
+#include "ubfuse/ops.def"
+#undef UBF_FLOAT_UNARY
+#undef UBF_CALL_Vec
+#undef UBF_CALL_Hwy
 UBF_UNARY_FUNCTOR(UGeluErf, GeluErfF(d, x))
 UBF_UNARY_FUNCTOR(UGeluTanh, GeluTanhF(d, x))
-UBF_UNARY_FUNCTOR(UErf, ErfF(d, x))
 UBF_UNARY_FUNCTOR(UPow, PowF(d, x, p))
 UBF_UNARY_FUNCTOR(USigmoidLowp, SigmoidLowpF(d, x))
 UBF_UNARY_FUNCTOR(USiluLowp, SiluLowpF(d, x))
@@ -119,49 +130,27 @@ template <typename T>
 void UnaryTyped(int op, const void* in, void* out, size_t n, bool stream, float p) {
   const T* x = static_cast<const T*>(in);
   T* y = static_cast<T*>(out);
-  switch (op) {
-    case cpu::kNeg:
-      return UnaryLoop<UNeg>(x, y, n, stream, p);
-    case cpu::kAbs:
-      return UnaryLoop<UAbs>(x, y, n, stream, p);
-    case cpu::kExp:
-      return UnaryLoop<UExp>(x, y, n, stream, p);
-    case cpu::kLog:
-      return UnaryLoop<ULog>(x, y, n, stream, p);
-    case cpu::kSqrt:
-      return UnaryLoop<USqrt>(x, y, n, stream, p);
-    case cpu::kRsqrt:
-      return UnaryLoop<URsqrt>(x, y, n, stream, p);
-    case cpu::kRecip:
-      return UnaryLoop<URecip>(x, y, n, stream, p);
-    case cpu::kTanh:
-      return UnaryLoop<UTanh>(x, y, n, stream, p);
-    // bf16 keeps 8 significant bits: the bf16-grade forms (half the work) round the same.
-    case cpu::kSigmoid:
-      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-        return UnaryLoop<USigmoidLowp>(x, y, n, stream, p);
-      }
-      return UnaryLoop<USigmoid>(x, y, n, stream, p);
-    case cpu::kRelu:
-      return UnaryLoop<URelu>(x, y, n, stream, p);
-    case cpu::kSilu:
-      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-        return UnaryLoop<USiluLowp>(x, y, n, stream, p);
-      }
-      return UnaryLoop<USilu>(x, y, n, stream, p);
+  // bf16 keeps 8 significant bits: the bf16-grade forms (half the work) round the same.
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    if (op == cpu::kSigmoid) return UnaryLoop<USigmoidLowp>(x, y, n, stream, p);
+    if (op == cpu::kSilu) return UnaryLoop<USiluLowp>(x, y, n, stream, p);
+    if (op == cpu::kGeluTanh) return UnaryLoop<UGeluTanhLowp>(x, y, n, stream, p);
+  }
+  switch (cpu::UnaryCode(op)) {
+#define UBF_FLOAT_UNARY(name, fn, form, cost) \
+  case cpu::k##name:                          \
+    return UnaryLoop<U##name>(x, y, n, stream, p);
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
+#include "ubfuse/ops.def"
+#undef UBF_FLOAT_UNARY
     case cpu::kGeluErf:
       return UnaryLoop<UGeluErf>(x, y, n, stream, p);
     case cpu::kGeluTanh:
-      if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-        return UnaryLoop<UGeluTanhLowp>(x, y, n, stream, p);
-      }
       return UnaryLoop<UGeluTanh>(x, y, n, stream, p);
-    case cpu::kErf:
-      return UnaryLoop<UErf>(x, y, n, stream, p);
     case cpu::kPow:
       return UnaryLoop<UPow>(x, y, n, stream, p);
-    default:
-      break;
   }
 }
 
@@ -273,67 +262,28 @@ class UnaryKernel : public KernelBase {
 }  // namespace
 
 std::unique_ptr<OpKernel> make_unary_kernel(const Node& n) {
-  float p = 0;
-  int code = kNeg;
-  switch (n.op) {
-    case OpKind::Neg:
-      code = kNeg;
-      break;
-    case OpKind::Abs:
-      code = kAbs;
-      break;
-    case OpKind::Exp:
-      code = kExp;
-      break;
-    case OpKind::Log:
-      code = kLog;
-      break;
-    case OpKind::Sqrt:
-      code = kSqrt;
-      break;
-    case OpKind::Rsqrt:
-      code = kRsqrt;
-      break;
-    case OpKind::Reciprocal:
-      code = kRecip;
-      break;
-    case OpKind::Tanh:
-      code = kTanh;
-      break;
-    case OpKind::Sigmoid:
-      code = kSigmoid;
-      break;
-    case OpKind::Relu:
-      code = kRelu;
-      break;
-    case OpKind::Silu:
-      code = kSilu;
-      break;
-    case OpKind::Erf:
-      code = kErf;
-      break;
-    case OpKind::Gelu: {
-      const std::string a = n.attr_str("approximate", "none");
-      if (a == "none") {
-        code = kGeluErf;
-      } else if (a == "tanh") {
-        code = kGeluTanh;
-      } else {
-        kernel_fail(n.describe(),
-                    "attribute 'approximate' must be \"none\" or \"tanh\", got \"" + a + "\"");
-      }
-      break;
-    }
-    case OpKind::Pow:
-      code = kPow;
-      p = float(n.attr_float("exponent", 1.0));
-      break;
-    case OpKind::Not:
-      return std::make_unique<UnaryKernel>(n, kNeg, 0.f, true);
-    default:
-      UBF_CHECK(false, "make_unary_kernel: not a unary op: " + n.describe());
+  if (n.op == OpKind::Not) return std::make_unique<UnaryKernel>(n, kNeg, 0.f, true);
+  if (n.op == OpKind::Pow) {
+    return std::make_unique<UnaryKernel>(n, kPow, float(n.attr_float("exponent", 1.0)), false);
   }
-  return std::make_unique<UnaryKernel>(n, code, p, false);
+  if (n.op == OpKind::Gelu) {
+    const std::string a = n.attr_str("approximate", "none");
+    if (a != "none" && a != "tanh") {
+      kernel_fail(n.describe(),
+                  "attribute 'approximate' must be \"none\" or \"tanh\", got \"" + a + "\"");
+    }
+    return std::make_unique<UnaryKernel>(n, a == "tanh" ? kGeluTanh : kGeluErf, 0.f, false);
+  }
+  int code = -1;
+#define UBF_FLOAT_UNARY(name, fn, form, cost) \
+  if (n.op == OpKind::name) code = k##name;
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
+#include "ubfuse/ops.def"
+#undef UBF_FLOAT_UNARY
+  UBF_CHECK(code >= 0, "make_unary_kernel: not a unary op: " + n.describe());
+  return std::make_unique<UnaryKernel>(n, code, 0.f, false);
 }
 
 }  // namespace cpu

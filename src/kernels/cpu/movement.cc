@@ -356,35 +356,29 @@ class ConcatKernel : public KernelBase {
 }  // namespace
 
 std::unique_ptr<OpKernel> make_movement_kernel(const Node& n) {
-  switch (n.op) {
-    case OpKind::Reshape:
-      return std::make_unique<ReshapeKernel>(n);
-    case OpKind::Transpose:
-      return std::make_unique<TransposeKernel>(
-          n, n.has_attr("perm") ? n.attr_ints("perm") : std::vector<int64_t>{});
-    case OpKind::Slice: {
-      auto starts = n.attr_ints("starts");
-      auto ends = n.attr_ints("ends");
-      std::vector<int64_t> axes, steps;
-      if (n.has_attr("axes")) {
-        axes = n.attr_ints("axes");
-      } else {
-        for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
-      }
-      steps = n.has_attr("steps") ? n.attr_ints("steps") : std::vector<int64_t>(starts.size(), 1);
-      if (ends.size() != starts.size() || axes.size() != starts.size() ||
-          steps.size() != starts.size()) {
-        kernel_fail(n.describe(), "starts, ends, axes and steps must have the same length");
-      }
-      return std::make_unique<SliceKernel>(n, starts, ends, axes, steps);
-    }
-    case OpKind::Concat:
-      return std::make_unique<ConcatKernel>(n, n.attr_int("axis", 0));
-    case OpKind::Expand:
-      return std::make_unique<ExpandKernel>(n);
-    default:
-      break;
+  if (n.op == OpKind::Reshape) return std::make_unique<ReshapeKernel>(n);
+  if (n.op == OpKind::Transpose) {
+    return std::make_unique<TransposeKernel>(
+        n, n.has_attr("perm") ? n.attr_ints("perm") : std::vector<int64_t>{});
   }
+  if (n.op == OpKind::Slice) {
+    auto starts = n.attr_ints("starts");
+    auto ends = n.attr_ints("ends");
+    std::vector<int64_t> axes, steps;
+    if (n.has_attr("axes")) {
+      axes = n.attr_ints("axes");
+    } else {
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+    }
+    steps = n.has_attr("steps") ? n.attr_ints("steps") : std::vector<int64_t>(starts.size(), 1);
+    if (ends.size() != starts.size() || axes.size() != starts.size() ||
+        steps.size() != starts.size()) {
+      kernel_fail(n.describe(), "starts, ends, axes and steps must have the same length");
+    }
+    return std::make_unique<SliceKernel>(n, starts, ends, axes, steps);
+  }
+  if (n.op == OpKind::Concat) return std::make_unique<ConcatKernel>(n, n.attr_int("axis", 0));
+  if (n.op == OpKind::Expand) return std::make_unique<ExpandKernel>(n);
   UBF_CHECK(false, "make_movement_kernel: " + n.describe());
   return nullptr;
 }

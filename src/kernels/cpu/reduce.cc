@@ -101,20 +101,11 @@ class ReduceKernel : public KernelBase {
 }  // namespace
 
 std::unique_ptr<OpKernel> make_reduce_kernel(const Node& n) {
-  int op = 0;
-  switch (n.op) {
-    case OpKind::ReduceSum:
-      op = 0;
-      break;
-    case OpKind::ReduceMean:
-      op = 1;
-      break;
-    case OpKind::ReduceMax:
-      op = 2;
-      break;
-    default:
-      UBF_CHECK(false, "make_reduce_kernel: " + n.describe());
-  }
+  const int op = n.op == OpKind::ReduceSum    ? 0
+                 : n.op == OpKind::ReduceMean ? 1
+                 : n.op == OpKind::ReduceMax  ? 2
+                                              : -1;
+  UBF_CHECK(op >= 0, "make_reduce_kernel: " + n.describe());
   return std::make_unique<ReduceKernel>(n, op);
 }
 

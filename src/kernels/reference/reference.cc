@@ -13,8 +13,6 @@ namespace ubfuse::ref {
 
 namespace {
 
-using Fn1 = double (*)(double, const Node&);
-
 double round_to(DType t, double v) {
   switch (t) {
     case DType::f32:
@@ -31,77 +29,6 @@ double round_to(DType t, double v) {
       return v != 0 ? 1.0 : 0.0;
   }
   return v;
-}
-
-double unary(const Node& n, double x) {
-  switch (n.op) {
-    case OpKind::Neg:
-      return -x;
-    case OpKind::Abs:
-      return std::fabs(x);
-    case OpKind::Exp:
-      return std::exp(x);
-    case OpKind::Log:
-      return std::log(x);
-    case OpKind::Sqrt:
-      return std::sqrt(x);
-    case OpKind::Rsqrt:
-      return 1.0 / std::sqrt(x);
-    case OpKind::Reciprocal:
-      return 1.0 / x;
-    case OpKind::Tanh:
-      return std::tanh(x);
-    case OpKind::Sigmoid:
-      return 1.0 / (1.0 + std::exp(-x));
-    case OpKind::Relu:
-      return x > 0 ? x : (std::isnan(x) ? x : 0.0);
-    case OpKind::Silu:
-      return x / (1.0 + std::exp(-x));
-    case OpKind::Erf:
-      return std::erf(x);
-    case OpKind::Gelu:
-      // As x sigmoid(2u) and with erfc: 1 + tanh(u) and 1 + erf(x/sqrt(2)) cancel even in
-      // double for large negative x (x = -7: 1 + tanh(u) is 6e-17, off by a third).
-      if (n.attr_str("approximate", "none") == "tanh") {
-        return x / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-      }
-      return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
-    case OpKind::Pow:
-      return std::pow(x, n.attr_float("exponent", 1));
-    case OpKind::Cast:
-      return x;
-    case OpKind::Not:
-      return x != 0 ? 0.0 : 1.0;
-    default:
-      break;
-  }
-  UBF_CHECK(false, "ref unary: " + std::string(op_name(n.op)));
-}
-
-double binary(OpKind op, double a, double b) {
-  switch (op) {
-    case OpKind::Add:
-      return a + b;
-    case OpKind::Sub:
-      return a - b;
-    case OpKind::Mul:
-      return a * b;
-    case OpKind::Div:
-      return a / b;
-    case OpKind::Max:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case OpKind::Min:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case OpKind::Equal:
-      return a == b ? 1 : 0;
-    case OpKind::Less:
-      return a < b ? 1 : 0;
-    case OpKind::Greater:
-      return a > b ? 1 : 0;
-    default:
-      break;
-  }
-  UBF_CHECK(false, "ref binary");
 }
 
 // Index of `flat` (in `out` sizes) into an input via broadcast strides.
@@ -129,77 +56,80 @@ RefTensor make(const Node& n, Sizes sizes, int out = 0) {
   return r;
 }
 
-RefTensor row_op(const Node& n, const std::vector<RefTensor>& in) {
-  const RefTensor& x = in[0];
+// A row op over the last axis of x: f(row of x, row of y or (reduce) its one value, row length).
+template <typename F>
+RefTensor rows(const Node& n, const RefTensor& x, bool reduce, F f) {
   int64_t c = x.sizes.back();
-  int64_t rows = c ? int64_t(x.data.size()) / c : 0;
-  bool keep = n.attr_int("keepdims", 1) != 0;
-  bool reduce =
-      n.op == OpKind::ReduceSum || n.op == OpKind::ReduceMean || n.op == OpKind::ReduceMax;
+  int64_t nrows = c ? int64_t(x.data.size()) / c : 0;
   Sizes os = x.sizes;
   if (reduce) {
-    if (keep) {
+    if (n.attr_int("keepdims", 1) != 0) {
       os.back() = 1;
     } else {
       os.pop_back();
     }
   }
   RefTensor y = make(n, os);
-  double eps = n.attr_float("eps", 1e-5);
-  for (int64_t r = 0; r < rows; r++) {
-    const double* xr = x.data.data() + r * c;
-    double* yr = y.data.data() + (reduce ? r : r * c);
-    switch (n.op) {
-      case OpKind::LayerNorm: {
-        double mean = 0, var = 0;
-        for (int64_t j = 0; j < c; j++) mean += xr[j];
-        mean /= double(c);
-        for (int64_t j = 0; j < c; j++) var += (xr[j] - mean) * (xr[j] - mean);
-        var /= double(c);
-        double rstd = 1.0 / std::sqrt(var + eps);
-        for (int64_t j = 0; j < c; j++) {
-          double v = (xr[j] - mean) * rstd;
-          if (in.size() > 1) v *= in[1].data[size_t(j)];
-          if (in.size() > 2) v += in[2].data[size_t(j)];
-          yr[j] = v;
-        }
-        break;
-      }
-      case OpKind::RMSNorm: {
-        double ms = 0;
-        for (int64_t j = 0; j < c; j++) ms += xr[j] * xr[j];
-        double rr = 1.0 / std::sqrt(ms / double(c) + eps);
-        for (int64_t j = 0; j < c; j++) {
-          yr[j] = xr[j] * rr * (in.size() > 1 ? in[1].data[size_t(j)] : 1.0);
-        }
-        break;
-      }
-      case OpKind::Softmax: {
-        double m = -std::numeric_limits<double>::infinity(), s = 0;
-        for (int64_t j = 0; j < c; j++) m = std::max(m, xr[j]);
-        for (int64_t j = 0; j < c; j++) s += std::exp(xr[j] - m);
-        for (int64_t j = 0; j < c; j++) yr[j] = std::exp(xr[j] - m) / s;
-        break;
-      }
-      case OpKind::ReduceSum:
-      case OpKind::ReduceMean: {
-        double s = 0;
-        for (int64_t j = 0; j < c; j++) s += xr[j];
-        yr[0] = n.op == OpKind::ReduceMean ? s / double(c) : s;
-        break;
-      }
-      case OpKind::ReduceMax: {
-        double m = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < c; j++)
-          m = std::isnan(xr[j]) || std::isnan(m) ? NAN : std::max(m, xr[j]);
-        yr[0] = m;
-        break;
-      }
-      default:
-        UBF_CHECK(false, "ref row op");
-    }
+  for (int64_t r = 0; r < nrows; r++) {
+    f(x.data.data() + r * c, y.data.data() + (reduce ? r : r * c), c);
   }
   return y;
+}
+
+RefTensor layer_norm(const Node& n, const std::vector<RefTensor>& in) {
+  const double eps = n.attr_float("eps", 1e-5);
+  return rows(n, in[0], false, [&](const double* xr, double* yr, int64_t c) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < c; j++) mean += xr[j];
+    mean /= double(c);
+    for (int64_t j = 0; j < c; j++) var += (xr[j] - mean) * (xr[j] - mean);
+    var /= double(c);
+    double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < c; j++) {
+      double v = (xr[j] - mean) * rstd;
+      if (in.size() > 1) v *= in[1].data[size_t(j)];
+      if (in.size() > 2) v += in[2].data[size_t(j)];
+      yr[j] = v;
+    }
+  });
+}
+
+RefTensor rms_norm(const Node& n, const std::vector<RefTensor>& in) {
+  const double eps = n.attr_float("eps", 1e-5);
+  return rows(n, in[0], false, [&](const double* xr, double* yr, int64_t c) {
+    double ms = 0;
+    for (int64_t j = 0; j < c; j++) ms += xr[j] * xr[j];
+    double rr = 1.0 / std::sqrt(ms / double(c) + eps);
+    for (int64_t j = 0; j < c; j++) {
+      yr[j] = xr[j] * rr * (in.size() > 1 ? in[1].data[size_t(j)] : 1.0);
+    }
+  });
+}
+
+RefTensor softmax(const Node& n, const RefTensor& x) {
+  return rows(n, x, false, [&](const double* xr, double* yr, int64_t c) {
+    double m = -std::numeric_limits<double>::infinity(), s = 0;
+    for (int64_t j = 0; j < c; j++) m = std::max(m, xr[j]);
+    for (int64_t j = 0; j < c; j++) s += std::exp(xr[j] - m);
+    for (int64_t j = 0; j < c; j++) yr[j] = std::exp(xr[j] - m) / s;
+  });
+}
+
+RefTensor reduce_sum(const Node& n, const RefTensor& x, bool mean) {
+  return rows(n, x, true, [&](const double* xr, double* yr, int64_t c) {
+    double s = 0;
+    for (int64_t j = 0; j < c; j++) s += xr[j];
+    yr[0] = mean ? s / double(c) : s;
+  });
+}
+
+RefTensor reduce_max(const Node& n, const RefTensor& x) {
+  return rows(n, x, true, [&](const double* xr, double* yr, int64_t c) {
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < c; j++)
+      m = std::isnan(xr[j]) || std::isnan(m) ? NAN : std::max(m, xr[j]);
+    yr[0] = m;
+  });
 }
 
 RefTensor matmul(const Node& n, const std::vector<RefTensor>& in) {
@@ -279,7 +209,6 @@ static Sizes broadcast_or_throw(const Node& n, const Sizes& a, const Shape& b) {
 
 std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in,
                                  Rounding rounding) {
-  FusionClass fc = fusion_class(n.op);
   const DType out_dtype = n.out()->dtype;
   // A Cast to its input's own dtype rounds nothing in CastsOnly either: graph mode's simplify
   // drops it (the value already has that dtype), so a fused kernel keeps its f32 value.
@@ -288,18 +217,20 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
   const bool exact = rounding != Rounding::EveryOp && !rounding_cast && is_float(out_dtype);
   auto round = [&](double v) { return exact ? v : round_to(out_dtype, v); };
   // Row ops and MatMul accumulate in double; their result is stored in its dtype like any other.
-  auto stored = [&](RefTensor t) {
+  auto stored = [&](RefTensor t) -> std::vector<RefTensor> {
     if (!exact) {
       for (double& v : t.data) v = round_to(out_dtype, v);
     }
-    return t;
+    return {t};
   };
-  if (fc == FusionClass::Elementwise) {
+  // y = f(x) for each element.
+  auto unary = [&](auto fn) -> std::vector<RefTensor> {
     RefTensor y = make(n, in[0].sizes);
-    for (size_t i = 0; i < y.data.size(); i++) y.data[i] = round(unary(n, in[0].data[i]));
+    for (size_t i = 0; i < y.data.size(); i++) y.data[i] = round(fn(in[0].data[i]));
     return {y};
-  }
-  if (fc == FusionClass::Broadcast) {
+  };
+  // y = f(a, b, c) for each element of the broadcast inputs (c = 0 for two inputs).
+  auto broadcast = [&](auto fn) -> std::vector<RefTensor> {
     Sizes os = in[0].sizes;
     for (size_t i = 1; i < in.size(); i++) {
       os = broadcast_or_throw(n, os, to_shape(in[i].sizes));
@@ -307,29 +238,95 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
     RefTensor y = make(n, os);
     std::vector<std::vector<int64_t>> st;
     for (auto& t : in) st.push_back(broadcast_strides(t.sizes, os));
-    for (int64_t f = 0; f < int64_t(y.data.size()); f++) {
-      double a = in[0].data[size_t(bcast_index(f, os, st[0]))];
-      double b = in[1].data[size_t(bcast_index(f, os, st[1]))];
-      double v;
-      if (n.op == OpKind::Where) {
-        v = a != 0 ? b : in[2].data[size_t(bcast_index(f, os, st[2]))];
-      } else {
-        v = binary(n.op, a, b);
-      }
-      y.data[size_t(f)] = round(v);
+    for (int64_t e = 0; e < int64_t(y.data.size()); e++) {
+      double a = in[0].data[size_t(bcast_index(e, os, st[0]))];
+      double b = in[1].data[size_t(bcast_index(e, os, st[1]))];
+      double c = in.size() > 2 ? in[2].data[size_t(bcast_index(e, os, st[2]))] : 0.0;
+      y.data[size_t(e)] = round(fn(a, b, c));
     }
     return {y};
-  }
+  };
+  // One case per op, the elementwise math ones included: an op without one fails the build.
   switch (n.op) {
+    case OpKind::Neg:
+      return unary([](double x) { return -x; });
+    case OpKind::Abs:
+      return unary([](double x) { return std::fabs(x); });
+    case OpKind::Exp:
+      return unary([](double x) { return std::exp(x); });
+    case OpKind::Log:
+      return unary([](double x) { return std::log(x); });
+    case OpKind::Sqrt:
+      return unary([](double x) { return std::sqrt(x); });
+    case OpKind::Rsqrt:
+      return unary([](double x) { return 1.0 / std::sqrt(x); });
+    case OpKind::Reciprocal:
+      return unary([](double x) { return 1.0 / x; });
+    case OpKind::Tanh:
+      return unary([](double x) { return std::tanh(x); });
+    case OpKind::Sigmoid:
+      return unary([](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+    case OpKind::Relu:
+      return unary([](double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); });
+    case OpKind::Silu:
+      return unary([](double x) { return x / (1.0 + std::exp(-x)); });
+    case OpKind::Erf:
+      return unary([](double x) { return std::erf(x); });
+    case OpKind::Gelu:
+      // As x sigmoid(2u) and with erfc: 1 + tanh(u) and 1 + erf(x/sqrt(2)) cancel even in
+      // double for large negative x (x = -7: 1 + tanh(u) is 6e-17, off by a third).
+      if (n.attr_str("approximate", "none") == "tanh") {
+        return unary([](double x) {
+          return x / (1 + std::exp(-2 * std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        });
+      }
+      return unary([](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); });
+    case OpKind::Pow: {
+      const double e = n.attr_float("exponent", 1);
+      return unary([e](double x) { return std::pow(x, e); });
+    }
+    case OpKind::Cast:
+      return unary([](double x) { return x; });
+    case OpKind::Not:
+      return unary([](double x) { return x != 0 ? 0.0 : 1.0; });
+    case OpKind::Add:
+      return broadcast([](double a, double b, double) { return a + b; });
+    case OpKind::Sub:
+      return broadcast([](double a, double b, double) { return a - b; });
+    case OpKind::Mul:
+      return broadcast([](double a, double b, double) { return a * b; });
+    case OpKind::Div:
+      return broadcast([](double a, double b, double) { return a / b; });
+    case OpKind::Max:
+      return broadcast([](double a, double b, double) {
+        return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+      });
+    case OpKind::Min:
+      return broadcast([](double a, double b, double) {
+        return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+      });
+    case OpKind::Equal:
+      return broadcast([](double a, double b, double) { return a == b ? 1.0 : 0.0; });
+    case OpKind::Less:
+      return broadcast([](double a, double b, double) { return a < b ? 1.0 : 0.0; });
+    case OpKind::Greater:
+      return broadcast([](double a, double b, double) { return a > b ? 1.0 : 0.0; });
+    case OpKind::Where:
+      return broadcast([](double a, double b, double c) { return a != 0 ? b : c; });
     case OpKind::LayerNorm:
+      return stored(layer_norm(n, in));
     case OpKind::RMSNorm:
+      return stored(rms_norm(n, in));
     case OpKind::Softmax:
+      return stored(softmax(n, in[0]));
     case OpKind::ReduceSum:
+      return stored(reduce_sum(n, in[0], false));
     case OpKind::ReduceMean:
+      return stored(reduce_sum(n, in[0], true));
     case OpKind::ReduceMax:
-      return {stored(row_op(n, in))};
+      return stored(reduce_max(n, in[0]));
     case OpKind::MatMul:
-      return {stored(matmul(n, in))};
+      return stored(matmul(n, in));
     case OpKind::Gather: {
       const RefTensor& x = in[0];
       const RefTensor& idx = in[1];
@@ -440,8 +437,6 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       n.host(t);
       return {from_tensor(t)};
     }
-    default:
-      break;
   }
   UBF_CHECK(false, "ref eval_node: unhandled op " + std::string(op_name(n.op)));
 }
