@@ -113,33 +113,48 @@ TEST(OnnxImport, DimParamsAreOneSymbolWhateverTheySpell) {
   check_case("odd_dim_params", "x", "y");
 }
 
-TEST(OnnxImport, RangeOverSymbolicLengthNeedsStaticDim) {
-  try {
-    import_onnx(case_path("range_mask.onnx"));
-    FAIL() << "expected OnnxNeedsStaticDimsError";
-  } catch (const OnnxNeedsStaticDimsError& e) {
-    EXPECT_EQ(e.symbols, std::vector<std::string>{"seq"});
-    std::string msg = e.what();
-    EXPECT_NE(msg.find("node 'positions' (Range)"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("--dim seq=N"), std::string::npos) << msg;
+// Runs one compiled model of g at each size of `dim` in both modes against the reference.
+void check_lengths(const Graph& g, const std::string& in, Shape shape_of_len(int64_t),
+                   std::initializer_list<int64_t> lens) {
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    for (int64_t len : lens) {
+      std::vector<int64_t> sizes;
+      for (auto& d : shape_of_len(len)) sizes.push_back(d.value());
+      std::map<std::string, Tensor> inputs{{in, Tensor::random(DType::f32, sizes, 3)}};
+      auto want = ref::run_graph(g, inputs);
+      auto got = m.run(inputs);
+      for (auto& [name, w] : want) {
+        EXPECT_TRUE(testing::close_to_ref(got.at(name), w))
+            << name << " len " << len << " fusion=" << opts.begin()->second;
+      }
+    }
   }
+}
+
+// Range(0, Shape(x)[2], 1) runs on the host when the plan is built: no --dim, one compile.
+TEST(OnnxImport, RangeOverSymbolicLengthRunsAtEveryLength) {
+  Graph g = import_onnx(case_path("range_mask.onnx"));
+  EXPECT_EQ(shape_str(g.inputs()[0]->shape), "[batch,seq,seq]");
+  EXPECT_EQ(count_ops(g, OpKind::Range), 1) << print_graph(g);
+  check_case("range_mask", "x", "y");
+  check_lengths(g, "x", [](int64_t n) { return Shape{2, n, n}; }, {1, 4, 7});
+  // A size given at import still folds the Range away.
   ImportOptions o;
   o.static_dims["seq"] = 4;
-  Graph g = import_onnx(case_path("range_mask.onnx"), o);
-  EXPECT_EQ(shape_str(g.inputs()[0]->shape), "[batch,4,4]");  // batch stays symbolic
+  Graph s = import_onnx(case_path("range_mask.onnx"), o);
+  EXPECT_EQ(shape_str(s.inputs()[0]->shape), "[batch,4,4]");
+  EXPECT_EQ(count_ops(s, OpKind::Range), 0) << print_graph(s);
   check_case("range_mask", "x", "y", o);
 }
 
-TEST(OnnxImport, HeadSliceOfSymbolicAxisNeedsStaticDim) {
-  try {
-    import_onnx(case_path("head_slice.onnx"));
-    FAIL() << "expected OnnxNeedsStaticDimsError";
-  } catch (const OnnxNeedsStaticDimsError& e) {
-    EXPECT_EQ(e.symbols, std::vector<std::string>{"seq"});
-    std::string msg = e.what();
-    EXPECT_NE(msg.find("node 'head' (Slice)"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("--dim seq=N"), std::string::npos) << msg;
-  }
+// x[:, :3] of a symbolic axis is min(3, seq) long: a run-time dim, bound by each plan.
+TEST(OnnxImport, HeadSliceOfSymbolicAxisHasARunTimeLength) {
+  Graph g = import_onnx(case_path("head_slice.onnx"));
+  const Dim& len = g.outputs()[0].second->shape[1];
+  EXPECT_TRUE(!len.is_static() && len.str()[0] == '$') << len.str();
+  check_case("head_slice", "x", "y");
+  check_lengths(g, "x", [](int64_t n) { return Shape{2, n, 2}; }, {1, 2, 3, 5});
   ImportOptions o;
   o.static_dims["seq"] = 5;
   check_case("head_slice", "x", "y", o);

@@ -133,6 +133,40 @@ std::vector<OpCase> op_conformance_cases() {
          even.back() *= 2;
          return b.rotate_half(in(b, "x", t, even));
        }},
+      // Shape values: computed on the host when the plan is built, fed to the ops they size.
+      {"Shape",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         return b.add(x, b.cast(b.shape_of(x, -1), t));  // x + x.shape[-1]
+       }},
+      {"Range",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto i64c = [&](float v) { return b.constant(Tensor::from_floats(i64, {}, {v})); };
+         auto n = b.reshape(b.shape_of(x, -1), b.constant(Tensor(i64, {0})));
+         // x + arange(n) / 4096: positions kept within the inputs' range.
+         auto pos = b.cast(b.range(i64c(0), n, i64c(1)), f32);
+         return b.add(x, b.cast(b.mul(pos, 1.0 / 4096), t));
+       }},
+      {"ConstantOfShape",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto fill = b.constant_of_shape(b.shape_of(x), Tensor::from_floats(f32, {1}, {0.5}));
+         return b.add(x, b.cast(fill, t));
+       }},
+      {"ShapeOperands",  // Reshape, Slice and Expand with their operand forms
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto ints = [&](std::vector<float> v) {
+           return b.constant(Tensor::from_floats(i64, {int64_t(v.size())}, v));
+         };
+         auto flat = b.reshape(x, ints({-1}));
+         auto back = b.reshape(flat, b.shape_of(x));
+         auto tail = b.slice(back, ints({-1}), ints({-1000000}), ints({-1}), ints({-2}));
+         std::vector<float> target{2};
+         for (auto& d : tail->shape) target.push_back(float(d.value()));
+         return b.expand(tail, ints(target));
+       }},
       {"Host",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          auto negate = [](Tensor& v) {

@@ -7,6 +7,7 @@
 // Every call checks its operands at once and throws ubfuse::Error naming the op and shapes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,16 @@ class GraphBuilder {
           std::vector<int64_t> steps = {});
   V concat(std::vector<V> xs, int64_t axis);
   V expand(V x, Shape shape);
+  // Shape values (small integer tensors that sizes depend on, computed while a run is planned):
+  // x's sizes [start, end) as i64, a Range, a tensor of `fill` (one element) in every element,
+  // and the forms of reshape, expand and slice that read their target or bounds from such values
+  // (or from graph inputs, whose contents then join the plan cache's key).
+  V shape_of(V x, int64_t start = 0, std::optional<int64_t> end = std::nullopt);
+  V range(V start, V limit, V delta);
+  V constant_of_shape(V shape, const Tensor& fill);
+  V reshape(V x, V shape, bool allowzero = false);
+  V expand(V x, V shape);
+  V slice(V x, V starts, V ends, V axes, V steps);
   // A user callback mid-graph (e.g. a print): a host sync point.
   V host(V x, HostFn fn, const std::string& name = "");
 
@@ -78,6 +89,8 @@ class GraphBuilder {
 
  private:
   V scalar_like(double v, V like);
+  // Infers the new node's outputs (removing it again on error) and makes it the last node.
+  V finish(Node* n);
   std::unique_ptr<Graph> graph_;
   Node* last_ = nullptr;
 };

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -32,6 +33,10 @@ struct Value {
   Shape shape;
   Node* producer = nullptr;  // null for graph inputs
   int producer_output = 0;
+  // For a small integer value (rank 0 or 1) whose elements shape inference knows as dims, static
+  // or symbolic (Shape of a tensor, and arithmetic on it): those elements. Ops whose output shape
+  // depends on an operand's contents (Reshape, Range, Expand, ...) read it (ir/values.h).
+  std::optional<std::vector<Dim>> known;
 };
 
 class Node {

@@ -10,6 +10,7 @@
 #include "compiler/lower_graph.h"
 #include "compiler/options.h"
 #include "compiler/pipeline.h"
+#include "compiler/shape_values.h"
 #include "compiler/views.h"
 #include "fusion/rules.h"
 #include "kernels/cpu/node_kernel.h"
@@ -73,10 +74,15 @@ CompiledModel compile(const Graph& g, const Options& options) {
   }
 
   auto t_lower = std::chrono::steady_clock::now();
+  // Shape values run on the host while a plan is built, in either mode.
+  ShapeValues sv = find_shape_values(graph);
+  for (const Node* n : sv.nodes) exe->shape_kernels.emplace_back(n, make_node_kernel(*n));
+  exe->value_inputs = sv.value_inputs;
+  auto planned = [&sv](const Node& n) { return sv.set.count(&n) > 0; };
   if (config.fusion) {
-    exe->kernels = build_fused_kernels(graph, config, &exe->decisions);
+    exe->kernels = build_fused_kernels(graph, config, &exe->decisions, planned);
   } else {
-    exe->kernels = build_eager_kernels(graph);
+    exe->kernels = build_eager_kernels(graph, planned);
   }
   double lower_ms = ms_since(t_lower);
   stats.pass_ms.emplace_back(config.fusion ? "fuse+codegen" : "lower_eager", lower_ms);

@@ -6,10 +6,13 @@
 
 namespace ubfuse {
 
-std::vector<std::unique_ptr<Kernel>> build_fused_kernels(const Graph& g, const CompileConfig& c,
-                                                         std::vector<FusionDecision>* decisions) {
+std::vector<std::unique_ptr<Kernel>> build_fused_kernels(
+    const Graph& g, const CompileConfig& c, std::vector<FusionDecision>* decisions,
+    const std::function<bool(const Node&)>& planned) {
   static const FusionRules kDefaults;
-  Partition part = partition_graph(g, fusion_config(c), c.rules ? *c.rules : kDefaults);
+  FusionConfig fc = fusion_config(c);
+  fc.planned = planned;
+  Partition part = partition_graph(g, fc, c.rules ? *c.rules : kDefaults);
   if (decisions) decisions->insert(decisions->end(), part.decisions.begin(), part.decisions.end());
   return make_group_kernels(part.groups, codegen_config(c));
 }

@@ -3,6 +3,7 @@
 // interpreter) in launch order.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -11,7 +12,9 @@
 
 namespace ubfuse {
 
-std::vector<std::unique_ptr<Kernel>> build_fused_kernels(const Graph& g, const CompileConfig& c,
-                                                         std::vector<FusionDecision>* decisions);
+// `planned`: nodes the plan computes (shape values), which join no group.
+std::vector<std::unique_ptr<Kernel>> build_fused_kernels(
+    const Graph& g, const CompileConfig& c, std::vector<FusionDecision>* decisions,
+    const std::function<bool(const Node&)>& planned = {});
 
 }  // namespace ubfuse

@@ -139,6 +139,8 @@ void prepare_plans(const Executor& ex) {
   const Executable& exe = ex.executable();
   bool all_static = true;
   for (auto* in : exe.graph.inputs()) all_static &= is_static(in->shape);
+  // A plan that depends on an input's contents (value inputs) waits for the first run.
+  if (!exe.value_inputs.empty()) return;
   // Building a plan also enforces memory_limit, so a static model that cannot fit fails here.
   if (all_static) ex.plan_for({});
   for (auto& gear : exe.gears) ex.plan_for(gear);

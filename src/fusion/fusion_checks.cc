@@ -445,7 +445,9 @@ bool creates_cycle(const State& st, int ga, int gb) {
     for (auto* n : st.groups[size_t(gi)].nodes) {
       for (auto* v : n->outputs) {
         for (auto* u : st.users_of(v)) {
-          int gu = st.group_of.at(u);
+          auto g = st.group_of.find(u);
+          if (g == st.group_of.end()) continue;  // the plan computes u (a Shape) before any kernel
+          int gu = g->second;
           if (gu == ga || gu == gb) {
             if (gi != ga && gi != gb) return true;
             continue;

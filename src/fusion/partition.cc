@@ -29,15 +29,15 @@ class Partitioner {
       for (auto* v : n->inputs) st_.users[v].push_back(n);
     }
     for (Node* n : st_.order) {
-      if (n->op == OpKind::Constant) continue;
+      if (is_source(n)) continue;
       st_.group_of[n] = int(st_.groups.size());
       st_.groups.push_back({{n}, fusion::node_domain(n), true});
     }
     for (Node* n : st_.order) {
-      if (n->op == OpKind::Constant) continue;
+      if (is_source(n)) continue;
       for (auto* v : n->inputs) {
         Node* p = v->producer;
-        if (!p || p->op == OpKind::Constant) continue;
+        if (!p || is_source(p)) continue;
         if (!seen_edges_.insert({p, n}).second) continue;
         if (st_.group_of[p] == st_.group_of[n]) {
           fused(p, n);
@@ -54,6 +54,11 @@ class Partitioner {
   }
 
  private:
+  // Nodes whose outputs are data before any kernel runs: constants and what the plan computes.
+  bool is_source(const Node* n) const {
+    return n->op == OpKind::Constant || (st_.config.planned && st_.config.planned(*n));
+  }
+
   void fused(const Node* p, const Node* n) {
     decisions_.push_back({FusionReason::Fused, p->name, n->name,
                           "'" + p->name + "' and '" + n->name + "' run in one kernel", ""});
@@ -86,7 +91,7 @@ class Partitioner {
       for (auto* n : st_.groups[size_t(gi)].nodes) {
         for (auto* v : n->inputs) {
           Node* p = v->producer;
-          if (!p || p->op == OpKind::Constant) continue;
+          if (!p || is_source(p)) continue;
           int gp = st_.group_of[p];
           if (gp != gi && succ[gp].insert(gi).second) indeg[gi]++;
         }

@@ -73,6 +73,9 @@ struct FusionConfig {
   int64_t ub_bytes = 196608;  // per thread
   // Bytes of UB one row of `cols` columns needs for what the group keeps between its phases.
   std::function<int64_t(const FusedGroup&, int64_t cols)> ub_bytes_per_row;
+  // Nodes the plan computes (shape values, compiler/shape_values.h): like constants, they join
+  // no group and their outputs are group inputs.
+  std::function<bool(const Node&)> planned;
 };
 
 Partition partition_graph(const Graph& g, const FusionConfig& config, const FusionRules& rules);

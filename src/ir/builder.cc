@@ -37,7 +37,10 @@ GraphBuilder::V GraphBuilder::scalar_like(double v, V like) {
 
 GraphBuilder::V GraphBuilder::op(OpKind kind, std::vector<V> inputs, Attrs attrs,
                                  const std::string& name) {
-  Node* n = graph_->add_node(kind, std::move(inputs), std::move(attrs), name);
+  return finish(graph_->add_node(kind, std::move(inputs), std::move(attrs), name));
+}
+
+GraphBuilder::V GraphBuilder::finish(Node* n) {
   try {
     infer_node(*n);
   } catch (...) {
@@ -124,17 +127,30 @@ GraphBuilder::V GraphBuilder::expand(V x, Shape shape) {
   for (auto& d : shape) s.push_back(d.is_static() ? d.value() : -1);
   return op(OpKind::Expand, {x}, {{"shape", s}});
 }
+GraphBuilder::V GraphBuilder::shape_of(V x, int64_t start, std::optional<int64_t> end) {
+  Attrs a{{"start", start}};
+  if (end) a["end"] = *end;
+  return op(OpKind::Shape, {x}, a);
+}
+GraphBuilder::V GraphBuilder::range(V start, V limit, V delta) {
+  return op(OpKind::Range, {start, limit, delta});
+}
+GraphBuilder::V GraphBuilder::constant_of_shape(V shape, const Tensor& fill) {
+  Node* n = graph_->add_node(OpKind::ConstantOfShape, {shape}, {}, "");
+  n->payload = fill;
+  return finish(n);
+}
+GraphBuilder::V GraphBuilder::reshape(V x, V shape, bool allowzero) {
+  return op(OpKind::Reshape, {x, shape}, {{"allowzero", int64_t(allowzero)}});
+}
+GraphBuilder::V GraphBuilder::expand(V x, V shape) { return op(OpKind::Expand, {x, shape}); }
+GraphBuilder::V GraphBuilder::slice(V x, V starts, V ends, V axes, V steps) {
+  return op(OpKind::Slice, {x, starts, ends, axes, steps});
+}
 GraphBuilder::V GraphBuilder::host(V x, HostFn fn, const std::string& name) {
   Node* n = graph_->add_node(OpKind::Host, {x}, {}, name);
   n->host = std::move(fn);
-  try {
-    infer_node(*n);
-  } catch (...) {
-    graph_->remove_node(n);
-    throw;
-  }
-  last_ = n;
-  return n->out();
+  return finish(n);
 }
 
 Graph GraphBuilder::build() {

@@ -224,6 +224,7 @@ Graph Graph::clone() const {
       c->outputs[i]->name = n->outputs[i]->name;
       c->outputs[i]->dtype = n->outputs[i]->dtype;
       c->outputs[i]->shape = n->outputs[i]->shape;
+      c->outputs[i]->known = n->outputs[i]->known;
       vmap[n->outputs[i]] = c->outputs[i];
     }
   }

@@ -4,9 +4,11 @@
 // stay exact polynomials through reshapes ("batch*seq"), concatenation ("past+seq") and slices
 // ("seq-1").
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "ir/shape_util.h"
+#include "ir/values.h"
 #include "ubfuse/error.h"
 #include "ubfuse/graph.h"
 
@@ -123,13 +125,49 @@ void infer_matmul(Node& n) {
   n.out()->shape = out;
 }
 
+// A value operand that must be a vector of known length: its length, or a failure naming it.
+int64_t operand_length(Node& n, int i, const char* what) {
+  const Value* v = n.inputs[size_t(i)];
+  if (v->dtype != DType::i64 && v->dtype != DType::i32) {
+    fail(n, std::string(what) + " must be i64 or i32, got " + std::string(dtype_name(v->dtype)));
+  }
+  if (v->shape.size() > 1) fail(n, std::string(what) + " must be a vector");
+  if (v->shape.empty()) return 1;
+  if (!v->shape[0].is_static()) {
+    fail(n, std::string(what) + " has a symbolic length " + v->shape[0].str(),
+         "the rank of a result must be known when the model is compiled");
+  }
+  return v->shape[0].value();
+}
+
+// Output dims that only the plan can know (a value operand's contents are not known yet).
+Shape runtime_shape(const Node& n, int64_t rank) {
+  Shape s;
+  for (int64_t d = 0; d < rank; d++) s.push_back(runtime_dim(n, 0, int(d)));
+  return s;
+}
+
 void infer_reshape(Node& n) {
   const Value* x = n.inputs[0];
-  auto target = n.attr_ints("shape");
-  std::string why;
-  auto out = reshape_target(x->shape, target, &why);
-  if (!out) fail(n, "cannot reshape to " + sizes_str(target) + ": " + why);
   n.out()->dtype = x->dtype;
+  const bool allowzero = n.attr_int("allowzero", 0) != 0;
+  std::string why;
+  if (n.inputs.size() == 1) {
+    auto target = n.attr_ints("shape");
+    std::vector<Dim> t(target.begin(), target.end());
+    auto out = reshape_target(x->shape, t, allowzero, &why);
+    if (!out) fail(n, "cannot reshape to " + sizes_str(target) + ": " + why);
+    n.out()->shape = *out;
+    return;
+  }
+  int64_t k = operand_length(n, 1, "the target shape");
+  auto target = operand_dims(n, 1);
+  if (!target) {
+    n.out()->shape = runtime_shape(n, k);
+    return;
+  }
+  auto out = reshape_target(x->shape, *target, allowzero, &why);
+  if (!out) fail(n, "cannot reshape to " + shape_str(*target) + ": " + why);
   n.out()->shape = *out;
 }
 
@@ -172,9 +210,39 @@ void infer_rotate_half(Node& n) {
 void infer_slice(Node& n) {
   const Value* x = n.inputs[0];
   int64_t r = int64_t(x->shape.size());
-  auto starts = n.attr_ints("starts");
-  auto ends = n.attr_ints("ends");
-  std::vector<int64_t> axes, steps;
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (n.inputs.size() > 1) {
+    // (x, starts, ends, axes, steps): each a value operand.
+    if (n.inputs.size() != 5) fail(n, "takes x alone or x, starts, ends, axes and steps");
+    const int64_t k = operand_length(n, 1, "starts");
+    for (int i = 2; i < 5; i++) {
+      if (operand_length(n, i, i == 2 ? "ends" : i == 3 ? "axes" : "steps") != k) {
+        fail(n, "starts, ends, axes and steps must have the same length");
+      }
+    }
+    n.out()->dtype = x->dtype;
+    auto st = operand_ints(n, 1), en = operand_ints(n, 2), ax = operand_ints(n, 3),
+         sp = operand_ints(n, 4);
+    if (!ax) {  // which axes are sliced is not known yet: every dim is the plan's to know
+      n.out()->shape = runtime_shape(n, r);
+      return;
+    }
+    Shape s = x->shape;
+    std::vector<int64_t> seen;
+    for (size_t i = 0; i < ax->size(); i++) {
+      int64_t a = norm_axis(n, (*ax)[i], r);
+      if (std::find(seen.begin(), seen.end(), a) != seen.end()) fail(n, "axis repeated in axes");
+      seen.push_back(a);
+      if (sp && (*sp)[i] == 0) fail(n, "step must not be 0");
+      std::optional<Dim> len;
+      if (st && en && sp) len = slice_length(x->shape[size_t(a)], (*st)[i], (*en)[i], (*sp)[i]);
+      s[size_t(a)] = len ? *len : runtime_dim(n, 0, int(a));
+    }
+    n.out()->shape = s;
+    return;
+  }
+  starts = n.attr_ints("starts");
+  ends = n.attr_ints("ends");
   if (n.has_attr("axes")) {
     axes = n.attr_ints("axes");
   } else {
@@ -199,17 +267,9 @@ void infer_slice(Node& n) {
     if (steps[i] == 0) fail(n, "step must not be 0");
     const Dim& d = x->shape[size_t(ax)];
     auto len = slice_length(d, starts[i], ends[i], steps[i]);
-    if (!len) {
-      fail(n,
-           "slicing symbolic dim '" + d.str() + "' from " + std::to_string(starts[i]) + " to " +
-               std::to_string(ends[i]) + " by " + std::to_string(steps[i]) +
-               ": the length is no dim expression (a constant caps it, as in x[:4] or x[-1:], "
-               "or the step leaves a remainder)",
-           "slices of a symbolic dim run from a fixed start to its end or to a negative end "
-           "(x[1:], x[:-1], x[::-1]); otherwise give the model a static size for this dim "
-           "(ge.dynamic_dims) or slice a static dim");
-    }
-    s[size_t(ax)] = *len;
+    // A length no dim expression states (a constant caps a symbolic dim, as in x[:4] or x[-1:])
+    // is the plan's to know.
+    s[size_t(ax)] = len ? *len : runtime_dim(n, 0, int(ax));
   }
   n.attrs["axes"] = axes;
   n.attrs["steps"] = steps;
@@ -243,17 +303,95 @@ void infer_concat(Node& n) {
 
 void infer_expand(Node& n) {
   const Value* x = n.inputs[0];
-  auto target = n.attr_ints("shape");
+  n.out()->dtype = x->dtype;
+  std::vector<Dim> target;
+  if (n.inputs.size() == 1) {
+    for (auto v : n.attr_ints("shape")) target.emplace_back(v);
+  } else {
+    int64_t k = operand_length(n, 1, "the target shape");
+    auto t = operand_dims(n, 1);
+    if (!t) {
+      n.out()->shape = runtime_shape(n, std::max<int64_t>(k, int64_t(x->shape.size())));
+      return;
+    }
+    target = *t;
+  }
   Shape t;
-  for (auto v : target) {
-    if (v < -1) fail(n, "expand shape " + sizes_str(target) + " has a negative dim");
-    t.emplace_back(int64_t{v == -1 ? 1 : v});
+  for (auto& v : target) {
+    if (v.is_static() && v.value() < -1) {
+      fail(n, "expand shape " + shape_str(target) + " has a negative dim");
+    }
+    t.push_back(v.is_static() && v.value() == -1 ? Dim(int64_t(1)) : v);
   }
   std::string why;
   auto out = broadcast_shapes(x->shape, t, &why);
-  if (!out) fail(n, "cannot expand to " + sizes_str(target) + ": " + why);
-  n.out()->dtype = x->dtype;
+  if (!out) fail(n, "cannot expand to " + shape_str(target) + ": " + why);
   n.out()->shape = *out;
+}
+
+// Shape(x)[start:end] as i64; its elements are known dims, static or symbolic.
+void infer_shape_op(Node& n) {
+  const Shape& s = n.inputs[0]->shape;
+  int64_t r = int64_t(s.size());
+  auto clampi = [r](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
+  int64_t start = clampi(n.attr_int("start", 0)), end = clampi(n.attr_int("end", r));
+  std::vector<Dim> d;
+  for (int64_t i = start; i < end; i++) d.push_back(s[size_t(i)]);
+  n.out()->dtype = DType::i64;
+  n.out()->shape = {Dim(int64_t(d.size()))};
+  n.out()->known = d;
+}
+
+// Range(start, limit, delta): max(0, ceil((limit - start) / delta)) elements.
+void infer_range(Node& n) {
+  DType t = n.inputs[0]->dtype;
+  for (int i = 0; i < 3; i++) {
+    const Value* v = n.inputs[size_t(i)];
+    if (v->dtype != t) fail(n, "start, limit and delta must have one dtype");
+    if (!(v->shape.empty() || (v->shape.size() == 1 && v->shape[0] == Dim(int64_t(1))))) {
+      fail(n, "start, limit and delta must be scalars");
+    }
+  }
+  if (t == DType::boolean) fail(n, "Range over bool");
+  n.out()->dtype = t;
+  Dim len = runtime_dim(n, 0, 0);
+  auto a = operand_dims(n, 0), b = operand_dims(n, 1), step = operand_dims(n, 2);
+  auto fa = operand_value(n, 0), fb = operand_value(n, 1), fs = operand_value(n, 2);
+  if (fa && fb && fs && is_float(t)) {
+    double d = fs->get(0);
+    if (d == 0) fail(n, "delta is 0");
+    len = Dim(std::max<int64_t>(0, int64_t(std::ceil((fb->get(0) - fa->get(0)) / d))));
+  } else if (a && b && step && (*step)[0].is_static()) {
+    int64_t d = (*step)[0].value();
+    if (d == 0) fail(n, "delta is 0");
+    Dim span = Dim::sub((*b)[0], (*a)[0]);
+    if (span.is_static()) {
+      int64_t m = span.value();
+      len = Dim(std::max<int64_t>(0, d > 0 ? (m + d - 1) / d : (m + d + 1) / d));
+    } else if (d > 0) {
+      // A symbolic span is taken as non-negative (a length); the plan checks it.
+      if (auto q = Dim::floordiv(Dim::add(span, Dim(d - 1)), d)) len = *q;
+    }
+  }
+  n.out()->shape = {len};
+}
+
+// ConstantOfShape(shape): the payload's one value in every element.
+void infer_constant_of_shape(Node& n) {
+  if (!n.payload.defined() || n.payload.numel() != 1) {
+    fail(n, "needs a one-element fill value (payload)");
+  }
+  int64_t k = operand_length(n, 0, "the output shape");
+  auto t = operand_dims(n, 0);
+  n.out()->dtype = n.payload.dtype();
+  if (!t) {
+    n.out()->shape = runtime_shape(n, k);
+    return;
+  }
+  for (auto& d : *t) {
+    if (d.is_static() && d.value() < 0) fail(n, "the output shape has a negative dim " + d.str());
+  }
+  n.out()->shape = *t;
 }
 
 void infer_gather(Node& n) {
@@ -333,9 +471,112 @@ void infer_math(Node& n) {
   UBF_CHECK(false, "infer_math: " + std::string(op_name(n.op)) + " is not a math op");
 }
 
+// The known dims of output 0 when n is integer arithmetic on known vectors (ir/values.h): the
+// shape arithmetic exporters write (Shape -> Gather -> Add -> Concat) stays exact, so a Reshape
+// or Range reading the result gets polynomial dims, not run-time ones.
+std::optional<std::vector<Dim>> known_result(const Node& n) {
+  const Value* out = n.out();
+  if ((out->dtype != DType::i64 && out->dtype != DType::i32) || out->shape.size() > 1) {
+    return std::nullopt;
+  }
+  auto in = [&](int i) { return operand_dims(n, i); };
+  const OpKind op = n.op;
+  if (op == OpKind::Add || op == OpKind::Sub || op == OpKind::Mul || op == OpKind::Div ||
+      op == OpKind::Max || op == OpKind::Min) {
+    auto a = in(0), b = in(1);
+    if (!a || !b) return std::nullopt;
+    size_t len = std::max(a->size(), b->size());
+    if ((a->size() != len && a->size() != 1) || (b->size() != len && b->size() != 1)) {
+      return std::nullopt;
+    }
+    std::vector<Dim> r;
+    for (size_t i = 0; i < len; i++) {
+      const Dim& x = (*a)[a->size() == 1 ? 0 : i];
+      const Dim& y = (*b)[b->size() == 1 ? 0 : i];
+      if (n.op == OpKind::Add) {
+        r.push_back(Dim::add(x, y));
+      } else if (n.op == OpKind::Sub) {
+        r.push_back(Dim::sub(x, y));
+      } else if (n.op == OpKind::Mul) {
+        r.push_back(Dim::mul(x, y));
+      } else if (x.is_static() && y.is_static()) {
+        int64_t p = x.value(), q = y.value();
+        if (n.op == OpKind::Div) {
+          if (q == 0) return std::nullopt;
+          r.push_back(Dim(p / q));  // ONNX integer Div truncates
+        } else {
+          r.push_back(Dim(n.op == OpKind::Max ? std::max(p, q) : std::min(p, q)));
+        }
+      } else if (n.op == OpKind::Div && y.is_static() && y.value() > 0) {
+        // A symbolic dividend is a size, so truncation is floor.
+        auto q = Dim::floordiv(x, y.value());
+        if (!q) return std::nullopt;
+        r.push_back(*q);
+      } else {
+        return std::nullopt;
+      }
+    }
+    return r;
+  }
+  if (op == OpKind::Concat) {
+    std::vector<Dim> r;
+    for (int i = 0; i < int(n.inputs.size()); i++) {
+      auto a = in(i);
+      if (!a) return std::nullopt;
+      r.insert(r.end(), a->begin(), a->end());
+    }
+    return r;
+  }
+  if (op == OpKind::Cast || op == OpKind::Reshape ||
+      (op == OpKind::Expand && n.inputs[0]->shape == out->shape)) {
+    return in(0);  // the same elements (integer to integer; a Cast to float has no known dims)
+  }
+  if (op == OpKind::Gather) {
+    auto data = in(0);
+    auto idx = operand_ints(n, 1);
+    if (!data || !idx || n.inputs[0]->shape.size() != 1) return std::nullopt;
+    std::vector<Dim> r;
+    for (int64_t i : *idx) {
+      int64_t k = i < 0 ? i + int64_t(data->size()) : i;
+      if (k < 0 || k >= int64_t(data->size())) return std::nullopt;
+      r.push_back((*data)[size_t(k)]);
+    }
+    return r;
+  }
+  if (op == OpKind::Slice) {
+    auto data = in(0);
+    if (!data || n.inputs.size() != 1 || !out->shape[0].is_static()) return std::nullopt;
+    auto st = n.attr_ints("starts"), en = n.attr_ints("ends"), sp = n.attr_ints("steps");
+    if (st.size() != 1 || sp.size() != 1) return std::nullopt;
+    const int64_t len = int64_t(data->size());
+    std::vector<Dim> r;
+    for (int64_t i = slice_start(len, st[0], sp[0]), k = 0; k < out->shape[0].value();
+         k++, i += sp[0]) {
+      r.push_back((*data)[size_t(i)]);
+    }
+    return r;
+  }
+  return std::nullopt;
+}
+
+void infer_node_op(Node& n);
+
 }  // namespace
 
 void infer_node(Node& n) {
+  infer_node_op(n);
+  if (n.op == OpKind::Shape) return;  // set by infer_shape_op
+  for (Value* o : n.outputs) o->known.reset();
+  if (n.op == OpKind::Constant) {
+    set_known_from_constant(*n.out(), n.payload);
+  } else if (n.outputs.size() == 1) {
+    n.out()->known = known_result(n);
+  }
+}
+
+namespace {
+
+void infer_node_op(Node& n) {
   const OpInfo& info = op_info(n.op);
   int nin = int(n.inputs.size());
   if (nin < info.min_inputs || (info.max_inputs >= 0 && nin > info.max_inputs)) {
@@ -409,6 +650,15 @@ void infer_node(Node& n) {
     case OpKind::Expand:
       infer_expand(n);
       return;
+    case OpKind::Shape:
+      infer_shape_op(n);
+      return;
+    case OpKind::Range:
+      infer_range(n);
+      return;
+    case OpKind::ConstantOfShape:
+      infer_constant_of_shape(n);
+      return;
     case OpKind::Constant:
       if (!n.payload.defined()) fail(n, "has no value");
       n.out()->dtype = n.payload.dtype();
@@ -422,5 +672,7 @@ void infer_node(Node& n) {
   }
   UBF_CHECK(false, "infer_node: unhandled op " + std::string(op_name(n.op)));
 }
+
+}  // namespace
 
 }  // namespace ubfuse

@@ -49,13 +49,13 @@ Dim product_without(const Shape& dims, const Shape& other) {
 }
 }  // namespace
 
-std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& target,
+std::optional<Shape> reshape_target(const Shape& in, const std::vector<Dim>& target, bool allowzero,
                                     std::string* why) {
   Shape out, known;
   int infer_at = -1;
   for (size_t i = 0; i < target.size(); i++) {
-    int64_t t = target[i];
-    if (t == -1) {
+    const Dim& t = target[i];
+    if (t.is_static() && t.value() == -1) {
       if (infer_at >= 0) {
         if (why) *why = "more than one -1";
         return std::nullopt;
@@ -64,15 +64,16 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>&
       out.emplace_back(int64_t{1});
       continue;
     }
-    if (t < -1) {
-      if (why) *why = "negative dim " + std::to_string(t);
+    if (t.is_static() && t.value() < -1) {
+      if (why) *why = "negative dim " + std::to_string(t.value());
       return std::nullopt;
     }
-    if (t == 0 && i >= in.size()) {
+    const bool copy = !allowzero && t.is_static() && t.value() == 0;
+    if (copy && i >= in.size()) {
       if (why) *why = "0 at position " + std::to_string(i) + " has no input dim to copy";
       return std::nullopt;
     }
-    Dim d = t == 0 ? in[i] : Dim(t);
+    Dim d = copy ? in[i] : t;
     known.push_back(d);
     out.push_back(d);
   }
@@ -93,6 +94,12 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>&
     return std::nullopt;
   }
   return out;
+}
+
+std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& target,
+                                    std::string* why) {
+  std::vector<Dim> t(target.begin(), target.end());
+  return reshape_target(in, t, false, why);
 }
 
 int64_t slice_start(int64_t dim, int64_t start, int64_t step) {

@@ -16,6 +16,9 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::strin
 // divides exactly.
 std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& target,
                                     std::string* why);
+// The same over a target of dims (a shape value's known dims); with allowzero a 0 is a size.
+std::optional<Shape> reshape_target(const Shape& in, const std::vector<Dim>& target, bool allowzero,
+                                    std::string* why);
 // Length of an ONNX-style slice (clamped starts/ends, negative indices wrap, any nonzero step).
 int64_t slice_length(int64_t dim, int64_t start, int64_t end, int64_t step);
 // That length for a symbolic dim when it is a polynomial of the dim for every dim past the

@@ -21,6 +21,7 @@ void verify(const Graph& g) {
     }
     // Re-infer and compare: a pass that rewrote a node must keep its output type.
     Node copy;
+    copy.id = n->id;  // run-time dims are named after it
     copy.op = n->op;
     copy.name = n->name;
     copy.inputs = n->inputs;

@@ -69,7 +69,7 @@ std::vector<Sizes> concrete_infer(const Node& n, const Plan& plan,
 }
 
 // Ops that read only their input's sizes, not its data.
-bool reads_only_sizes(const Node& n) { return op_name(n.op) == std::string_view("Shape"); }
+bool reads_only_sizes(const Node& n) { return n.op == OpKind::Shape; }
 
 // Binds the symbols of v's declared shape that only the plan knows to the concrete sizes (one
 // unknown per dim, solved: "past+seq" = 12 with seq=5 binds past=7), and checks the others.

@@ -111,7 +111,76 @@ Value* NodeCtx::value(int i) {
     return iv.v;
   }
   UBF_CHECK(iv.dims.has_value(), "IValue with neither value, constant nor dims");
-  needs_static(*iv.dims, "using shape values as tensor data");
+  iv.v = materialize_dims(*iv.dims, iv.shape.empty());
+  return iv.v;
+}
+
+Value* NodeCtx::materialize_dims(const std::vector<Dim>& dims, bool scalar) {
+  std::vector<Value*> elems;
+  for (const Dim& d : dims) {
+    for (const auto& sym : d.symbols()) symbol_value(sym, dims);  // fail before emitting
+  }
+  for (const Dim& d : dims) elems.push_back(dim_value(d));
+  Value* v = elems.size() == 1 ? elems[0] : emit(OpKind::Concat, elems, {{"axis", int64_t(0)}});
+  if (scalar) v = emit(OpKind::Reshape, {v}, {{"shape", std::vector<int64_t>{}}});
+  return v;
+}
+
+Value* NodeCtx::dim_value(const Dim& d) {
+  auto one = [&](int64_t x) {
+    Tensor t(DType::i64, {1});
+    t.data_as<int64_t>()[0] = x;
+    return constant(t);
+  };
+  if (d.is_static()) return one(d.value());
+  Value* sum = nullptr;
+  for (const auto& t : d.terms()) {
+    Value* term = nullptr;
+    for (const auto& f : t.factors) {
+      Value* s = symbol_value(f, {d});
+      term = term ? emit(OpKind::Mul, {term, s}) : s;
+    }
+    if (!term) {
+      term = one(t.coef);
+    } else if (t.coef != 1) {
+      term = emit(OpKind::Mul, {term, one(t.coef)});
+    }
+    sum = sum ? emit(OpKind::Add, {sum, term}) : term;
+  }
+  return sum;
+}
+
+Value* NodeCtx::symbol_value(const std::string& s, const std::vector<Dim>& context) {
+  if (auto it = st_.symbol_values.find(s); it != st_.symbol_values.end()) return it->second;
+  const Dim want(s);
+  auto axis_of = [&](const Value* v) -> int64_t {
+    for (size_t k = 0; k < v->shape.size(); k++) {
+      if (v->shape[k] == want) return int64_t(k);
+    }
+    return -1;
+  };
+  const Value* carrier = nullptr;
+  int64_t axis = -1;
+  for (const Value* in : st_.graph.inputs()) {
+    if ((axis = axis_of(in)) >= 0) {
+      carrier = in;
+      break;
+    }
+  }
+  if (!carrier) {
+    for (const Node* n : st_.graph.topo_order()) {
+      for (const Value* o : n->outputs) {
+        if (!carrier && (axis = axis_of(o)) >= 0) carrier = o;
+      }
+      if (carrier) break;
+    }
+  }
+  // A symbol no value has as a dim (one made up for a quotient) has no size to read.
+  if (!carrier) needs_static(context, "using shape values as tensor data");
+  Value* v =
+      emit(OpKind::Shape, {const_cast<Value*>(carrier)}, {{"start", axis}, {"end", axis + 1}});
+  st_.symbol_values[s] = v;
+  return v;
 }
 
 const Tensor& NodeCtx::const_input(int i, const std::string& what) const {
@@ -272,11 +341,12 @@ void NodeCtx::check_outputs_set() const {
 
 // ---- emitting
 
-Value* NodeCtx::emit(OpKind k, std::vector<Value*> in, Attrs attrs) {
+Value* NodeCtx::emit(OpKind k, std::vector<Value*> in, Attrs attrs, Tensor payload) {
   Graph& g = st_.graph;
   std::string n = name_;
   if (emitted_++ > 0 || g.node_by_name(n)) n = g.unique_name(name_ + "/" + lower(op_name(k)));
   Node* node = g.add_node(k, std::move(in), std::move(attrs), n);
+  node->payload = std::move(payload);
   try {
     infer_node(*node);
   } catch (...) {

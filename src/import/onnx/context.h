@@ -32,6 +32,8 @@ struct IValue {
 struct ImportState {
   Graph graph;
   std::map<std::string, IValue> values;
+  // A value whose dims hold each symbol, read by Shape when a shape vector becomes data.
+  std::map<std::string, Value*> symbol_values;
   std::vector<std::string> notes;
   ImportOptions options;
   TensorReadOptions tensor_options;
@@ -63,6 +65,10 @@ class NodeCtx {
   // An integer vector input as dims (static or symbolic).
   std::vector<Dim> dims_input(int i, const std::string& what) const;
   bool is_const(int i) const { return has_input(i) && input(i).konst.defined(); }
+  // Neither known at import nor a shape vector: a tensor whose contents arrive at run time.
+  bool is_runtime(int i) const {
+    return has_input(i) && !input(i).konst.defined() && !input(i).dims;
+  }
 
   // Attributes; a read marks the attribute as handled (unread ones are reported as unsupported).
   bool has_attr(const std::string& n) const;
@@ -86,7 +92,7 @@ class NodeCtx {
 
   // Adds a ubfuse node (named after the ONNX node) and infers its type; when every input is a
   // constant and the result is small, evaluates it at once and returns a constant instead.
-  Value* emit(OpKind k, std::vector<Value*> in, Attrs attrs = {});
+  Value* emit(OpKind k, std::vector<Value*> in, Attrs attrs = {}, Tensor payload = {});
   Value* constant(const Tensor& t);
   Value* scalar(double v, DType dt);
   // Reshapes x to `target`, whose symbolic dims must be x's (see reshape.cc).
@@ -102,6 +108,11 @@ class NodeCtx {
   ImportState& state() { return st_; }
 
  private:
+  // A shape vector as graph values: each symbol read by a Shape node, then the polynomial's
+  // arithmetic, so it runs while a plan is built (ir/values.h).
+  Value* materialize_dims(const std::vector<Dim>& dims, bool scalar);
+  Value* dim_value(const Dim& d);
+  Value* symbol_value(const std::string& s, const std::vector<Dim>& context);
   const onnx::AttributeProto* find_attr(const std::string& n) const;
   const onnx::AttributeProto* typed_attr(const std::string& n,
                                          onnx::AttributeProto::AttributeType t);

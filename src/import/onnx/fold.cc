@@ -51,7 +51,8 @@ std::optional<Tensor> fold_movement(const Node& n, const std::vector<Tensor>& in
   std::vector<ref::RefTensor> rin;
   std::vector<int64_t> offsets;  // Concat: where each input's indices start
   int64_t off = 0;
-  size_t data_inputs = n.op == OpKind::Gather ? 1 : in.size();
+  // Concat moves every input; the others move input 0 (the rest: indices or shape operands).
+  size_t data_inputs = n.op == OpKind::Concat ? in.size() : 1;
   for (size_t i = 0; i < in.size(); i++) {
     if (i < data_inputs) {
       ref::RefTensor r;

@@ -22,9 +22,22 @@ bool reshape_dims(NodeCtx& c, int64_t out_rank) {
   return true;
 }
 
-void reshape(NodeCtx& c) {
-  int64_t allowzero = c.opset() >= 14 ? c.attr_int("allowzero", 0) : 0;
-  if (c.opset() < 5) c.unsupported("Reshape before opset 5 (shape as an attribute)");
+// A value operand the importer cannot resolve into attributes (a run-time input, or symbolic
+// dims no attribute states) becomes an input of the op, read while a plan is built.
+template <typename Known, typename Runtime>
+void known_or_runtime(NodeCtx& c, std::initializer_list<int> operands, Known known,
+                      Runtime runtime) {
+  for (int i : operands) {
+    if (c.is_runtime(i)) return runtime();
+  }
+  try {
+    known();
+  } catch (const OnnxNeedsStaticDimsError&) {
+    runtime();
+  }
+}
+
+void reshape_known(NodeCtx& c, int64_t allowzero) {
   auto t = c.dims_input(1, "the target shape");
   if (reshape_dims(c, int64_t(t.size()))) return;
   const Shape& in = c.shape(0);
@@ -69,6 +82,17 @@ void reshape(NodeCtx& c) {
     return;
   }
   c.set_output(0, c.reshape_to(x, target));
+}
+
+void reshape(NodeCtx& c) {
+  int64_t allowzero = c.opset() >= 14 ? c.attr_int("allowzero", 0) : 0;
+  if (c.opset() < 5) c.unsupported("Reshape before opset 5 (shape as an attribute)");
+  known_or_runtime(
+      c, {1}, [&] { reshape_known(c, allowzero); },
+      [&] {
+        c.set_output(0,
+                     c.emit(OpKind::Reshape, {c.value(0), c.value(1)}, {{"allowzero", allowzero}}));
+      });
 }
 
 void flatten(NodeCtx& c) {
@@ -215,7 +239,31 @@ void split(NodeCtx& c) {
   }
 }
 
+// Slice(x, starts, ends, axes, steps) with the bounds read per plan; absent axes and steps
+// are their defaults.
+void slice_runtime(NodeCtx& c) {
+  const Shape& ks = c.shape(1);
+  if (ks.size() != 1 || !ks[0].is_static()) c.invalid("starts must be a vector of known length");
+  const int64_t k = ks[0].value();
+  auto ints = [&](auto fn) {
+    Tensor t(DType::i64, {k});
+    for (int64_t i = 0; i < k; i++) t.data_as<int64_t>()[i] = fn(i);
+    return c.constant(t);
+  };
+  Value* axes = c.has_input(3) ? c.value(3) : ints([](int64_t i) { return i; });
+  Value* steps = c.has_input(4) ? c.value(4) : ints([](int64_t) { return int64_t(1); });
+  c.set_output(0, c.emit(OpKind::Slice, {c.value(0), c.value(1), c.value(2), axes, steps}));
+}
+
+void slice_known(NodeCtx& c);
+
 void slice(NodeCtx& c) {
+  if (c.opset() < 10) return slice_known(c);
+  known_or_runtime(
+      c, {1, 2, 3, 4}, [&] { slice_known(c); }, [&] { slice_runtime(c); });
+}
+
+void slice_known(NodeCtx& c) {
   std::vector<Dim> starts, ends;
   std::vector<int64_t> axes, steps;
   if (c.opset() < 10) {
@@ -296,7 +344,17 @@ void transpose(NodeCtx& c) {
   c.set_output(0, c.emit(OpKind::Transpose, {x}, {{"perm", perm}}));
 }
 
+void expand_known(NodeCtx& c);
+
 void expand(NodeCtx& c) {
+  known_or_runtime(
+      c, {1}, [&] { expand_known(c); },
+      [&] {
+        c.set_output(0, c.emit(OpKind::Expand, {c.value(0), c.value(1)}));
+      });
+}
+
+void expand_known(NodeCtx& c) {
   auto t = c.dims_input(1, "the target shape");
   const Shape& s = c.shape(0);
   std::vector<int64_t> attr;

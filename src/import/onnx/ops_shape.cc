@@ -71,13 +71,21 @@ Sizes static_shape_input(NodeCtx& c, int i, const std::string& what) {
 }
 
 void constant_of_shape(NodeCtx& c) {
-  Sizes s = static_shape_input(c, 0, "the output shape");
   Tensor fill(DType::f32, {1});
   fill.set(0, 0.0);
   if (auto* t = c.attr_tensor("value")) {
     fill = tensor_from_proto(*t, c.name() + ".value", c.state().tensor_options);
     if (fill.numel() != 1) c.invalid("attribute 'value' must hold one element");
   }
+  const IValue& in = c.input(0);
+  const bool known =
+      in.konst.defined() || (in.dims && std::all_of(in.dims->begin(), in.dims->end(),
+                                                    [](const Dim& d) { return d.is_static(); }));
+  if (!known) {  // sizes known only at run time: the plan reads them
+    c.set_output(0, c.emit(OpKind::ConstantOfShape, {c.value(0)}, {}, fill));
+    return;
+  }
+  Sizes s = static_shape_input(c, 0, "the output shape");
   Tensor out(fill.dtype(), s);
   size_t item = dtype_size(fill.dtype());
   for (int64_t i = 0; i < out.numel(); i++) {
@@ -87,12 +95,17 @@ void constant_of_shape(NodeCtx& c) {
 }
 
 void range(NodeCtx& c) {
+  bool known = true;
   for (int i = 0; i < 3; i++) {
     const IValue& v = c.input(i);
-    if (v.dims) c.needs_static(*v.dims, "Range's bounds");
+    known &= v.konst.defined();
     if (v.shape.size() > 1 || (v.shape.size() == 1 && v.shape[0] != Dim(1))) {
       c.invalid("start, limit and delta must be scalars");
     }
+  }
+  if (!known) {  // bounds from sizes or inputs (arange(past, past + seq)): computed per plan
+    c.set_output(0, c.emit(OpKind::Range, {c.value(0), c.value(1), c.value(2)}));
+    return;
   }
   const Tensor& s = c.const_input(0, "start");
   const Tensor& l = c.const_input(1, "limit");

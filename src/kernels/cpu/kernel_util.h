@@ -73,6 +73,7 @@ std::unique_ptr<OpKernel> make_reduce_kernel(const Node& n);       // reduce.cc
 std::unique_ptr<OpKernel> make_matmul_kernel(const Node& n);       // matmul_dnnl.cc
 std::unique_ptr<OpKernel> make_movement_kernel(const Node& n);     // movement.cc
 std::unique_ptr<OpKernel> make_gather_kernel(const Node& n);       // gather.cc
+std::unique_ptr<OpKernel> make_shape_value_kernel(const Node& n);  // shape_ops.cc
 std::unique_ptr<OpKernel> make_cast_kernel(const Node& n);         // cast.cc
 
 // memcpy split over the pool for large sizes.

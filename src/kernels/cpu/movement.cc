@@ -194,7 +194,7 @@ class ReshapeKernel : public KernelBase {
   using KernelBase::KernelBase;
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
-    check_arity(in, 1, 1, out);
+    check_arity(in, 1, 2, out);  // a target shape operand is already in the output's sizes
     const Tensor& x = in[0];
     const Tensor& y = out[0];
     if (x.numel() != y.numel() || x.dtype() != y.dtype()) {
@@ -248,8 +248,29 @@ class SliceKernel : public KernelBase {
         steps_(std::move(steps)) {}
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
+    if (in.size() == 5) {  // (x, starts, ends, axes, steps) as operands
+      std::vector<int64_t> b[4];
+      for (size_t k = 0; k < 4; k++) {
+        for (int64_t i = 0; i < in[k + 1].numel(); i++) b[k].push_back(int_elem(in[k + 1], i));
+        if (b[k].size() != b[0].size()) {
+          fail("starts, ends, axes and steps differ in length: " + tensors_str(in));
+        }
+      }
+      slice(in[0], out, b[0], b[1], b[2], b[3], pool);
+      return;
+    }
     check_arity(in, 1, 1, out);
-    const Tensor& x = in[0];
+    slice(in[0], out, starts_, ends_, axes_, steps_, pool);
+  }
+
+ private:
+  static int64_t int_elem(const Tensor& t, int64_t i) {
+    return t.dtype() == DType::i64 ? t.data_as<int64_t>()[i] : int64_t(t.get(i));
+  }
+  void slice(const Tensor& x, std::vector<Tensor>& out, const std::vector<int64_t>& starts,
+             const std::vector<int64_t>& ends, const std::vector<int64_t>& axes,
+             const std::vector<int64_t>& steps, ThreadPool& pool) const {
+    UBF_CHECK(out.size() == 1, who_ + ": bad arity");
     const Tensor& y = out[0];
     const int64_t r = x.rank();
     if (y.rank() != r || y.dtype() != x.dtype()) {
@@ -259,13 +280,13 @@ class SliceKernel : public KernelBase {
     std::vector<int64_t> st = xs;
     int64_t base = 0;
     Sizes want = x.sizes();
-    for (size_t i = 0; i < starts_.size(); ++i) {
-      int64_t ax = axes_[i] < 0 ? axes_[i] + r : axes_[i];
-      if (ax < 0 || ax >= r) fail("axis " + std::to_string(axes_[i]) + " out of range");
-      const int64_t dim = x.dim(int(ax)), step = steps_[i];
+    for (size_t i = 0; i < starts.size(); ++i) {
+      int64_t ax = axes[i] < 0 ? axes[i] + r : axes[i];
+      if (ax < 0 || ax >= r) fail("axis " + std::to_string(axes[i]) + " out of range");
+      const int64_t dim = x.dim(int(ax)), step = steps[i];
       if (step == 0) fail("step must not be 0");
-      want[size_t(ax)] = slice_length(dim, starts_[i], ends_[i], step);
-      if (want[size_t(ax)] > 0) base += slice_start(dim, starts_[i], step) * xs[size_t(ax)];
+      want[size_t(ax)] = slice_length(dim, starts[i], ends[i], step);
+      if (want[size_t(ax)] > 0) base += slice_start(dim, starts[i], step) * xs[size_t(ax)];
       st[size_t(ax)] = xs[size_t(ax)] * step;
     }
     if (want != y.sizes()) {
@@ -275,7 +296,6 @@ class SliceKernel : public KernelBase {
     strided_copy(x.data(), base, st, y.data(), y.sizes(), dtype_size(x.dtype()), pool);
   }
 
- private:
   std::vector<int64_t> starts_, ends_, axes_, steps_;
 };
 
@@ -284,7 +304,7 @@ class ExpandKernel : public KernelBase {
   using KernelBase::KernelBase;
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
-    check_arity(in, 1, 1, out);
+    check_arity(in, 1, 2, out);  // a target shape operand is already in the output's sizes
     const Tensor& x = in[0];
     const Tensor& y = out[0];
     bool ok = x.rank() <= y.rank() && x.dtype() == y.dtype();
@@ -360,6 +380,10 @@ std::unique_ptr<OpKernel> make_movement_kernel(const Node& n) {
   if (n.op == OpKind::Transpose) {
     return std::make_unique<TransposeKernel>(
         n, n.has_attr("perm") ? n.attr_ints("perm") : std::vector<int64_t>{});
+  }
+  if (n.op == OpKind::Slice && n.inputs.size() > 1) {
+    return std::make_unique<SliceKernel>(n, std::vector<int64_t>{}, std::vector<int64_t>{},
+                                         std::vector<int64_t>{}, std::vector<int64_t>{});
   }
   if (n.op == OpKind::Slice) {
     auto starts = n.attr_ints("starts");

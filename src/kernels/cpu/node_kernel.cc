@@ -58,10 +58,11 @@ std::unique_ptr<Kernel> make_node_kernel(const Node& n) {
   return k;
 }
 
-std::vector<std::unique_ptr<Kernel>> build_eager_kernels(const Graph& g) {
+std::vector<std::unique_ptr<Kernel>> build_eager_kernels(
+    const Graph& g, const std::function<bool(const Node&)>& planned) {
   std::vector<std::unique_ptr<Kernel>> out;
   for (Node* n : g.topo_order()) {
-    if (n->op == OpKind::Constant) continue;
+    if (n->op == OpKind::Constant || (planned && planned(*n))) continue;
     out.push_back(make_node_kernel(*n));
   }
   return out;

@@ -51,6 +51,10 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
     case OpKind::Concat:
     case OpKind::Expand:
       return make_movement_kernel(n);
+    case OpKind::Shape:
+    case OpKind::Range:
+    case OpKind::ConstantOfShape:
+      return make_shape_value_kernel(n);
     case OpKind::Constant:
     case OpKind::Host:
       break;

@@ -48,6 +48,13 @@ std::vector<int64_t> strides_of(const Sizes& s) {
   return st;
 }
 
+// A value operand's elements (a Reshape's target, Slice bounds) as integers.
+std::vector<int64_t> ints_of(const RefTensor& t) {
+  std::vector<int64_t> v;
+  for (double x : t.data) v.push_back(int64_t(x));
+  return v;
+}
+
 RefTensor make(const Node& n, Sizes sizes, int out = 0) {
   RefTensor r;
   r.sizes = std::move(sizes);
@@ -353,8 +360,19 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
     }
     case OpKind::Reshape: {
       RefTensor y = in[0];
-      Shape s = *reshape_target(to_shape(in[0].sizes), n.attr_ints("shape"), nullptr);
-      y.sizes = static_sizes(s);
+      std::vector<Dim> target;
+      if (in.size() > 1) {
+        for (int64_t v : ints_of(in[1])) target.emplace_back(v);
+      } else {
+        for (int64_t v : n.attr_ints("shape")) target.emplace_back(v);
+      }
+      std::string why;
+      auto s = reshape_target(to_shape(in[0].sizes), target, n.attr_int("allowzero", 0) != 0, &why);
+      if (!s) {
+        throw Error(n.describe() + ": cannot reshape " + sizes_str(in[0].sizes) + " to " +
+                    shape_str(target) + ": " + why);
+      }
+      y.sizes = static_sizes(*s);
       y.dtype = n.out()->dtype;
       return {y};
     }
@@ -369,11 +387,19 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       })};
     }
     case OpKind::Slice: {
-      auto starts = n.attr_ints("starts"), ends = n.attr_ints("ends");
-      auto axes = n.attr_ints("axes"), steps = n.attr_ints("steps");
+      const bool operands = in.size() > 1;
+      auto starts = operands ? ints_of(in[1]) : n.attr_ints("starts");
+      auto ends = operands ? ints_of(in[2]) : n.attr_ints("ends");
+      auto axes = operands ? ints_of(in[3]) : n.attr_ints("axes");
+      auto steps = operands ? ints_of(in[4]) : n.attr_ints("steps");
+      const int64_t r = int64_t(in[0].sizes.size());
       Sizes os = in[0].sizes, st(os.size(), 0), sp(os.size(), 1);
       for (size_t i = 0; i < starts.size(); i++) {
-        size_t a = size_t(axes[i]);
+        if (axes[i] < -r || axes[i] >= r || steps[i] == 0) {
+          throw Error(n.describe() + ": axis " + std::to_string(axes[i]) + " or step " +
+                      std::to_string(steps[i]) + " is invalid for " + sizes_str(in[0].sizes));
+        }
+        size_t a = size_t(axes[i] < 0 ? axes[i] + r : axes[i]);
         int64_t d = in[0].sizes[a];
         os[a] = slice_length(d, starts[i], ends[i], steps[i]);
         st[a] = slice_start(d, starts[i], steps[i]);
@@ -408,7 +434,7 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
     }
     case OpKind::Expand: {
       Sizes os = in[0].sizes;
-      auto tgt = n.attr_ints("shape");
+      auto tgt = in.size() > 1 ? ints_of(in[1]) : n.attr_ints("shape");
       Shape t;
       for (auto v : tgt) t.emplace_back(int64_t(v == -1 ? 1 : v));  // GCC 12: see importer.cc
       os = broadcast_or_throw(n, os, t);
@@ -427,6 +453,31 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
         y.data[size_t(f)] =
             j < h ? -in[0].data[size_t(row + j + h)] : in[0].data[size_t(row + j - h)];
       }
+      return {y};
+    }
+    case OpKind::Shape: {
+      const int64_t r = int64_t(in[0].sizes.size());
+      auto clampi = [r](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
+      const int64_t a = clampi(n.attr_int("start", 0)), b = clampi(n.attr_int("end", r));
+      RefTensor y = make(n, {std::max<int64_t>(0, b - a)});
+      for (int64_t i = a; i < b; i++) y.data[size_t(i - a)] = double(in[0].sizes[size_t(i)]);
+      return {y};
+    }
+    case OpKind::Range: {
+      const double start = in[0].data.at(0), limit = in[1].data.at(0), delta = in[2].data.at(0);
+      if (delta == 0) throw Error(n.describe() + ": delta is 0");
+      const int64_t len = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+      RefTensor y = make(n, {len});
+      for (int64_t i = 0; i < len; i++) y.data[size_t(i)] = round(start + double(i) * delta);
+      return {y};
+    }
+    case OpKind::ConstantOfShape: {
+      Sizes os = ints_of(in[0]);
+      for (int64_t d : os) {
+        if (d < 0) throw Error(n.describe() + ": shape " + sizes_str(os) + " has a negative dim");
+      }
+      RefTensor y = make(n, os);
+      std::fill(y.data.begin(), y.data.end(), n.payload.get(0));
       return {y};
     }
     case OpKind::Constant:
