@@ -315,3 +315,70 @@ TEST(OnnxImport, LoadsTensorProtoFiles) {
 
 }  // namespace
 }  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+// Optimum's merged decoder in miniature: the If's condition is a graph input, read when the plan
+// is built; both branches are compiled once and either one's outputs (of different lengths) come
+// out of one compiled model.
+TEST(OnnxImport, IfPicksItsBranchAtRunTime) {
+  Graph g = import_onnx(case_path("if_cache.onnx"));
+  EXPECT_EQ(count_ops(g, OpKind::If), 1) << print_graph(g);
+  // present is [batch, past_len+seq, 4] in one branch and [batch, seq, 4] in the other.
+  EXPECT_EQ(g.outputs()[0].second->shape[1].str(), "seq");
+  EXPECT_EQ(g.outputs()[1].second->shape[1].str().substr(0, 1), "$");
+  const Tensor w = [&] {
+    for (Node* n : g.topo_order()) {
+      if (n->op == OpKind::If) {
+        for (Node* m : n->branches[1]->topo_order()) {
+          if (m->op == OpKind::Constant) return m->payload;
+        }
+      }
+    }
+    return Tensor();
+  }();
+  ASSERT_TRUE(w.defined());
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    EXPECT_EQ(m.kernels().size(), 1u);
+    for (bool cache : {true, false, true}) {
+      for (int64_t past : {0, 5}) {
+        const int64_t b = 2, s = cache ? 1 : 3;
+        Tensor x = Tensor::random(DType::f32, {b, s, 4}, 7 + past);
+        Tensor p = Tensor::random(DType::f32, {b, past, 4}, 8);
+        Tensor c = Tensor::from_floats(DType::boolean, {1}, {cache ? 1.0f : 0.0f});
+        std::map<std::string, Tensor> in{{"x", x}, {"past", p}, {"use_cache", c}};
+        auto got = m.run(in);
+        const Tensor& y = got.at("y");
+        const Tensor& present = got.at("present");
+        ASSERT_EQ(present.sizes(), (Sizes{b, cache ? past + s : s, 4}));
+        for (int64_t i = 0; i < x.numel(); i++) {
+          double wi = w.get(i % 4);
+          double want = cache ? x.get(i) + wi * double(past + s) : x.get(i) * wi;
+          ASSERT_NEAR(y.get(i), want, 1e-5) << "cache " << cache << " past " << past;
+        }
+        auto ref = ref::run_graph(g, in);
+        EXPECT_TRUE(testing::close_to_ref(present, ref.at("present")));
+        EXPECT_TRUE(testing::close_to_ref(y, ref.at("y")));
+      }
+    }
+  }
+}
+
+TEST(OnnxImport, IfConditionMustBeBool) {
+  // The same model with the condition declared float is rejected naming the node.
+  std::ifstream f(case_path("if_cache.onnx"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // BOOL (9) -> FLOAT (1) in the third input's elem_type: the one byte after its name's field.
+  auto at = bytes.find("use_cache");
+  ASSERT_NE(at, std::string::npos);
+  auto et = bytes.find(std::string("\x08\x09", 2), at);
+  ASSERT_NE(et, std::string::npos);
+  bytes[et + 1] = '\x01';
+  EXPECT_TRUE(throws_with([&] { import_onnx_model_from_bytes(bytes); },
+                          {"node 'merged' (If)", "condition must be bool"}));
+}
+
+}  // namespace
+}  // namespace ubfuse

@@ -247,6 +247,37 @@ def broken():
         f.write(b"\x08\x07\x12\xff\xff\xff\xff\x0f garbage")
 
 
+def if_cache():
+    # Optimum's merged decoder in miniature: one If on a bool input picks a branch that extends a
+    # cache (its length from Shape in the branch) or one that starts it; both read an outer
+    # initializer and outer inputs.
+    own = np.random.default_rng(31)
+    w = numpy_helper.from_array(own.standard_normal(4).astype(np.float32), "w")
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    then_nodes = [
+        helper.make_node("Concat", ["past", "x"], ["t_present"], axis=1),
+        helper.make_node("Shape", ["t_present"], ["t_shape"]),
+        i64("one", [1]), i64("two", [2]),
+        helper.make_node("Slice", ["t_shape", "one", "two"], ["t_len"]),
+        helper.make_node("Cast", ["t_len"], ["t_lenf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["w", "t_lenf"], ["t_scale"]),
+        helper.make_node("Add", ["x", "t_scale"], ["t_y"]),
+    ]
+    then_g = helper.make_graph(then_nodes, "with_past", [],
+                               [vi("t_y", TensorProto.FLOAT, None), vi("t_present", TensorProto.FLOAT, None)])
+    else_nodes = [helper.make_node("Identity", ["x"], ["e_present"]),
+                  helper.make_node("Mul", ["x", "w"], ["e_y"])]
+    else_g = helper.make_graph(else_nodes, "no_past", [],
+                               [vi("e_y", TensorProto.FLOAT, None), vi("e_present", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("If", ["use_cache"], ["y", "present"], name="merged",
+                              then_branch=then_g, else_branch=else_g)]
+    save("if_cache", nodes,
+         [vi("x", TensorProto.FLOAT, ["batch", "seq", 4]), vi("past", TensorProto.FLOAT, ["batch", "past_len", 4]),
+          vi("use_cache", TensorProto.BOOL, [1])],
+         [vi("y", TensorProto.FLOAT, ["batch", "seq", 4]), vi("present", TensorProto.FLOAT, ["batch", "total", 4])],
+         [w])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gemm_relu()
@@ -259,6 +290,7 @@ def main():
     typed_fields()
     external_data()
     broken()
+    if_cache()
 
 
 if __name__ == "__main__":
