@@ -382,3 +382,43 @@ TEST(OnnxImport, IfConditionMustBeBool) {
 
 }  // namespace
 }  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+// Einsum lowers to Transposes, Reshapes and a MatMul (or a broadcast Mul for an outer product);
+// symbolic dims stay symbolic, so other sizes run from one compiled model.
+TEST(OnnxImport, EinsumFormsExportersWrite) {
+  Graph g = import_onnx(case_path("einsum_forms.onnx"));
+  EXPECT_EQ(count_ops(g, OpKind::MatMul), 2) << print_graph(g);
+  std::map<std::string, Tensor> in;
+  for (const char* n : {"q", "k", "pos", "freq"}) in[n] = case_npy(std::string("einsum_forms.") + n);
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    auto got = m.run(in);
+    for (const char* n : {"outer", "scores", "ctx", "tr"}) {
+      EXPECT_TRUE(close(got.at(n), case_npy(std::string("einsum_forms.") + n))) << n;
+    }
+    std::map<std::string, Tensor> other{{"q", Tensor::random(DType::f32, {1, 2, 7, 8}, 1)},
+                                        {"k", Tensor::random(DType::f32, {1, 2, 4, 8}, 2)},
+                                        {"pos", Tensor::random(DType::f32, {7}, 3)},
+                                        {"freq", Tensor::random(DType::f32, {4}, 4)}};
+    auto want = ref::run_graph(g, other);
+    auto got2 = m.run(other);
+    for (auto& [name, w] : want) EXPECT_TRUE(testing::close_to_ref(got2.at(name), w)) << name;
+  }
+}
+
+TEST(OnnxImport, EinsumDiagonalIsUnsupportedNamingTheNode) {
+  try {
+    import_onnx(case_path("einsum_diagonal.onnx"));
+    FAIL() << "expected OnnxUnsupportedError";
+  } catch (const OnnxUnsupportedError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("node 'diag' (Einsum)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("repeats 'i' in one operand"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse

@@ -278,6 +278,32 @@ def if_cache():
          [w])
 
 
+def einsum_forms():
+    # The Einsum forms exporters write, over symbolic dims: an outer product (rotary positions),
+    # attention's scores and context, a transpose.
+    own = np.random.default_rng(37)
+    q = own.standard_normal((2, 2, 3, 8)).astype(np.float32)
+    k = own.standard_normal((2, 2, 5, 8)).astype(np.float32)
+    pos = np.arange(3, dtype=np.float32)
+    freq = own.standard_normal(4).astype(np.float32)
+    nodes = [helper.make_node("Einsum", ["pos", "freq"], ["outer"], equation="i,j->ij"),
+             helper.make_node("Einsum", ["q", "k"], ["scores"], equation="bhqd,bhkd->bhqk"),
+             helper.make_node("Einsum", ["scores", "k"], ["ctx"], equation="bhqk,bhkd->bhqd"),
+             helper.make_node("Einsum", ["q"], ["tr"], equation="bhsd->bshd")]
+    f = TensorProto.FLOAT
+    save("einsum_forms", nodes,
+         [vi("q", f, ["b", 2, "s", 8]), vi("k", f, ["b", 2, "t", 8]), vi("pos", f, ["s"]), vi("freq", f, [4])],
+         [vi("outer", f, ["s", 4]), vi("scores", f, ["b", 2, "s", "t"]), vi("ctx", f, ["b", 2, "s", 8]),
+          vi("tr", f, ["b", "s", 2, 8])])
+    scores = np.einsum("bhqd,bhkd->bhqk", q, k)
+    for name, arr in [("q", q), ("k", k), ("pos", pos), ("freq", freq), ("outer", np.outer(pos, freq)),
+                      ("scores", scores), ("ctx", np.einsum("bhqk,bhkd->bhqd", scores, k)),
+                      ("tr", q.transpose(0, 2, 1, 3))]:
+        npy("einsum_forms." + name, arr.astype(np.float32))
+    save("einsum_diagonal", [helper.make_node("Einsum", ["x"], ["y"], name="diag", equation="ii->i")],
+         [vi("x", f, [3, 3])], [vi("y", f, [3])])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gemm_relu()
@@ -291,6 +317,7 @@ def main():
     external_data()
     broken()
     if_cache()
+    einsum_forms()
 
 
 if __name__ == "__main__":

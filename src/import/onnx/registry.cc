@@ -46,6 +46,7 @@ const ConverterMap& converters() {
     add_nn_ops(out);
     add_reduce_ops(out);
     add_control_ops(out);
+    add_einsum_ops(out);
     return out;
   }();
   return m;

@@ -21,6 +21,7 @@ void add_movement_ops(ConverterMap& m);
 void add_nn_ops(ConverterMap& m);
 void add_reduce_ops(ConverterMap& m);
 void add_control_ops(ConverterMap& m);
+void add_einsum_ops(ConverterMap& m);
 
 // Imports an If branch (importer.cc): names it does not define come from `parent`; those that
 // become inputs of the branch graph are listed in `captures`, in the graph's input order.
