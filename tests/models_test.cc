@@ -66,7 +66,7 @@ void check_model(const std::string& model) {
         if (!set["runs"].contains(file)) continue;
         const std::string dir = kModels + "refs/" + model + "/" + set["name"].get<std::string>();
         std::map<std::string, Tensor> inputs;
-        for (const std::string& in : set["runs"][file]) {
+        for (const std::string in : set["runs"][file]) {
           inputs[in] = read_npy(dir + "/in/" + in + ".npy");
         }
         auto got = m.run(inputs);
