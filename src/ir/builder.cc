@@ -56,6 +56,7 @@ void GraphBuilder::name_last(const std::string& name) {
   if (graph_->node_by_name(name)) throw Error("node name '" + name + "' is used twice");
   last_->name = name;
   if (last_->outputs.size() == 1) last_->out()->name = name;
+  infer_node(*last_);  // run-time dims are named after the node
 }
 
 #define UBF_BUILDER_1(name, fn) \
