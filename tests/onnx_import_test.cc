@@ -392,7 +392,8 @@ TEST(OnnxImport, EinsumFormsExportersWrite) {
   Graph g = import_onnx(case_path("einsum_forms.onnx"));
   EXPECT_EQ(count_ops(g, OpKind::MatMul), 2) << print_graph(g);
   std::map<std::string, Tensor> in;
-  for (const char* n : {"q", "k", "pos", "freq"}) in[n] = case_npy(std::string("einsum_forms.") + n);
+  for (const char* n : {"q", "k", "pos", "freq"})
+    in[n] = case_npy(std::string("einsum_forms.") + n);
   for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
     CompiledModel m = compile(g, opts);
     auto got = m.run(in);
@@ -417,6 +418,33 @@ TEST(OnnxImport, EinsumDiagonalIsUnsupportedNamingTheNode) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("node 'diag' (Einsum)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("repeats 'i' in one operand"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+// Trilu over a symbolic length with k a graph input: the mask is computed (Ranges over the dims
+// run while planning), so no --dim and no constant k are needed.
+TEST(OnnxImport, TriluWithRunTimeKOverASymbolicLength) {
+  Graph g = import_onnx(case_path("trilu_runtime.onnx"));
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    for (int64_t n : {1, 4, 7}) {
+      for (float k : {-1.0f, 0.0f, 2.0f}) {
+        Tensor x = Tensor::random(DType::f32, {2, n, n}, uint64_t(n));
+        Tensor kt = Tensor::from_floats(DType::i64, {}, {k});
+        Tensor y = m.run({{"x", x}, {"k", kt}}).at("y");
+        ASSERT_EQ(y.sizes(), x.sizes());
+        for (int64_t i = 0; i < x.numel(); i++) {
+          int64_t row = (i / n) % n, col = i % n;
+          ASSERT_EQ(y.get(i), col - row <= int64_t(k) ? x.get(i) : 0.0) << n << " k=" << k;
+        }
+      }
+    }
   }
 }
 

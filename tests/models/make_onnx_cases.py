@@ -304,6 +304,13 @@ def einsum_forms():
          [vi("x", f, [3, 3])], [vi("y", f, [3])])
 
 
+def trilu_runtime():
+    # A lower-triangular mask over a symbolic length with k given at run time.
+    f = TensorProto.FLOAT
+    save("trilu_runtime", [helper.make_node("Trilu", ["x", "k"], ["y"], name="tril", upper=0)],
+         [vi("x", f, ["batch", "seq", "seq"]), vi("k", TensorProto.INT64, [])], [vi("y", f, ["batch", "seq", "seq"])])
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gemm_relu()
@@ -318,6 +325,7 @@ def main():
     broken()
     if_cache()
     einsum_forms()
+    trilu_runtime()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 // Ops that produce values known at import: Shape, Size, Constant, ConstantOfShape, Range, EyeLike,
-// Trilu (on a constant; on a tensor it becomes a Where over a constant mask), Identity, Dropout.
+// Trilu (on a constant; on a tensor it becomes a Where over a constant mask, or over a computed one
+// when k or the matrix dims arrive at run time), Identity, Dropout.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -146,19 +147,44 @@ bool tri_keep(bool upper, int64_t k, int64_t i, int64_t j) {
   return upper ? j - i >= k : j - i <= k;
 }
 
+// Trilu whose k arrives at run time or whose matrix dims are symbolic: the mask is computed,
+// cols - rows compared with k, from Ranges over the dims (shape values, run while planning).
+void trilu_computed(NodeCtx& c, bool upper) {
+  Value* x = c.value(0);
+  const int64_t r = c.rank(0);
+  auto i64 = [&](float v) { return c.constant(Tensor::from_floats(DType::i64, {1}, {v})); };
+  auto arange = [&](int64_t axis) {
+    Value* len = c.emit(OpKind::Shape, {x}, {{"start", axis}, {"end", axis + 1}});
+    return c.emit(OpKind::Range, {i64(0), len, i64(1)});
+  };
+  Value* rows = c.emit(OpKind::Reshape, {arange(r - 2)}, {{"shape", std::vector<int64_t>{-1, 1}}});
+  Value* diff = c.emit(OpKind::Sub, {arange(r - 1), rows});  // [n, m]: j - i
+  Value* k = c.has_input(1) ? c.value(1) : i64(0);
+  if (k->dtype != DType::i64) c.invalid("k must be int64");
+  if (!(k->shape.empty() || (k->shape.size() == 1 && k->shape[0] == Dim(int64_t(1))))) {
+    c.invalid("k must be a scalar, got shape " + shape_str(k->shape));
+  }
+  // upper keeps j - i >= k, lower keeps j - i <= k.
+  Value* drop = c.emit(upper ? OpKind::Less : OpKind::Greater, {diff, k});
+  c.set_output(0, c.emit(OpKind::Where, {drop, c.scalar(0, x->dtype), x}));
+}
+
 void trilu(NodeCtx& c) {
   bool upper = c.attr_int("upper", 1) != 0;
+  const Shape& s = c.shape(0);
+  if (s.size() < 2) c.invalid("input must have rank >= 2");
+  const Dim& dn = s[s.size() - 2];
+  const Dim& dm = s[s.size() - 1];
+  if (!dn.is_static() || !dm.is_static() || (c.has_input(1) && c.is_runtime(1))) {
+    trilu_computed(c, upper);
+    return;
+  }
   int64_t k = 0;
   if (c.has_input(1)) {
     auto kv = c.const_ints(1, "k");
     if (kv.size() != 1) c.invalid("k must be a scalar");
     k = kv[0];
   }
-  const Shape& s = c.shape(0);
-  if (s.size() < 2) c.invalid("input must have rank >= 2");
-  const Dim& dn = s[s.size() - 2];
-  const Dim& dm = s[s.size() - 1];
-  if (!dn.is_static() || !dm.is_static()) c.needs_static({dn, dm}, "Trilu's mask");
   int64_t n = dn.value(), m = dm.value();
   if (c.is_const(0)) {  // PyTorch's masks: Trilu of a constant folds away
     Tensor x = c.const_input(0, "input").clone();
