@@ -51,11 +51,7 @@ TEST(ShapeValues, AnInvalidValueNamesTheNodeTheValueAndTheShape) {
           m.run({{"x", xv}, {"target", ints({5, 5})}});
         },
         {"node 'to_target' (Reshape)", "[5,5]", "[2,6]"}));
-    EXPECT_TRUE(throws_with(
-        [&] {
-          m.run({{"x", xv}});
-        },
-        {"missing input 'target'"}));
+    EXPECT_TRUE(throws_with([&] { m.run({{"x", xv}}); }, {"missing input 'target'"}));
   }
 }
 
@@ -100,6 +96,29 @@ TEST(ShapeValues, SliceBoundsFromAGraphInput) {
       EXPECT_TRUE(testing::matches_reference(g, in, opts)) << s << ":" << e;
     }
   }
+}
+
+// Plans are cached per value, the least recently used evicted past 256: a loop over ever new
+// values keeps the cache bounded and still hits on the recent ones.
+TEST(ShapeValues, ThePlanCacheKeepsTheMostRecentPlans) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {400, 3});
+  auto en = b.input("ends", DType::i64, {1});
+  auto zero = b.constant(ints({0}));
+  b.output("y", b.slice(x, zero, en, zero, b.constant(ints({1}))));
+  Graph g = b.build();
+  CompiledModel m = compile(g, testing::eager_opts());
+  Tensor xv = Tensor::random(DType::f32, {400, 3}, 4);
+  auto run = [&](int e) {
+    Tensor y = m.run({{"x", xv}, {"ends", ints({float(e)})}}).at("y");
+    ASSERT_EQ(y.sizes(), (Sizes{e, 3}));
+  };
+  for (int e = 1; e <= 300; e++) run(e);
+  EXPECT_EQ(m.stats().plan_builds, 300);
+  run(300);  // recent: cached
+  EXPECT_EQ(m.stats().plan_builds, 300);
+  run(1);  // evicted: built again
+  EXPECT_EQ(m.stats().plan_builds, 301);
 }
 
 }  // namespace

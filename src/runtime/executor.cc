@@ -213,14 +213,23 @@ std::shared_ptr<const Plan> Executor::plan_for(const SymbolBindings& b,
     auto it = plans_.find(key);
     if (it != plans_.end()) {
       plan_hits_++;
-      return it->second;
+      it->second.last_used = ++use_clock_;
+      return it->second.plan;
     }
   }
   auto p = build_plan(b, inputs);
   std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = plans_.emplace(std::move(key), p);
+  auto [it, inserted] = plans_.emplace(std::move(key), Cached{p, ++use_clock_});
   if (inserted) plan_builds_++;
-  return it->second;
+  std::shared_ptr<const Plan> out = it->second.plan;
+  if (plans_.size() > kMaxPlans) {
+    auto oldest = plans_.begin();
+    for (auto i = plans_.begin(); i != plans_.end(); ++i) {
+      if (i->second.last_used < oldest->second.last_used) oldest = i;
+    }
+    plans_.erase(oldest);  // runs holding it keep it alive through their shared_ptr
+  }
+  return out;
 }
 
 void Executor::run(const std::map<std::string, Tensor>& inputs,

@@ -55,7 +55,15 @@ class Executor {
   std::shared_ptr<const Executable> exe_;
   PlanSpec spec_;
   mutable std::mutex mu_;
-  mutable std::map<PlanKey, std::shared_ptr<const Plan>> plans_;
+  // At most kMaxPlans, the least recently used evicted first: a decoding loop makes a plan per
+  // past length, and a model fed ever new shape values would otherwise grow without bound.
+  static constexpr size_t kMaxPlans = 256;
+  struct Cached {
+    std::shared_ptr<const Plan> plan;
+    uint64_t last_used = 0;
+  };
+  mutable std::map<PlanKey, Cached> plans_;
+  mutable uint64_t use_clock_ = 0;
   mutable std::vector<std::unique_ptr<Workspace>> free_workspaces_;
   mutable std::atomic<int> plan_builds_{0};
   mutable std::atomic<int> plan_hits_{0};
