@@ -197,7 +197,7 @@ void write_doc(const std::string& path, const std::vector<Record>& records) {
        "--gtest_filter='OnnxConformance.*'. Do not edit by hand. -->\n\n"
     << "`ubfuse::import_onnx(path)` (include/ubfuse/onnx.h) and `ubfuse run MODEL.onnx` import "
        "ONNX "
-       "models through Debian's ONNX/protobuf packages. Opsets 13 to 17 are the target; older "
+       "models through Debian's ONNX/protobuf packages. Opsets 13 to 18 are the target (18: Reduce* axes as an input, Split num_outputs); older "
        "models load where the ops they use are handled at their version (Softmax before 13 views "
        "its input as 2-D; Unsqueeze, Squeeze, Split and ReduceSum take attributes before 13).\n\n"
     << "* Initializers and `Constant` nodes become constants (raw and typed data, external data "

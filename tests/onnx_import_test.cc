@@ -450,3 +450,21 @@ TEST(OnnxImport, TriluWithRunTimeKOverASymbolicLength) {
 
 }  // namespace
 }  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+TEST(OnnxImport, Opset18ReduceAxesInputAndSplitNumOutputs) {
+  OnnxModel m = import_onnx_model(case_path("opset18_forms.onnx"));
+  EXPECT_EQ(m.opset, 18);
+  std::map<std::string, Tensor> in{{"x", case_npy("opset18_forms.x")}};
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    auto got = compile(m.graph, opts).run(in);
+    for (const char* n : {"mean", "sum", "max", "p0", "p1", "p2"}) {
+      EXPECT_TRUE(close(got.at(n), case_npy(std::string("opset18_forms.") + n))) << n;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse

@@ -311,6 +311,26 @@ def trilu_runtime():
          [vi("x", f, ["batch", "seq", "seq"]), vi("k", TensorProto.INT64, [])], [vi("y", f, ["batch", "seq", "seq"])])
 
 
+def opset18_forms():
+    # Opset 18's signatures: Reduce* axes as an input, Split's num_outputs (an uneven last part).
+    own = np.random.default_rng(41)
+    x = own.standard_normal((2, 7, 3)).astype(np.float32)
+    f = TensorProto.FLOAT
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [i64("last", [-1]), i64("outer", [0, 2]),
+             helper.make_node("ReduceMean", ["x", "last"], ["mean"], keepdims=1),
+             helper.make_node("ReduceSum", ["x", "outer"], ["sum"], keepdims=0),
+             helper.make_node("ReduceMax", ["x"], ["max"], keepdims=1),
+             helper.make_node("Split", ["x"], ["p0", "p1", "p2"], axis=1, num_outputs=3)]
+    outs = {"mean": x.mean(-1, keepdims=True), "sum": x.sum((0, 2)), "max": x.max(keepdims=True),
+            "p0": x[:, 0:3], "p1": x[:, 3:6], "p2": x[:, 6:7]}
+    save("opset18_forms", nodes, [vi("x", f, [2, 7, 3])],
+         [vi(n, f, list(v.shape)) for n, v in outs.items()], opset=18, check=False)
+    npy("opset18_forms.x", x)
+    for n, v in outs.items():
+        npy("opset18_forms." + n, v.astype(np.float32))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gemm_relu()
@@ -326,6 +346,7 @@ def main():
     if_cache()
     einsum_forms()
     trilu_runtime()
+    opset18_forms()
 
 
 if __name__ == "__main__":
