@@ -123,3 +123,38 @@ TEST(ShapeValues, ThePlanCacheKeepsTheMostRecentPlans) {
 
 }  // namespace
 }  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+std::shared_ptr<const Graph> scaled(double k, const Shape& s) {
+  GraphBuilder g;
+  g.output("y", g.mul(g.input("x", DType::f32, s), k));
+  return std::make_shared<const Graph>(g.build());
+}
+
+// An If condition computed from a small graph input's data runs on the host while planning (the
+// input's contents key the plan); from a large one it is a compile error naming the value.
+TEST(ShapeValues, AnIfConditionFromTensorData) {
+  for (int64_t n : {3, 5000}) {
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {n});
+    auto cond = b.greater(b.reduce_sum(x), b.constant(Tensor::from_floats(DType::f32, {1}, {0})));
+    b.output("y", b.if_(cond, scaled(2, {n}), scaled(-1, {n}), {x})[0]);
+    Graph g = b.build();
+    if (n > 4096) {
+      EXPECT_TRUE(throws_with([&] { compile(g, testing::graph_opts()); }, {"'x'", "4096"}));
+      continue;
+    }
+    for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+      CompiledModel m = compile(g, opts);
+      Tensor pos = Tensor::from_floats(DType::f32, {3}, {1, 2, 3});
+      Tensor neg = Tensor::from_floats(DType::f32, {3}, {-1, -2, 1});
+      EXPECT_EQ(m.run({{"x", pos}}).at("y").get(2), 6.0);
+      EXPECT_EQ(m.run({{"x", neg}}).at("y").get(2), -1.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse
