@@ -179,6 +179,27 @@ std::vector<OpCase> op_conformance_cases() {
          auto cond = b.greater(b.shape_of(x, -1), b.constant(Tensor::from_floats(i64, {1}, {2})));
          return b.if_(cond, branch(true), branch(false), {x})[0];
        }},
+      {"ArgMax",  // indices as data: x * (argmax along the last axis + 1)
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto i = b.op(OpKind::ArgMax, {x}, {{"axis", int64_t(-1)}});
+         return b.mul(x, b.cast(b.add(i, b.constant(Tensor::from_floats(i64, {}, {1}))), t));
+       }},
+      {"ArgMinFirstAxisLast",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         Attrs a{{"axis", int64_t(0)}, {"keepdims", int64_t(0)}, {"select_last_index", int64_t(1)}};
+         return b.add(b.reduce_max(x), b.cast(b.op(OpKind::ArgMin, {b.abs(x)}, a), t));
+       }},
+      {"GatherElements",  // each row read in reverse along the last axis
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         std::vector<float> rev(size_t(numel(s)));
+         for (size_t k = 0; k < rev.size(); k++)
+           rev[k] = float(s.back() - 1 - int64_t(k) % s.back());
+         auto idx = b.constant(Tensor::from_floats(i64, s, rev));
+         return b.op(OpKind::GatherElements, {x, idx}, {{"axis", int64_t(-1)}});
+       }},
       {"Host",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          auto negate = [](Tensor& v) {

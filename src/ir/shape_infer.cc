@@ -518,6 +518,47 @@ void infer_gather(Node& n) {
   n.out()->shape = s;
 }
 
+void infer_gather_elements(Node& n) {
+  const Value* data = n.inputs[0];
+  const Value* idx = n.inputs[1];
+  if (idx->dtype != DType::i64 && idx->dtype != DType::i32) {
+    fail(n, "indices must be i64 or i32, got " + std::string(dtype_name(idx->dtype)));
+  }
+  int64_t r = int64_t(data->shape.size());
+  if (r == 0) fail(n, "data must have at least 1 dim");
+  if (int64_t(idx->shape.size()) != r) fail(n, "indices must have the rank of data");
+  int64_t ax = norm_axis(n, n.attr_int("axis", 0), r);
+  n.attrs["axis"] = ax;
+  for (int64_t d = 0; d < r; d++) {
+    const Dim &a = idx->shape[size_t(d)], &b = data->shape[size_t(d)];
+    if (d != ax && a.is_static() && b.is_static() && a.value() > b.value()) {
+      fail(n, "indices dim " + std::to_string(d) + " (" + a.str() + ") exceeds data's (" +
+                  b.str() + ")");
+    }
+  }
+  n.out()->dtype = data->dtype;
+  n.out()->shape = idx->shape;
+}
+
+// ArgMax/ArgMin: i64 indices along axis, which keepdims keeps as 1.
+void infer_arg(Node& n) {
+  const Value* x = n.inputs[0];
+  if (x->dtype == DType::boolean) fail(n, "needs a numeric input, got bool");
+  int64_t r = int64_t(x->shape.size());
+  if (r == 0) fail(n, "needs at least 1 dim");
+  int64_t ax = norm_axis(n, n.attr_int("axis", 0), r);
+  n.attrs["axis"] = ax;
+  Shape s = x->shape;
+  if (s[size_t(ax)] == Dim(int64_t(0))) fail(n, "the axis is empty: no index to return");
+  if (n.attr_int("keepdims", 1)) {
+    s[size_t(ax)] = Dim(int64_t(1));
+  } else {
+    s.erase(s.begin() + ax);
+  }
+  n.out()->dtype = DType::i64;
+  n.out()->shape = s;
+}
+
 void infer_broadcast(Node& n) {
   std::string why;
   Shape s = n.inputs[0]->shape;
@@ -741,6 +782,13 @@ void infer_node_op(Node& n) {
       return;
     case OpKind::Gather:
       infer_gather(n);
+      return;
+    case OpKind::GatherElements:
+      infer_gather_elements(n);
+      return;
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
+      infer_arg(n);
       return;
     case OpKind::Reshape:
       infer_reshape(n);

@@ -40,6 +40,9 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::RotateHalf:
     case OpKind::MatMul:
     case OpKind::Gather:
+    case OpKind::GatherElements:
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
     case OpKind::Transpose:
     case OpKind::Concat:
     case OpKind::Shape:  // reads sizes only

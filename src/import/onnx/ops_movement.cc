@@ -375,6 +375,14 @@ void expand_known(NodeCtx& c) {
   c.set_output(0, y);
 }
 
+void gather_elements(NodeCtx& c) {
+  if (c.dtype(1) != DType::i64 && c.dtype(1) != DType::i32)
+    c.invalid("indices must be int64 or int32");
+  if (c.rank(0) != c.rank(1)) c.invalid("indices must have the rank of data");
+  int64_t axis = c.norm_axis(c.attr_int("axis", 0), c.rank(0), "axis");
+  c.set_output(0, c.emit(OpKind::GatherElements, {c.value(0), c.value(1)}, {{"axis", axis}}));
+}
+
 void gather(NodeCtx& c) {
   int64_t axis = c.attr_int("axis", 0);
   const IValue& data = c.input(0);
@@ -430,6 +438,7 @@ void add_movement_ops(ConverterMap& m) {
   m["Transpose"] = transpose;
   m["Expand"] = expand;
   m["Gather"] = gather;
+  m["GatherElements"] = gather_elements;
   m["Tile"] = tile;
 }
 

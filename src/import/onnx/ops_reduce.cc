@@ -90,9 +90,21 @@ void reduce(NodeCtx& c) {
   c.set_output(0, y->shape == want ? y : c.reshape_to(y, want));
 }
 
+template <OpKind K>
+void arg(NodeCtx& c) {
+  if (c.dtype(0) == DType::boolean) c.unsupported("bool input");
+  int64_t axis = c.norm_axis(c.attr_int("axis", 0), c.rank(0), "axis");
+  Attrs a{{"axis", axis},
+          {"keepdims", c.attr_int("keepdims", 1) != 0 ? int64_t(1) : int64_t(0)},
+          {"select_last_index", c.attr_int("select_last_index", 0) != 0 ? int64_t(1) : int64_t(0)}};
+  c.set_output(0, c.emit(K, {c.value(0)}, a));
+}
+
 }  // namespace
 
 void add_reduce_ops(ConverterMap& m) {
+  m["ArgMax"] = arg<OpKind::ArgMax>;
+  m["ArgMin"] = arg<OpKind::ArgMin>;
   m["ReduceMean"] = reduce<Red::Mean>;
   m["ReduceSum"] = reduce<Red::Sum>;
   m["ReduceMax"] = reduce<Red::Max>;

@@ -64,6 +64,7 @@ class KernelBase : public OpKernel {
 
 // Factories, one per concept (files of the same name).
 std::unique_ptr<OpKernel> make_unary_kernel(const Node& n);        // elementwise.cc
+std::unique_ptr<OpKernel> make_index_kernel(const Node& n);  // index_ops.cc: GatherElements, Arg*
 std::unique_ptr<OpKernel> make_binary_kernel(const Node& n);       // broadcast.cc
 std::unique_ptr<OpKernel> make_compare_kernel(const Node& n);      // compare.cc (and Where)
 std::unique_ptr<OpKernel> make_norm_kernel(const Node& n);         // rownorm.cc

@@ -45,6 +45,10 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
       return make_matmul_kernel(n);
     case OpKind::Gather:
       return make_gather_kernel(n);
+    case OpKind::GatherElements:
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
+      return make_index_kernel(n);
     case OpKind::Reshape:
     case OpKind::Transpose:
     case OpKind::Slice:

@@ -334,6 +334,51 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return stored(reduce_max(n, in[0]));
     case OpKind::MatMul:
       return stored(matmul(n, in));
+    case OpKind::GatherElements: {
+      const RefTensor& x = in[0];
+      const RefTensor& idx = in[1];
+      const int64_t ax = n.attr_int("axis", 0), dim = x.sizes[size_t(ax)];
+      auto ist = strides_of(idx.sizes);
+      return {remap(n, x, idx.sizes, [&](const Sizes& c) {
+        int64_t f = 0;
+        for (size_t d = 0; d < c.size(); d++) f += c[d] * ist[d];
+        int64_t v = int64_t(idx.data[size_t(f)]);
+        if (v < -dim || v >= dim) {
+          throw Error(n.describe() + ": index " + std::to_string(v) +
+                      " is out of range for axis size " + std::to_string(dim));
+        }
+        Sizes xc = c;
+        xc[size_t(ax)] = v < 0 ? v + dim : v;
+        return xc;
+      })};
+    }
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: {
+      const RefTensor& x = in[0];
+      const int64_t ax = n.attr_int("axis", 0);
+      const bool last = n.attr_int("select_last_index", 0) != 0, max = n.op == OpKind::ArgMax;
+      Sizes os = x.sizes;
+      os[size_t(ax)] = 1;
+      const int64_t len = x.sizes[size_t(ax)];
+      int64_t inner = 1;
+      for (size_t d = size_t(ax) + 1; d < x.sizes.size(); d++) inner *= x.sizes[d];
+      RefTensor y = make(n, n.attr_int("keepdims", 1) ? os : static_sizes(n.out()->shape));
+      for (size_t o = 0; o < y.data.size(); o++) {
+        const int64_t outer = int64_t(o) / inner, in_i = int64_t(o) % inner;
+        int64_t best = 0;
+        double bv = x.data[size_t(outer * len * inner + in_i)];
+        for (int64_t k = 1; k < len; k++) {
+          double v = x.data[size_t((outer * len + k) * inner + in_i)];
+          // Ordered comparisons: a NaN is never the extreme unless it comes first.
+          if (max ? (v > bv || (last && v == bv)) : (v < bv || (last && v == bv))) {
+            best = k;
+            bv = v;
+          }
+        }
+        y.data[o] = double(best);
+      }
+      return {y};
+    }
     case OpKind::Gather: {
       const RefTensor& x = in[0];
       const RefTensor& idx = in[1];
