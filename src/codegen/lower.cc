@@ -363,6 +363,9 @@ class Lowerer {
         break;
       case OpKind::MatMul:  // the group's MatMul is read as an input (run())
       case OpKind::Gather:
+      case OpKind::Conv:
+      case OpKind::GroupNorm:
+      case OpKind::Pad:
       case OpKind::Shape:
       case OpKind::Range:
       case OpKind::ConstantOfShape:

@@ -38,6 +38,9 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::RotateHalf:
     case OpKind::MatMul:
     case OpKind::Gather:
+    case OpKind::Conv:
+    case OpKind::GroupNorm:
+    case OpKind::Pad:  // its fill value is data
     case OpKind::Transpose:
     case OpKind::Concat:
     case OpKind::Shape:  // reads sizes only

@@ -247,6 +247,38 @@ def broken():
         f.write(b"\x08\x07\x12\xff\xff\xff\xff\x0f garbage")
 
 
+def conv_gn_pad():
+    # An audio front end over a symbolic length at opset 18: reflect Pad of the length axis only
+    # (the axes input), a dilated Conv1d with bias, GroupNormalization with per-group scale/bias.
+    x = rng.standard_normal((1, 4, 9)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3)).astype(np.float32)
+    b = rng.standard_normal((6,)).astype(np.float32)
+    scale = rng.standard_normal((3,)).astype(np.float32)
+    shift = rng.standard_normal((3,)).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array([2, 1], np.int64), "pads"),
+             numpy_helper.from_array(np.array([-1], np.int64), "axes"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+             numpy_helper.from_array(scale, "scale"), numpy_helper.from_array(shift, "shift")]
+    nodes = [helper.make_node("Pad", ["x", "pads", "", "axes"], ["p"], name="pad", mode="reflect"),
+             helper.make_node("Conv", ["p", "w", "b"], ["c"], name="conv", kernel_shape=[3],
+                              dilations=[2], pads=[1, 1]),
+             helper.make_node("GroupNormalization", ["c", "scale", "shift"], ["y"], name="gn",
+                              num_groups=3, epsilon=1e-5)]
+    save("conv_gn_pad", nodes, [vi("x", TensorProto.FLOAT, [1, 4, "len"])],
+         [vi("y", TensorProto.FLOAT, [1, 6, "len_out"])], inits, opset=18, check=False)
+    p = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (2, 1)), mode="reflect")
+    p = np.pad(p, ((0, 0), (0, 0), (1, 1)))
+    out_len = p.shape[2] - 4
+    c = np.zeros((1, 6, out_len))
+    for t in range(out_len):
+        c[0, :, t] = np.einsum("ck,mck->m", p[0, :, t:t + 5:2], w) + b
+    g = c.reshape(1, 3, -1)
+    g = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
+    y = g.reshape(1, 3, 2, out_len) * scale[None, :, None, None] + shift[None, :, None, None]
+    npy("conv_gn_pad.x", x)
+    npy("conv_gn_pad.y", y.reshape(1, 6, out_len).astype(np.float32))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gemm_relu()
@@ -259,6 +291,7 @@ def main():
     typed_fields()
     external_data()
     broken()
+    conv_gn_pad()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ namespace {
 
 using namespace onnx_import;
 
-constexpr int64_t kMinOpset = 1, kMaxOpset = 17;
+constexpr int64_t kMinOpset = 1, kMaxOpset = 18;
 
 std::string supported_list() {
   std::string s;
@@ -76,7 +76,7 @@ void check_opsets(const onnx::ModelProto& m, ImportState& st) {
   if (st.opset < kMinOpset || st.opset > kMaxOpset) {
     throw OnnxUnsupportedError("the model's default-domain opset is " + std::to_string(st.opset) +
                                "; ubfuse supports opsets " + std::to_string(kMinOpset) + " to " +
-                               std::to_string(kMaxOpset) + " (13 to 17 are the target)");
+                               std::to_string(kMaxOpset) + " (13 to 18 are the target)");
   }
 }
 

@@ -1,5 +1,5 @@
 // Data movement: Reshape, Flatten, Squeeze, Unsqueeze (all -> Reshape), Concat, Split (-> Slices),
-// Slice, Transpose, Expand, Gather, Tile. Each also works on shape vectors with symbolic dims,
+// Slice, Transpose, Expand, Gather, Tile, Pad. Each also works on shape vectors with symbolic dims,
 // which is how exporters compute the sizes they reshape to.
 #include <algorithm>
 #include <limits>
@@ -417,6 +417,50 @@ void tile(NodeCtx& c) {
   c.set_output(0, y);
 }
 
+// Pad: pads (and opset 18's axes) must be known at import; the fill value may be a run-time
+// scalar. Before opset 11 pads and value are attributes.
+void pad(NodeCtx& c) {
+  const int64_t r = c.rank(0);
+  const std::string mode = c.attr_str("mode", "constant");
+  if (!parse_pad_mode(mode)) {
+    c.unsupported("mode \"" + mode + "\" (constant, reflect and edge are supported)");
+  }
+  std::vector<int64_t> pads;
+  Value* value = nullptr;
+  if (c.opset() < 11) {
+    pads = c.attr_ints("pads");
+    const double v = c.attr_float("value", 0.0);
+    if (v != 0.0 && mode == "constant") value = scalar_like(c, v, c.value(0));
+  } else {
+    auto given = c.const_ints(1, "pads");
+    std::vector<int64_t> axes;
+    if (c.has_input(3)) {
+      for (int64_t a : c.const_ints(3, "axes")) axes.push_back(c.norm_axis(a, r, "axes"));
+    } else {
+      for (int64_t a = 0; a < r; a++) axes.push_back(a);
+    }
+    if (given.size() != 2 * axes.size()) {
+      c.invalid("pads has " + std::to_string(given.size()) + " values for " +
+                std::to_string(axes.size()) + " axes (two per axis: begins, then ends)");
+    }
+    pads.assign(size_t(2 * r), 0);
+    std::vector<bool> seen(size_t(r), false);
+    for (size_t i = 0; i < axes.size(); i++) {
+      if (seen[size_t(axes[i])]) c.invalid("axis " + std::to_string(axes[i]) + " repeats in axes");
+      seen[size_t(axes[i])] = true;
+      pads[size_t(axes[i])] = given[i];
+      pads[size_t(r + axes[i])] = given[axes.size() + i];
+    }
+    if (c.has_input(2) && mode == "constant") {
+      if (c.dtype(2) != c.dtype(0)) c.invalid("constant_value's dtype differs from the data's");
+      value = c.value(2);
+    }
+  }
+  std::vector<Value*> in{c.value(0)};
+  if (value) in.push_back(value);
+  c.set_output(0, c.emit(OpKind::Pad, in, {{"pads", pads}, {"mode", mode}}));
+}
+
 }  // namespace
 
 void add_movement_ops(ConverterMap& m) {
@@ -431,6 +475,7 @@ void add_movement_ops(ConverterMap& m) {
   m["Expand"] = expand;
   m["Gather"] = gather;
   m["Tile"] = tile;
+  m["Pad"] = pad;
 }
 
 }  // namespace ubfuse::onnx_import

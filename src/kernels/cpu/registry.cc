@@ -45,6 +45,12 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
       return make_matmul_kernel(n);
     case OpKind::Gather:
       return make_gather_kernel(n);
+    case OpKind::Conv:
+      return make_conv_kernel(n);
+    case OpKind::GroupNorm:
+      return make_group_norm_kernel(n);
+    case OpKind::Pad:
+      return make_pad_kernel(n);
     case OpKind::Reshape:
     case OpKind::Transpose:
     case OpKind::Slice:
