@@ -1,6 +1,8 @@
 // Conv, GroupNorm and Pad beyond the conformance cases (ops_conformance_test.cc): symbolic lengths
 // through shape inference and run-time planning, the errors for bad attributes and operands,
 // integer Pad, and the ONNX importer's forms (opset 18 Pad axes, per-group GroupNormalization).
+#include <fstream>
+
 #include "test_util.h"
 #include "ubfuse/npy.h"
 #include "ubfuse/onnx.h"
@@ -150,6 +152,91 @@ TEST(PadShapes, IntegerAndBoolDtypes) {
   }
 }
 
+// --- Conv's epilogue: the elementwise ops (and row reductions) after a Conv run in its kernel,
+// on its output while it is in cache.
+
+// x [2, 8, len] -> Conv1d (k 3, pads 1) -> + bias [16, 1] -> GELU.
+Graph conv_bias_gelu(DType t, const Dim& len, bool conv_out_too = false) {
+  GraphBuilder b;
+  auto x = b.input("x", t, {2, 8, len});
+  ConvOptions o;
+  o.pads = {1, 1};
+  auto c = b.conv(x, b.constant(Tensor::random(t, {16, 8, 3}, 1, -0.5, 0.5)), nullptr, o);
+  auto y = b.gelu(b.add(c, b.constant(Tensor::random(t, {16, 1}, 2))));
+  b.output("y", y);
+  if (conv_out_too) b.output("conv", c);
+  return b.build();
+}
+
+TEST(ConvFusion, BiasAddGeluIsOneKernel) {
+  for (DType t : {f32, bf16, f16}) {
+    for (const char* engine : {"cpp", "interpreter"}) {
+      Graph g = conv_bias_gelu(t, "len");
+      CompiledModel m = compile(g, testing::engine_opts(engine));
+      ASSERT_EQ(m.kernels().size(), 1u) << dtype_name(t) << " " << engine;
+      EXPECT_EQ(m.kernels()[0].name, "FusedConvAddGelu");
+      bool fused_by_rule = false;
+      for (const FusionDecision& d : m.decisions()) {
+        fused_by_rule |= d.reason == FusionReason::Fused &&
+                         d.message.find("ConvEpilogueFusion") != std::string::npos;
+      }
+      EXPECT_TRUE(fused_by_rule);
+      for (int64_t len : {1, 7, 3000}) {
+        std::map<std::string, Tensor> in{{"x", Tensor::random(t, {2, 8, len}, 5)}};
+        auto want = ref::run_graph(g, in);
+        EXPECT_TRUE(testing::close_to_ref(m.run(in).at("y"), want.at("y")))
+            << dtype_name(t) << " " << engine << " len " << len;
+      }
+    }
+    EXPECT_TRUE(testing::matches_reference(
+        conv_bias_gelu(t, "len"), {{"x", Tensor::random(t, {2, 8, 9}, 6)}}, testing::eager_opts()));
+  }
+}
+
+// The Conv's output also leaves the group: the kernel writes it to the caller's buffer, and the
+// epilogue reads it from there.
+TEST(ConvFusion, ConvOutputNeededOutsideIsAlsoWritten) {
+  Graph g = conv_bias_gelu(f32, Dim(int64_t(37)), true);
+  CompiledModel m = compile(g, testing::graph_opts());
+  ASSERT_EQ(m.kernels().size(), 1u);
+  EXPECT_TRUE(testing::matches_reference(g, {{"x", Tensor::random(f32, {2, 8, 37}, 7)}},
+                                         testing::graph_opts()));
+}
+
+// A row reduction over the Conv's last axis joins the epilogue too (the whole output is there).
+TEST(ConvFusion, SoftmaxOverPositionsJoinsTheEpilogue) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {1, 4, 2, 33});
+  ConvOptions o;
+  o.auto_pad = "SAME_UPPER";
+  auto c = b.conv(x, b.constant(Tensor::random(f32, {6, 4, 3, 3}, 1)), nullptr, o);
+  b.output("y", b.softmax(b.mul(c, 0.5)));
+  Graph g = b.build();
+  CompiledModel m = compile(g, testing::graph_opts());
+  ASSERT_EQ(m.kernels().size(), 1u);
+  EXPECT_EQ(m.kernels()[0].name, "FusedConvMulSoftmax");
+  EXPECT_TRUE(testing::matches_reference(g, {{"x", Tensor::random(f32, {1, 4, 2, 33}, 8)}},
+                                         testing::graph_opts()));
+}
+
+// The rule switches it off like any other.
+TEST(ConvFusion, RuleOffKeepsTheConvApart) {
+  Graph g = conv_bias_gelu(f32, "len");
+  const std::string path = ::testing::TempDir() + "conv_rule_off.json";
+  std::ofstream(path) << R"({"Switch": {"UBFusion": {"ConvEpilogueFusion": "off"}}})";
+  Options o = testing::graph_opts();
+  o["rules"] = path;
+  CompiledModel m = compile(g, o);
+  ASSERT_EQ(m.kernels().size(), 2u);
+  EXPECT_EQ(m.kernels()[0].name, "Conv");
+  bool off = false;
+  for (const FusionDecision& d : m.decisions()) {
+    off |= d.reason == FusionReason::DisabledByRule &&
+           d.message.find("rule ConvEpilogueFusion is off") != std::string::npos;
+  }
+  EXPECT_TRUE(off);
+}
+
 // --- Errors: each names the node, the op, the shapes, and gives a hint.
 
 Graph conv_graph(Sizes xs, Sizes ws, Attrs a, std::optional<Sizes> bias = std::nullopt) {
@@ -173,8 +260,7 @@ TEST(ConvErrors, BadAttributesNameNodeOpShapesAndHint) {
       [] {
         conv_graph({1, 6, 10}, {4, 2, 3}, A{{"group", int64_t(4)}});
       },
-      {"'conv1' (Conv)", "group 4 does not divide the 6 input channels", "[1,6,10] f32",
-       "hint:"}));
+      {"'conv1' (Conv)", "group 4 does not divide the 6 input channels", "[1,6,10] f32", "hint:"}));
   EXPECT_TRUE(throws_with(
       [] {
         conv_graph({1, 6, 10}, {6, 2, 3}, A{{"group", int64_t(4)}});
