@@ -92,6 +92,24 @@ TEST(ConvShapes, Conv2dSymbolicHeightAndWidthAndDepthwise) {
   }
 }
 
+// Empty tensors: no batch, no input channels (each output is its bias), an empty axis padded.
+TEST(ConvShapes, EmptyBatchNoChannelsAndEmptyAxes) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {"n", "c", 5});
+  auto w = b.input("w", f32, {6, "c", 3});
+  auto bias = b.input("bias", f32, {6});
+  b.output("conv", b.conv(x, w, bias));
+  b.output("gn", b.group_norm(b.input("g", f32, {2, 6, "s"}), nullptr, nullptr, 3));
+  b.output("pad", b.pad(b.input("p", f32, {"r", 3}), {1, 0, 0, 2}, "constant"));
+  Graph g = b.build();
+  for (auto opts : {testing::eager_opts(), testing::graph_opts()}) {
+    expect_matches_at(
+        g, opts,
+        {{{"x", {0, 4, 5}}, {"w", {6, 4, 3}}, {"bias", {6}}, {"g", {2, 6, 0}}, {"p", {0, 3}}},
+         {{"x", {2, 0, 5}}, {"w", {6, 0, 3}}, {"bias", {6}}, {"g", {2, 6, 1}}, {"p", {2, 3}}}});
+  }
+}
+
 TEST(GroupNormShapes, SymbolicPositions) {
   GraphBuilder b;
   auto x = b.input("x", f32, {"batch", 6, "len"});

@@ -2,9 +2,11 @@
 //
 // * A 1-D conv runs as 2-D with height 1 (the same bytes); groups use oneDNN's grouped weights
 //   [G, M/G, C/G, kh, kw], which are W's bytes as ONNX lays them out.
-// * Input and output stay plain (NCHW): the caller's buffers, no reorder. The weights take the
-//   layout oneDNN prefers for the call's sizes (format_tag::any): constant weights are reordered
-//   once per primitive, run-time ones on every call.
+// * Input, weights and output stay plain (NCHW, OIHW): the caller's buffers, no reorder. oneDNN
+//   runs them as im2col + GEMM (gemm:jit); its blocked brgconv kernels, asked for with
+//   format_tag::any, were no faster on a Whisper-style Conv1d (80 -> 384 channels, length 3000,
+//   AVX-512, 2 cores) and would add reorders of input and output per call.
+// * Constant bf16 / f16 weights are converted to f32 once (for the calls that compute in f32).
 // * f32 runs in f32; bf16 natively where oneDNN has a bf16 kernel (f32 accumulation); f16, and
 //   bf16 elsewhere, through f32 copies. The bias is passed as f32.
 // * Primitives are cached per concrete shape under a mutex; each call has its own stream and a
@@ -32,13 +34,9 @@ struct ConvGeometry {
 
 struct ConvPrim {
   dnnl::convolution_forward prim;
-  dnnl::memory::desc src, wei, wei_plain, bias, dst;
+  dnnl::memory::desc src, wei, bias, dst;
   bool has_bias = false;
-  // The constant weights in the primitive's layout, made when the primitive was (null for
-  // run-time weights, or when the plain layout is the primitive's).
-  std::shared_ptr<dnnl::memory> packed;
   size_t scratch_bytes = 0;
-  std::string impl;
 };
 
 // Per-thread f32 copies of converted operands (slot 0: x, 1: w, 2: y), reused across calls.
@@ -61,14 +59,15 @@ class ConvKernel : public KernelBase {
         pads_(n.attr_ints("pads")),
         group_(n.attr_int("group", 1)),
         auto_pad_(n.attr_str("auto_pad", "NOTSET")) {
+    // Constant bf16 or f16 weights in f32 once, for the calls that compute in f32.
     const Value* wv = n.inputs[1];
     if (wv->producer && wv->producer->op == OpKind::Constant && wv->producer->payload.defined()) {
       const Tensor& w = wv->producer->payload;
-      const_sizes_ = w.sizes();
-      has_const_w_ = true;
-      if (w.dtype() == DType::bf16) w_bf16_ = w;
-      w32_.resize(size_t(w.numel()));
-      convert_floats(w.dtype(), w.data(), DType::f32, w32_.data(), w.numel());
+      if (w.dtype() == DType::bf16 || w.dtype() == DType::f16) {
+        w32_sizes_ = w.sizes();
+        w32_.resize(size_t(w.numel()));
+        convert_floats(w.dtype(), w.data(), DType::f32, w32_.data(), w.numel());
+      }
     }
   }
 
@@ -93,10 +92,9 @@ class ConvKernel : public KernelBase {
       fill_bias(has_bias ? &in[2] : nullptr, y);
       return;
     }
-    const bool const_w = has_const_w_ && w.sizes() == const_sizes_;
     std::shared_ptr<ConvPrim> p;
-    if (t == DType::bf16) p = get_prim(g, dt::bf16, const_w);
-    if (!p) p = get_prim(g, dt::f32, const_w);
+    if (t == DType::bf16) p = get_prim(g, dt::bf16);
+    if (!p) p = get_prim(g, dt::f32);
     if (!p) fail("oneDNN has no convolution for " + tensors_str({x, w}));
     const bool f32_path = p->src.data_type() == dt::f32;
     const void* px = x.data();
@@ -107,13 +105,14 @@ class ConvKernel : public KernelBase {
       convert_floats(t, x.data(), DType::f32, x32, x.numel(), pool);
       px = x32;
       py = staging(2, y.numel());
-      if (!const_w) {
+      if (!w32_.empty() && w.sizes() == w32_sizes_) {
+        pw = w32_.data();
+      } else {
         float* w32 = staging(1, w.numel());
         convert_floats(t, w.data(), DType::f32, w32, w.numel(), pool);
         pw = w32;
       }
     }
-    if (const_w) pw = f32_path ? static_cast<const void*>(w32_.data()) : w_bf16_.data();
     std::vector<float> b32;
     if (has_bias) {
       b32.resize(size_t(in[2].numel()));
@@ -121,20 +120,10 @@ class ConvKernel : public KernelBase {
     }
     dnnl::engine& eng = dnnl_cpu_engine();
     dnnl::stream s(eng);
-    dnnl::memory wmem;
-    if (p->packed) {
-      wmem = *p->packed;
-    } else if (p->wei == p->wei_plain) {
-      wmem = dnnl::memory(p->wei, eng, const_cast<void*>(pw));
-    } else {  // run-time weights in the primitive's layout
-      dnnl::memory plain(p->wei_plain, eng, const_cast<void*>(pw));
-      wmem = dnnl::memory(p->wei, eng);
-      dnnl::reorder(plain, wmem).execute(s, plain, wmem);
-    }
     std::vector<uint8_t> scratch(p->scratch_bytes);
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<void*>(px))},
-        {DNNL_ARG_WEIGHTS, wmem},
+        {DNNL_ARG_WEIGHTS, dnnl::memory(p->wei, eng, const_cast<void*>(pw))},
         {DNNL_ARG_DST, dnnl::memory(p->dst, eng, py)},
     };
     if (p->has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p->bias, eng, b32.data()));
@@ -229,8 +218,8 @@ class ConvKernel : public KernelBase {
   }
 
   // Builds (or finds) the primitive for geometry g in compute dtype cdt; null if unsupported.
-  std::shared_ptr<ConvPrim> get_prim(const ConvGeometry& g, dt cdt, bool const_w) const {
-    std::vector<int64_t> key{int64_t(cdt), const_w ? 1 : 0, g.bias};
+  std::shared_ptr<ConvPrim> get_prim(const ConvGeometry& g, dt cdt) const {
+    std::vector<int64_t> key{int64_t(cdt), g.bias};
     for (const dims* d : {&g.src, &g.wei, &g.dst, &g.strides, &g.dilates, &g.pad_l, &g.pad_r}) {
       key.push_back(int64_t(d->size()));
       key.insert(key.end(), d->begin(), d->end());
@@ -239,11 +228,6 @@ class ConvKernel : public KernelBase {
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     std::shared_ptr<ConvPrim> p = create(g, cdt);
-    if (p && const_w && p->wei != p->wei_plain) {
-      const void* plain = cdt == dt::f32 ? static_cast<const void*>(w32_.data()) : w_bf16_.data();
-      p->packed = reorder_weights(*p, plain);
-      if (!p->packed) p.reset();
-    }
     if (cache_.size() > 256) cache_.clear();  // bound memory for many distinct shapes
     cache_[key] = p;
     return p;
@@ -256,43 +240,22 @@ class ConvKernel : public KernelBase {
       auto p = std::make_shared<ConvPrim>();
       p->src = dnnl_plain_md(g.src, cdt);
       p->dst = dnnl_plain_md(g.dst, cdt);
-      p->wei_plain = dnnl_plain_md(g.wei, cdt);
+      p->wei = dnnl_plain_md(g.wei, cdt);
       p->has_bias = g.bias > 0;
       if (p->has_bias) p->bias = dnnl_plain_md({g.bias}, dt::f32);
-      const dnnl::memory::desc any(g.wei, cdt, dnnl::memory::format_tag::any);
-      // The weights in oneDNN's preferred layout first, then plain.
-      const dnnl::memory::desc* const order[2] = {&any, &p->wei_plain};
-      for (const dnnl::memory::desc* wmd : order) {
-        auto d = p->has_bias
-                     ? dnnl::convolution_forward::desc(
-                           dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                           p->src, *wmd, p->bias, p->dst, g.strides, g.dilates, g.pad_l, g.pad_r)
-                     : dnnl::convolution_forward::desc(
-                           dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                           p->src, *wmd, p->dst, g.strides, g.dilates, g.pad_l, g.pad_r);
-        dnnl::convolution_forward::primitive_desc pd(d, attr, dnnl_cpu_engine(),
-                                                     /*allow_empty=*/true);
-        if (!pd) continue;
-        p->prim = dnnl::convolution_forward(pd);
-        p->wei = pd.weights_desc();
-        p->scratch_bytes = pd.scratchpad_desc().get_size();
-        p->impl = pd.impl_info_str();
-        return p;
-      }
-      return nullptr;
-    } catch (const dnnl::error&) {
-      return nullptr;
-    }
-  }
-
-  static std::shared_ptr<dnnl::memory> reorder_weights(const ConvPrim& p, const void* plain) {
-    try {
-      auto mem = std::make_shared<dnnl::memory>(p.wei, dnnl_cpu_engine());
-      dnnl::memory user(p.wei_plain, dnnl_cpu_engine(), const_cast<void*>(plain));
-      dnnl::stream s(dnnl_cpu_engine());
-      dnnl::reorder(user, *mem).execute(s, user, *mem);
-      s.wait();
-      return mem;
+      const auto fwd = dnnl::prop_kind::forward_inference;
+      const auto alg = dnnl::algorithm::convolution_direct;
+      auto d = p->has_bias
+                   ? dnnl::convolution_forward::desc(fwd, alg, p->src, p->wei, p->bias, p->dst,
+                                                     g.strides, g.dilates, g.pad_l, g.pad_r)
+                   : dnnl::convolution_forward::desc(fwd, alg, p->src, p->wei, p->dst, g.strides,
+                                                     g.dilates, g.pad_l, g.pad_r);
+      dnnl::convolution_forward::primitive_desc pd(d, attr, dnnl_cpu_engine(),
+                                                   /*allow_empty=*/true);
+      if (!pd) return nullptr;
+      p->prim = dnnl::convolution_forward(pd);
+      p->scratch_bytes = pd.scratchpad_desc().get_size();
+      return p;
     } catch (const dnnl::error&) {
       return nullptr;
     }
@@ -301,10 +264,8 @@ class ConvKernel : public KernelBase {
   std::vector<int64_t> strides_, dilations_, pads_;
   int64_t group_;
   std::string auto_pad_;
-  bool has_const_w_ = false;
-  Sizes const_sizes_;       // the constant weights' sizes
-  Tensor w_bf16_;           // the constant weights when bf16 (the bf16 path reads them)
-  std::vector<float> w32_;  // the constant weights in f32 (the f32 path)
+  Sizes w32_sizes_;
+  std::vector<float> w32_;  // constant bf16 / f16 weights in f32 (else empty)
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<ConvPrim>> cache_;
 };
