@@ -279,6 +279,34 @@ def conv_gn_pad():
     npy("conv_gn_pad.y", y.reshape(1, 6, out_len).astype(np.float32))
 
 
+def expand_prologue():
+    # PyTorch's cls_token.expand(b, -1, -1): the size list [b, -1] reshaped to [-1], its -1s
+    # replaced by 1 through ConstantOfShape / Mul / Equal / Where, then Expand.
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    cls = rng.standard_normal((1, 4)).astype(np.float32)
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        i64("zero", 0), i64("axes0", [0]), i64("minus1", [-1]), i64("flat", [-1]),
+        helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "axes0"], ["b1"]),
+        helper.make_node("Concat", ["b1", "minus1"], ["sizes"], axis=0),
+        helper.make_node("Reshape", ["sizes", "flat"], ["sizes1"]),
+        helper.make_node("Shape", ["sizes1"], ["n"]),
+        helper.make_node("ConstantOfShape", ["n"], ["ones"],
+                         value=numpy_helper.from_array(np.array([1], np.int64))),
+        helper.make_node("Mul", ["ones", "minus1"], ["neg"]),
+        helper.make_node("Equal", ["sizes1", "neg"], ["is_neg"]),
+        helper.make_node("Where", ["is_neg", "ones", "sizes1"], ["target"]),
+        helper.make_node("Expand", ["cls", "target"], ["e"]),
+        helper.make_node("Add", ["x", "e"], ["y"]),
+    ]
+    save("expand_prologue", nodes, [vi("x", TensorProto.FLOAT, ["batch", 4])],
+         [vi("y", TensorProto.FLOAT, ["batch", 4])], [numpy_helper.from_array(cls, "cls")])
+    npy("expand_prologue.x", x)
+    npy("expand_prologue.y", x + cls)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     gemm_relu()
@@ -292,6 +320,7 @@ def main():
     external_data()
     broken()
     conv_gn_pad()
+    expand_prologue()
 
 
 if __name__ == "__main__":

@@ -13,11 +13,15 @@ namespace {
 
 constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
 
-// A rank-0 or 1-element shape vector reshaped between the two forms.
+// A shape vector reshaped without changing its elements: a one-element one between rank 0 and
+// 1, or a vector to a vector (PyTorch's expand prologue reshapes its size list to [-1]).
 bool reshape_dims(NodeCtx& c, int64_t out_rank) {
   const IValue& x = c.input(0);
   if (!x.dims) return false;
-  if (x.dims->size() != 1 || out_rank > 1) c.needs_static(*x.dims, "reshaping a shape vector");
+  const bool vector_to_vector = x.shape.size() == 1 && out_rank == 1;
+  if ((x.dims->size() != 1 && !vector_to_vector) || out_rank > 1) {
+    c.needs_static(*x.dims, "reshaping a shape vector");
+  }
   c.set_output_dims(0, *x.dims, out_rank == 0);
   return true;
 }
@@ -39,6 +43,11 @@ void known_or_runtime(NodeCtx& c, std::initializer_list<int> operands, Known kno
 
 void reshape_known(NodeCtx& c, int64_t allowzero) {
   auto t = c.dims_input(1, "the target shape");
+  if (c.input(0).dims && t.size() == 1 && t[0].is_static() && t[0].value() != -1 &&
+      t[0].value() != int64_t(c.input(0).dims->size())) {
+    c.invalid("cannot reshape a shape vector of " + std::to_string(c.input(0).dims->size()) +
+              " elements to [" + t[0].str() + "]");
+  }
   if (reshape_dims(c, int64_t(t.size()))) return;
   const Shape& in = c.shape(0);
   Shape target;
