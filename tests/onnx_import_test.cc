@@ -166,7 +166,9 @@ TEST(OnnxImport, ExpandPrologueKeepsTheSymbolicBatch) {
   Graph g = import_onnx(case_path("expand_prologue.onnx"));
   ASSERT_EQ(count_ops(g, OpKind::Expand), 1) << print_graph(g);
   for (Node* n : g.topo_order()) {
-    if (n->op == OpKind::Expand) EXPECT_EQ(shape_str(n->out()->shape), "[batch,4]");
+    if (n->op == OpKind::Expand) {
+      EXPECT_EQ(shape_str(n->out()->shape), "[batch,4]");
+    }
   }
   check_case("expand_prologue", "x", "y");
 }
@@ -322,6 +324,113 @@ TEST(OnnxImport, LoadsTensorProtoFiles) {
   EXPECT_EQ(name, "x");
   EXPECT_EQ(t.sizes(), (Sizes{3, 4, 5}));
   EXPECT_TRUE(throws_with([] { load_onnx_tensor("/nonexistent.pb"); }, {"cannot open"}));
+}
+
+}  // namespace
+}  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+// Optimum's merged decoder in miniature: the If's condition is a graph input, read when the plan
+// is built; both branches are compiled once and either one's outputs (of different lengths) come
+// out of one compiled model.
+TEST(OnnxImport, IfPicksItsBranchAtRunTime) {
+  Graph g = import_onnx(case_path("if_cache.onnx"));
+  EXPECT_EQ(count_ops(g, OpKind::If), 1) << print_graph(g);
+  // present is [batch, past_len+seq, 4] in one branch and [batch, seq, 4] in the other.
+  EXPECT_EQ(g.outputs()[0].second->shape[1].str(), "seq");
+  EXPECT_EQ(g.outputs()[1].second->shape[1].str().substr(0, 1), "$");
+  const Tensor w = [&] {
+    for (Node* n : g.topo_order()) {
+      if (n->op == OpKind::If) {
+        for (Node* m : n->branches[1]->topo_order()) {
+          if (m->op == OpKind::Constant) return m->payload;
+        }
+      }
+    }
+    return Tensor();
+  }();
+  ASSERT_TRUE(w.defined());
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    EXPECT_EQ(m.kernels().size(), 1u);
+    for (bool cache : {true, false, true}) {
+      for (int64_t past : {0, 5}) {
+        const int64_t b = 2, s = cache ? 1 : 3;
+        Tensor x = Tensor::random(DType::f32, {b, s, 4}, 7 + past);
+        Tensor p = Tensor::random(DType::f32, {b, past, 4}, 8);
+        Tensor c = Tensor::from_floats(DType::boolean, {1}, {cache ? 1.0f : 0.0f});
+        std::map<std::string, Tensor> in{{"x", x}, {"past", p}, {"use_cache", c}};
+        auto got = m.run(in);
+        const Tensor& y = got.at("y");
+        const Tensor& present = got.at("present");
+        ASSERT_EQ(present.sizes(), (Sizes{b, cache ? past + s : s, 4}));
+        for (int64_t i = 0; i < x.numel(); i++) {
+          double wi = w.get(i % 4);
+          double want = cache ? x.get(i) + wi * double(past + s) : x.get(i) * wi;
+          ASSERT_NEAR(y.get(i), want, 1e-5) << "cache " << cache << " past " << past;
+        }
+        auto ref = ref::run_graph(g, in);
+        EXPECT_TRUE(testing::close_to_ref(present, ref.at("present")));
+        EXPECT_TRUE(testing::close_to_ref(y, ref.at("y")));
+      }
+    }
+  }
+}
+
+TEST(OnnxImport, IfConditionMustBeBool) {
+  // The same model with the condition declared float is rejected naming the node.
+  std::ifstream f(case_path("if_cache.onnx"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // BOOL (9) -> FLOAT (1) in the third input's elem_type: the one byte after its name's field.
+  auto at = bytes.find("use_cache");
+  ASSERT_NE(at, std::string::npos);
+  auto et = bytes.find(std::string("\x08\x09", 2), at);
+  ASSERT_NE(et, std::string::npos);
+  bytes[et + 1] = '\x01';
+  EXPECT_TRUE(throws_with([&] { import_onnx_model_from_bytes(bytes); },
+                          {"node 'merged' (If)", "condition must be bool"}));
+}
+
+}  // namespace
+}  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+// Einsum lowers to Transposes, Reshapes and a MatMul (or a broadcast Mul for an outer product);
+// symbolic dims stay symbolic, so other sizes run from one compiled model.
+TEST(OnnxImport, EinsumFormsExportersWrite) {
+  Graph g = import_onnx(case_path("einsum_forms.onnx"));
+  EXPECT_EQ(count_ops(g, OpKind::MatMul), 2) << print_graph(g);
+  std::map<std::string, Tensor> in;
+  for (const char* n : {"q", "k", "pos", "freq"}) in[n] = case_npy(std::string("einsum_forms.") + n);
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    auto got = m.run(in);
+    for (const char* n : {"outer", "scores", "ctx", "tr"}) {
+      EXPECT_TRUE(close(got.at(n), case_npy(std::string("einsum_forms.") + n))) << n;
+    }
+    std::map<std::string, Tensor> other{{"q", Tensor::random(DType::f32, {1, 2, 7, 8}, 1)},
+                                        {"k", Tensor::random(DType::f32, {1, 2, 4, 8}, 2)},
+                                        {"pos", Tensor::random(DType::f32, {7}, 3)},
+                                        {"freq", Tensor::random(DType::f32, {4}, 4)}};
+    auto want = ref::run_graph(g, other);
+    auto got2 = m.run(other);
+    for (auto& [name, w] : want) EXPECT_TRUE(testing::close_to_ref(got2.at(name), w)) << name;
+  }
+}
+
+TEST(OnnxImport, EinsumDiagonalIsUnsupportedNamingTheNode) {
+  try {
+    import_onnx(case_path("einsum_diagonal.onnx"));
+    FAIL() << "expected OnnxUnsupportedError";
+  } catch (const OnnxUnsupportedError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("node 'diag' (Einsum)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("repeats 'i' in one operand"), std::string::npos) << msg;
+  }
 }
 
 }  // namespace

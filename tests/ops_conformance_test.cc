@@ -255,6 +255,18 @@ std::vector<OpCase> op_conformance_cases() {
          for (auto& d : tail->shape) target.push_back(float(d.value()));
          return b.expand(tail, ints(target));
        }},
+      {"If",  // sigmoid(x) if x's last dim > 2 else -2x: the plan reads the condition
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto branch = [&](bool then) {
+           GraphBuilder g;
+           auto bx = in(g, "x", t, s);
+           g.output("y", then ? g.sigmoid(bx) : g.mul(g.neg(bx), 2.0));
+           return std::make_shared<const Graph>(g.build());
+         };
+         auto cond = b.greater(b.shape_of(x, -1), b.constant(Tensor::from_floats(i64, {1}, {2})));
+         return b.if_(cond, branch(true), branch(false), {x})[0];
+       }},
       {"Host",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          auto negate = [](Tensor& v) {

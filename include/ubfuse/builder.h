@@ -93,6 +93,11 @@ class GraphBuilder {
   V reshape(V x, V shape, bool allowzero = false);
   V expand(V x, V shape);
   V slice(V x, V starts, V ends, V axes, V steps);
+  // If: runs then_g when cond (one bool element, known when a run is planned: a graph input or
+  // a shape value) is true, else else_g. Both graphs take `inputs` as their inputs, in order,
+  // and give outputs of one dtype and rank each; returns the If's outputs.
+  std::vector<V> if_(V cond, std::shared_ptr<const Graph> then_g,
+                     std::shared_ptr<const Graph> else_g, std::vector<V> inputs);
   // A user callback mid-graph (e.g. a print): a host sync point.
   V host(V x, HostFn fn, const std::string& name = "");
 

@@ -18,6 +18,7 @@
 namespace ubfuse {
 
 class Node;
+class Graph;
 
 using AttrValue =
     std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<std::string>>;
@@ -49,6 +50,9 @@ class Node {
   Attrs attrs;
   Tensor payload;  // Constant's value
   HostFn host;     // Host's callback
+  // If's then and else graphs, shared and never changed once built. Input j of a branch reads
+  // the If's input attr_ints("then_inputs")[j] (or "else_inputs"); its outputs are the If's.
+  std::vector<std::shared_ptr<const Graph>> branches;
 
   const Value* out() const { return outputs.at(0); }
   Value* out() { return outputs.at(0); }

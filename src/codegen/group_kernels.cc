@@ -84,7 +84,7 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
   for (size_t i = 0; i < groups.size(); i++) {
     const FusedGroup& g = groups[i];
     if (g.kind == GroupKind::Single) {
-      out[i] = make_node_kernel(*g.nodes.at(0));
+      out[i] = make_node_kernel(*g.nodes.at(0), config.own_kernel);
       continue;
     }
     std::string why;

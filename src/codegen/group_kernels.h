@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fusion/group.h"
+#include "kernels/cpu/node_kernel.h"
 #include "runtime/kernel.h"
 
 namespace ubfuse {
@@ -14,6 +15,7 @@ namespace ubfuse {
 struct CodegenConfig {
   std::string engine = "cpp";  // cpp (generated C++) | interpreter (the tile interpreter)
   std::string cache_dir;       // generated kernels; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
+  OwnKernelFn own_kernel;      // the compiler's kernels for nodes that run graphs (If)
 };
 
 // Bytes of UB one row of `cols` columns needs for what the group keeps between its phases

@@ -371,6 +371,7 @@ class Lowerer {
       case OpKind::Shape:
       case OpKind::Range:
       case OpKind::ConstantOfShape:
+      case OpKind::If:
       case OpKind::Reshape:
       case OpKind::Slice:
       case OpKind::Concat:

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "compiler/if_kernel.h"
 #include "compiler/lower_graph.h"
 #include "compiler/options.h"
 #include "compiler/pipeline.h"
@@ -76,13 +77,15 @@ CompiledModel compile(const Graph& g, const Options& options) {
   auto t_lower = std::chrono::steady_clock::now();
   // Shape values run on the host while a plan is built, in either mode.
   ShapeValues sv = find_shape_values(graph);
-  for (const Node* n : sv.nodes) exe->shape_kernels.emplace_back(n, make_node_kernel(*n));
+  // If nodes run their branches, each compiled here once.
+  OwnKernelFn own = [&options](const Node& n) { return make_if_kernel(n, options); };
+  for (const Node* n : sv.nodes) exe->shape_kernels.emplace_back(n, make_node_kernel(*n, own));
   exe->value_inputs = sv.value_inputs;
   auto planned = [&sv](const Node& n) { return sv.set.count(&n) > 0; };
   if (config.fusion) {
-    exe->kernels = build_fused_kernels(graph, config, &exe->decisions, planned);
+    exe->kernels = build_fused_kernels(graph, config, &exe->decisions, planned, own);
   } else {
-    exe->kernels = build_eager_kernels(graph, planned);
+    exe->kernels = build_eager_kernels(graph, planned, own);
   }
   double lower_ms = ms_since(t_lower);
   stats.pass_ms.emplace_back(config.fusion ? "fuse+codegen" : "lower_eager", lower_ms);

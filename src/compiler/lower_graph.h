@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/options.h"
+#include "kernels/cpu/node_kernel.h"
 #include "runtime/kernel.h"
 
 namespace ubfuse {
@@ -15,6 +16,6 @@ namespace ubfuse {
 // `planned`: nodes the plan computes (shape values), which join no group.
 std::vector<std::unique_ptr<Kernel>> build_fused_kernels(
     const Graph& g, const CompileConfig& c, std::vector<FusionDecision>* decisions,
-    const std::function<bool(const Node&)>& planned = {});
+    const std::function<bool(const Node&)>& planned = {}, const OwnKernelFn& own = {});
 
 }  // namespace ubfuse

@@ -56,6 +56,7 @@ void GraphBuilder::name_last(const std::string& name) {
   if (graph_->node_by_name(name)) throw Error("node name '" + name + "' is used twice");
   last_->name = name;
   if (last_->outputs.size() == 1) last_->out()->name = name;
+  infer_node(*last_);  // run-time dims are named after the node
 }
 
 #define UBF_BUILDER_1(name, fn) \
@@ -169,6 +170,21 @@ GraphBuilder::V GraphBuilder::expand(V x, V shape) { return op(OpKind::Expand, {
 GraphBuilder::V GraphBuilder::slice(V x, V starts, V ends, V axes, V steps) {
   return op(OpKind::Slice, {x, starts, ends, axes, steps});
 }
+std::vector<GraphBuilder::V> GraphBuilder::if_(V cond, std::shared_ptr<const Graph> then_g,
+                                               std::shared_ptr<const Graph> else_g,
+                                               std::vector<V> inputs) {
+  if (!then_g || !else_g) throw Error("if_: both branches are needed");
+  std::vector<int64_t> map;
+  for (size_t j = 0; j < inputs.size(); j++) map.push_back(int64_t(j) + 1);
+  std::vector<V> ins{cond};
+  ins.insert(ins.end(), inputs.begin(), inputs.end());
+  Node* n = graph_->add_node(OpKind::If, ins, {{"then_inputs", map}, {"else_inputs", map}}, "",
+                             int(then_g->outputs().size()));
+  n->branches = {std::move(then_g), std::move(else_g)};
+  finish(n);
+  return n->outputs;
+}
+
 GraphBuilder::V GraphBuilder::host(V x, HostFn fn, const std::string& name) {
   Node* n = graph_->add_node(OpKind::Host, {x}, {}, name);
   n->host = std::move(fn);

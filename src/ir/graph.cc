@@ -218,9 +218,10 @@ Graph Graph::clone() const {
     std::vector<Value*> ins;
     for (auto* v : n->inputs) ins.push_back(vmap.at(v));
     Node* c = g.add_node(n->op, ins, n->attrs, n->name, int(n->outputs.size()));
-    c->id = n->id;  // run-time dims are named after it (ir/values.h runtime_dim)
+    c->id = n->id;  // run-time dims are named after it
     c->payload = n->payload;
     c->host = n->host;
+    c->branches = n->branches;
     for (size_t i = 0; i < n->outputs.size(); i++) {
       c->outputs[i]->name = n->outputs[i]->name;
       c->outputs[i]->dtype = n->outputs[i]->dtype;

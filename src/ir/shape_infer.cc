@@ -394,6 +394,113 @@ void infer_constant_of_shape(Node& n) {
   n.out()->shape = *t;
 }
 
+// The output types of If branch b when its inputs take the If's input types (and contents,
+// where known): as the branch declares them, or re-inferred on a copy when the If's inputs are
+// more precise (concrete sizes while a plan is built, known shape values).
+std::vector<std::pair<DType, Shape>> branch_outputs(const Node& n, size_t b) {
+  const char* side = b == 0 ? "then" : "else";
+  const Graph& g = *n.branches[b];
+  std::vector<int64_t> map = n.attr_ints(b == 0 ? "then_inputs" : "else_inputs");
+  if (map.size() != g.inputs().size()) {
+    fail(n, std::string("the ") + side + " branch has " + std::to_string(g.inputs().size()) +
+                " inputs but " + side + "_inputs names " + std::to_string(map.size()));
+  }
+  bool as_declared = true;
+  for (size_t j = 0; j < map.size(); j++) {
+    if (map[j] < 1 || map[j] >= int64_t(n.inputs.size())) {
+      fail(n, std::string(side) + "_inputs[" + std::to_string(j) + "] = " + std::to_string(map[j]) +
+                  " is not an input of the If");
+    }
+    const Value* v = n.inputs[size_t(map[j])];
+    const Value* w = g.inputs()[j];
+    if (v->dtype != w->dtype || v->shape.size() != w->shape.size()) {
+      fail(n, std::string("input ") + std::to_string(map[j]) + " is " + shape_str(v->shape) + " " +
+                  std::string(dtype_name(v->dtype)) + " but the " + side + " branch's input '" +
+                  w->name + "' is " + shape_str(w->shape) + " " +
+                  std::string(dtype_name(w->dtype)));
+    }
+    as_declared =
+        as_declared && v->shape == w->shape && !v->known && !operand_value(n, int(map[j]));
+  }
+  std::vector<std::pair<DType, Shape>> out;
+  if (as_declared) {
+    for (auto& [name, v] : g.outputs()) out.emplace_back(v->dtype, v->shape);
+    return out;
+  }
+  Graph c = g.clone();
+  for (size_t j = 0; j < map.size(); j++) {
+    Value* w = c.inputs()[j];
+    w->shape = n.inputs[size_t(map[j])]->shape;
+    if (const Tensor* t = operand_value(n, int(map[j]))) {
+      set_known_from_constant(*w, *t);
+    } else {
+      w->known = n.inputs[size_t(map[j])]->known;
+    }
+  }
+  try {
+    for (Node* m : c.topo_order()) infer_node(*m);
+  } catch (const Error& e) {
+    fail(n, std::string("in its ") + side + " branch: " + e.what());
+  }
+  for (auto& [name, v] : c.outputs()) out.emplace_back(v->dtype, v->shape);
+  return out;
+}
+
+bool has_runtime_symbol(const Dim& d) {
+  for (const std::string& s : d.symbols()) {
+    if (is_runtime_symbol(s)) return true;
+  }
+  return false;
+}
+
+// If(cond, captured...): the taken branch's outputs when the condition is known (while a plan is
+// built), else what both branches agree on, with run-time dims where they differ.
+void infer_if(Node& n) {
+  if (n.branches.size() != 2 || !n.branches[0] || !n.branches[1]) {
+    fail(n, "needs a then and an else branch");
+  }
+  const Value* c = n.inputs[0];
+  for (const Dim& d : c->shape) {
+    if (d != Dim(int64_t(1))) fail(n, "the condition must have one element");
+  }
+  if (n.branches[0]->outputs().size() != n.outputs.size() ||
+      n.branches[1]->outputs().size() != n.outputs.size()) {
+    fail(n, "has " + std::to_string(n.outputs.size()) + " outputs but its branches " +
+                std::to_string(n.branches[0]->outputs().size()) + " and " +
+                std::to_string(n.branches[1]->outputs().size()));
+  }
+  if (const Tensor* t = operand_value(n, 0)) {
+    auto outs = branch_outputs(n, t->get(0) != 0 ? 0 : 1);
+    for (size_t k = 0; k < outs.size(); k++) {
+      n.outputs[k]->dtype = outs[k].first;
+      n.outputs[k]->shape = outs[k].second;
+    }
+    return;
+  }
+  auto th = branch_outputs(n, 0), el = branch_outputs(n, 1);
+  for (size_t k = 0; k < th.size(); k++) {
+    const std::string out =
+        "output " + std::to_string(k) + " ('" + n.branches[0]->outputs()[k].first + "')";
+    if (th[k].first != el[k].first) {
+      fail(n, out + " is " + std::string(dtype_name(th[k].first)) + " in the then branch but " +
+                  std::string(dtype_name(el[k].first)) + " in the else branch");
+    }
+    if (th[k].second.size() != el[k].second.size()) {
+      fail(n,
+           out + " is " + shape_str(th[k].second) + " in the then branch but " +
+               shape_str(el[k].second) + " in the else branch",
+           "ubfuse needs both branches to give each output one rank");
+    }
+    Shape s = th[k].second;
+    for (size_t d = 0; d < s.size(); d++) {
+      if (s[d] != el[k].second[d] || has_runtime_symbol(s[d]))
+        s[d] = runtime_dim(n, int(k), int(d));
+    }
+    n.outputs[k]->dtype = th[k].first;
+    n.outputs[k]->shape = s;
+  }
+}
+
 void infer_gather(Node& n) {
   const Value* data = n.inputs[0];
   const Value* idx = n.inputs[1];
@@ -867,6 +974,9 @@ void infer_node_op(Node& n) {
       return;
     case OpKind::ConstantOfShape:
       infer_constant_of_shape(n);
+      return;
+    case OpKind::If:
+      infer_if(n);
       return;
     case OpKind::Constant:
       if (!n.payload.defined()) fail(n, "has no value");

@@ -23,6 +23,8 @@ bool is_value_operand(const Node& n, int i) {
       return true;  // start, limit, delta set the length
     case OpKind::ConstantOfShape:
       return i == 0;
+    case OpKind::If:
+      return i == 0;  // the condition picks the branch, whose outputs may differ in shape
 #define UBF_OP(...)
 #define UBF_MATH(name, ...) case OpKind::name:
 #include "ubfuse/ops.def"

@@ -28,6 +28,7 @@ void verify(const Graph& g) {
     copy.attrs = n->attrs;
     copy.payload = n->payload;
     copy.host = n->host;
+    copy.branches = n->branches;
     std::vector<Value> outs(n->outputs.size());
     for (auto& o : outs) copy.outputs.push_back(&o);
     infer_node(copy);

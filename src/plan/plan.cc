@@ -46,6 +46,7 @@ std::vector<Sizes> concrete_infer(const Node& n, const Plan& plan,
   copy.attrs = n.attrs;
   copy.payload = n.payload;
   copy.host = n.host;
+  copy.branches = n.branches;
   std::vector<Value> ins(n.inputs.size()), outs(n.outputs.size());
   std::vector<Node> consts(n.inputs.size());
   for (size_t i = 0; i < n.inputs.size(); i++) {

@@ -247,9 +247,67 @@ def broken():
         f.write(b"\x08\x07\x12\xff\xff\xff\xff\x0f garbage")
 
 
+def if_cache():
+    # Optimum's merged decoder in miniature: one If on a bool input picks a branch that extends a
+    # cache (its length from Shape in the branch) or one that starts it; both read an outer
+    # initializer and outer inputs.
+    own = np.random.default_rng(31)
+    w = numpy_helper.from_array(own.standard_normal(4).astype(np.float32), "w")
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    then_nodes = [
+        helper.make_node("Concat", ["past", "x"], ["t_present"], axis=1),
+        helper.make_node("Shape", ["t_present"], ["t_shape"]),
+        i64("one", [1]), i64("two", [2]),
+        helper.make_node("Slice", ["t_shape", "one", "two"], ["t_len"]),
+        helper.make_node("Cast", ["t_len"], ["t_lenf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["w", "t_lenf"], ["t_scale"]),
+        helper.make_node("Add", ["x", "t_scale"], ["t_y"]),
+    ]
+    then_g = helper.make_graph(then_nodes, "with_past", [],
+                               [vi("t_y", TensorProto.FLOAT, None), vi("t_present", TensorProto.FLOAT, None)])
+    else_nodes = [helper.make_node("Identity", ["x"], ["e_present"]),
+                  helper.make_node("Mul", ["x", "w"], ["e_y"])]
+    else_g = helper.make_graph(else_nodes, "no_past", [],
+                               [vi("e_y", TensorProto.FLOAT, None), vi("e_present", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("If", ["use_cache"], ["y", "present"], name="merged",
+                              then_branch=then_g, else_branch=else_g)]
+    save("if_cache", nodes,
+         [vi("x", TensorProto.FLOAT, ["batch", "seq", 4]), vi("past", TensorProto.FLOAT, ["batch", "past_len", 4]),
+          vi("use_cache", TensorProto.BOOL, [1])],
+         [vi("y", TensorProto.FLOAT, ["batch", "seq", 4]), vi("present", TensorProto.FLOAT, ["batch", "total", 4])],
+         [w])
+
+
+def einsum_forms():
+    # The Einsum forms exporters write, over symbolic dims: an outer product (rotary positions),
+    # attention's scores and context, a transpose.
+    own = np.random.default_rng(37)
+    q = own.standard_normal((2, 2, 3, 8)).astype(np.float32)
+    k = own.standard_normal((2, 2, 5, 8)).astype(np.float32)
+    pos = np.arange(3, dtype=np.float32)
+    freq = own.standard_normal(4).astype(np.float32)
+    nodes = [helper.make_node("Einsum", ["pos", "freq"], ["outer"], equation="i,j->ij"),
+             helper.make_node("Einsum", ["q", "k"], ["scores"], equation="bhqd,bhkd->bhqk"),
+             helper.make_node("Einsum", ["scores", "k"], ["ctx"], equation="bhqk,bhkd->bhqd"),
+             helper.make_node("Einsum", ["q"], ["tr"], equation="bhsd->bshd")]
+    f = TensorProto.FLOAT
+    save("einsum_forms", nodes,
+         [vi("q", f, ["b", 2, "s", 8]), vi("k", f, ["b", 2, "t", 8]), vi("pos", f, ["s"]), vi("freq", f, [4])],
+         [vi("outer", f, ["s", 4]), vi("scores", f, ["b", 2, "s", "t"]), vi("ctx", f, ["b", 2, "s", 8]),
+          vi("tr", f, ["b", "s", 2, 8])])
+    scores = np.einsum("bhqd,bhkd->bhqk", q, k)
+    for name, arr in [("q", q), ("k", k), ("pos", pos), ("freq", freq), ("outer", np.outer(pos, freq)),
+                      ("scores", scores), ("ctx", np.einsum("bhqk,bhkd->bhqd", scores, k)),
+                      ("tr", q.transpose(0, 2, 1, 3))]:
+        npy("einsum_forms." + name, arr.astype(np.float32))
+    save("einsum_diagonal", [helper.make_node("Einsum", ["x"], ["y"], name="diag", equation="ii->i")],
+         [vi("x", f, [3, 3])], [vi("y", f, [3])])
+
+
 def conv_gn_pad():
     # An audio front end over a symbolic length at opset 18: reflect Pad of the length axis only
     # (the axes input), a dilated Conv1d with bias, GroupNormalization with per-group scale/bias.
+    rng = np.random.default_rng(25)
     x = rng.standard_normal((1, 4, 9)).astype(np.float32)
     w = rng.standard_normal((6, 4, 3)).astype(np.float32)
     b = rng.standard_normal((6,)).astype(np.float32)
@@ -282,6 +340,7 @@ def conv_gn_pad():
 def expand_prologue():
     # PyTorch's cls_token.expand(b, -1, -1): the size list [b, -1] reshaped to [-1], its -1s
     # replaced by 1 through ConstantOfShape / Mul / Equal / Where, then Expand.
+    rng = np.random.default_rng(26)
     x = rng.standard_normal((3, 4)).astype(np.float32)
     cls = rng.standard_normal((1, 4)).astype(np.float32)
     i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
@@ -319,6 +378,8 @@ def main():
     typed_fields()
     external_data()
     broken()
+    if_cache()
+    einsum_forms()
     conv_gn_pad()
     expand_prologue()
 

@@ -86,23 +86,48 @@ bool NodeCtx::has_input(int i) const {
   return i >= 0 && i < node_.input_size() && !node_.input(i).empty();
 }
 
+IValue* ImportState::lookup(const std::string& name) {
+  auto it = values.find(name);
+  if (it != values.end()) return &it->second;
+  IValue* outer = parent ? parent->lookup(name) : nullptr;
+  if (!outer) return nullptr;
+  IValue iv;
+  if (outer->konst.defined() || outer->dims) {
+    iv = *outer;
+    iv.v = nullptr;  // known values are copied; the graph value is made here when needed
+  } else {
+    UBF_CHECK(outer->v != nullptr, "captured value '" + name + "' has no graph value");
+    iv.v = graph.add_input(name, outer->v->dtype, outer->v->shape);
+    iv.dtype = outer->dtype;
+    iv.shape = outer->shape;
+    captures.push_back(name);
+  }
+  return &(values[name] = std::move(iv));
+}
+
 const IValue& NodeCtx::input(int i) const {
   if (!has_input(i)) invalid("input " + std::to_string(i) + " is missing");
-  auto it = st_.values.find(node_.input(i));
-  if (it == st_.values.end()) {
+  const IValue* iv = st_.lookup(node_.input(i));
+  if (!iv) {
     throw Error(where() + ": input '" + node_.input(i) +
                 "' is not defined by any graph input, initializer or earlier node (nodes must be "
                 "topologically sorted)");
   }
-  return it->second;
+  return *iv;
 }
 
 Value* NodeCtx::value(int i) {
   input(i);  // checks
-  IValue& iv = st_.values[node_.input(i)];
+  return value_by_name(node_.input(i));
+}
+
+Value* NodeCtx::value_by_name(const std::string& name) {
+  IValue* found = st_.lookup(name);
+  if (!found) throw Error(where() + ": value '" + name + "' is not defined");
+  IValue& iv = *found;
   if (iv.v) return iv.v;
   if (iv.konst.defined()) {
-    std::string n = node_.input(i);
+    std::string n = name;
     if (st_.graph.node_by_name(n)) n = st_.graph.unique_name(n + "_");
     Node* c = st_.graph.add_node(OpKind::Constant, {}, {}, n);
     c->payload = iv.konst;
@@ -266,6 +291,11 @@ std::vector<int64_t> NodeCtx::attr_ints(const std::string& n, std::vector<int64_
 const onnx::TensorProto* NodeCtx::attr_tensor(const std::string& n) {
   const AP* a = typed_attr(n, AP::TENSOR);
   return a ? &a->t() : nullptr;
+}
+
+const onnx::GraphProto* NodeCtx::attr_graph(const std::string& n) {
+  const AP* a = typed_attr(n, AP::GRAPH);
+  return a ? &a->g() : nullptr;
 }
 
 void NodeCtx::check_attrs_used() const {

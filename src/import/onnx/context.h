@@ -32,6 +32,13 @@ struct IValue {
 struct ImportState {
   Graph graph;
   std::map<std::string, IValue> values;
+  // A branch of an If: names it does not define are looked up in the enclosing graph. Such a
+  // value known at import is copied in; any other becomes an input of this graph (a capture),
+  // named as in the enclosing graph, listed in `captures` in the order of first use.
+  ImportState* parent = nullptr;
+  std::vector<std::string> captures;
+  // The value named `name` here or in an enclosing graph (capturing it); null if none has it.
+  IValue* lookup(const std::string& name);
   // A value whose dims hold each symbol, read by Shape when a shape vector becomes data.
   std::map<std::string, Value*> symbol_values;
   std::vector<std::string> notes;
@@ -59,6 +66,8 @@ class NodeCtx {
   int64_t rank(int i) const { return int64_t(input(i).shape.size()); }
   // The input as a graph value (materializing a constant); symbolic shape vectors cannot be.
   Value* value(int i);
+  // The same for a value by name (an If's captures, a graph output).
+  Value* value_by_name(const std::string& name);
   // The input's value known at import; throws OnnxUnsupportedError naming `what` if it is not.
   const Tensor& const_input(int i, const std::string& what) const;
   std::vector<int64_t> const_ints(int i, const std::string& what) const;
@@ -77,6 +86,7 @@ class NodeCtx {
   std::string attr_str(const std::string& n, const std::string& dflt);
   std::vector<int64_t> attr_ints(const std::string& n, std::vector<int64_t> dflt = {});
   const onnx::TensorProto* attr_tensor(const std::string& n);
+  const onnx::GraphProto* attr_graph(const std::string& n);
   // Marks an attribute as handled without reading it (e.g. one whose every value is fine).
   void ignore_attr(const std::string& n) { used_attrs_.insert(n); }
   void check_attrs_used() const;

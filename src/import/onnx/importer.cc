@@ -110,24 +110,15 @@ void convert_node(ImportState& st, const onnx::NodeProto& node) {
 void declare_outputs(const onnx::GraphProto& g, ImportState& st) {
   std::set<const Value*> used;
   for (const auto& o : g.output()) {
-    auto it = st.values.find(o.name());
-    if (it == st.values.end()) {
+    if (!st.lookup(o.name())) {
       throw Error("graph output '" + o.name() + "' is not computed by any node");
     }
     onnx::NodeProto fake;
     fake.set_op_type("Output");
     fake.set_name(o.name());
     NodeCtx c(st, fake);
-    IValue& iv = it->second;
-    if (iv.dims) c.needs_static(*iv.dims, "a graph output that is a shape vector");
-    Value* v = iv.v;
-    if (!v) {
-      Node* n =
-          st.graph.add_node(OpKind::Constant, {}, {}, st.graph.unique_name(o.name() + "_const"));
-      n->payload = iv.konst;
-      infer_node(*n);
-      v = n->out();
-    }
+    // A constant or a shape vector becomes a node (a shape vector's elements run on the host).
+    Value* v = c.value_by_name(o.name());
     bool is_input = !v->producer;
     if (is_input || used.count(v)) v = c.reshape_to(v, v->shape);
     used.insert(v);
@@ -144,6 +135,52 @@ void declare_outputs(const onnx::GraphProto& g, ImportState& st) {
     st.graph.add_output(o.name(), v);
   }
 }
+
+}  // namespace
+
+namespace onnx_import {
+
+std::shared_ptr<Graph> import_branch(ImportState& parent, const onnx::GraphProto& g,
+                                     const std::string& what, std::vector<std::string>& captures) {
+  ImportState st;
+  st.parent = &parent;
+  st.options = parent.options;
+  st.tensor_options = parent.tensor_options;
+  st.opset = parent.opset;
+  try {
+    if (g.input_size() > 0) {
+      throw OnnxUnsupportedError("has " + std::to_string(g.input_size()) +
+                                 " inputs; only If's branches, which have none, are supported");
+    }
+    if (g.sparse_initializer_size())
+      throw OnnxUnsupportedError("sparse initializers are not supported");
+    for (const auto& init : g.initializer()) {
+      IValue iv;
+      iv.konst = tensor_from_proto(init, init.name(), st.tensor_options);
+      iv.dtype = iv.konst.dtype();
+      iv.shape = to_shape(iv.konst.sizes());
+      st.values[init.name()] = std::move(iv);
+    }
+    for (const auto& node : g.node()) convert_node(st, node);
+    if (g.output_size() == 0) throw Error("has no outputs");
+    declare_outputs(g, st);
+    st.graph.remove_dead_nodes();
+    verify(st.graph);
+  } catch (const OnnxNeedsStaticDimsError& e) {
+    throw OnnxNeedsStaticDimsError(what + ": " + e.what(), e.symbols);
+  } catch (const OnnxUnsupportedError& e) {
+    throw OnnxUnsupportedError(what + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
+  }
+  // A capture that dead-node removal left unread is still an input; the If passes it.
+  captures = st.captures;
+  return std::make_shared<Graph>(std::move(st.graph));
+}
+
+}  // namespace onnx_import
+
+namespace {
 
 OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
                        const std::string& base_dir) {

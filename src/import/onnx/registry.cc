@@ -45,6 +45,8 @@ const ConverterMap& converters() {
     add_movement_ops(out);
     add_nn_ops(out);
     add_reduce_ops(out);
+    add_control_ops(out);
+    add_einsum_ops(out);
     return out;
   }();
   return m;

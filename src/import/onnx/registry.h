@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "import/onnx/context.h"
@@ -19,6 +20,13 @@ void add_shape_ops(ConverterMap& m);
 void add_movement_ops(ConverterMap& m);
 void add_nn_ops(ConverterMap& m);
 void add_reduce_ops(ConverterMap& m);
+void add_control_ops(ConverterMap& m);
+void add_einsum_ops(ConverterMap& m);
+
+// Imports an If branch (importer.cc): names it does not define come from `parent`; those that
+// become inputs of the branch graph are listed in `captures`, in the graph's input order.
+std::shared_ptr<Graph> import_branch(ImportState& parent, const onnx::GraphProto& g,
+                                     const std::string& what, std::vector<std::string>& captures);
 
 // Helpers shared by the op files.
 void require_float(NodeCtx& c, int input);

@@ -35,9 +35,11 @@ class HostKernel : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_node_kernel(const Node& n) {
+std::unique_ptr<Kernel> make_node_kernel(const Node& n, const OwnKernelFn& own) {
   std::unique_ptr<Kernel> k;
-  if (n.op == OpKind::Host) {
+  if (own) k = own(n);
+  if (k) {
+  } else if (n.op == OpKind::Host) {
     k = std::make_unique<HostKernel>(n.host);
     k->info.host = true;
   } else {
@@ -46,7 +48,7 @@ std::unique_ptr<Kernel> make_node_kernel(const Node& n) {
   k->info.name = std::string(op_name(n.op));
   k->info.node_names = {n.name};
   k->info.op_types = {std::string(op_name(n.op))};
-  k->info.variant = n.op == OpKind::Host ? "host" : "eager";
+  if (k->info.variant.empty()) k->info.variant = n.op == OpKind::Host ? "host" : "eager";
   for (auto* v : n.inputs) {
     k->inputs.push_back(v);
     k->info.input_values.push_back(v->name);
@@ -59,11 +61,11 @@ std::unique_ptr<Kernel> make_node_kernel(const Node& n) {
 }
 
 std::vector<std::unique_ptr<Kernel>> build_eager_kernels(
-    const Graph& g, const std::function<bool(const Node&)>& planned) {
+    const Graph& g, const std::function<bool(const Node&)>& planned, const OwnKernelFn& own) {
   std::vector<std::unique_ptr<Kernel>> out;
   for (Node* n : g.topo_order()) {
     if (n->op == OpKind::Constant || (planned && planned(*n))) continue;
-    out.push_back(make_node_kernel(*n));
+    out.push_back(make_node_kernel(*n, own));
   }
   return out;
 }

@@ -63,10 +63,12 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
       return make_shape_value_kernel(n);
     case OpKind::Constant:
     case OpKind::Host:
+    case OpKind::If:
       break;
   }
   UBF_CHECK(false, "make_op_kernel: " + n.describe() +
-                       " has no eager kernel (Constant and Host are handled by the executor)");
+                       " has no eager kernel (Constant and Host are handled by the executor, If "
+                       "by the compiler, which compiles its branches)");
   return nullptr;
 }
 

@@ -602,6 +602,24 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       std::fill(y.data.begin(), y.data.end(), n.payload.get(0));
       return {y};
     }
+    case OpKind::If: {
+      // The taken branch, node by node, on the captured inputs.
+      UBF_CHECK(!in[0].data.empty(), n.describe() + ": empty condition");
+      const size_t b = in[0].data[0] != 0 ? 0 : 1;
+      const Graph& g = *n.branches[b];
+      std::vector<int64_t> map = n.attr_ints(b == 0 ? "then_inputs" : "else_inputs");
+      std::map<const Value*, RefTensor> vals;
+      for (size_t j = 0; j < map.size(); j++) vals[g.inputs()[j]] = in[size_t(map[j])];
+      for (const Node* m : g.topo_order()) {
+        std::vector<RefTensor> mi;
+        for (const Value* v : m->inputs) mi.push_back(vals.at(v));
+        std::vector<RefTensor> mo = eval_node(*m, mi, rounding);
+        for (size_t k = 0; k < mo.size(); k++) vals[m->outputs[k]] = std::move(mo[k]);
+      }
+      std::vector<RefTensor> out;
+      for (auto& [name, v] : g.outputs()) out.push_back(vals.at(v));
+      return out;
+    }
     case OpKind::Constant:
       return {from_tensor(n.payload)};
     case OpKind::Host: {
