@@ -16,11 +16,16 @@ namespace {
 
 const std::string kModels = std::string(UBFUSE_SOURCE_DIR) + "/tests/models/";
 
-// File -> the ONNX op that its import stops at today.
+// File -> what its import stops at today: an unsupported ONNX op, or a fragment of the error.
 const std::map<std::string, std::string> kBlockedBy = {
-    {"kv_decoder.onnx", "Cos"},        {"kv_decoder_with_past.onnx", "Cos"},
-    {"kv_decoder_merged.onnx", "Cos"}, {"llama_stack.onnx", "Cos"},
-    {"speech_encoder.onnx", "Conv"},   {"vit_encoder.onnx", "Conv"},
+    {"kv_decoder.onnx", "op 'Cos' is not supported"},
+    {"kv_decoder_with_past.onnx", "op 'Cos' is not supported"},
+    {"kv_decoder_merged.onnx", "op 'Cos' is not supported"},
+    {"llama_stack.onnx", "op 'Cos' is not supported"},
+    {"speech_encoder.onnx", "op 'Cos' is not supported"},
+    // pos_embed[:, :1 + patches]: a slice of the static 65 positions up to a run-time end has a
+    // run-time length, which the Add cannot match against the patch count when it is imported.
+    {"vit_encoder.onnx", "node '/Add' (Add): cannot broadcast shapes"},
 };
 
 // onnxruntime and ubfuse differ by f32 rounding through a few layers.
@@ -52,10 +57,8 @@ void check_model(const std::string& model) {
       try {
         import_onnx(kModels + file);
         ADD_FAILURE() << file << " loads now: take it off kBlockedBy";
-      } catch (const OnnxUnsupportedError& e) {
-        EXPECT_NE(std::string(e.what()).find("op '" + blocked->second + "' is not supported"),
-                  std::string::npos)
-            << e.what();
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(blocked->second), std::string::npos) << e.what();
       }
       continue;
     }

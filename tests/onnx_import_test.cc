@@ -160,6 +160,19 @@ TEST(OnnxImport, HeadSliceOfSymbolicAxisHasARunTimeLength) {
   check_case("head_slice", "x", "y", o);
 }
 
+// PyTorch's cls_token.expand(b, -1, -1) prologue reshapes its size list to [-1] before turning
+// the -1s into 1s: the vector keeps its symbolic elements, so Expand's target is known at import.
+TEST(OnnxImport, ExpandPrologueKeepsTheSymbolicBatch) {
+  Graph g = import_onnx(case_path("expand_prologue.onnx"));
+  ASSERT_EQ(count_ops(g, OpKind::Expand), 1) << print_graph(g);
+  for (Node* n : g.topo_order()) {
+    if (n->op == OpKind::Expand) {
+      EXPECT_EQ(shape_str(n->out()->shape), "[batch,4]");
+    }
+  }
+  check_case("expand_prologue", "x", "y");
+}
+
 TEST(OnnxImport, TriluOfConstantFoldsToAConstantMask) {
   Graph g = import_onnx(case_path("trilu_mask.onnx"));
   EXPECT_EQ(g.num_nodes(), 2) << print_graph(g);  // the mask constant and the Add

@@ -1,5 +1,6 @@
 // Real PyTorch exports (tests/models/export_layers.py, torch.onnx.export opset 17, dynamic batch
-// and seq): a LLaMA-style decoder layer and a BERT-style encoder layer. ubfuse matches PyTorch's
+// and seq): a LLaMA-style decoder layer, a BERT-style encoder layer and a convolutional audio
+// front end. ubfuse matches PyTorch's
 // outputs in eager and graph mode from one import (symbolic dims) at two sizes, and graph mode
 // fuses every norm that follows a residual add with that add.
 #include <algorithm>
@@ -64,6 +65,30 @@ void check_layer(const Layer& l) {
       auto got = m.run(in);
       EXPECT_TRUE(matches_torch(got.at("out"), want))
           << l.name << (fusion ? " graph" : " eager") << " mode, set " << set;
+    }
+  }
+}
+
+// An audio front end (export_layers.py conv_stem): reflect Pad with torch's pads arithmetic,
+// Conv1d at stride 2 over a symbolic length (a run-time output length), GroupNorm exported as
+// Reshape -> InstanceNormalization -> Reshape -> Mul -> Add, GELU from Erf.
+TEST(OnnxLayers, ConvStemMatchesPyTorch) {
+  const Layer stem{"conv_stem", {"features"}, OpKind::GroupNorm, 2, 0};
+  Graph g = import_onnx(model_path("conv_stem.onnx"));
+  EXPECT_EQ(shape_str(g.inputs()[0]->shape), "[batch,16,frames]");
+  int convs = 0, norms = 0;
+  for (Node* n : g.topo_order()) {
+    convs += n->op == OpKind::Conv;
+    norms += n->op == OpKind::GroupNorm;
+  }
+  EXPECT_EQ(convs, 2);
+  EXPECT_EQ(norms, 2);
+  for (bool fusion : {false, true}) {
+    CompiledModel m = compile(g, fusion ? testing::graph_opts() : testing::eager_opts());
+    for (int set : {0, 1}) {
+      Tensor want = read_npy(model_path("conv_stem." + std::to_string(set) + ".out.npy"));
+      EXPECT_TRUE(matches_torch(m.run(load_inputs(stem, set)).at("out"), want))
+          << (fusion ? "graph" : "eager") << " mode, set " << set;
     }
   }
 }

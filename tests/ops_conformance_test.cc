@@ -112,6 +112,94 @@ std::vector<OpCase> op_conformance_cases() {
          target.emplace(target.begin(), int64_t(2));  // in place: GCC 12 misreads a moved Dim
          return b.expand(in(b, "x", t, one), target);
        }},
+      // Conv: batch from the shape's first dim (rank 3 and up), length its last, height the one
+      // before (rank 2 and up); pads so that a length of 1 still gives an output.
+      {"Conv1d",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t n = s.size() > 1 ? s[0] : 1;
+         ConvOptions o;
+         o.pads = {1, 1};
+         return b.conv(in(b, "x", t, {n, 2, s.back()}), in(b, "w", t, {3, 2, 3}),
+                       in(b, "bias", t, {3}), o);
+       }},
+      {"Conv2dStridedDilated",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t n = s.size() > 2 ? s[0] : 1, h = s.size() > 1 ? s[s.size() - 2] : 1;
+         ConvOptions o;
+         o.strides = {2, 1};
+         o.dilations = {1, 2};
+         o.pads = {1, 2, 1, 2};
+         return b.conv(in(b, "x", t, {n, 3, h, s.back()}), in(b, "w", t, {4, 3, 3, 3}),
+                       in(b, "bias", t, {4}), o);
+       }},
+      {"ConvDepthwiseSameUpper",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t n = s.size() > 1 ? s[0] : 1;
+         ConvOptions o;
+         o.group = 4;
+         o.strides = {2};
+         o.auto_pad = "SAME_UPPER";
+         return b.conv(in(b, "x", t, {n, 4, s.back()}), in(b, "w", t, {4, 1, 4}), nullptr, o);
+       }},
+      {"ConvGroupedSameLower",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t h = s.size() > 1 ? s[s.size() - 2] : 1;
+         ConvOptions o;
+         o.group = 2;
+         o.strides = {1, 3};
+         o.auto_pad = "SAME_LOWER";
+         return b.conv(in(b, "x", t, {1, 4, h, s.back()}), in(b, "w", t, {6, 2, 2, 3}),
+                       in(b, "bias", t, {6}), o);
+       }},
+      {"ConvValidConstantWeights",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         ConvOptions o;
+         o.auto_pad = "VALID";
+         Tensor w = Tensor::random(t, {5, 3, 1}, 7, -1, 1);
+         return b.conv(in(b, "x", t, {1, 3, s.back()}), b.constant(w), nullptr, o);
+       }},
+      // GroupNorm: x [N, C, positions...] from the shape (N its first dim at rank 2 and up).
+      {"GroupNorm",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t n = s.size() > 1 ? s[0] : 1;
+         Sizes xs{n, 6};
+         xs.insert(xs.end(), s.begin() + (s.size() > 1 ? 1 : 0), s.end());
+         return b.group_norm(in(b, "x", t, xs), in(b, "w", t, {6}), in(b, "b", t, {6}), 3);
+       }},
+      {"InstanceNorm",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.group_norm(in(b, "x", t, {2, 3, s.back()}), in(b, "w", t, {3}),
+                             in(b, "b", t, {3}), 3, 1e-3);
+       }},
+      {"GroupNormOneGroupNoAffine",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.group_norm(in(b, "x", t, {1, 5, s.back()}), nullptr, nullptr, 1);
+       }},
+      // Pad: every mode, pads past the axis' length (repeated reflection), a crop.
+      {"PadConstant",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<int64_t> pads(2 * s.size(), 0);
+         pads[0] = 1;                    // axis 0 begins with a row of fill
+         pads[s.size() - 1] += 2;        // the last axis: 2 before,
+         pads[2 * s.size() - 1] = 3;     // 3 after
+         return b.pad(in(b, "x", t, s), pads, "constant", in(b, "v", t, {}));
+       }},
+      {"PadReflect",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<int64_t> pads(2 * s.size(), 0);
+         pads[s.size() - 1] = 4;
+         pads[2 * s.size() - 1] = 2;
+         pads[s.size()] = 1;  // axis 0 ends with a reflected row
+         return b.pad(in(b, "x", t, s), pads, "reflect");
+       }},
+      {"PadEdgeCrop",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<int64_t> pads(2 * s.size(), 0);
+         pads[0] = 2;
+         pads[s.size() - 1] -= 1;  // crops the last axis' first element
+         pads[2 * s.size() - 1] = 3;
+         return b.pad(in(b, "x", t, s), pads, "edge");
+       }},
       {"Gather",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          Tensor idx = Tensor::from_floats(i64, {3}, {0, -1, 0});

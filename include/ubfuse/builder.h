@@ -15,6 +15,14 @@
 
 namespace ubfuse {
 
+// Conv's attributes (ONNX Conv): empty lists take the defaults (strides and dilations 1, pads 0);
+// pads lists every spatial axis' begin pad, then every end pad.
+struct ConvOptions {
+  std::vector<int64_t> strides, pads, dilations;
+  int64_t group = 1;
+  std::string auto_pad = "NOTSET";  // or SAME_UPPER, SAME_LOWER, VALID
+};
+
 class GraphBuilder {
  public:
   using V = Value*;
@@ -58,6 +66,16 @@ class GraphBuilder {
   // Matrices and data movement
   V matmul(V a, V b);
   V gather(V data, V indices, int64_t axis = 0);
+  // Convolution over 1 or 2 spatial axes: x [N, C, L] or [N, C, H, W], w [M, C/group, k...],
+  // bias [M] or null (oneDNN).
+  V conv(V x, V w, V bias, const ConvOptions& options = {});
+  // GroupNorm over x [N, C, ...]: each sample's channels in `groups` groups, each normalized over
+  // its channels and positions; scale and bias [C] (one per channel) or null. groups = C is
+  // InstanceNormalization.
+  V group_norm(V x, V scale, V bias, int64_t groups, double eps = 1e-5);
+  // Pad: pads lists every axis' begin pad, then every end pad (negative ones crop); mode
+  // "constant" (fill `value`, a one-element tensor of x's dtype, or 0), "reflect" or "edge".
+  V pad(V x, std::vector<int64_t> pads, const std::string& mode = "constant", V value = nullptr);
   // Reshape: -1 infers one dim, 0 keeps the input's dim at that position (symbols survive).
   V reshape(V x, std::vector<int64_t> shape);
   V transpose(V x, std::vector<int64_t> perm);

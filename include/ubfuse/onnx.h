@@ -1,4 +1,4 @@
-// ONNX import: an .onnx model (opsets 13 to 17) becomes a ubfuse Graph.
+// ONNX import: an .onnx model (opsets 13 to 18) becomes a ubfuse Graph.
 //
 //   ubfuse::Graph g = ubfuse::import_onnx("layer.onnx");
 //   ubfuse::CompiledModel m = ubfuse::compile(g, {{"ge.exec.enableOperatorFusion", "1"}});

@@ -41,10 +41,12 @@ class Lowerer {
     }
     for (const Node* n : g_.nodes) {
       prog_->node_notes.push_back(n->name + " (" + std::string(op_name(n->op)) + ")");
-      if (n->op == OpKind::MatMul) {
+      // A MatMul's (Conv's) output is computed by its own kernel and read as one more input.
+      if (n->op == OpKind::MatMul || n->op == OpKind::Conv) {
         const Value* m = n->out();
-        if (form(m->shape) != Form::Col) throw Fail{"the MatMul output is not the domain"};
-        check_dtype(m, "MatMul output");
+        const std::string what = "the " + std::string(op_name(n->op)) + " output";
+        if (form(m->shape) != Form::Col) throw Fail{what + " is not the domain"};
+        check_dtype(m, what.c_str());
         prog_->inputs.push_back({m, m->dtype, false, true, {}});
         Expr e;
         e.op = Op::Load;
@@ -362,10 +364,13 @@ class Lowerer {
         if (transpose_keeps_rows(n)) return lower_row_transpose(n);
         break;
       case OpKind::MatMul:  // the group's MatMul is read as an input (run())
+      case OpKind::Conv:    // as MatMul
       case OpKind::Gather:
       case OpKind::GatherElements:
       case OpKind::ArgMax:
       case OpKind::ArgMin:
+      case OpKind::GroupNorm:
+      case OpKind::Pad:
       case OpKind::Shape:
       case OpKind::Range:
       case OpKind::ConstantOfShape:

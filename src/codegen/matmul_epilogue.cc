@@ -33,23 +33,38 @@ Sizes matmul_sizes(const Sizes& a, const Sizes& b) {
   return d;
 }
 
+// The output sizes of Conv node n on inputs x and w (its attributes are complete: shape
+// inference writes them back).
+Sizes conv_sizes(const Node& n, const Sizes& x, const Sizes& w) {
+  const auto st = n.attr_ints("strides"), dl = n.attr_ints("dilations"), pd = n.attr_ints("pads");
+  const std::string ap = n.attr_str("auto_pad", "NOTSET");
+  const size_t sp = x.size() - 2;
+  Sizes out{x[0], w[0]};
+  for (size_t i = 0; i < sp; i++) {
+    out.push_back(conv_axis(x[2 + i], w[2 + i], st[i], dl[i], ap, pd[i], pd[sp + i]).out);
+  }
+  return out;
+}
+
 class MatMulEpilogueKernel : public Kernel {
  public:
   MatMulEpilogueKernel(const FusedGroup& g, LoweredGroup lg, Engine eng)
       : lg_(std::move(lg)), eng_(std::move(eng)) {
     for (const Node* n : g.nodes) {
-      if (n->op == OpKind::MatMul) mm_ = n;
+      if (n->op == OpKind::MatMul || n->op == OpKind::Conv) mm_ = n;
     }
-    UBF_CHECK(mm_ != nullptr, "MatMulEpilogue group " + g.name + " has no MatMul");
+    UBF_CHECK(mm_ != nullptr, "MatMulEpilogue group " + g.name + " has no MatMul or Conv");
     matmul_ = cpu::make_op_kernel(*mm_);
-    for (size_t i = 0; i < g.inputs.size(); i++) {
-      if (g.inputs[i] == mm_->inputs[0]) a_ = int(i);
-      if (g.inputs[i] == mm_->inputs[1]) b_ = int(i);
+    for (const Value* v : mm_->inputs) {
+      const auto it = std::find(g.inputs.begin(), g.inputs.end(), v);
+      UBF_CHECK(it != g.inputs.end(), "an operand of " + mm_->name + " is no input of " + g.name);
+      operands_.push_back(int(it - g.inputs.begin()));
     }
+    a_ = operands_[0];
+    b_ = operands_[1];
     for (size_t i = 0; i < g.outputs.size(); i++) {
       if (g.outputs[i] == mm_->out()) mm_out_ = int(i);
     }
-    UBF_CHECK(a_ >= 0 && b_ >= 0, "MatMul operands are not inputs of " + g.name);
   }
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
@@ -58,24 +73,39 @@ class MatMulEpilogueKernel : public Kernel {
     const Tensor& A = in[size_t(a_)];
     const Tensor& B = in[size_t(b_)];
     const DType dt = mm_->out()->dtype;
+    const bool conv = mm_->op == OpKind::Conv;
     // The domain is the MatMul's output: every column output has its sizes.
     Sizes D;
     for (size_t o = 0; o < out.size() && D.empty(); o++) {
       if (!lg_.prog->exprs[size_t(lg_.prog->outputs[o].expr)].row) D = out[o].sizes();
     }
     // Only per-row outputs (a reduction of the product): the domain is the product's shape.
-    if (D.empty()) D = matmul_sizes(A.sizes(), B.sizes());
+    if (D.empty())
+      D = conv ? conv_sizes(*mm_, A.sizes(), B.sizes()) : matmul_sizes(A.sizes(), B.sizes());
     const int64_t esize = int64_t(dtype_size(dt));
     bool b_batched = B.rank() < 2;
     for (int i = 0; i + 2 < B.rank(); i++) b_batched = b_batched || B.sizes()[size_t(i)] != 1;
-    const bool blocked = A.rank() >= 2 && !b_batched && !D.empty();
+    // A Conv's output rows do not map onto rows of its input: it runs whole, then the epilogue.
+    const bool blocked = !conv && A.rank() >= 2 && !b_batched && !D.empty();
     int64_t out_bytes = 0;
     for (auto& t : out) out_bytes += int64_t(t.nbytes());
     std::vector<Tensor> ins = in;
+    std::vector<char> local;
+    std::vector<char>& scratch = ctx.block_scratch ? *ctx.block_scratch : local;
     if (!blocked) {
-      Tensor m = mm_out_ >= 0 ? out[size_t(mm_out_)] : Tensor(dt, D);
+      // The whole product: in the group's output when it is needed outside, else in the block
+      // scratch the workspace keeps across runs.
+      Tensor m;
+      if (mm_out_ >= 0) {
+        m = out[size_t(mm_out_)];
+      } else {
+        if (scratch.size() < size_t(numel(D) * esize)) scratch.resize(size_t(numel(D) * esize));
+        m = Tensor::view(dt, D, scratch.data());
+      }
       std::vector<Tensor> mo = {m};
-      matmul_->run({A, B}, mo, *ctx.pool);
+      std::vector<Tensor> operands;
+      for (int i : operands_) operands.push_back(in[size_t(i)]);
+      matmul_->run(operands, mo, *ctx.pool);
       ins.push_back(m);
       RowArgs ra;
       make_row_args(*lg_.prog, ins, out, ra);
@@ -91,8 +121,6 @@ class MatMulEpilogueKernel : public Kernel {
     br = std::min(rows, std::max<int64_t>(br / 16 * 16, kEpilogueMinBlockRows));
     // Where the blocks go: the group's output when the raw product is needed outside, else the
     // call's block scratch (kept by the workspace across runs: no page faults per call).
-    std::vector<char> local;
-    std::vector<char>& scratch = ctx.block_scratch ? *ctx.block_scratch : local;
     char* base = nullptr;
     if (mm_out_ >= 0) {
       base = static_cast<char*>(out[size_t(mm_out_)].data());
@@ -127,7 +155,8 @@ class MatMulEpilogueKernel : public Kernel {
   LoweredGroup lg_;
   Engine eng_;
   const Node* mm_ = nullptr;
-  std::unique_ptr<cpu::OpKernel> matmul_;
+  std::unique_ptr<cpu::OpKernel> matmul_;  // the MatMul's (Conv's) eager kernel
+  std::vector<int> operands_;              // its inputs' indices among the group's
   int a_ = -1, b_ = -1, mm_out_ = -1;
 };
 

@@ -5,7 +5,8 @@
 // while it is still in cache. The epilogue is the same kernel IR / codegen / interpreter as any
 // other group, reading the block as one more input. A MatMul whose rows do not map onto the
 // domain's rows one to one (batched B, 1-D operands) computes its whole output first, then the
-// epilogue.
+// epilogue; so does a Conv (Conv -> bias Add -> GELU is one kernel: the epilogue reads the
+// convolution's output while it is still in cache, where it fits).
 #pragma once
 
 #include <memory>

@@ -13,6 +13,7 @@ namespace ubfuse::fusion {
 
 bool is_reduction(const Node* n) { return fusion_class(n->op) == FusionClass::RowReduction; }
 bool is_matmul(const Node* n) { return n->op == OpKind::MatMul; }
+bool heads_epilogue(const Node* n) { return n->op == OpKind::MatMul || n->op == OpKind::Conv; }
 Shape node_domain(const Node* n) { return is_reduction(n) ? n->inputs[0]->shape : n->out()->shape; }
 
 namespace {
@@ -106,7 +107,7 @@ FusedGroup State::describe(const std::vector<const Node*>& nodes, const Shape& d
     }
   }
   bool red = std::any_of(nodes.begin(), nodes.end(), is_reduction);
-  bool mm = std::any_of(nodes.begin(), nodes.end(), is_matmul);
+  bool mm = std::any_of(nodes.begin(), nodes.end(), heads_epilogue);
   // A lone op runs its eager kernel, which is already one pass over memory.
   fg.kind = nodes.size() == 1 ? GroupKind::Single
             : mm              ? GroupKind::MatMulEpilogue
@@ -142,9 +143,11 @@ class Candidate {
     return {r, p->name, n->name, std::move(msg), std::move(hint)};
   }
 
-  // The MatMul on p's side, whose epilogue n's group would join: p itself or one in p's group.
-  const Node* matmul() const { return is_matmul(p) ? p : first(a, is_matmul); }
-  // Whether that MatMul's output has rows to block (both operands matrices), or there is none.
+  // The MatMul or Conv on p's side, whose epilogue n's group would join: p itself or one in p's
+  // group.
+  const Node* matmul() const { return heads_epilogue(p) ? p : first(a, heads_epilogue); }
+  // Whether that op's output has rows to block (a MatMul of matrices; a Conv's [N, M, ...]), or
+  // there is none.
   bool matmul_has_rows() const {
     const Node* mm = matmul();
     return !mm || (mm->inputs[0]->shape.size() >= 2 && mm->inputs[1]->shape.size() >= 2);
@@ -159,7 +162,7 @@ class Candidate {
   const std::optional<Shape>& domain() {
     if (!domain_) {
       auto dom = merged_domain(a, b);
-      if (is_matmul(p) && dom && !(p->out()->shape == *dom)) dom.reset();
+      if (heads_epilogue(p) && dom && !(p->out()->shape == *dom)) dom.reset();
       domain_ = std::move(dom);
     }
     return *domain_;
@@ -182,6 +185,7 @@ class Candidate {
  private:
   std::string rule_for() const {
     if (is_matmul(p)) return "MatMulEpilogueFusion";
+    if (heads_epilogue(p)) return "ConvEpilogueFusion";
     if (fusion_class(p->op) == FusionClass::RowPermute) return "RowPermuteFusion";
     if (is_row_transpose(p)) return "RowTransposeFusion";
     if (is_reduction(n)) return "ReductionPrologueFusion";
@@ -213,9 +217,10 @@ Objection host_node(Candidate& c) {
 }
 
 // The epilogue runs on blocks of whole output rows, so it takes row reductions too (a residual
-// add and its norm right after a projection), when the MatMul's output is a matrix.
+// add and its norm right after a projection), when the MatMul's output is a matrix. A Conv's
+// epilogue runs over its whole output.
 bool takes_epilogue(const Candidate& c) {
-  return is_matmul(c.p) && is_fusible(c.n) && !has(c.b, is_matmul) &&
+  return heads_epilogue(c.p) && is_fusible(c.n) && !has(c.b, heads_epilogue) &&
          (c.matmul_has_rows() || !has(c.b, is_reduction));
 }
 
@@ -226,8 +231,9 @@ Objection op_class(Candidate& c) {
   const Node* bad = !is_fusible(c.n) ? c.n : c.p;
   std::string cls(fusion_class_name(fusion_class(bad->op)));
   const bool view = runs_as_view(c.st.g, *bad);
-  std::string why = is_matmul(bad) ? " (a MatMul takes an elementwise epilogue, no prologue)"
-                    : view         ? " (it runs as a view of its input: no kernel, no copy)"
+  std::string why = heads_epilogue(bad) ? " (a " + std::string(op_name(bad->op)) +
+                                              " takes an elementwise epilogue, no prologue)"
+                    : view ? " (it runs as a view of its input: no kernel, no copy)"
                     : fusion_class(bad->op) == FusionClass::Injective
                         ? " (it moves data; its output is materialized)"
                         : "";
@@ -235,17 +241,18 @@ Objection op_class(Candidate& c) {
               "'" + bad->name + "' (" + std::string(op_name(bad->op)) + ") is " + cls +
                   " and does not fuse with '" + (bad == c.n ? c.p : c.n)->name + "'" + why,
               "fusion joins Elementwise, Broadcast, RowReduction and RowPermute ops, Transposes "
-              "that keep the last axis, and MatMul epilogues");
+              "that keep the last axis, and MatMul and Conv epilogues");
 }
 
-// A MatMul epilogue starts at the MatMul: what is computed before it is the MatMul's input.
+// A MatMul (Conv) epilogue starts at the MatMul: what is computed before it is its input.
 Objection matmul_prologue(Candidate& c) {
-  if (!is_fusible(c.p) || !is_fusible(c.n) || !has(c.b, is_matmul)) return {};
+  if (!is_fusible(c.p) || !is_fusible(c.n) || !has(c.b, heads_epilogue)) return {};
+  const std::string head(op_name(first(c.b, heads_epilogue)->op));
   return c.no(FusionReason::NotFusible,
-              "'" + c.n->name + "' is in a MatMul epilogue; '" + c.p->name +
+              "'" + c.n->name + "' is in a " + head + " epilogue; '" + c.p->name +
                   "' is computed before it as its own kernel",
-              "a MatMul epilogue takes elementwise ops and row reductions on the MatMul's "
-              "output only");
+              "a " + head + " epilogue takes elementwise ops and row reductions on the " + head +
+                  "'s output only");
 }
 
 // The epilogue sees blocks of whole rows; a MatMul with a vector operand has none to reduce.
@@ -307,13 +314,12 @@ Objection domain(Candidate& c) {
 
 // The epilogue reads its inputs by the MatMul's rows; a Transpose reads another row.
 Objection transpose_into_matmul(Candidate& c, const Node* m) {
-  if (!is_row_transpose(m) || !std::any_of(c.nodes().begin(), c.nodes().end(), is_matmul)) {
-    return {};
-  }
+  const auto head = std::find_if(c.nodes().begin(), c.nodes().end(), heads_epilogue);
+  if (!is_row_transpose(m) || head == c.nodes().end()) return {};
+  const std::string op(op_name((*head)->op));
   return c.no(FusionReason::NotFusible,
-              "'" + m->name +
-                  "' (Transpose) would join a MatMul epilogue, which reads its "
-                  "inputs by the MatMul's rows",
+              "'" + m->name + "' (Transpose) would join a " + op +
+                  " epilogue, which reads its inputs by the " + op + "'s rows",
               "the Transpose stays a kernel of its own");
 }
 
@@ -361,8 +367,8 @@ Objection run_time_broadcast(Candidate& c) {
   };
   for (const Value* v : fg.inputs) {
     bool elementwise_use = false;
-    for (auto* u : c.st.users_of(v)) elementwise_use |= !is_matmul(u) && in_group(u);
-    if (!elementwise_use) continue;  // a MatMul operand: not read over the domain
+    for (auto* u : c.st.users_of(v)) elementwise_use |= !heads_epilogue(u) && in_group(u);
+    if (!elementwise_use) continue;  // a MatMul or Conv operand: not read over the domain
     // Read through a row Transpose (the group's only reader then): its dims in that order.
     const Node* t = nullptr;
     for (auto* u : c.st.users_of(v)) {
@@ -515,10 +521,11 @@ const std::vector<Check>& checks() {
       edge_check("HostNode", R::HostSync, "neither side is a Host node", host_node),
       edge_check("OpClass", R::NotFusible,
                  "both ops are Elementwise, Broadcast, RowReduction, RowPermute or a row "
-                 "Transpose, or p is a MatMul that takes n's group as its epilogue",
+                 "Transpose, or p is a MatMul or Conv that takes n's group as its epilogue",
                  op_class),
       edge_check("MatMulPrologue", R::NotFusible,
-                 "n's group holds no MatMul: an epilogue takes nothing computed before the MatMul",
+                 "n's group holds no MatMul or Conv: an epilogue takes nothing computed before "
+                 "its MatMul or Conv",
                  matmul_prologue),
       edge_check("VectorMatMulRows", R::NotFusible,
                  "the MatMul of p's group, if any, has matrix operands, or n's group holds no "
@@ -532,11 +539,11 @@ const std::vector<Check>& checks() {
                  "the rule for this kind of edge is on (rules file, options)", rule_off),
       edge_check("Domain", R::ShapeMismatch,
                  "both groups iterate over the same rows x columns (one may hold only per-row "
-                 "values of the other's); a MatMul p's output is that domain",
+                 "values of the other's); a MatMul or Conv p's output is that domain",
                  domain),
       member_check("TransposeIntoMatMul", R::NotFusible,
-                   "no row Transpose joins a group with a MatMul (the epilogue reads by the "
-                   "MatMul's rows)",
+                   "no row Transpose joins a group with a MatMul or Conv (the epilogue reads by "
+                   "its output's rows)",
                    transpose_into_matmul),
       member_check("InputFromMemory", R::NotFusible,
                    "what a RowPermute op or row Transpose reads is not computed in the group (a "

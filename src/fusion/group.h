@@ -13,7 +13,7 @@ enum class GroupKind : uint8_t {
   Single,          // one node run by its eager kernel (MatMul alone, Gather, movement, Host)
   Elementwise,     // elementwise/broadcast chain over one iteration domain
   RowReduction,    // elementwise prologue -> last-axis row reductions -> elementwise epilogue
-  MatMulEpilogue,  // MatMul whose output tiles get an elementwise epilogue while in cache
+  MatMulEpilogue,  // MatMul (or Conv) whose output gets an elementwise epilogue while in cache
 };
 
 struct FusedGroup {

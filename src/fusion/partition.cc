@@ -14,7 +14,7 @@ namespace {
 
 using fusion::Group;
 using fusion::has;
-using fusion::is_matmul;
+using fusion::heads_epilogue;
 using fusion::merged_domain;
 using fusion::State;
 
@@ -69,8 +69,8 @@ class Partitioner {
     Group& a = st_.groups[size_t(gp)];
     Group& b = st_.groups[size_t(gn)];
     auto dom = merged_domain(a, b);
-    UBF_CHECK(dom.has_value() || has(a, is_matmul), "merging groups of different domains");
-    if (has(a, is_matmul)) dom = a.domain;
+    UBF_CHECK(dom.has_value() || has(a, heads_epilogue), "merging groups of different domains");
+    if (has(a, heads_epilogue)) dom = a.domain;
     b.nodes = st_.merged_nodes(a, b);
     b.domain = *dom;
     for (auto* n : a.nodes) st_.group_of[n] = gn;

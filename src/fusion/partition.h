@@ -11,20 +11,20 @@
 // docs/architecture.md, and tests/fusion_checks_test.cc keeps both equal to it:
 //   HostNode            HostSync        neither side is a Host node
 //   OpClass             NotFusible      both ops are Elementwise, Broadcast, RowReduction,
-//                                       RowPermute or a row Transpose, or p is a MatMul that takes
-//                                       n's group as its epilogue
-//   MatMulPrologue      NotFusible      n's group holds no MatMul: an epilogue takes nothing
-//                                       computed before the MatMul
+//                                       RowPermute or a row Transpose, or p is a MatMul or Conv
+//                                       that takes n's group as its epilogue
+//   MatMulPrologue      NotFusible      n's group holds no MatMul or Conv: an epilogue takes
+//                                       nothing computed before its MatMul or Conv
 //   VectorMatMulRows    NotFusible      the MatMul of p's group, if any, has matrix operands, or
 //                                       n's group holds no row reduction
 //   PermutedInput       NotFusible      no RowPermute op reads a value p passes to n (while
 //                                       RowPermuteFusion is on; n then reads it from memory)
 //   RuleOff             DisabledByRule  the rule for this kind of edge is on (rules file, options)
 //   Domain              ShapeMismatch   both groups iterate over the same rows x columns (one may
-//                                       hold only per-row values of the other's); a MatMul p's
-//                                       output is that domain
+//                                       hold only per-row values of the other's); a MatMul or Conv
+//                                       p's output is that domain
 //   TransposeIntoMatMul NotFusible      each member: no row Transpose joins a group with a MatMul
-//                                       (the epilogue reads by the MatMul's rows)
+//                                       or Conv (the epilogue reads by its output's rows)
 //   InputFromMemory     NotFusible      each member: what a RowPermute op or row Transpose reads is
 //                                       not computed in the group (a rotation of a row Transpose's
 //                                       output may be)

@@ -67,6 +67,7 @@ const std::vector<std::string>& ub_fusion_rule_names() {
       "ReductionPrologueFusion",  // elementwise producer into a row reduction
       "ReductionEpilogueFusion",  // row reduction into elementwise consumers
       "MatMulEpilogueFusion",     // MatMul into elementwise consumers of its output
+      "ConvEpilogueFusion",       // Conv into elementwise consumers of its output
       "MultiOutputFusion",        // keep fusing when an inner value is also needed outside
       "RowPermuteFusion",         // a row permutation (RotateHalf) into the ops that read it
       "RowTransposeFusion",       // a Transpose keeping the last axis into the ops that read it

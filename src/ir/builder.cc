@@ -107,6 +107,28 @@ GraphBuilder::V GraphBuilder::reduce_max(V x, bool k) {
 GraphBuilder::V GraphBuilder::gather(V data, V indices, int64_t axis) {
   return op(OpKind::Gather, {data, indices}, {{"axis", axis}});
 }
+GraphBuilder::V GraphBuilder::conv(V x, V w, V bias, const ConvOptions& o) {
+  std::vector<V> in{x, w};
+  if (bias) in.push_back(bias);
+  Attrs a{{"group", o.group}, {"auto_pad", o.auto_pad}};
+  if (!o.strides.empty()) a["strides"] = o.strides;
+  if (!o.pads.empty()) a["pads"] = o.pads;
+  if (!o.dilations.empty()) a["dilations"] = o.dilations;
+  return op(OpKind::Conv, in, a);
+}
+GraphBuilder::V GraphBuilder::group_norm(V x, V scale, V bias, int64_t groups, double eps) {
+  if (bias && !scale) throw Error("group_norm: a bias needs a scale (pass a ones scale)");
+  std::vector<V> in{x};
+  if (scale) in.push_back(scale);
+  if (bias) in.push_back(bias);
+  return op(OpKind::GroupNorm, in, {{"groups", groups}, {"eps", eps}});
+}
+GraphBuilder::V GraphBuilder::pad(V x, std::vector<int64_t> pads, const std::string& mode,
+                                  V value) {
+  std::vector<V> in{x};
+  if (value) in.push_back(value);
+  return op(OpKind::Pad, in, {{"pads", std::move(pads)}, {"mode", mode}});
+}
 GraphBuilder::V GraphBuilder::rotate_half(V x) { return op(OpKind::RotateHalf, {x}); }
 GraphBuilder::V GraphBuilder::reshape(V x, std::vector<int64_t> shape) {
   return op(OpKind::Reshape, {x}, {{"shape", std::move(shape)}});

@@ -153,4 +153,67 @@ std::vector<int64_t> broadcast_strides(const Sizes& sizes, const Sizes& out) {
   return st;
 }
 
+namespace {
+
+// floor(a / b) for b > 0.
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+}  // namespace
+
+ConvAxis conv_axis(int64_t in, int64_t k, int64_t s, int64_t d, const std::string& auto_pad,
+                   int64_t pb, int64_t pe) {
+  const int64_t dk = d * (k - 1) + 1;  // the dilated kernel's extent
+  ConvAxis a;
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    a.out = floor_div(in + s - 1, s);
+    const int64_t total = std::max<int64_t>(0, (a.out - 1) * s + dk - in);
+    const int64_t small = total / 2;
+    a.pad_begin = auto_pad == "SAME_UPPER" ? small : total - small;
+    a.pad_end = total - a.pad_begin;
+    return a;
+  }
+  if (auto_pad != "VALID") {
+    a.pad_begin = pb;
+    a.pad_end = pe;
+  }
+  a.out = floor_div(in + a.pad_begin + a.pad_end - dk, s) + 1;
+  return a;
+}
+
+std::optional<Dim> conv_out_dim(const Dim& in, int64_t k, int64_t s, int64_t d,
+                                const std::string& auto_pad, int64_t pb, int64_t pe) {
+  if (in.is_static()) return Dim(conv_axis(in.value(), k, s, d, auto_pad, pb, pe).out);
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    return Dim::floordiv(Dim::add(in, Dim(s - 1)), s);
+  }
+  const int64_t pads = auto_pad == "VALID" ? 0 : pb + pe;
+  auto q = Dim::floordiv(Dim::add(in, Dim(pads - d * (k - 1) - 1)), s);
+  if (!q) return std::nullopt;
+  return Dim::add(*q, Dim(int64_t(1)));
+}
+
+std::optional<PadMode> parse_pad_mode(const std::string& s) {
+  if (s == "constant") return PadMode::Constant;
+  if (s == "reflect") return PadMode::Reflect;
+  if (s == "edge") return PadMode::Edge;
+  return std::nullopt;
+}
+
+int64_t pad_source(int64_t i, int64_t n, PadMode mode) {
+  if (i >= 0 && i < n) return i;
+  switch (mode) {
+    case PadMode::Constant:
+      return -1;
+    case PadMode::Edge:
+      return i < 0 ? 0 : n - 1;
+    case PadMode::Reflect: {
+      if (n <= 1) return 0;
+      const int64_t period = 2 * (n - 1);
+      const int64_t m = ((i % period) + period) % period;
+      return m < n ? m : period - m;
+    }
+  }
+  return -1;
+}
+
 }  // namespace ubfuse

@@ -30,6 +30,28 @@ std::optional<Dim> slice_length(const Dim& dim, int64_t start, int64_t end, int6
 // Clamped start index of such a slice.
 int64_t slice_start(int64_t dim, int64_t start, int64_t step);
 
+// One spatial axis of an ONNX Conv: input length `in`, kernel length k, stride s >= 1, dilation
+// d >= 1. auto_pad "NOTSET" takes the pads pb (begin) and pe (end); "VALID" pads nothing;
+// "SAME_UPPER" / "SAME_LOWER" pad for ceil(in / s) outputs, the odd element at the end / the
+// beginning. out may be <= 0 (an input shorter than the dilated kernel): the caller says so.
+struct ConvAxis {
+  int64_t pad_begin = 0, pad_end = 0, out = 0;
+};
+ConvAxis conv_axis(int64_t in, int64_t k, int64_t s, int64_t d, const std::string& auto_pad,
+                   int64_t pb, int64_t pe);
+// The output length of that axis for a symbolic input length, when a polynomial states it
+// (floor((in + pads - d*(k-1) - 1) / s) + 1 with s dividing in's coefficients, as at stride 1);
+// else nullopt, and the dim is the plan's to know.
+std::optional<Dim> conv_out_dim(const Dim& in, int64_t k, int64_t s, int64_t d,
+                                const std::string& auto_pad, int64_t pb, int64_t pe);
+
+// ONNX Pad's modes, and the input index output index o - pad_begin (i) reads along an axis of
+// length n: -1 where constant mode fills; reflect mirrors about the end elements, repeatedly past
+// a length of pads (numpy.pad); edge repeats the end elements (n > 0).
+enum class PadMode { Constant, Reflect, Edge };
+std::optional<PadMode> parse_pad_mode(const std::string& s);
+int64_t pad_source(int64_t i, int64_t n, PadMode mode);
+
 // Element strides of a contiguous tensor of `sizes`, with 0 where the dim is 1 and broadcast to
 // `out` (sizes right-aligned to out's rank).
 std::vector<int64_t> broadcast_strides(const Sizes& sizes, const Sizes& out);

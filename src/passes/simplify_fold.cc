@@ -4,6 +4,7 @@
 // run-time kernel is the authority: integer division by zero, integers beyond 2^53 (double loses
 // them), non-finite values cast to integers, and anything the reference rejects (an out-of-range
 // Gather index), which then fails at run time with the kernel's message.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/reference/reference.h"
@@ -31,6 +32,11 @@ bool foldable_shape(const Node& n) {
   if (n.op == OpKind::MatMul) {
     const Sizes& a = n.inputs[0]->producer->payload.sizes();
     if (double(out) * double(a.empty() ? 1 : a.back()) > kMaxFoldWork) return false;
+  }
+  if (n.op == OpKind::Conv) {  // each output sums a kernel's worth of products
+    const Sizes& w = n.inputs[1]->producer->payload.sizes();
+    const double per_out = double(numel(w)) / double(std::max<int64_t>(1, w[0]));
+    if (double(out) * per_out > kMaxFoldWork) return false;
   }
   return true;
 }

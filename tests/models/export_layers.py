@@ -17,6 +17,10 @@ Layers:
     position_ids [b,s] i64.
   bert_encoder: attention with a padding mask (attention_mask [b,s] i64, 1 = keep) -> residual add
     -> LayerNorm -> GELU MLP -> residual add -> LayerNorm (post-norm, as BERT).
+  conv_stem: an audio front end over features [b, 16, frames]: reflect pad -> Conv1d (stride 2)
+    -> GroupNorm(1 group) -> GELU -> Conv1d (stride 2) -> GroupNorm(4 groups) -> GELU. PyTorch
+    exports GroupNorm as Reshape -> InstanceNormalization -> Reshape -> Mul -> Add. Written alone
+    by --conv-stem (the other layers' files stay as they are).
 """
 import argparse
 import math
@@ -115,6 +119,20 @@ class BertEncoderLayer(nn.Module):
         return self.out_norm(y + x)
 
 
+class ConvStem(nn.Module):
+    def __init__(self, n_mels=16, hidden=32):
+        super().__init__()
+        self.conv1 = nn.Conv1d(n_mels, hidden, 3, stride=2, padding=1)
+        self.norm1 = nn.GroupNorm(1, hidden)
+        self.conv2 = nn.Conv1d(hidden, hidden, 3, stride=2, padding=1)
+        self.norm2 = nn.GroupNorm(4, hidden)
+
+    def forward(self, features):
+        x = nn.functional.pad(features, (2, 1), mode="reflect")
+        x = nn.functional.gelu(self.norm1(self.conv1(x)))
+        return nn.functional.gelu(self.norm2(self.conv2(x)))
+
+
 def randomize(model, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -185,6 +203,23 @@ def write_small(out):
             save_npy(out, f"{name}.{k}", "out", y)
 
 
+def write_conv_stem(out):
+    g = torch.Generator().manual_seed(43)
+    torch.manual_seed(2)
+    m = ConvStem().eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    sets = [(torch.randn(2, 16, 37, generator=g),), (torch.randn(1, 16, 20, generator=g),)]
+    dyn = {"features": {0: "batch", 2: "frames"}, "out": {0: "batch", 2: "frames_out"}}
+    export(m, sets[0], ["features"], ["out"], dyn, os.path.join(out, "conv_stem.onnx"))
+    for k, args in enumerate(sets):
+        with torch.no_grad():
+            y = m(*args)
+        save_npy(out, f"conv_stem.{k}", "features", args[0])
+        save_npy(out, f"conv_stem.{k}", "out", y)
+
+
 def write_bench(out, hidden=2048, heads=16, mlp=5632):
     for dtype, tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
         m = llama(hidden, heads, mlp, dtype)
@@ -200,10 +235,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--bench", action="store_true", help="write the benchmark-sized decoder")
+    ap.add_argument("--conv-stem", action="store_true", help="write the conv_stem layer only")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.bench:
         write_bench(a.out)
+    elif a.conv_stem:
+        write_conv_stem(a.out)
     else:
         write_small(a.out)
 

@@ -329,6 +329,66 @@ def opset18_forms():
     npy("opset18_forms.x", x)
     for n, v in outs.items():
         npy("opset18_forms." + n, v.astype(np.float32))
+def conv_gn_pad():
+    # An audio front end over a symbolic length at opset 18: reflect Pad of the length axis only
+    # (the axes input), a dilated Conv1d with bias, GroupNormalization with per-group scale/bias.
+    rng = np.random.default_rng(25)
+    x = rng.standard_normal((1, 4, 9)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3)).astype(np.float32)
+    b = rng.standard_normal((6,)).astype(np.float32)
+    scale = rng.standard_normal((3,)).astype(np.float32)
+    shift = rng.standard_normal((3,)).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array([2, 1], np.int64), "pads"),
+             numpy_helper.from_array(np.array([-1], np.int64), "axes"),
+             numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+             numpy_helper.from_array(scale, "scale"), numpy_helper.from_array(shift, "shift")]
+    nodes = [helper.make_node("Pad", ["x", "pads", "", "axes"], ["p"], name="pad", mode="reflect"),
+             helper.make_node("Conv", ["p", "w", "b"], ["c"], name="conv", kernel_shape=[3],
+                              dilations=[2], pads=[1, 1]),
+             helper.make_node("GroupNormalization", ["c", "scale", "shift"], ["y"], name="gn",
+                              num_groups=3, epsilon=1e-5)]
+    save("conv_gn_pad", nodes, [vi("x", TensorProto.FLOAT, [1, 4, "len"])],
+         [vi("y", TensorProto.FLOAT, [1, 6, "len_out"])], inits, opset=18, check=False)
+    p = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (2, 1)), mode="reflect")
+    p = np.pad(p, ((0, 0), (0, 0), (1, 1)))
+    out_len = p.shape[2] - 4
+    c = np.zeros((1, 6, out_len))
+    for t in range(out_len):
+        c[0, :, t] = np.einsum("ck,mck->m", p[0, :, t:t + 5:2], w) + b
+    g = c.reshape(1, 3, -1)
+    g = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
+    y = g.reshape(1, 3, 2, out_len) * scale[None, :, None, None] + shift[None, :, None, None]
+    npy("conv_gn_pad.x", x)
+    npy("conv_gn_pad.y", y.reshape(1, 6, out_len).astype(np.float32))
+
+
+def expand_prologue():
+    # PyTorch's cls_token.expand(b, -1, -1): the size list [b, -1] reshaped to [-1], its -1s
+    # replaced by 1 through ConstantOfShape / Mul / Equal / Where, then Expand.
+    rng = np.random.default_rng(26)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    cls = rng.standard_normal((1, 4)).astype(np.float32)
+    i64 = lambda n, v: helper.make_node("Constant", [], [n], value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        i64("zero", 0), i64("axes0", [0]), i64("minus1", [-1]), i64("flat", [-1]),
+        helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "axes0"], ["b1"]),
+        helper.make_node("Concat", ["b1", "minus1"], ["sizes"], axis=0),
+        helper.make_node("Reshape", ["sizes", "flat"], ["sizes1"]),
+        helper.make_node("Shape", ["sizes1"], ["n"]),
+        helper.make_node("ConstantOfShape", ["n"], ["ones"],
+                         value=numpy_helper.from_array(np.array([1], np.int64))),
+        helper.make_node("Mul", ["ones", "minus1"], ["neg"]),
+        helper.make_node("Equal", ["sizes1", "neg"], ["is_neg"]),
+        helper.make_node("Where", ["is_neg", "ones", "sizes1"], ["target"]),
+        helper.make_node("Expand", ["cls", "target"], ["e"]),
+        helper.make_node("Add", ["x", "e"], ["y"]),
+    ]
+    save("expand_prologue", nodes, [vi("x", TensorProto.FLOAT, ["batch", 4])],
+         [vi("y", TensorProto.FLOAT, ["batch", 4])], [numpy_helper.from_array(cls, "cls")])
+    npy("expand_prologue.x", x)
+    npy("expand_prologue.y", x + cls)
 
 
 def main():
@@ -347,6 +407,8 @@ def main():
     einsum_forms()
     trilu_runtime()
     opset18_forms()
+    conv_gn_pad()
+    expand_prologue()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 // Data movement: Reshape, Flatten, Squeeze, Unsqueeze (all -> Reshape), Concat, Split (-> Slices),
-// Slice, Transpose, Expand, Gather, Tile. Each also works on shape vectors with symbolic dims,
+// Slice, Transpose, Expand, Gather, Tile, Pad. Each also works on shape vectors with symbolic dims,
 // which is how exporters compute the sizes they reshape to.
 #include <algorithm>
 #include <limits>
@@ -13,11 +13,15 @@ namespace {
 
 constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
 
-// A rank-0 or 1-element shape vector reshaped between the two forms.
+// A shape vector reshaped without changing its elements: a one-element one between rank 0 and
+// 1, or a vector to a vector (PyTorch's expand prologue reshapes its size list to [-1]).
 bool reshape_dims(NodeCtx& c, int64_t out_rank) {
   const IValue& x = c.input(0);
   if (!x.dims) return false;
-  if (x.dims->size() != 1 || out_rank > 1) c.needs_static(*x.dims, "reshaping a shape vector");
+  const bool vector_to_vector = x.shape.size() == 1 && out_rank == 1;
+  if ((x.dims->size() != 1 && !vector_to_vector) || out_rank > 1) {
+    c.needs_static(*x.dims, "reshaping a shape vector");
+  }
   c.set_output_dims(0, *x.dims, out_rank == 0);
   return true;
 }
@@ -39,6 +43,11 @@ void known_or_runtime(NodeCtx& c, std::initializer_list<int> operands, Known kno
 
 void reshape_known(NodeCtx& c, int64_t allowzero) {
   auto t = c.dims_input(1, "the target shape");
+  if (c.input(0).dims && t.size() == 1 && t[0].is_static() && t[0].value() != -1 &&
+      t[0].value() != int64_t(c.input(0).dims->size())) {
+    c.invalid("cannot reshape a shape vector of " + std::to_string(c.input(0).dims->size()) +
+              " elements to [" + t[0].str() + "]");
+  }
   if (reshape_dims(c, int64_t(t.size()))) return;
   const Shape& in = c.shape(0);
   Shape target;
@@ -425,6 +434,50 @@ void tile(NodeCtx& c) {
   c.set_output(0, y);
 }
 
+// Pad: pads (and opset 18's axes) must be known at import; the fill value may be a run-time
+// scalar. Before opset 11 pads and value are attributes.
+void pad(NodeCtx& c) {
+  const int64_t r = c.rank(0);
+  const std::string mode = c.attr_str("mode", "constant");
+  if (!parse_pad_mode(mode)) {
+    c.unsupported("mode \"" + mode + "\" (constant, reflect and edge are supported)");
+  }
+  std::vector<int64_t> pads;
+  Value* value = nullptr;
+  if (c.opset() < 11) {
+    pads = c.attr_ints("pads");
+    const double v = c.attr_float("value", 0.0);
+    if (v != 0.0 && mode == "constant") value = scalar_like(c, v, c.value(0));
+  } else {
+    auto given = c.const_ints(1, "pads");
+    std::vector<int64_t> axes;
+    if (c.has_input(3)) {
+      for (int64_t a : c.const_ints(3, "axes")) axes.push_back(c.norm_axis(a, r, "axes"));
+    } else {
+      for (int64_t a = 0; a < r; a++) axes.push_back(a);
+    }
+    if (given.size() != 2 * axes.size()) {
+      c.invalid("pads has " + std::to_string(given.size()) + " values for " +
+                std::to_string(axes.size()) + " axes (two per axis: begins, then ends)");
+    }
+    pads.assign(size_t(2 * r), 0);
+    std::vector<bool> seen(size_t(r), false);
+    for (size_t i = 0; i < axes.size(); i++) {
+      if (seen[size_t(axes[i])]) c.invalid("axis " + std::to_string(axes[i]) + " repeats in axes");
+      seen[size_t(axes[i])] = true;
+      pads[size_t(axes[i])] = given[i];
+      pads[size_t(r + axes[i])] = given[axes.size() + i];
+    }
+    if (c.has_input(2) && mode == "constant") {
+      if (c.dtype(2) != c.dtype(0)) c.invalid("constant_value's dtype differs from the data's");
+      value = c.value(2);
+    }
+  }
+  std::vector<Value*> in{c.value(0)};
+  if (value) in.push_back(value);
+  c.set_output(0, c.emit(OpKind::Pad, in, {{"pads", pads}, {"mode", mode}}));
+}
+
 }  // namespace
 
 void add_movement_ops(ConverterMap& m) {
@@ -440,6 +493,7 @@ void add_movement_ops(ConverterMap& m) {
   m["Gather"] = gather;
   m["GatherElements"] = gather_elements;
   m["Tile"] = tile;
+  m["Pad"] = pad;
 }
 
 }  // namespace ubfuse::onnx_import

@@ -134,6 +134,68 @@ void layer_norm(NodeCtx& c) {
   }
 }
 
+// Conv over 1 or 2 spatial axes; shape inference checks the attributes against the operands.
+void conv(NodeCtx& c) {
+  require_float(c, 0);
+  const int64_t r = c.rank(0);
+  if (r != 3 && r != 4) {
+    c.unsupported("Conv over " + std::to_string(r - 2) +
+                  " spatial axes (1-D and 2-D are supported)");
+  }
+  std::string ap = c.attr_str("auto_pad", "NOTSET");
+  if (ap.empty()) ap = "NOTSET";
+  Attrs a{{"group", c.attr_int("group", 1)}, {"auto_pad", ap}};
+  for (const char* k : {"kernel_shape", "strides", "pads", "dilations"}) {
+    if (c.has_attr(k)) a[k] = c.attr_ints(k);
+  }
+  std::vector<Value*> in{c.value(0), c.value(1)};
+  if (c.has_input(2)) in.push_back(c.value(2));
+  c.set_output(0, c.emit(OpKind::Conv, in, a));
+}
+
+// InstanceNormalization (groups = channels) and GroupNormalization -> GroupNorm, whose scale and
+// bias are per channel: opset 18's per-group ones are repeated over each group's channels.
+template <bool kInstance>
+void group_norm(NodeCtx& c) {
+  require_float(c, 0);
+  Value* x = c.value(0);
+  if (x->shape.size() < 2) c.invalid("X must have rank >= 2 ([N, C, ...])");
+  const Dim& ch = x->shape[1];
+  if (!ch.is_static()) c.needs_static({ch}, "normalizing groups of a symbolic channel count");
+  const int64_t C = ch.value();
+  const int64_t groups = kInstance ? C : c.attr_int("num_groups", 0);
+  if (!kInstance) {
+    const int64_t stash = c.attr_int("stash_type", 1);
+    if (stash != 1) {
+      c.unsupported("attribute 'stash_type' = " + std::to_string(stash) + " (only 1, float32)");
+    }
+    if (groups < 1 || C % groups != 0) {
+      c.invalid("num_groups " + std::to_string(groups) + " must be >= 1 and divide the " +
+                std::to_string(C) + " channels");
+    }
+  }
+  const double eps = c.attr_float("epsilon", 1e-5);
+  auto per_channel = [&](int i) -> Value* {
+    Value* p = c.value(i);
+    if (p->shape.size() != 1 || !p->shape[0].is_static()) {
+      c.invalid("input " + std::to_string(i) + " of shape " + shape_str(p->shape) +
+                " must be 1-D with one value per channel or per group");
+    }
+    const int64_t len = p->shape[0].value();
+    if (len == C) return p;
+    if (kInstance || len != groups) {
+      c.invalid("input " + std::to_string(i) + " has " + std::to_string(len) + " values for " +
+                std::to_string(C) + " channels in " + std::to_string(groups) + " groups");
+    }
+    Value* col = c.reshape_to(p, {Dim(groups), Dim(int64_t(1))});
+    Value* rep =
+        c.emit(OpKind::Expand, {col}, {{"shape", std::vector<int64_t>{groups, C / groups}}});
+    return c.reshape_to(rep, {Dim(C)});
+  };
+  std::vector<Value*> in{x, per_channel(1), per_channel(2)};
+  c.set_output(0, c.emit(OpKind::GroupNorm, in, {{"groups", groups}, {"eps", eps}}));
+}
+
 }  // namespace
 
 void add_nn_ops(ConverterMap& m) {
@@ -142,6 +204,9 @@ void add_nn_ops(ConverterMap& m) {
   m["Softmax"] = softmax<false>;
   m["LogSoftmax"] = softmax<true>;
   m["LayerNormalization"] = layer_norm;
+  m["Conv"] = conv;
+  m["InstanceNormalization"] = group_norm<true>;
+  m["GroupNormalization"] = group_norm<false>;
 }
 
 }  // namespace ubfuse::onnx_import

@@ -76,6 +76,9 @@ std::unique_ptr<OpKernel> make_movement_kernel(const Node& n);     // movement.c
 std::unique_ptr<OpKernel> make_gather_kernel(const Node& n);       // gather.cc
 std::unique_ptr<OpKernel> make_shape_value_kernel(const Node& n);  // shape_ops.cc
 std::unique_ptr<OpKernel> make_cast_kernel(const Node& n);         // cast.cc
+std::unique_ptr<OpKernel> make_conv_kernel(const Node& n);         // conv_dnnl.cc
+std::unique_ptr<OpKernel> make_group_norm_kernel(const Node& n);   // rownorm.cc
+std::unique_ptr<OpKernel> make_pad_kernel(const Node& n);          // pad.cc
 
 // memcpy split over the pool for large sizes.
 void parallel_copy(void* dst, const void* src, size_t bytes, ThreadPool& pool);

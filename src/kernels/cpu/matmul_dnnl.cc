@@ -16,6 +16,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/matmul_info.h"
 
@@ -25,18 +26,8 @@ namespace {
 using dt = dnnl::memory::data_type;
 using dims = dnnl::memory::dims;
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
-
-dims plain_strides(const dims& d) {
-  dims s(d.size(), 1);
-  for (size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
-  return s;
-}
-
-dnnl::memory::desc plain_md(const dims& d, dt t) { return {d, t, plain_strides(d)}; }
+dnnl::engine& cpu_engine() { return dnnl_cpu_engine(); }
+dnnl::memory::desc plain_md(const dims& d, dt t) { return dnnl_plain_md(d, t); }
 
 // Shapes of one call after numpy normalization.
 struct Geometry {

@@ -49,6 +49,12 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
     case OpKind::ArgMax:
     case OpKind::ArgMin:
       return make_index_kernel(n);
+    case OpKind::Conv:
+      return make_conv_kernel(n);
+    case OpKind::GroupNorm:
+      return make_group_norm_kernel(n);
+    case OpKind::Pad:
+      return make_pad_kernel(n);
     case OpKind::Reshape:
     case OpKind::Transpose:
     case OpKind::Slice:

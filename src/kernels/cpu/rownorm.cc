@@ -1,11 +1,11 @@
-// LayerNorm and RMSNorm over the last axis, two passes per row: the statistics pass streams the
-// row in from memory (prefetching 4 KiB ahead), the output pass re-reads it from cache (a
-// 4096-float row is 16 KiB), so each input byte comes from DRAM once. Two rows' output passes run
-// in one loop with the next two rows' statistics passes. f32 accumulation with
-// independent vector accumulators; LayerNorm sums x - c and its square, c the median of three of
-// the row's values (the shifted-data variance: c lies within the row's spread, so a large common
-// offset cancels exactly and the sums do not). A row whose sums overflow f32 (|x| beyond ~1e19)
-// is redone on x * 2^-k.
+// LayerNorm and RMSNorm over the last axis, and GroupNorm over blocks of channels; two passes per
+// row: the statistics pass streams the row in from memory (prefetching 4 KiB ahead), the output
+// pass re-reads it from cache (a 4096-float row is 16 KiB), so each input byte comes from DRAM
+// once. Two rows' output passes run in one loop with the next two rows' statistics passes. f32
+// accumulation with independent vector accumulators; LayerNorm sums x - c and its square, c the
+// median of three of the row's values (the shifted-data variance: c lies within the row's spread,
+// so a large common offset cancels exactly and the sums do not). A row whose sums overflow f32 (|x|
+// beyond ~1e19) is redone on x * 2^-k.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -249,6 +249,32 @@ HWY_INLINE void NormalizeRowsPipelined(D d, const T* HWY_RESTRICT x, T* HWY_REST
   }
 }
 
+// How LayerNorm (and GroupNorm, over a group's block) normalizes a row of n values from its
+// shifted sums st.
+template <class D, typename T>
+HWY_INLINE RowCoef LayerNormCoef(D d, const T* HWY_RESTRICT xr, size_t n, const ShiftedSums& st,
+                                 float eps) {
+  RowCoef c;
+  c.pivot = st.pivot;
+  float sd = st.sd, sd2 = st.sd2, eps_s = eps;
+  // A row of finite values whose spread squared passes f32's range (|x| beyond ~1e19): redo
+  // the statistics on x * 2^-k, and normalize x * 2^-k (the result does not change).
+  if (!std::isfinite(sd) || !std::isfinite(sd2)) {
+    const float s = RowRescale(d, xr, n);
+    if (s != 0.0f) {
+      c.scale = s;
+      c.pivot *= s;
+      RowShiftedSums<true>(d, xr, n, c.pivot, &sd, &sd2, s);
+      eps_s = eps * s * s;  // var + eps, both scaled by s^2 (may flush to 0: negligible)
+    }
+  }
+  c.md = sd / float(n);
+  const float raw = sd2 / float(n) - c.md * c.md;
+  const float var = raw < 0.0f ? 0.0f : raw;  // keeps NaN (an Inf in the row gives Inf - Inf)
+  c.rstd = 1.0f / std::sqrt(var + eps_s);
+  return c;
+}
+
 template <typename T, bool kW, bool kB>
 HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
                                 size_t cols, const float* HWY_RESTRICT w,
@@ -259,27 +285,8 @@ HWY_NOINLINE void LayerNormRows(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size
   // row's first, middle and last element is within a few standard deviations of the mean
   // unless two of them are outliers (x[0] alone: 100 among U(-1, 1) values cost 4e-4).
   auto pivot_of = [&](const T* xr) HWY_ATTR { return RowPivot(d, xr, cols); };
-  auto coef = [&](const T* xr, const ShiftedSums& st) HWY_ATTR {
-    RowCoef c;
-    c.pivot = st.pivot;
-    float sd = st.sd, sd2 = st.sd2, eps_s = eps;
-    // A row of finite values whose spread squared passes f32's range (|x| beyond ~1e19): redo
-    // the statistics on x * 2^-k, and normalize x * 2^-k (the result does not change).
-    if (!std::isfinite(sd) || !std::isfinite(sd2)) {
-      const float s = RowRescale(d, xr, cols);
-      if (s != 0.0f) {
-        c.scale = s;
-        c.pivot *= s;
-        RowShiftedSums<true>(d, xr, cols, c.pivot, &sd, &sd2, s);
-        eps_s = eps * s * s;  // var + eps, both scaled by s^2 (may flush to 0: negligible)
-      }
-    }
-    c.md = sd / float(cols);
-    const float raw = sd2 / float(cols) - c.md * c.md;
-    const float var = raw < 0.0f ? 0.0f : raw;  // keeps NaN (an Inf in the row gives Inf - Inf)
-    c.rstd = 1.0f / std::sqrt(var + eps_s);
-    return c;
-  };
+  auto coef = [&](const T* xr, const ShiftedSums& st)
+                  HWY_ATTR { return LayerNormCoef(d, xr, cols, st, eps); };
   NormalizeRowsPipelined<kW, kB>(d, x, y, rows, cols, w, b, stream, pivot_of, coef);
 }
 
@@ -323,6 +330,49 @@ void NormTyped(bool rms, const void* x, void* y, size_t rows, size_t cols, const
   return LayerNormRows<T, false, false>(px, py, rows, cols, w, b, eps, stream);
 }
 
+// GroupNorm over blocks [0, blocks) of x: block k is group k % groups of a sample, cpg channels
+// of S positions each, contiguous. Its statistics are a LayerNorm row's over the cpg * S values
+// (shifted sums, rescaled past f32's range); channel c (of all C = groups * cpg) then takes
+// ((x * scale - pivot) - md) * rstd * w[c] + b[c] (w, b f32, may be null).
+template <typename T>
+HWY_NOINLINE void GroupNormBlocks(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t first,
+                                  size_t blocks, size_t groups, size_t cpg, size_t S,
+                                  const float* HWY_RESTRICT w, const float* HWY_RESTRICT b,
+                                  float eps, bool stream) {
+  const hn::ScalableTag<float> d;
+  const size_t len = cpg * S;
+  for (size_t k = first; k < first + blocks; ++k) {
+    const T* xb = x + k * len;
+    T* yb = y + k * len;
+    ShiftedSums st;
+    st.pivot = RowPivot(d, xb, len);
+    RowShiftedSums(d, xb, len, st.pivot, &st.sd, &st.sd2);
+    const RowCoef c = LayerNormCoef(d, xb, len, st, eps);
+    const auto vp = hn::Set(d, c.pivot), vmd = hn::Set(d, c.md), vr = hn::Set(d, c.rstd),
+               vs = hn::Set(d, c.scale);
+    const size_t c0 = (k % groups) * cpg;
+    for (size_t ch = 0; ch < cpg; ++ch) {
+      const auto vw = hn::Set(d, w ? w[c0 + ch] : 1.0f);
+      const auto vb = hn::Set(d, b ? b[c0 + ch] : 0.0f);
+      const T* xr = xb + ch * S;
+      MapStore(d, yb + ch * S, S, stream, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
+        auto xv = LoadAt<kFull>(d, xr, i, count);
+        if (c.scale != 1.0f) xv = hn::Mul(xv, vs);
+        return hn::MulAdd(hn::Mul(hn::Sub(hn::Sub(xv, vp), vmd), vr), vw, vb);
+      });
+    }
+  }
+}
+
+void GroupNormRun(int code, const void* x, void* y, size_t first, size_t blocks, size_t groups,
+                  size_t cpg, size_t S, const float* w, const float* b, float eps, bool stream) {
+  WithStorage(code, [&](auto s) HWY_ATTR {
+    using T = typename decltype(s)::type;
+    GroupNormBlocks<T>(static_cast<const T*>(x), static_cast<T*>(y), first, blocks, groups, cpg, S,
+                       w, b, eps, stream);
+  });
+}
+
 // Normalizes `rows` rows of `cols` elements; w/b (f32, may be null) cover one row.
 void NormRun(bool rms, int code, const void* x, void* y, size_t rows, size_t cols, const float* w,
              const float* b, float eps, bool stream) {
@@ -342,6 +392,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace ubfuse {
 HWY_EXPORT(NormRun);
+HWY_EXPORT(GroupNormRun);
 
 namespace cpu {
 namespace {
@@ -398,7 +449,69 @@ class NormKernel : public KernelBase {
   float eps_;
 };
 
+// GroupNorm (and InstanceNormalization, one channel per group) over x [N, C, ...]: a group of a
+// sample is one contiguous block of C / groups channels, so blocks are normalized like rows.
+class GroupNormKernel : public KernelBase {
+ public:
+  GroupNormKernel(const Node& n, int64_t groups, float eps)
+      : KernelBase(n), groups_(groups), eps_(eps) {}
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 1, 3, out);
+    const Tensor& x = in[0];
+    const Tensor& y = out[0];
+    if (!is_float(x.dtype()) || y.dtype() != x.dtype() || y.sizes() != x.sizes() || x.rank() < 2) {
+      fail("needs a float input [N, C, ...] and a like output, got " + tensors_str({x, y}));
+    }
+    const int64_t N = x.dim(0), C = x.dim(1);
+    if (C % groups_ != 0) {
+      fail("groups " + std::to_string(groups_) + " does not divide the channels of " +
+               tensors_str({x}),
+           "num_groups must divide X's dim 1");
+    }
+    if (x.numel() == 0) return;
+    const int64_t S = x.numel() / (N * C), cpg = C / groups_;
+    std::vector<float> wb[2];
+    const float* params[2] = {nullptr, nullptr};
+    for (size_t k = 1; k < in.size(); ++k) {
+      const Tensor& p = in[k];
+      if (p.numel() != C || !is_float(p.dtype())) {
+        fail(std::string(k == 1 ? "scale" : "bias") + " must have " + std::to_string(C) +
+             " float values (one per channel), got " + tensors_str({p}));
+      }
+      wb[k - 1].resize(size_t(C));
+      convert_floats(p.dtype(), p.data(), DType::f32, wb[k - 1].data(), C);
+      params[k - 1] = wb[k - 1].data();
+    }
+    const int fc = float_code(x.dtype());
+    const bool stream = use_stream(y.nbytes());
+    const int64_t blocks = N * groups_;
+    pool.parallel_for(blocks, grain_for(cpg * S), [&](int64_t lo, int64_t hi, int) {
+      HWY_DYNAMIC_DISPATCH(GroupNormRun)
+      (fc, x.data(), y.data(), size_t(lo), size_t(hi - lo), size_t(groups_), size_t(cpg), size_t(S),
+       params[0], params[1], eps_, stream);
+      if (stream) hwy::FlushStream();
+    });
+  }
+
+ private:
+  int64_t groups_;
+  float eps_;
+};
+
 }  // namespace
+
+std::unique_ptr<OpKernel> make_group_norm_kernel(const Node& n) {
+  UBF_CHECK(n.op == OpKind::GroupNorm, "make_group_norm_kernel: " + n.describe());
+  const double eps = n.attr_float("eps", 1e-5);
+  const int64_t groups = n.attr_int("groups", 1);
+  if (!(eps >= 0) || groups < 1) {
+    kernel_fail(n.describe(), "eps must be >= 0 and groups >= 1, got eps " + std::to_string(eps) +
+                                  ", groups " + std::to_string(groups));
+  }
+  return std::make_unique<GroupNormKernel>(n, groups, float(eps));
+}
 
 std::unique_ptr<OpKernel> make_norm_kernel(const Node& n) {
   const bool rms = n.op == OpKind::RMSNorm;

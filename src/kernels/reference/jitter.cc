@@ -9,7 +9,8 @@ namespace ubfuse::ref {
 bool jitterable(const Node& n) {
   const FusionClass fc = fusion_class(n.op);
   const bool computes = fc == FusionClass::Elementwise || fc == FusionClass::Broadcast ||
-                        fc == FusionClass::RowReduction || n.op == OpKind::MatMul;
+                        fc == FusionClass::RowReduction || n.op == OpKind::MatMul ||
+                        n.op == OpKind::Conv || n.op == OpKind::GroupNorm;
   return computes && n.op != OpKind::Cast;
 }
 

@@ -172,6 +172,95 @@ RefTensor matmul(const Node& n, const std::vector<RefTensor>& in) {
   return y;
 }
 
+// Conv over 1 or 2 spatial axes (a 1-D one as 2-D with height 1), in double.
+RefTensor conv(const Node& n, const std::vector<RefTensor>& in) {
+  const RefTensor& x = in[0];
+  const RefTensor& w = in[1];
+  const size_t sp = x.sizes.size() - 2;
+  const auto st = n.attr_ints("strides"), dl = n.attr_ints("dilations"), pd = n.attr_ints("pads");
+  const std::string ap = n.attr_str("auto_pad", "NOTSET");
+  const int64_t group = n.attr_int("group", 1);
+  // Axis 0 is the height (1 for a 1-D conv), axis 1 the width.
+  int64_t len[2] = {1, 1}, k[2] = {1, 1}, s[2] = {1, 1}, d[2] = {1, 1}, pb[2] = {0, 0},
+          out[2] = {1, 1};
+  for (size_t i = 0; i < sp; i++) {
+    const size_t a = 2 - sp + i;
+    len[a] = x.sizes[2 + i];
+    k[a] = w.sizes[2 + i];
+    s[a] = st[i];
+    d[a] = dl[i];
+    const ConvAxis ca = conv_axis(len[a], k[a], s[a], d[a], ap, pd[i], pd[sp + i]);
+    if (ca.out < 1) {
+      throw Error(n.describe() + ": input " + sizes_str(x.sizes) + " and weight " +
+                  sizes_str(w.sizes) + " give no output along spatial axis " + std::to_string(i));
+    }
+    pb[a] = ca.pad_begin;
+    out[a] = ca.out;
+  }
+  const int64_t N = x.sizes[0], C = x.sizes[1], M = w.sizes[0], cg = C / group, mg = M / group;
+  Sizes os{N, M};
+  for (size_t i = 0; i < sp; i++) os.push_back(out[2 - sp + i]);
+  RefTensor y = make(n, os);
+  for (int64_t b = 0; b < N; b++) {
+    for (int64_t m = 0; m < M; m++) {
+      const int64_t g = m / mg;
+      for (int64_t oh = 0; oh < out[0]; oh++) {
+        for (int64_t ow = 0; ow < out[1]; ow++) {
+          double acc = in.size() > 2 ? in[2].data[size_t(m)] : 0.0;
+          for (int64_t c = 0; c < cg; c++) {
+            const int64_t ci = g * cg + c;
+            for (int64_t kh = 0; kh < k[0]; kh++) {
+              const int64_t ih = oh * s[0] - pb[0] + kh * d[0];
+              if (ih < 0 || ih >= len[0]) continue;
+              for (int64_t kw = 0; kw < k[1]; kw++) {
+                const int64_t iw = ow * s[1] - pb[1] + kw * d[1];
+                if (iw < 0 || iw >= len[1]) continue;
+                acc += x.data[size_t(((b * C + ci) * len[0] + ih) * len[1] + iw)] *
+                       w.data[size_t(((m * cg + c) * k[0] + kh) * k[1] + kw)];
+              }
+            }
+          }
+          y.data[size_t(((b * M + m) * out[0] + oh) * out[1] + ow)] = acc;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+// GroupNorm: per sample and group, the mean and variance over the group's channels and positions.
+RefTensor group_norm(const Node& n, const std::vector<RefTensor>& in) {
+  const RefTensor& x = in[0];
+  const double eps = n.attr_float("eps", 1e-5);
+  const int64_t groups = n.attr_int("groups", 1);
+  const int64_t N = x.sizes[0], C = x.sizes[1];
+  const int64_t S = C ? int64_t(x.data.size()) / std::max<int64_t>(1, N * C) : 0;
+  const int64_t cg = C / groups, len = cg * S;
+  RefTensor y = make(n, x.sizes);
+  for (int64_t b = 0; b < N; b++) {
+    for (int64_t g = 0; g < groups; g++) {
+      const size_t base = size_t((b * C + g * cg) * S);
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < len; j++) mean += x.data[base + size_t(j)];
+      mean /= double(len);
+      for (int64_t j = 0; j < len; j++) {
+        const double dv = x.data[base + size_t(j)] - mean;
+        var += dv * dv;
+      }
+      var /= double(len);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      for (int64_t j = 0; j < len; j++) {
+        const size_t c = size_t(g * cg + j / std::max<int64_t>(1, S));
+        double v = (x.data[base + size_t(j)] - mean) * rstd;
+        if (in.size() > 1) v *= in[1].data[c];
+        if (in.size() > 2) v += in[2].data[c];
+        y.data[base + size_t(j)] = v;
+      }
+    }
+  }
+  return y;
+}
+
 // Generic gather of output coordinates from one input: fn maps output coords to input coords.
 template <typename F>
 RefTensor remap(const Node& n, const RefTensor& x, Sizes os, F fn) {
@@ -379,6 +468,10 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       }
       return {y};
     }
+    case OpKind::Conv:
+      return stored(conv(n, in));
+    case OpKind::GroupNorm:
+      return stored(group_norm(n, in));
     case OpKind::Gather: {
       const RefTensor& x = in[0];
       const RefTensor& idx = in[1];
@@ -490,6 +583,35 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       }
       return {y};
     }
+    case OpKind::Pad: {  // exact in every dtype: moves and the fill value
+      const auto pads = n.attr_ints("pads");
+      const PadMode mode = *parse_pad_mode(n.attr_str("mode", "constant"));
+      const double fill = in.size() > 1 ? in[1].data.at(0) : 0.0;
+      const Sizes& xs = in[0].sizes;
+      const size_t r = xs.size();
+      Sizes os(r);
+      for (size_t i = 0; i < r; i++) os[i] = xs[i] + pads[i] + pads[r + i];
+      for (size_t i = 0; i < r; i++) {
+        if (os[i] < 0 || (mode != PadMode::Constant && xs[i] == 0 && os[i] > 0)) {
+          throw Error(n.describe() + ": pads " + sizes_str(pads) + " do not fit input " +
+                      sizes_str(xs));
+        }
+      }
+      RefTensor y = make(n, os);
+      auto xst = strides_of(xs);
+      for (int64_t f = 0; f < int64_t(y.data.size()); f++) {
+        int64_t t = f, idx = 0;
+        bool filled = false;
+        for (size_t a = r; a-- > 0;) {
+          const int64_t src = pad_source(t % os[a] - pads[a], xs[a], mode);
+          t /= os[a];
+          if (src < 0) filled = true;
+          idx += src * xst[a];
+        }
+        y.data[size_t(f)] = filled ? fill : in[0].data[size_t(idx)];
+      }
+      return {y};
+    }
     case OpKind::RotateHalf: {  // exact in every dtype: a move and a sign
       RefTensor y = make(n, in[0].sizes);
       const int64_t d = in[0].sizes.empty() ? 0 : in[0].sizes.back(), h = d / 2;
@@ -595,9 +717,11 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     // rounding would round back to itself, hiding a kernel's f32 value on the other side of a
     // rounding boundary. (CastsOnly leaves float results exact; `jittered` excludes casts.)
     auto outs = eval_node(*n, ins, jittered ? Rounding::CastsOnly : op_rounding);
-    // A MatMul writes its result in its dtype in graph mode too (oneDNN's destination, which a
-    // fused epilogue then reads), so CastsOnly rounds it as EveryOp does.
-    const bool stored = op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul;
+    // A MatMul or Conv writes its result in its dtype in graph mode too (oneDNN's destination,
+    // which a fused epilogue then reads), as GroupNorm's own kernel does, so CastsOnly rounds it
+    // as EveryOp does.
+    const bool stored = op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul ||
+                        n->op == OpKind::Conv || n->op == OpKind::GroupNorm;
     for (size_t i = 0; i < outs.size(); i++) {
       const bool is_f = is_float(n->outputs[i]->dtype);
       if (jittered && is_f) {
