@@ -218,6 +218,7 @@ Graph Graph::clone() const {
     std::vector<Value*> ins;
     for (auto* v : n->inputs) ins.push_back(vmap.at(v));
     Node* c = g.add_node(n->op, ins, n->attrs, n->name, int(n->outputs.size()));
+    c->id = n->id;  // run-time dims in the copied shapes are named after it (runtime_dim)
     c->payload = n->payload;
     c->host = n->host;
     for (size_t i = 0; i < n->outputs.size(); i++) {
