@@ -160,6 +160,27 @@ TEST(Graph, CloneAndDce) {
   EXPECT_EQ(g.num_nodes(), 2);
 }
 
+// Run-time dims are named after their node's id, so a clone (compile's first step) keeps the ids:
+// renumbered after a removed node, re-inferring a Range over a run-time length named another dim.
+TEST(Graph, CloneKeepsNodeIds) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {4});
+  b.exp(x);  // dead: removed below, a gap in the ids
+  auto n = b.input("n", i64, {});
+  auto i64_scalar = [&](float v) { return b.constant(Tensor::from_floats(i64, {}, {v})); };
+  b.output("y", b.cast(b.range(i64_scalar(0), n, i64_scalar(1)), f32));
+  b.output("x2", b.relu(x));
+  Graph g = b.build();
+  EXPECT_EQ(g.remove_dead_nodes(), 1);
+  Graph c = g.clone();
+  EXPECT_NO_THROW(verify(c));
+  for (Node* node : g.topo_order()) EXPECT_EQ(c.node_by_name(node->name)->id, node->id);
+  auto out = compile(g, {{"ge.exec.enableOperatorFusion", "1"}})
+                 .run({{"x", Tensor::from_floats(f32, {4}, {1, -2, 3, -4})},
+                       {"n", Tensor::from_floats(i64, {}, {5})}});
+  EXPECT_EQ(out.at("y").numel(), 5);
+}
+
 TEST(DType, HalfConversionsRoundTrip) {
   for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1e-5f, 5.96e-8f, 1e-3f, 3.14159f}) {
     EXPECT_NEAR(f16_to_f32(f32_to_f16(v)), v, std::fabs(v) * 1e-3 + 6e-8) << v;

@@ -54,6 +54,9 @@ void binary_broadcast_float() {
       {"div", [](GraphBuilder& b, V x, V y) { return b.div(x, y); }},
       {"max", [](GraphBuilder& b, V x, V y) { return b.max(x, y); }},
       {"min", [](GraphBuilder& b, V x, V y) { return b.min(x, y); }},
+      {"mod", [](GraphBuilder& b, V x, V y) { return b.mod(x, b.neg(y)); }},  // signs differ
+      {"fmod", [](GraphBuilder& b, V x, V y) { return b.fmod(x, y); }},
+      {"pow_tensor", [](GraphBuilder& b, V x, V y) { return b.pow_tensor(b.abs(x), y); }},
   };
   uint64_t seed = 100;
   for (auto& [name, fn] : ops) {
@@ -106,6 +109,37 @@ TEST(KernelsCpu, BinaryInteger) {
                              }))
             << op << " " << dtype_name(dt) << " " << sizes_str(sp.a) << " x " << sizes_str(sp.b);
       }
+    }
+  }
+}
+
+TEST(KernelsCpu, BinaryIntegerModAndPow) {
+  uint64_t seed = 400;
+  for (DType dt : {DType::i32, DType::i64}) {
+    for (const auto& sp : kBroadcasts) {
+      Tensor a = Tensor::random(dt, sp.a, seed++, -50, 50);
+      Tensor d = Tensor::random(dt, sp.b, seed++, 1, 9);
+      Tensor small = Tensor::random(dt, sp.a, seed++, -6, 7);
+      Tensor e = Tensor::random(dt, sp.b, seed++, -2, 8);
+      const std::string where =
+          std::string(dtype_name(dt)) + " " + sizes_str(sp.a) + " x " + sizes_str(sp.b);
+      EXPECT_TRUE(check_op({a, d}, [](GraphBuilder& b, std::vector<V>& v) {
+        return b.mod(v[0], v[1]);
+      })) << where;
+      EXPECT_TRUE(check_op({a, d}, [](GraphBuilder& b, std::vector<V>& v) {
+        return b.mod(v[0], b.neg(v[1]));
+      })) << where;
+      EXPECT_TRUE(check_op({a, d}, [](GraphBuilder& b, std::vector<V>& v) {
+        return b.fmod(v[0], v[1]);
+      })) << where;
+      // Bases in [-6, 6] without 0 where the exponent may be negative.
+      Tensor base = small.clone();
+      for (int64_t i = 0; i < base.numel(); i++) {
+        if (base.get(i) == 0) base.set(i, 5);
+      }
+      EXPECT_TRUE(check_op({base, e}, [](GraphBuilder& b, std::vector<V>& v) {
+        return b.pow_tensor(v[0], v[1]);
+      })) << where;
     }
   }
 }

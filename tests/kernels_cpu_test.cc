@@ -57,6 +57,12 @@ std::vector<UnaryCase> unary_cases() {
       {"pow_1_7", [](GraphBuilder& b, V x) { return b.pow(x, 1.7); }, 0, 4},
       {"pow4_neg", [](GraphBuilder& b, V x) { return b.pow(x, 4); }, -3, 3},
       {"pow_m3_neg", [](GraphBuilder& b, V x) { return b.pow(x, -3); }, -3, -0.3},
+      {"sin", [](GraphBuilder& b, V x) { return b.sin(x); }, -10, 10},
+      {"cos", [](GraphBuilder& b, V x) { return b.cos(x); }, -10, 10},
+      {"floor", [](GraphBuilder& b, V x) { return b.floor(x); }, -5, 5},
+      {"ceil", [](GraphBuilder& b, V x) { return b.ceil(x); }, -5, 5},
+      {"round", [](GraphBuilder& b, V x) { return b.round(x); }, -5, 5},
+      {"sign", [](GraphBuilder& b, V x) { return b.sign(x); }, -3, 3},
   };
 }
 
@@ -123,6 +129,17 @@ TEST(KernelsCpu, VecmathAccuracyInUlps) {
        -80, 80, 2.5},
       {"rsqrt", [](B& b, V x) { return b.rsqrt(x); }, [](double v) { return 1 / std::sqrt(v); },
        1e-6, 1e6, 1.5},
+      // Cody-Waite below 2^17, lane by lane past it (and everywhere without FMA).
+      {"sin", [](B& b, V x) { return b.sin(x); }, [](double v) { return std::sin(v); }, -7, 7, 1.0},
+      {"cos", [](B& b, V x) { return b.cos(x); }, [](double v) { return std::cos(v); }, -7, 7, 1.0},
+      {"sin (rotary angles)", [](B& b, V x) { return b.sin(x); },
+       [](double v) { return std::sin(v); }, -1e4, 1e4, 1.0},
+      {"cos (rotary angles)", [](B& b, V x) { return b.cos(x); },
+       [](double v) { return std::cos(v); }, -1e4, 1e4, 1.0},
+      {"sin (past 2^17)", [](B& b, V x) { return b.sin(x); }, [](double v) { return std::sin(v); },
+       1e5, 1e7, 1.0},
+      {"cos (huge)", [](B& b, V x) { return b.cos(x); }, [](double v) { return std::cos(v); },
+       -3e38, 3e38, 1.0},
       // x sigmoid(2u): u's rounding error, times |2u|, passes to sigmoid where it is small
       // (measured 12.2 and 147 ulps on AVX-512; a 1 + tanh(u) form is 100% off below -5).
       {"gelu tanh (x > -3)", [](B& b, V x) { return b.gelu(x, "tanh"); }, gelu_tanh, -3, 10, 16},

@@ -17,16 +17,7 @@ namespace {
 const std::string kModels = std::string(UBFUSE_SOURCE_DIR) + "/tests/models/";
 
 // File -> what its import stops at today: an unsupported ONNX op, or a fragment of the error.
-const std::map<std::string, std::string> kBlockedBy = {
-    {"kv_decoder.onnx", "op 'Cos' is not supported"},
-    {"kv_decoder_with_past.onnx", "op 'Cos' is not supported"},
-    {"kv_decoder_merged.onnx", "op 'Cos' is not supported"},
-    {"llama_stack.onnx", "op 'Cos' is not supported"},
-    {"speech_encoder.onnx", "op 'Cos' is not supported"},
-    // pos_embed[:, :1 + patches]: a slice of the static 65 positions up to a run-time end has a
-    // run-time length, which the Add cannot match against the patch count when it is imported.
-    {"vit_encoder.onnx", "node '/Add' (Add): cannot broadcast shapes"},
-};
+const std::map<std::string, std::string> kBlockedBy = {};
 
 // onnxruntime and ubfuse differ by f32 rounding through a few layers.
 ::testing::AssertionResult near(const Tensor& got, const Sizes& sizes,

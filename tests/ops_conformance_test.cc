@@ -41,12 +41,63 @@ std::vector<OpCase> op_conformance_cases() {
       un(OpKind::Relu),
       un(OpKind::Silu),
       un(OpKind::Erf),
+      un(OpKind::Sin, -7, 7),
+      un(OpKind::Cos, -7, 7),
+      // Rotary embeddings take cos/sin of positions * frequencies into the thousands.
+      {"SinCosLarge",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         return b.add(b.sin(x), b.cos(x));
+       },
+       -5000, 5000},
+      un(OpKind::Floor, -4, 4),
+      un(OpKind::Ceil, -4, 4),
+      un(OpKind::Round, -4, 4),
+      un(OpKind::Sign),
+      {"IsNaNLog",  // log of a negative number is NaN
+       [](GraphBuilder& b, DType t, const Sizes& s) { return b.is_nan(b.log(in(b, "x", t, s))); }},
+      {"IsInfLogFloor",  // floor(x) = 0 gives log = -inf
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.is_inf(b.log(b.abs(b.floor(in(b, "x", t, s)))));
+       }},
+      {"SignInt",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.sign(b.cast(in(b, "x", t, s), i32));
+       },
+       -3, 3},
       bin(OpKind::Add),
       bin(OpKind::Sub),
       bin(OpKind::Mul),
       bin(OpKind::Div, 0.5, 3),
       bin(OpKind::Max),
       bin(OpKind::Min),
+      bin(OpKind::Mod, -4, 4),
+      bin(OpKind::Fmod, -4, 4),
+      bin(OpKind::PowTensor, 0.1, 3),
+      {"PowTensorIntegral",  // negative bases, integral exponents (repeated squaring)
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "a", t, s), e = b.floor(in(b, "b", t, Sizes{s.back()}));
+         return b.pow_tensor(x, e);
+       },
+       -3, 4},
+      // Integers: floats truncated by a Cast; divisors that truncate to 0 become 7.
+      {"ModFmodInt",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = b.cast(in(b, "a", t, s), i64);
+         auto d = b.cast(in(b, "b", t, Sizes{s.back()}), i64);
+         auto zero = b.constant(Tensor::from_floats(i64, {}, {0}));
+         d = b.where(b.equal(d, zero), b.constant(Tensor::from_floats(i64, {}, {7})), d);
+         return b.add(b.mul(b.mod(x, d), b.constant(Tensor::from_floats(i64, {}, {100}))),
+                      b.fmod(x, d));
+       },
+       -20, 20},
+      {"PowTensorInt",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = b.cast(in(b, "a", t, s), i32);
+         auto e = b.abs(b.cast(in(b, "b", t, Sizes{s.back()}), i32));
+         return b.pow_tensor(x, e);
+       },
+       -6, 6},
       {"GeluErf",
        [](GraphBuilder& b, DType t, const Sizes& s) { return b.gelu(in(b, "x", t, s)); }},
       {"GeluTanh",

@@ -35,6 +35,7 @@ enum class MathTypes : uint8_t {
   Float,    // float -> the same dtype
   Number,   // float or integer -> the same dtype
   Bool,     // bool -> bool
+  Test,     // float -> bool
   Compare,  // two operands of one dtype -> bool
   Select,   // a bool condition and two values of one dtype -> their dtype
 };

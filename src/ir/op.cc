@@ -27,13 +27,14 @@ constexpr bool table_in_order() {
 }
 static_assert(table_in_order(), "op table out of step with ops.def");
 
-// Unary math ops take Float, Number or Bool operands, binary ones Number or Compare, Where-like
-// ones Select: the layers generated from the rows (shape inference, eager kernels) rely on it.
+// Unary math ops take Float, Number, Bool or Test operands, binary ones Number or Compare,
+// Where-like ones Select: the layers generated from the rows (shape inference, eager kernels)
+// rely on it.
 constexpr bool math_rows_consistent() {
   for (const OpInfo& i : kOpTable) {
     if (i.math == MathTypes::None) continue;
-    const bool unary =
-        i.math == MathTypes::Float || i.math == MathTypes::Number || i.math == MathTypes::Bool;
+    const bool unary = i.math == MathTypes::Float || i.math == MathTypes::Number ||
+                       i.math == MathTypes::Bool || i.math == MathTypes::Test;
     const bool ok = i.min_inputs == 1 ? unary
                     : i.min_inputs == 2
                         ? i.math == MathTypes::Number || i.math == MathTypes::Compare

@@ -802,6 +802,11 @@ void infer_math(Node& n) {
       infer_same(n);
       if (n.inputs[0]->dtype != DType::boolean) fail(n, "needs a bool input");
       return;
+    case MathTypes::Test:
+      infer_same(n);
+      require_float(n, n.inputs[0]);
+      n.out()->dtype = DType::boolean;
+      return;
     case MathTypes::Compare:
       require_same_dtype(n, n.inputs[0], n.inputs[1]);
       n.out()->dtype = DType::boolean;

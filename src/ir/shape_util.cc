@@ -4,6 +4,15 @@
 
 namespace ubfuse {
 
+namespace {
+bool is_runtime_dim(const Dim& d) {
+  for (const std::string& s : d.symbols()) {
+    if (!s.empty() && s[0] == '$') return true;  // ir/values.h runtime_dim
+  }
+  return false;
+}
+}  // namespace
+
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::string* why) {
   size_t r = std::max(a.size(), b.size());
   Shape out(r);
@@ -21,6 +30,10 @@ std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::strin
       out[i] = db;  // the symbol must equal the fixed size; checked at run time
     } else if (da.is_static() && !db.is_static()) {
       out[i] = da;
+    } else if (is_runtime_dim(db)) {
+      out[i] = da;  // a run-time dim (a Range's length, a capped slice) must match; plans check
+    } else if (is_runtime_dim(da)) {
+      out[i] = db;
     } else {
       if (why) {
         *why = shape_str(a) + " and " + shape_str(b) + " differ in dim " + std::to_string(i) +

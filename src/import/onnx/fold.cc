@@ -95,6 +95,24 @@ int64_t int_binary(const Node& n, int64_t a, int64_t b) {
   }
   if (k == OpKind::Max) return std::max(a, b);
   if (k == OpKind::Min) return std::min(a, b);
+  if (k == OpKind::Mod || k == OpKind::Fmod) {
+    if (b == 0) throw Error(n.describe() + ": integer division by zero in constant folding");
+    int64_t r = b == -1 ? 0 : a % b;
+    if (k == OpKind::Mod && r != 0 && (r < 0) != (b < 0)) r += b;
+    return r;
+  }
+  if (k == OpKind::PowTensor) {
+    if (b < 0) {
+      if (a == 0) throw Error(n.describe() + ": integer 0 to a negative power in constant folding");
+      return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+    }
+    uint64_t r = 1, base = uint64_t(a);
+    for (uint64_t e = uint64_t(b); e != 0; e >>= 1) {
+      if (e & 1) r *= base;
+      base *= base;
+    }
+    return int64_t(r);
+  }
   if (k == OpKind::Equal) return a == b;
   if (k == OpKind::Less) return a < b;
   if (k == OpKind::Greater) return a > b;
@@ -132,6 +150,9 @@ std::optional<Tensor> fold_int(const Node& n, const std::vector<Tensor>& in) {
       v = get_int(in[0], idx[0]);
     } else if (k == OpKind::Relu) {
       v = std::max<int64_t>(0, get_int(in[0], idx[0]));
+    } else if (k == OpKind::Sign) {
+      const int64_t x = get_int(in[0], idx[0]);
+      v = (x > 0) - (x < 0);
     } else if (k == OpKind::Where) {
       v = get_int(in[0], idx[0]) ? get_int(in[1], idx[1]) : get_int(in[2], idx[2]);
     } else {

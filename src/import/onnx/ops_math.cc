@@ -3,6 +3,8 @@
 // The unary math ops that import 1:1 need no converter here (ops.def's Onnx column Direct,
 // registry.cc).
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 #include "import/onnx/registry.h"
 
@@ -204,28 +206,81 @@ void cast(NodeCtx& c) {
 
 void cast_like(NodeCtx& c) { cast_to(c, c.dtype(1)); }
 
-void pow(NodeCtx& c) {
-  require_float(c, 0);
+// A constant exponent of one value for every element that does not widen the base: ubfuse's
+// Pow (a scalar attribute, the form the canonicalize pass reads: x^2 in a norm's variance).
+std::optional<double> scalar_exponent(NodeCtx& c) {
   const IValue& e = c.input(1);
-  if (!e.konst.defined()) {
-    c.unsupported(
-        "the exponent (input 1) must be a constant; ubfuse's Pow takes a scalar exponent");
-  }
+  if (!is_float(c.dtype(0)) || !e.konst.defined()) return std::nullopt;
   double v = e.konst.numel() ? e.konst.get(0) : 1.0;
   for (int64_t i = 1; i < e.konst.numel(); i++) {
-    if (e.konst.get(i) != v) c.unsupported("the exponent must be one value for every element");
+    if (e.konst.get(i) != v) return std::nullopt;
+  }
+  const Shape& xs = c.shape(0);
+  if (e.konst.rank() > int64_t(xs.size())) return std::nullopt;
+  for (int i = 0; i < e.konst.rank(); i++) {
+    int64_t d = e.konst.sizes()[size_t(e.konst.rank() - 1 - i)];
+    const Dim& xd = xs[xs.size() - 1 - size_t(i)];
+    if (d != 1 && !(xd.is_static() && xd.value() == d)) return std::nullopt;
+  }
+  return v;
+}
+
+Value* cast_value(NodeCtx& c, Value* v, DType to) {
+  if (v->dtype == to) return v;
+  return c.emit(OpKind::Cast, {v}, {{"to", std::string(dtype_name(to))}});
+}
+
+// Pow(x, y): the result has x's dtype, y may have another (ONNX's T and T1); ubfuse's PowTensor
+// takes one. Two dtypes, one of them float, compute in f32 and cast to x's: a float x rounds
+// once, as PowTensor of its own dtype does (an integer y is exact below 2^24, and larger powers
+// of anything but +-1 are 0 or inf anyway); an integer x truncates, as ONNX's reference (numpy's
+// power in float64, then a cast) does, exact where x and the power are below 2^24. Integers of
+// two widths: y is cast to x's.
+void pow(NodeCtx& c) {
+  const DType xt = c.dtype(0), yt = c.dtype(1);
+  if (xt == DType::boolean || yt == DType::boolean) c.unsupported("Pow on bool tensors");
+  if (auto e = scalar_exponent(c)) {
+    c.set_output(0, c.emit(OpKind::Pow, {c.value(0)}, {{"exponent", *e}}));
+    return;
   }
   Value* x = c.value(0);
-  // The exponent may not widen the result: ubfuse's Pow keeps its input's shape.
-  bool fits = e.konst.rank() <= int(x->shape.size());
-  for (int i = 0; fits && i < e.konst.rank(); i++) {
-    int64_t d = e.konst.sizes()[size_t(e.konst.rank() - 1 - i)];
-    const Dim& xd = x->shape[x->shape.size() - 1 - size_t(i)];
-    fits = d == 1 || (xd.is_static() && xd.value() == d);
+  Value* y = c.value(1);
+  Value* out;
+  if (xt == yt) {
+    out = c.emit(OpKind::PowTensor, {x, y});
+  } else if (is_float(xt) || is_float(yt)) {
+    Value* p =
+        c.emit(OpKind::PowTensor, {cast_value(c, x, DType::f32), cast_value(c, y, DType::f32)});
+    out = cast_value(c, p, xt);
+  } else {
+    out = c.emit(OpKind::PowTensor, {x, cast_value(c, y, xt)});  // integers of two widths
   }
-  if (!fits) c.unsupported("an exponent that broadcasts the base to a larger shape");
-  Value* y = c.emit(OpKind::Pow, {x}, {{"exponent", v}});
-  c.set_output(0, y);
+  c.set_output(0, out);
+}
+
+// Mod(a, b, fmod): fmod=0 is Mod (the sign of b; ONNX allows it for integers only, numpy's mod
+// for floats), fmod=1 Fmod (the sign of a, C's fmod and %).
+void mod(NodeCtx& c) {
+  const int64_t f = c.attr_int("fmod", 0);
+  if (f != 0 && f != 1) c.invalid("attribute 'fmod' must be 0 or 1, got " + std::to_string(f));
+  if (c.dtype(0) == DType::boolean) c.unsupported("Mod on bool tensors");
+  c.set_output(0, c.emit(f ? OpKind::Fmod : OpKind::Mod, {c.value(0), c.value(1)}));
+}
+
+// IsInf(x, detect_positive, detect_negative): ubfuse's IsInf detects both; one sign alone is
+// Equal(x, +-inf), and neither Equal(x, NaN), false everywhere.
+void is_inf(NodeCtx& c) {
+  require_float(c, 0);
+  const bool pos = c.attr_int("detect_positive", 1) != 0;
+  const bool neg = c.attr_int("detect_negative", 1) != 0;
+  Value* x = c.value(0);
+  if (pos && neg) {
+    c.set_output(0, c.emit(OpKind::IsInf, {x}));
+    return;
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  const double v = pos ? inf : neg ? -inf : std::numeric_limits<double>::quiet_NaN();
+  c.set_output(0, c.emit(OpKind::Equal, {x, scalar_like(c, v, x)}));
 }
 
 void clip(NodeCtx& c) {
@@ -276,6 +331,8 @@ void add_math_ops(ConverterMap& m) {
   m["Cast"] = cast;
   m["CastLike"] = cast_like;
   m["Pow"] = pow;
+  m["Mod"] = mod;
+  m["IsInf"] = is_inf;
   m["Clip"] = clip;
 }
 

@@ -10,7 +10,7 @@ template <OpKind K>
 void direct(NodeCtx& c) {
   const OpInfo& info = op_info(K);
   for (int i = 0; i < info.min_inputs; i++) {
-    if (info.math == MathTypes::Float) require_float(c, i);
+    if (info.math == MathTypes::Float || info.math == MathTypes::Test) require_float(c, i);
     if (info.math == MathTypes::Bool && c.dtype(i) != DType::boolean) {
       c.invalid(std::string(info.name) + " needs a bool input");
     }

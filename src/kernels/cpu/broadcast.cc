@@ -1,4 +1,5 @@
-// Binary arithmetic eager kernels (Add, Sub, Mul, Div, Max, Min) with numpy broadcasting. The
+// Binary arithmetic eager kernels (Add, Sub, Mul, Div, Max, Min, Mod, Fmod, PowTensor) with numpy
+// broadcasting. The
 // output is walked as runs (broadcast_plan.h); each run is one vector loop with every operand
 // either contiguous or a broadcast scalar, so bias / per-row-scalar / scalar operands run at the
 // speed of the same-shape case. Float storage computes in f32; i32/i64 use plain loops.
@@ -12,6 +13,7 @@
 #define UBF_ARITH_Number1(...)
 #define UBF_ARITH_Float1(...)
 #define UBF_ARITH_Bool1(...)
+#define UBF_ARITH_Test1(...)
 #define UBF_ARITH_Compare2(...)
 #define UBF_ARITH_Select3(...)
 
@@ -127,6 +129,9 @@ void BinaryRun(int op, int code, const void* a, bool as, const void* b, bool bs,
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <optional>
+#include <type_traits>
+
 #include "hwy/cache_control.h"
 #include "kernels/cpu/broadcast_plan.h"
 #include "kernels/cpu/kernel_util.h"
@@ -139,8 +144,29 @@ namespace {
 
 constexpr int64_t kBlock = 64;  // chunk boundaries fall on whole cache lines
 
+// x^y for integers, wrapping like the other integer arithmetic (numpy's power); nullopt for 0 to
+// a negative power. Other negative powers are 1 / x^-y truncated: 1, -1 or 0.
 template <typename T>
-bool int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_t n) {
+std::optional<T> int_pow(T x, T y) {
+  using U = std::make_unsigned_t<T>;
+  if (y < 0) {
+    if (x == 0) return std::nullopt;
+    if (x == 1) return T(1);
+    if (x == -1) return T((y & 1) ? -1 : 1);
+    return T(0);
+  }
+  U r = 1, base = U(x);
+  for (U e = U(y); e != 0; e >>= 1) {
+    if (e & 1) r *= base;
+    base *= base;
+  }
+  return T(r);
+}
+
+// Why an integer op fails for one pair of operands; nullptr when it does not.
+template <typename T>
+const char* int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_t n) {
+  constexpr const char* kDivByZero = "integer division by zero";
   for (int64_t i = 0; i < n; ++i) {
     const T x = a[as ? 0 : i], y = b[bs ? 0 : i];
     T r{};
@@ -155,7 +181,7 @@ bool int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_
         r = T(x * y);
         break;
       case kDiv:
-        if (y == 0) return false;
+        if (y == 0) return kDivByZero;
         r = T(x / y);
         break;
       case kMax:
@@ -164,10 +190,22 @@ bool int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_
       case kMin:
         r = x < y ? x : y;
         break;
+      case kMod:   // the sign of y (Python's %)
+      case kFmod:  // the sign of x (C's %)
+        if (y == 0) return kDivByZero;
+        r = y == -1 ? T(0) : T(x % y);  // x % -1 overflows for the least x
+        if (BinaryCode(op) == kMod && r != 0 && (r < 0) != (y < 0)) r = T(r + y);
+        break;
+      case kPowTensor: {
+        const std::optional<T> p = int_pow(x, y);
+        if (!p) return "integer 0 to a negative power (a division by zero)";
+        r = *p;
+        break;
+      }
     }
     out[i] = r;
   }
-  return true;
+  return nullptr;
 }
 
 class BinaryKernel : public KernelBase {
@@ -211,13 +249,13 @@ class BinaryKernel : public KernelBase {
               HWY_DYNAMIC_DISPATCH(BinaryRun)(code_, fc, ra, as, rb, bs, ro, size_t(len), stream);
               return;
             }
-            const bool ok = dt == DType::i32 ? int_binary(code_, static_cast<const int32_t*>(ra),
-                                                          as, static_cast<const int32_t*>(rb), bs,
-                                                          static_cast<int32_t*>(ro), len)
-                                             : int_binary(code_, static_cast<const int64_t*>(ra),
-                                                          as, static_cast<const int64_t*>(rb), bs,
-                                                          static_cast<int64_t*>(ro), len);
-            if (!ok) fail("integer division by zero", "guard the divisor or Cast to f32");
+            const char* why = dt == DType::i32 ? int_binary(code_, static_cast<const int32_t*>(ra),
+                                                            as, static_cast<const int32_t*>(rb), bs,
+                                                            static_cast<int32_t*>(ro), len)
+                                               : int_binary(code_, static_cast<const int64_t*>(ra),
+                                                            as, static_cast<const int64_t*>(rb), bs,
+                                                            static_cast<int64_t*>(ro), len);
+            if (why) fail(why, "guard the divisor or Cast to f32");
           });
       if (stream) hwy::FlushStream();
     });

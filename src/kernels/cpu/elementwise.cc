@@ -1,5 +1,6 @@
 // Unary elementwise eager kernels: f32/bf16/f16 storage computed in f32 with vecmath.h, threaded
-// over 64-element blocks; integer Neg/Abs/Relu and bool Not as plain loops.
+// over 64-element blocks; integer Neg/Abs/Relu/Sign and bool Not as plain loops; the float tests
+// (IsNaN, IsInf) store bools.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -7,9 +8,11 @@
 #include <type_traits>
 
 // The float unary math of ubfuse/ops.def (UBF_MATH rows of arity 1 and Types Float or Number),
-// as UBF_FLOAT_UNARY(Name, VecFn, Form, Cost); the other rows expand to nothing.
+// as UBF_FLOAT_UNARY(Name, VecFn, Form, Cost), and its tests (Types Test: float -> bool) as
+// UBF_TEST_UNARY(Name, VecFn, Form, Cost); the other rows expand to nothing.
 #define UBF_FLOAT_UNARY_Float1(...) UBF_FLOAT_UNARY(__VA_ARGS__)
 #define UBF_FLOAT_UNARY_Number1(...) UBF_FLOAT_UNARY(__VA_ARGS__)
+#define UBF_FLOAT_UNARY_Test1(...) UBF_TEST_UNARY(__VA_ARGS__)
 #define UBF_FLOAT_UNARY_Bool1(...)
 #define UBF_FLOAT_UNARY_Number2(...)
 #define UBF_FLOAT_UNARY_Compare2(...)
@@ -22,14 +25,27 @@ namespace ubfuse::cpu {
 // attributes.
 enum UnaryCode : int {
 #define UBF_FLOAT_UNARY(name, fn, form, cost) k##name,
+#define UBF_TEST_UNARY(...)
 #define UBF_OP(...)
 #define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
   UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
 #include "ubfuse/ops.def"
 #undef UBF_FLOAT_UNARY
+#undef UBF_TEST_UNARY
   kGeluErf,
   kGeluTanh,
   kPow,
+};
+// The float tests of ops.def (float in, bool out).
+enum TestCode : int {
+#define UBF_FLOAT_UNARY(...)
+#define UBF_TEST_UNARY(name, fn, form, cost) k##name,
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
+#include "ubfuse/ops.def"
+#undef UBF_FLOAT_UNARY
+#undef UBF_TEST_UNARY
 };
 // Ops whose loop is compute-bound on a core (a transcendental's polynomial: Cost Poly in
 // ops.def): whether they stream their output past kStreamMinBytes depends on the core
@@ -42,11 +58,13 @@ inline bool unary_is_compute_bound(int op, float p) {
 #define UBF_FLOAT_UNARY(name, fn, form, cost) \
   case k##name:                               \
     return UBF_POLY_##cost;
+#define UBF_TEST_UNARY(...)
 #define UBF_OP(...)
 #define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
   UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
 #include "ubfuse/ops.def"
 #undef UBF_FLOAT_UNARY
+#undef UBF_TEST_UNARY
 #undef UBF_POLY_Poly
 #undef UBF_POLY_Divide
 #undef UBF_POLY_Cheap
@@ -84,11 +102,13 @@ namespace HWY_NAMESPACE {
 #define UBF_CALL_Vec(fn) fn(d, x)
 #define UBF_CALL_Hwy(fn) hn::fn(x)
 #define UBF_FLOAT_UNARY(name, fn, form, cost) UBF_UNARY_FUNCTOR(U##name, UBF_CALL_##form(fn))
+#define UBF_TEST_UNARY(name, fn, form, cost) UBF_UNARY_FUNCTOR(U##name, UBF_CALL_##form(fn))
 #define UBF_OP(...)
 #define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
   UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
 #include "ubfuse/ops.def"
 #undef UBF_FLOAT_UNARY
+#undef UBF_TEST_UNARY
 #undef UBF_CALL_Vec
 #undef UBF_CALL_Hwy
 UBF_UNARY_FUNCTOR(UGeluErf, GeluErfF(d, x))
@@ -140,11 +160,13 @@ void UnaryTyped(int op, const void* in, void* out, size_t n, bool stream, float 
 #define UBF_FLOAT_UNARY(name, fn, form, cost) \
   case cpu::k##name:                          \
     return UnaryLoop<U##name>(x, y, n, stream, p);
+#define UBF_TEST_UNARY(...)
 #define UBF_OP(...)
 #define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
   UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
 #include "ubfuse/ops.def"
 #undef UBF_FLOAT_UNARY
+#undef UBF_TEST_UNARY
     case cpu::kGeluErf:
       return UnaryLoop<UGeluErf>(x, y, n, stream, p);
     case cpu::kGeluTanh:
@@ -158,6 +180,37 @@ void UnaryTyped(int op, const void* in, void* out, size_t n, bool stream, float 
 void UnaryRun(int op, int code, const void* in, void* out, size_t n, bool stream, float p) {
   WithStorage(code, [&](auto s) HWY_ATTR {
     UnaryTyped<typename decltype(s)::type>(op, in, out, n, stream, p);
+  });
+}
+
+// A float test (cpu::TestCode) over n elements of float dtype `code` into bools: the 0/1 floats
+// of its vector function, stored as bytes.
+template <class Op, typename T>
+HWY_NOINLINE void TestLoop(const T* HWY_RESTRICT in, uint8_t* HWY_RESTRICT out, size_t n) {
+  const hn::ScalableTag<float> d;
+  const Op op{0.0f};
+  MapStore(d, out, n, false, [&]<bool kFull>(size_t i, size_t count) HWY_ATTR {
+    return op(d, LoadAt<kFull>(d, in, i, count));
+  });
+}
+
+void TestRun(int op, int code, const void* in, void* out, size_t n) {
+  WithStorage(code, [&](auto s) HWY_ATTR {
+    using T = typename decltype(s)::type;
+    const T* x = static_cast<const T*>(in);
+    uint8_t* y = static_cast<uint8_t*>(out);
+    switch (cpu::TestCode(op)) {
+#define UBF_FLOAT_UNARY(...)
+#define UBF_TEST_UNARY(name, fn, form, cost) \
+  case cpu::k##name:                         \
+    return TestLoop<U##name>(x, y, n);
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
+#include "ubfuse/ops.def"
+#undef UBF_FLOAT_UNARY
+#undef UBF_TEST_UNARY
+    }
   });
 }
 
@@ -176,6 +229,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace ubfuse {
 HWY_EXPORT(UnaryRun);
+HWY_EXPORT(TestRun);
 
 namespace cpu {
 namespace {
@@ -190,29 +244,50 @@ void int_unary(int op, const T* x, T* y, int64_t b, int64_t e) {
       y[i] = T(-v);
     } else if (op == kAbs) {
       y[i] = v < 0 ? T(-v) : v;
+    } else if (op == kSign) {
+      y[i] = T((v > 0) - (v < 0));
     } else {
       y[i] = v < 0 ? T(0) : v;  // kRelu
     }
   }
 }
 
+// How a unary kernel maps its input to its output: a float op (the same dtype, integers for a
+// few), Not (bool to bool) or a float test (float to bool).
+enum class UnaryMode { kSame, kNot, kTest };
+
 class UnaryKernel : public KernelBase {
  public:
-  UnaryKernel(const Node& n, int code, float p, bool is_not)
-      : KernelBase(n), code_(code), p_(p), not_(is_not) {}
+  UnaryKernel(const Node& n, int code, float p, UnaryMode mode = UnaryMode::kSame)
+      : KernelBase(n), code_(code), p_(p), mode_(mode) {}
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
     check_arity(in, 1, 1, out);
     const Tensor& x = in[0];
     const Tensor& y = out[0];
-    if (x.numel() != y.numel() || (!not_ && x.dtype() != y.dtype())) {
+    if (x.numel() != y.numel() || (mode_ == UnaryMode::kSame && x.dtype() != y.dtype())) {
       fail("input and output differ: " + tensors_str({x, y}));
     }
     const int64_t n = x.numel();
     const int64_t nblocks = (n + kBlock - 1) / kBlock;
     const int64_t grain = kMinParallelElems / kBlock;
-    if (not_) {
+    if (mode_ == UnaryMode::kTest) {
+      if (!is_float(x.dtype()) || y.dtype() != DType::boolean) {
+        fail("needs a float input and a bool output, got " + tensors_str({x, y}),
+             "Cast the input to f32 first");
+      }
+      const int fc = float_code(x.dtype());
+      const size_t es = dtype_size(x.dtype());
+      const char* xp = static_cast<const char*>(x.data());
+      uint8_t* yp = y.data_as<uint8_t>();
+      pool.parallel_for(nblocks, grain, [&](int64_t b, int64_t e, int) {
+        const int64_t lo = b * kBlock, hi = std::min(n, e * kBlock);
+        HWY_DYNAMIC_DISPATCH(TestRun)(code_, fc, xp + lo * es, yp + lo, size_t(hi - lo));
+      });
+      return;
+    }
+    if (mode_ == UnaryMode::kNot) {
       if (x.dtype() != DType::boolean || y.dtype() != DType::boolean) {
         fail("needs bool input and output, got " + tensors_str({x, y}));
       }
@@ -224,7 +299,7 @@ class UnaryKernel : public KernelBase {
       return;
     }
     if (!is_float(x.dtype())) {
-      const bool int_ok = code_ == kNeg || code_ == kAbs || code_ == kRelu;
+      const bool int_ok = code_ == kNeg || code_ == kAbs || code_ == kRelu || code_ == kSign;
       if (!int_ok || (x.dtype() != DType::i32 && x.dtype() != DType::i64)) {
         fail("is not defined for " + std::string(dtype_name(x.dtype())) + " input",
              "Cast the input to f32 first");
@@ -256,15 +331,24 @@ class UnaryKernel : public KernelBase {
  private:
   int code_;
   float p_;
-  bool not_;
+  UnaryMode mode_;
 };
 
 }  // namespace
 
 std::unique_ptr<OpKernel> make_unary_kernel(const Node& n) {
-  if (n.op == OpKind::Not) return std::make_unique<UnaryKernel>(n, kNeg, 0.f, true);
+  if (n.op == OpKind::Not) return std::make_unique<UnaryKernel>(n, kNeg, 0.f, UnaryMode::kNot);
+#define UBF_FLOAT_UNARY(...)
+#define UBF_TEST_UNARY(name, fn, form, cost) \
+  if (n.op == OpKind::name) return std::make_unique<UnaryKernel>(n, k##name, 0.f, UnaryMode::kTest);
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
+  UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
+#include "ubfuse/ops.def"
+#undef UBF_FLOAT_UNARY
+#undef UBF_TEST_UNARY
   if (n.op == OpKind::Pow) {
-    return std::make_unique<UnaryKernel>(n, kPow, float(n.attr_float("exponent", 1.0)), false);
+    return std::make_unique<UnaryKernel>(n, kPow, float(n.attr_float("exponent", 1.0)));
   }
   if (n.op == OpKind::Gelu) {
     const std::string a = n.attr_str("approximate", "none");
@@ -272,18 +356,20 @@ std::unique_ptr<OpKernel> make_unary_kernel(const Node& n) {
       kernel_fail(n.describe(),
                   "attribute 'approximate' must be \"none\" or \"tanh\", got \"" + a + "\"");
     }
-    return std::make_unique<UnaryKernel>(n, a == "tanh" ? kGeluTanh : kGeluErf, 0.f, false);
+    return std::make_unique<UnaryKernel>(n, a == "tanh" ? kGeluTanh : kGeluErf, 0.f);
   }
   int code = -1;
 #define UBF_FLOAT_UNARY(name, fn, form, cost) \
   if (n.op == OpKind::name) code = k##name;
+#define UBF_TEST_UNARY(...)
 #define UBF_OP(...)
 #define UBF_MATH(name, arity, types, builder, ir, fn, form, cost, bf16, onnx, onnx_name) \
   UBF_FLOAT_UNARY_##types##arity(name, fn, form, cost)
 #include "ubfuse/ops.def"
 #undef UBF_FLOAT_UNARY
+#undef UBF_TEST_UNARY
   UBF_CHECK(code >= 0, "make_unary_kernel: not a unary op: " + n.describe());
-  return std::make_unique<UnaryKernel>(n, code, 0.f, false);
+  return std::make_unique<UnaryKernel>(n, code, 0.f);
 }
 
 }  // namespace cpu

@@ -11,6 +11,7 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
 #define UBF_KERNEL_Float1(name) return make_unary_kernel(n);
 #define UBF_KERNEL_Number1(name) return make_unary_kernel(n);
 #define UBF_KERNEL_Bool1(name) return make_unary_kernel(n);
+#define UBF_KERNEL_Test1(name) return make_unary_kernel(n);
 #define UBF_KERNEL_Number2(name) return make_binary_kernel(n);
 #define UBF_KERNEL_Compare2(name) return make_compare_kernel(n);
 #define UBF_KERNEL_Select3(name) return make_compare_kernel(n);
@@ -22,6 +23,7 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
 #undef UBF_KERNEL_Float1
 #undef UBF_KERNEL_Number1
 #undef UBF_KERNEL_Bool1
+#undef UBF_KERNEL_Test1
 #undef UBF_KERNEL_Number2
 #undef UBF_KERNEL_Compare2
 #undef UBF_KERNEL_Select3

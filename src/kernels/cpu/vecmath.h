@@ -10,7 +10,10 @@
 //
 // Accuracy (f32 vs exact, max over dense sweeps; bounds asserted in tests/kernels_cpu_test.cc):
 // ExpF 0.9 ulp (also for subnormal results), ExpNonPositiveF 1.3, ExpInRangeF 0.9 (1.3 on AVX-512),
-// LogF 0.9, TanhF 2.6, SigmoidF 2.1, SiluF 2.4, ErfF 5.5, RsqrtF 1.5, PowF about 2 + |e ln x| ulp.
+// LogF 0.9, TanhF 2.6, SigmoidF 2.1, SiluF 2.4, ErfF 5.5, RsqrtF 1.5, PowF about 2 + |e ln x| ulp,
+// SinF and CosF 0.94 for every finite x, PowTensorF 4 + 2 |y ln x| (exact for integral |y| <= 64
+// where the power is representable). FmodF is exact; ModF adds b where the signs differ, which
+// rounds as numpy's mod does. Floor, Ceil and Round (Highway's; Round ties to even) are exact.
 // GeluTanhF 12 ulp for x > -3, 147 for x in [-9, -3] (x sigmoid(2u): relative accuracy where GELU
 // is tiny). GeluErfF computes 1 + erf, so for x < -3 only its absolute error is small (~1e-7 |x|),
 // as in PyTorch. NaN in gives NaN out unless stated.
@@ -23,6 +26,7 @@
 #define UBFUSE_KERNELS_CPU_VECMATH_H_
 #endif
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -353,6 +357,180 @@ HWY_INLINE V ErfF(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, r);
 }
 
+// ---------------------------------------------------------------------------------------------
+// sin and cos: x = j pi/2 + r with |r| <= pi/4 (r carried as hi + lo), then minimax polynomials
+// for sin r and cos r on [-pi/4, pi/4] (fitted for relative error, 3.8e-9 and 2.6e-10 before
+// rounding the coefficients to f32) and the quadrant j mod 4 picks one and its sign.
+
+// Below it, |x| reduces by Cody-Waite; from it on (and on targets without FMA) lane by lane.
+inline constexpr float kSinCosFastMax = 131072.0f;  // 2^17
+
+namespace detail {
+// The binary fraction of 2/pi, 32 bits a word, most significant first (bit p weighs 2^-p).
+inline constexpr uint32_t kTwoOverPiWords[10] = {0xA2F9836E, 0x4E441529, 0xFC2757D1, 0xF534DDC0,
+                                                 0xDB629599, 0x3C439041, 0xFE5163AB, 0xDEBBC561,
+                                                 0xB7246E3A, 0x424DD2E0};
+// Bits k .. k + 31 of 2/pi's fraction as an integer; bits at p <= 0 are 0 (k <= 256).
+inline uint32_t TwoOverPiBits(int k) {
+  const int i = k - 1;  // bit k's index from the first fraction bit
+  if (i <= -32) return 0;
+  if (i < 0) return kTwoOverPiWords[0] >> -i;
+  const uint64_t two = (uint64_t(kTwoOverPiWords[i / 32]) << 32) | kTwoOverPiWords[i / 32 + 1];
+  return uint32_t((two << (i % 32)) >> 32);
+}
+// x = j pi/2 + hi + lo for one finite float of any size; returns j mod 4 (Payne-Hanek). With
+// |x| = m 2^s (m < 2^24 an integer), x 2/pi mod 4 = m (2/pi's bits s-1 .. s+126) 2^-126 mod 4:
+// earlier bits add multiples of 4, later ones less than 2^-102. One 128-bit product.
+inline int32_t ReduceHalfPiWide(float x, float* hi, float* lo) {
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  const int biased = int((bits >> 23) & 0xff);
+  const uint32_t m = biased ? (bits & 0x7fffff) | 0x800000 : bits & 0x7fffff;
+  const int k = (biased ? biased : 1) - 127 - 23 - 1;
+  __extension__ typedef unsigned __int128 U128;
+  __extension__ typedef __int128 I128;
+  const U128 g = (U128(TwoOverPiBits(k)) << 96) | (U128(TwoOverPiBits(k + 32)) << 64) |
+                 (U128(TwoOverPiBits(k + 64)) << 32) | U128(TwoOverPiBits(k + 96));
+  const U128 v = U128(m) * g;                    // |x| 2/pi mod 4, 126 fraction bits
+  const U128 j = (v + (U128(1) << 125)) >> 126;  // rounded to the nearest quadrant
+  const I128 f = I128(v - (j << 126));           // in [-2^125, 2^125): r 2^126 / (pi/2)
+  const double frac = double(int64_t(f >> 64)) + double(uint64_t(f)) * 0x1p-64;
+  double r = frac * 0x1p-62 * 1.5707963267948966;
+  int32_t q = int32_t(j & 3);
+  if (bits >> 31) {
+    r = -r;
+    q = (4 - q) & 3;
+  }
+  *hi = float(r);
+  *lo = float(r - double(*hi));
+  return q;
+}
+// The same for |x| < kSinCosFastMax in double (for targets without FMA): pi/2's first 33 bits
+// times j < 2^17 is exact, and so is x minus it.
+inline int32_t ReduceHalfPiDouble(float x, float* hi, float* lo) {
+  const double magic = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+  const double j = (double(x) * 0.63661977236758134 + magic) - magic;
+  const double r = (double(x) - j * 1.5707963267341256) - j * 6.077100506506192e-11;
+  *hi = float(r);
+  *lo = float(r - double(*hi));
+  return int32_t(int64_t(j) & 3);
+}
+}  // namespace detail
+
+// x = j pi/2 + hi + lo, |hi + lo| <= pi/4 (a hair more near the quadrant edges), j mod 4 in q;
+// NaN hi for inf and NaN x. Cody-Waite with FMA: j pi/2 in three parts, the first product
+// exact, the second's rounding and r1 - j P2's kept in lo (TwoProduct and TwoSum). What it
+// drops, j (pi/2 - P1 - P2 - P3) = 1e-23 j, grows with |x|: SinF and CosF stay within 0.93 ulp
+// for every float below 2^17 (swept), but reach 1.1 ulp by 2^20. Past 2^17, ReduceHalfPiWide.
+template <class D, class V>
+HWY_INLINE V ReduceHalfPiF(D d, V x, V& lo, hn::Vec<hn::RebindToSigned<D>>& q) {
+  const hn::RebindToSigned<D> di;
+  V hi;
+#if HWY_NATIVE_FMA
+  const V magic = hn::Set(d, kRoundMagic);
+  const V t = hn::MulAdd(x, hn::Set(d, 0.636619747f), magic);  // round(x 2/pi) + kRoundMagic
+  const V j = hn::Sub(t, magic);
+  q = hn::BitCast(di, t);  // j in the low bits
+  const V p2 = hn::Set(d, -4.37113883e-08f);
+  const V r1 = hn::NegMulAdd(j, hn::Set(d, 1.57079637f), x);  // x - j P1, exact
+  const V p = hn::Mul(j, p2);
+  const V p_err = hn::MulSub(j, p2, p);  // j P2 - p, exact
+  hi = hn::Sub(r1, p);
+  const V bb = hn::Sub(hi, r1);
+  const V sum_err = hn::Sub(hn::Sub(r1, hn::Sub(hi, bb)), hn::Add(p, bb));  // r1 - p - hi
+  lo = hn::NegMulAdd(j, hn::Set(d, -1.71512451e-15f), hn::Sub(sum_err, p_err));
+  const auto slow = hn::And(hn::Ge(hn::Abs(x), hn::Set(d, kSinCosFastMax)), hn::IsFinite(x));
+  if (HWY_LIKELY(hn::AllFalse(d, slow))) return hi;
+#else
+  hi = hn::Sub(x, x);  // NaN for inf and NaN
+  lo = hn::Zero(d);
+  q = hn::Zero(di);
+#endif
+  constexpr size_t kN = hn::MaxLanes(d);
+  HWY_ALIGN float xs[kN], his[kN], los[kN];
+  HWY_ALIGN int32_t qs[kN];
+  hn::Store(x, d, xs);
+  hn::Store(hi, d, his);
+  hn::Store(lo, d, los);
+  hn::Store(q, di, qs);
+  for (size_t i = 0; i < hn::Lanes(d); i++) {
+    const float a = xs[i] < 0 ? -xs[i] : xs[i];
+    if (a >= kSinCosFastMax && a <= std::numeric_limits<float>::max()) {
+      qs[i] = detail::ReduceHalfPiWide(xs[i], &his[i], &los[i]);
+    } else if (!HWY_NATIVE_FMA && a < kSinCosFastMax) {
+      qs[i] = detail::ReduceHalfPiDouble(xs[i], &his[i], &los[i]);
+    }
+  }
+  lo = hn::Load(d, los);
+  q = hn::Load(di, qs);
+  return hn::Load(d, his);
+}
+
+namespace detail {
+// sin x (kCos false) or cos x, sin(-0) being +0.
+template <bool kCos, class D, class V>
+HWY_INLINE V SinCosF(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  V lo;
+  hn::Vec<decltype(di)> q;
+  const V r = ReduceHalfPiF(d, x, lo, q);
+  const V z = hn::Mul(r, r);
+  // sin(r + lo) = r + (r^3 S(z) + lo)
+  V s = hn::MulAdd(hn::Set(d, -1.95152832e-4f), z, hn::Set(d, 8.33216076e-3f));
+  s = hn::MulAdd(s, z, hn::Set(d, -1.66666546e-1f));
+  const V sin_r = hn::Add(r, hn::MulAdd(hn::Mul(r, z), s, lo));
+  // cos(r + lo) = (1 - z/2) + (z^2 C(z) - r lo), 1 - z/2 as w + tail, with z's rounding error ze
+  // (0.56 ulp where 1.1 without them).
+  const V ze = hn::MulSub(r, r, z);
+  const V half_z = hn::Mul(z, hn::Set(d, 0.5f));
+  const V one = hn::Set(d, 1.0f);
+  const V w = hn::Sub(one, half_z);
+  const V tail = hn::Sub(hn::Sub(one, w), half_z);
+  V c = hn::MulAdd(hn::Set(d, 2.44638374e-5f), z, hn::Set(d, -1.38876544e-3f));
+  c = hn::MulAdd(c, z, hn::Set(d, 4.16666547e-2f));
+  const V corr = hn::MulAdd(r, lo, hn::Mul(hn::Set(d, 0.5f), ze));
+  const V cos_r = hn::Add(w, hn::Add(tail, hn::MulSub(hn::Mul(z, z), c, corr)));
+  // sin x = sin r, cos r, -sin r, -cos r for j mod 4 = 0 .. 3; cos x = sin(x + pi/2).
+  if (kCos) q = hn::Add(q, hn::Set(di, 1));
+  const auto odd = hn::RebindMask(d, hn::Ne(hn::And(q, hn::Set(di, 1)), hn::Zero(di)));
+  const V v = hn::IfThenElse(odd, cos_r, sin_r);
+  const auto sign = hn::ShiftLeft<30>(hn::And(q, hn::Set(di, 2)));
+  return hn::BitCast(d, hn::Xor(hn::BitCast(di, v), sign));
+}
+}  // namespace detail
+
+// sin x, < 1 ulp for every finite x (0.93 over every float below 2^17, 0.94 sampled past it);
+// NaN for +-inf; sin(-0) = -0.
+template <class D, class V>
+HWY_INLINE V SinF(D d, V x) {
+  const V s = detail::SinCosF<false>(d, x);
+  return hn::IfThenElse(hn::Eq(x, hn::Zero(d)), x, s);
+}
+
+// cos x, < 1 ulp for every finite x (as SinF); NaN for +-inf.
+template <class D, class V>
+HWY_INLINE V CosF(D d, V x) {
+  return detail::SinCosF<true>(d, x);
+}
+
+// The sign of x: 1, -1, or x itself for +-0 and NaN.
+template <class D, class V>
+HWY_INLINE V SignF(D d, V x) {
+  const V one = hn::Set(d, 1.0f);
+  const V r = hn::IfThenElse(hn::Gt(x, hn::Zero(d)), one, x);
+  return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Neg(one), r);
+}
+
+// Tests as 0/1 floats (stored as bool): x is NaN; x is +inf or -inf.
+template <class D, class V>
+HWY_INLINE V IsNaNF(D d, V x) {
+  return hn::IfThenElseZero(hn::IsNaN(x), hn::Set(d, 1.0f));
+}
+template <class D, class V>
+HWY_INLINE V IsInfF(D d, V x) {
+  return hn::IfThenElseZero(hn::IsInf(x), hn::Set(d, 1.0f));
+}
+
 // GELU, exact form: 0.5 x (1 + erf(x / sqrt 2)).
 template <class D, class V>
 HWY_INLINE V GeluErfF(D d, V x) {
@@ -403,6 +581,107 @@ HWY_INLINE V PowF(D d, V x, float e) {
     r = hn::IfThenElse(hn::And(hn::Lt(x, hn::Zero(d)), hn::Gt(x, neg_inf)), nan, r);
   }
   return r;
+}
+
+// C's fmod(a, b), exact (the remainder a - trunc(a / b) b is always representable): the sign of
+// a; NaN for infinite a, b = 0 or NaN; a for infinite b. Each step takes r down by up to 2^23
+// multiples of B = |b| 2^k (k >= 0 such that r / B < 2^24): q = trunc(r / B) is exact or, where
+// the quotient rounded up to an integer, one too big, which a negative r - q B (exact by FMA)
+// shows and adding B undoes. One step when |a / b| < 2^24; at most 12 for any finite a and b.
+template <class D, class V>
+HWY_INLINE V FmodF(D d, V a, V b) {
+#if HWY_NATIVE_FMA
+  const hn::RebindToSigned<D> di;
+  const V zero = hn::Zero(d);
+  const auto nan_lanes = hn::Or(hn::Not(hn::IsFinite(a)), hn::Not(hn::Gt(hn::Abs(b), zero)));
+  const auto special = hn::Or(nan_lanes, hn::IsInf(b));                // kept out of the loop below
+  const V bx = hn::IfThenElse(special, hn::Set(d, 1.0f), hn::Abs(b));  // finite, > 0
+  V r = hn::IfThenZeroElse(special, hn::Abs(a));
+  // The biased exponent of bx (of a subnormal one too: it is scaled up by 2^24 first).
+  const auto sub = hn::Lt(bx, hn::Set(d, 0x1p-126f));
+  const V bn = hn::IfThenElse(sub, hn::Mul(bx, hn::Set(d, 0x1p24f)), bx);
+  const auto eb = hn::Sub(hn::ShiftRight<23>(hn::BitCast(di, bn)),
+                          hn::IfThenElseZero(hn::RebindMask(di, sub), hn::Set(di, 24)));
+  while (!hn::AllFalse(d, hn::Ge(r, bx))) {
+    // k = e(r) - e(b) - 23, in [0, 253]: 2^k as two normal factors. Lanes already below bx
+    // get k = 0 and q = 0 (or 1, undone), so they stay.
+    const auto k =
+        hn::Max(hn::Sub(hn::ShiftRight<23>(hn::BitCast(di, r)), hn::Add(eb, hn::Set(di, 23))),
+                hn::Zero(di));
+    const auto k1 = hn::ShiftRight<1>(k);
+    const V s1 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(k1, hn::Set(di, kExpBias))));
+    const V s2 = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::Sub(k, k1), hn::Set(di, kExpBias))));
+    const V big_b = hn::Mul(hn::Mul(bx, s1), s2);
+    const V q = hn::Trunc(hn::Div(r, big_b));
+    r = hn::NegMulAdd(q, big_b, r);
+    r = hn::IfThenElse(hn::Lt(r, zero), hn::Add(r, big_b), r);
+  }
+  const V nan = hn::BitCast(d, hn::Set(hn::RebindToUnsigned<D>(), 0x7fc00000u));
+  r = hn::IfThenElse(hn::IsInf(b), a, hn::CopySign(r, a));
+  return hn::IfThenElse(nan_lanes, nan, r);
+#else
+  // Without FMA, r - q B rounds: C's fmod lane by lane.
+  constexpr size_t kN = hn::MaxLanes(d);
+  HWY_ALIGN float as[kN], bs[kN];
+  hn::Store(a, d, as);
+  hn::Store(b, d, bs);
+  for (size_t i = 0; i < hn::Lanes(d); i++) as[i] = fmodf(as[i], bs[i]);
+  return hn::Load(d, as);
+#endif
+}
+
+// a mod b with the sign of b (numpy's mod, Python's %): fmod, plus b where the signs differ; a
+// zero takes b's sign.
+template <class D, class V>
+HWY_INLINE V ModF(D d, V a, V b) {
+  const hn::RebindToSigned<D> di;
+  const V r = FmodF(d, a, b);
+  const auto signs_differ =
+      hn::RebindMask(d, hn::Lt(hn::Xor(hn::BitCast(di, r), hn::BitCast(di, b)), hn::Zero(di)));
+  const auto is_zero = hn::Eq(r, hn::Zero(d));
+  const V adjusted = hn::IfThenElse(signs_differ, hn::Add(r, b), r);
+  return hn::IfThenElse(is_zero, hn::CopySign(r, b), adjusted);
+}
+
+// x^y elementwise (C's pow on every special case, as numpy): integral |y| <= 64 by repeated
+// squaring, exact where the power is representable, as an integer base's is (3^6 = 729, which
+// exp(6 ln 3) misses by an ulp; a Cast to an integer would then truncate to 728), else within
+// 0.75 |y| ulp (measured); other y as exp(y ln |x|), the sign of x for odd integral y and NaN for
+// finite x < 0, within 4 + 2 |y ln x| ulp (measured; PowF's general path is the same).
+template <class D, class V>
+HWY_INLINE V PowTensorF(D d, V x, V y) {
+  const hn::RebindToSigned<D> di;
+  const V one = hn::Set(d, 1.0f);
+  const V ay = hn::Abs(y);
+  const auto integral = hn::Eq(hn::Round(y), y);  // +-inf too, NaN not
+  const auto small = hn::And(integral, hn::Le(ay, hn::Set(d, 64.0f)));
+  V by_squaring = one, by_exp = one;
+  if (!hn::AllFalse(d, small)) {
+    auto n = hn::ConvertTo(di, hn::IfThenElseZero(small, ay));
+    V base = x;
+    while (!hn::AllFalse(di, hn::Ne(n, hn::Zero(di)))) {
+      const auto bit = hn::RebindMask(d, hn::Ne(hn::And(n, hn::Set(di, 1)), hn::Zero(di)));
+      by_squaring = hn::IfThenElse(bit, hn::Mul(by_squaring, base), by_squaring);
+      base = hn::Mul(base, base);
+      n = hn::ShiftRight<1>(n);
+    }
+    by_squaring = hn::IfThenElse(hn::Lt(y, hn::Zero(d)), hn::Div(one, by_squaring), by_squaring);
+    if (hn::AllTrue(d, small)) return by_squaring;
+  }
+  // |x| = 0 or inf and y = +-inf come out of exp(+-inf); |x| = 1 gives 1 even for y = +-inf.
+  const V ax = hn::Abs(x);
+  by_exp = ExpF(d, hn::Mul(y, LogF(d, ax)));
+  by_exp = hn::IfThenElse(hn::Eq(ax, one), one, by_exp);
+  // Every float from 2^24 on is even.
+  const auto exact_int = hn::And(integral, hn::Lt(ay, hn::Set(d, 16777216.0f)));
+  const auto yi = hn::ConvertTo(di, hn::IfThenElseZero(exact_int, y));
+  const auto odd = hn::RebindMask(d, hn::Ne(hn::And(yi, hn::Set(di, 1)), hn::Zero(di)));
+  by_exp = hn::IfThenElse(odd, hn::CopySign(by_exp, x), by_exp);
+  const V neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto neg_finite = hn::And(hn::Lt(x, hn::Zero(d)), hn::Gt(x, neg_inf));
+  const V nan = hn::BitCast(d, hn::Set(hn::RebindToUnsigned<D>(), 0x7fc00000u));
+  by_exp = hn::IfThenElse(hn::AndNot(integral, neg_finite), nan, by_exp);
+  return hn::IfThenElse(small, by_squaring, by_exp);
 }
 
 // ---------------------------------------------------------------------------------------------

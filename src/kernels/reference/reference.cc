@@ -368,6 +368,22 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return unary([](double x) { return x / (1.0 + std::exp(-x)); });
     case OpKind::Erf:
       return unary([](double x) { return std::erf(x); });
+    case OpKind::Sin:
+      return unary([](double x) { return std::sin(x); });
+    case OpKind::Cos:
+      return unary([](double x) { return std::cos(x); });
+    case OpKind::Floor:
+      return unary([](double x) { return std::floor(x); });
+    case OpKind::Ceil:
+      return unary([](double x) { return std::ceil(x); });
+    case OpKind::Round:  // ties to even (the default rounding mode)
+      return unary([](double x) { return std::nearbyint(x); });
+    case OpKind::Sign:
+      return unary([](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; });
+    case OpKind::IsNaN:
+      return unary([](double x) { return std::isnan(x) ? 1.0 : 0.0; });
+    case OpKind::IsInf:
+      return unary([](double x) { return std::isinf(x) ? 1.0 : 0.0; });
     case OpKind::Gelu:
       // As x sigmoid(2u) and with erfc: 1 + tanh(u) and 1 + erf(x/sqrt(2)) cancel even in
       // double for large negative x (x = -7: 1 + tanh(u) is 6e-17, off by a third).
@@ -401,6 +417,16 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return broadcast([](double a, double b, double) {
         return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
       });
+    case OpKind::Mod:  // the sign of b; a zero takes it too (numpy's mod)
+      return broadcast([](double a, double b, double) {
+        double r = std::fmod(a, b);
+        if (r != 0 && (r < 0) != (b < 0)) r += b;
+        return r == 0 ? std::copysign(0.0, b) : r;
+      });
+    case OpKind::Fmod:
+      return broadcast([](double a, double b, double) { return std::fmod(a, b); });
+    case OpKind::PowTensor:
+      return broadcast([](double a, double b, double) { return std::pow(a, b); });
     case OpKind::Equal:
       return broadcast([](double a, double b, double) { return a == b ? 1.0 : 0.0; });
     case OpKind::Less:
