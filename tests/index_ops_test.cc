@@ -58,5 +58,16 @@ TEST(IndexOps, ArgTiesPickTheFirstOrTheLast) {
       {"node 'am' (ArgMax)", "empty"}));
 }
 
+// The reference sizes its result from the input, not from the graph's (symbolic) shape.
+TEST(IndexOps, ArgWithoutKeepdimsOverSymbolicDims) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"n", 4});
+  b.output("y", b.op(OpKind::ArgMax, {x}, {{"axis", int64_t(0)}, {"keepdims", int64_t(0)}}));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {5, 4}, 3)}};
+  EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts()));
+  EXPECT_TRUE(testing::matches_reference(g, in, testing::graph_opts()));
+}
+
 }  // namespace
 }  // namespace ubfuse

@@ -27,8 +27,8 @@ class IfKernel : public Kernel {
     }
     UBF_CHECK(out.size() == b.output_names.size(), who_ + ": output count differs from branch");
     for (size_t k = 0; k < out.size(); k++) outputs[b.output_names[k]] = out[k];
+    // An empty output has no buffer: run_into allocates one for it, and there is nothing to copy.
     b.model.run_into(inputs, outputs);
-    // An empty output has no buffer to write into: the branch allocated one, nothing to copy.
     ctx.variant_used = &b == &branches_[0] ? "then" : "else";
   }
 

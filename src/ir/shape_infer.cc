@@ -501,16 +501,24 @@ void infer_if(Node& n) {
   }
 }
 
-void infer_gather(Node& n) {
-  const Value* data = n.inputs[0];
+// Gather and GatherElements: checks the indices' dtype and data's rank, and writes the axis back
+// normalized.
+int64_t gather_axis(Node& n) {
   const Value* idx = n.inputs[1];
   if (idx->dtype != DType::i64 && idx->dtype != DType::i32) {
     fail(n, "indices must be i64 or i32, got " + std::string(dtype_name(idx->dtype)));
   }
-  int64_t r = int64_t(data->shape.size());
+  int64_t r = int64_t(n.inputs[0]->shape.size());
   if (r == 0) fail(n, "data must have at least 1 dim");
   int64_t ax = norm_axis(n, n.attr_int("axis", 0), r);
   n.attrs["axis"] = ax;
+  return ax;
+}
+
+void infer_gather(Node& n) {
+  const Value* data = n.inputs[0];
+  const Value* idx = n.inputs[1];
+  const int64_t ax = gather_axis(n);
   Shape s(data->shape.begin(), data->shape.begin() + ax);
   s.insert(s.end(), idx->shape.begin(), idx->shape.end());
   s.insert(s.end(), data->shape.begin() + ax + 1, data->shape.end());
@@ -521,19 +529,14 @@ void infer_gather(Node& n) {
 void infer_gather_elements(Node& n) {
   const Value* data = n.inputs[0];
   const Value* idx = n.inputs[1];
-  if (idx->dtype != DType::i64 && idx->dtype != DType::i32) {
-    fail(n, "indices must be i64 or i32, got " + std::string(dtype_name(idx->dtype)));
-  }
-  int64_t r = int64_t(data->shape.size());
-  if (r == 0) fail(n, "data must have at least 1 dim");
-  if (int64_t(idx->shape.size()) != r) fail(n, "indices must have the rank of data");
-  int64_t ax = norm_axis(n, n.attr_int("axis", 0), r);
-  n.attrs["axis"] = ax;
+  const int64_t r = int64_t(data->shape.size());
+  if (r > 0 && int64_t(idx->shape.size()) != r) fail(n, "indices must have the rank of data");
+  const int64_t ax = gather_axis(n);
   for (int64_t d = 0; d < r; d++) {
     const Dim &a = idx->shape[size_t(d)], &b = data->shape[size_t(d)];
     if (d != ax && a.is_static() && b.is_static() && a.value() > b.value()) {
-      fail(n, "indices dim " + std::to_string(d) + " (" + a.str() + ") exceeds data's (" +
-                  b.str() + ")");
+      fail(n, "indices dim " + std::to_string(d) + " (" + a.str() + ") exceeds data's (" + b.str() +
+                  ")");
     }
   }
   n.out()->dtype = data->dtype;

@@ -136,6 +136,31 @@ void declare_outputs(const onnx::GraphProto& g, ImportState& st) {
   }
 }
 
+// A graph's initializers, as values known at import.
+void load_initializers(const onnx::GraphProto& g, ImportState& st) {
+  if (g.sparse_initializer_size())
+    throw OnnxUnsupportedError("sparse initializers are not supported");
+  for (const auto& init : g.initializer()) {
+    if (init.name().empty()) throw Error("an initializer has no name");
+    if (st.values.count(init.name()))
+      throw Error("initializer '" + init.name() + "' is given twice");
+    IValue iv;
+    iv.konst = tensor_from_proto(init, init.name(), st.tensor_options);
+    iv.dtype = iv.konst.dtype();
+    iv.shape = to_shape(iv.konst.sizes());
+    st.values[init.name()] = std::move(iv);
+  }
+}
+
+// A graph's nodes and outputs, then what every imported graph gets: dead nodes out, verified.
+void convert_body(const onnx::GraphProto& g, ImportState& st, const std::string& no_outputs) {
+  for (const auto& node : g.node()) convert_node(st, node);
+  if (g.output_size() == 0) throw Error(no_outputs);
+  declare_outputs(g, st);
+  st.graph.remove_dead_nodes();
+  verify(st.graph);
+}
+
 }  // namespace
 
 namespace onnx_import {
@@ -152,20 +177,8 @@ std::shared_ptr<Graph> import_branch(ImportState& parent, const onnx::GraphProto
       throw OnnxUnsupportedError("has " + std::to_string(g.input_size()) +
                                  " inputs; only If's branches, which have none, are supported");
     }
-    if (g.sparse_initializer_size())
-      throw OnnxUnsupportedError("sparse initializers are not supported");
-    for (const auto& init : g.initializer()) {
-      IValue iv;
-      iv.konst = tensor_from_proto(init, init.name(), st.tensor_options);
-      iv.dtype = iv.konst.dtype();
-      iv.shape = to_shape(iv.konst.sizes());
-      st.values[init.name()] = std::move(iv);
-    }
-    for (const auto& node : g.node()) convert_node(st, node);
-    if (g.output_size() == 0) throw Error("has no outputs");
-    declare_outputs(g, st);
-    st.graph.remove_dead_nodes();
-    verify(st.graph);
+    load_initializers(g, st);
+    convert_body(g, st, "has no outputs");
   } catch (const OnnxNeedsStaticDimsError& e) {
     throw OnnxNeedsStaticDimsError(what + ": " + e.what(), e.symbols);
   } catch (const OnnxUnsupportedError& e) {
@@ -191,19 +204,7 @@ OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
   check_opsets(m, st);
   if (!m.has_graph()) throw Error("ONNX model has no graph");
   const onnx::GraphProto& g = m.graph();
-  if (g.sparse_initializer_size())
-    throw OnnxUnsupportedError("sparse initializers are not supported");
-
-  for (const auto& init : g.initializer()) {
-    if (init.name().empty()) throw Error("an initializer has no name");
-    if (st.values.count(init.name()))
-      throw Error("initializer '" + init.name() + "' is given twice");
-    IValue iv;
-    iv.konst = tensor_from_proto(init, init.name(), st.tensor_options);
-    iv.dtype = iv.konst.dtype();
-    iv.shape = to_shape(iv.konst.sizes());
-    st.values[init.name()] = std::move(iv);
-  }
+  load_initializers(g, st);
   int fresh = 0;
   for (const auto& in : g.input()) {
     if (st.values.count(in.name())) continue;  // an initializer listed as input (IR < 4)
@@ -230,11 +231,7 @@ OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
     iv.shape = v->shape;
     st.values[in.name()] = std::move(iv);
   }
-  for (const auto& node : g.node()) convert_node(st, node);
-  if (g.output_size() == 0) throw Error("ONNX graph has no outputs");
-  declare_outputs(g, st);
-  st.graph.remove_dead_nodes();
-  verify(st.graph);
+  convert_body(g, st, "ONNX graph has no outputs");
 
   OnnxModel out;
   out.graph = std::move(st.graph);

@@ -39,17 +39,6 @@ struct ConvPrim {
   size_t scratch_bytes = 0;
 };
 
-// Per-thread f32 copies of converted operands (slot 0: x, 1: w, 2: y), reused across calls.
-float* staging(int slot, int64_t n) {
-  static thread_local std::unique_ptr<float[]> bufs[3];
-  static thread_local int64_t caps[3] = {0, 0, 0};
-  if (caps[slot] < n) {
-    bufs[slot].reset(new float[size_t(n)]);  // uninitialized: every element is written first
-    caps[slot] = n;
-  }
-  return bufs[slot].get();
-}
-
 class ConvKernel : public KernelBase {
  public:
   explicit ConvKernel(const Node& n)
@@ -101,14 +90,14 @@ class ConvKernel : public KernelBase {
     const void* pw = w.data();
     void* py = y.data();
     if (f32_path && t != DType::f32) {
-      float* x32 = staging(0, x.numel());
+      float* x32 = dnnl_staging(0, x.numel());
       convert_floats(t, x.data(), DType::f32, x32, x.numel(), pool);
       px = x32;
-      py = staging(2, y.numel());
+      py = dnnl_staging(2, y.numel());
       if (!w32_.empty() && w.sizes() == w32_sizes_) {
         pw = w32_.data();
       } else {
-        float* w32 = staging(1, w.numel());
+        float* w32 = dnnl_staging(1, w.numel());
         convert_floats(t, w.data(), DType::f32, w32, w.numel(), pool);
         pw = w32;
       }

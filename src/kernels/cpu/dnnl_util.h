@@ -1,7 +1,9 @@
-// What the oneDNN kernels (matmul_dnnl.cc, conv_dnnl.cc) share: the one CPU engine and plain
-// (row-major) memory descriptors.
+// What the oneDNN kernels (matmul_dnnl.cc, conv_dnnl.cc) share: the one CPU engine, plain
+// (row-major) memory descriptors and the per-thread f32 staging buffers.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace ubfuse::cpu {
@@ -19,6 +21,19 @@ inline dnnl::memory::dims dnnl_plain_strides(const dnnl::memory::dims& d) {
 
 inline dnnl::memory::desc dnnl_plain_md(const dnnl::memory::dims& d, dnnl::memory::data_type t) {
   return {d, t, dnnl_plain_strides(d)};
+}
+
+// Per-thread f32 copies of converted (bf16/f16) operands, by slot (0, 1: the inputs, 2: the
+// output), reused across calls: a fresh buffer per call costs a zero fill and, at tens of MiB,
+// page faults on every call. A kernel uses them within one run() on its thread.
+inline float* dnnl_staging(int slot, int64_t n) {
+  static thread_local std::unique_ptr<float[]> bufs[3];
+  static thread_local int64_t caps[3] = {0, 0, 0};
+  if (caps[slot] < n) {
+    bufs[slot].reset(new float[size_t(n)]);  // uninitialized: every element is written first
+    caps[slot] = n;
+  }
+  return bufs[slot].get();
 }
 
 }  // namespace ubfuse::cpu

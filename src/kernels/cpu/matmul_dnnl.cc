@@ -90,18 +90,6 @@ struct Prim {
   std::string impl;     // oneDNN's implementation name
 };
 
-// Per-thread f32 copies of converted operands (slot 0: A, 1: B, 2: C), reused across calls: a
-// fresh buffer per call costs a zero fill and, at tens of MiB, page faults on every call.
-float* staging(int slot, int64_t n) {
-  static thread_local std::unique_ptr<float[]> bufs[3];
-  static thread_local int64_t caps[3] = {0, 0, 0};
-  if (caps[slot] < n) {
-    bufs[slot].reset(new float[size_t(n)]);  // uninitialized: every element is written first
-    caps[slot] = n;
-  }
-  return bufs[slot].get();
-}
-
 class MatMulKernel : public KernelBase {
  public:
   explicit MatMulKernel(const Node& n) : KernelBase(n) {
@@ -138,15 +126,15 @@ class MatMulKernel : public KernelBase {
     const void* pb = b.data();
     void* pc = y.data();
     if (f32_path && dta != DType::f32) {
-      float* a32 = staging(0, a.numel());
+      float* a32 = dnnl_staging(0, a.numel());
       convert_floats(dta, a.data(), DType::f32, a32, a.numel(), pool);
       pa = a32;
       if (!p->packed) {
-        float* b32 = staging(1, b.numel());
+        float* b32 = dnnl_staging(1, b.numel());
         convert_floats(dta, b.data(), DType::f32, b32, b.numel(), pool);
         pb = b32;
       }
-      pc = staging(2, y.numel());
+      pc = dnnl_staging(2, y.numel());
     }
     if (p->packed) pb = (f32_path ? packed_f32_ : packed_bf16_)->get_data_handle();
     dnnl::engine& eng = cpu_engine();

@@ -472,12 +472,17 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       const RefTensor& x = in[0];
       const int64_t ax = n.attr_int("axis", 0);
       const bool last = n.attr_int("select_last_index", 0) != 0, max = n.op == OpKind::ArgMax;
+      // From the input's sizes: the graph's shape may be symbolic.
       Sizes os = x.sizes;
-      os[size_t(ax)] = 1;
+      if (n.attr_int("keepdims", 1)) {
+        os[size_t(ax)] = 1;
+      } else {
+        os.erase(os.begin() + ax);
+      }
       const int64_t len = x.sizes[size_t(ax)];
       int64_t inner = 1;
       for (size_t d = size_t(ax) + 1; d < x.sizes.size(); d++) inner *= x.sizes[d];
-      RefTensor y = make(n, n.attr_int("keepdims", 1) ? os : static_sizes(n.out()->shape));
+      RefTensor y = make(n, os);
       for (size_t o = 0; o < y.data.size(); o++) {
         const int64_t outer = int64_t(o) / inner, in_i = int64_t(o) % inner;
         int64_t best = 0;
