@@ -4,11 +4,12 @@
 // against STREAM add with non-temporal and with ordinary stores; then RoPE, a MatMul with its
 // epilogue, bf16 against f32, and the fused kernel's in-cache rate against what DRAM feeds it.
 //
-//   bench_fusion_bench [--quick] [--interpreter]
+//   bench_fusion_bench [--quick] [--interpreter] [--attention (only the attention cases)]
 //
 // Targets at (8, 2048, 4096) f32 on 2 cores: graph >= 2.3x eager, fused kernel >= 90% of the
 // STREAM add bandwidth; bf16 storage >= 1.6x faster than f32.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -188,11 +189,74 @@ void rope(DType t, int64_t seq, int64_t heads, int64_t d, int reps, StreamAdd& a
       best[2] / best[0]);
 }
 
+// Attention softmax(q k^T / sqrt(d) [+ causal mask]) v over [1, heads, seq, d]: graph mode (the
+// flash-style kernel), graph mode with AttentionFusion off (the scores' MatMul with its softmax
+// epilogue, then the second MatMul: what graph mode ran before) and eager mode (4-5 kernels),
+// in alternating rounds. GFLOP/s count the two products (4 seq^2 d per head).
+void attention(DType t, int64_t heads, int64_t seq, int64_t d, bool causal, int reps) {
+  GraphBuilder b;
+  auto q = b.input("q", t, {1, heads, "seq", d});
+  auto kt = b.input("kt", t, {1, heads, d, "seq"});
+  auto v = b.input("v", t, {1, heads, "seq", d});
+  auto s = b.div(b.matmul(q, kt), std::sqrt(double(d)));
+  if (causal) s = b.add(s, b.input("mask", t, {"seq", "seq"}));
+  b.output("y", b.matmul(b.softmax(s), v));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in = {{"q", Tensor::random(t, {1, heads, seq, d}, 1)},
+                                      {"kt", Tensor::random(t, {1, heads, d, seq}, 2)},
+                                      {"v", Tensor::random(t, {1, heads, seq, d}, 3)}};
+  if (causal) {
+    Tensor m = Tensor::zeros(t, {seq, seq});
+    for (int64_t i = 0; i < seq; i++) {
+      for (int64_t j = i + 1; j < seq; j++) m.set(i * seq + j, -1e9);
+    }
+    in["mask"] = m;
+  }
+  std::map<std::string, Tensor> out = {{"y", Tensor::zeros(t, {1, heads, seq, d})}};
+  const std::string rules = "/tmp/ubfuse_bench_attention_off.json";
+  if (FILE* f = std::fopen(rules.c_str(), "w")) {
+    std::fputs(R"({"Switch": {"UBFusion": {"AttentionFusion": "off"}}})", f);
+    std::fclose(f);
+  }
+  CompiledModel models[3] = {
+      compile(g, {{"ge.exec.enableOperatorFusion", "1"}}),
+      compile(g, {{"ge.exec.enableOperatorFusion", "1"}, {"ge.fusionSwitchFile", rules}}),
+      compile(g, {{"ge.exec.enableOperatorFusion", "0"}})};
+  double best[3] = {1e30, 1e30, 1e30};
+  for (auto& m : models) m.run_into(in, out);
+  for (int i = 0; i < reps; i++) {
+    for (int k = 0; k < 3; k++) {
+      best[k] = std::min(best[k], seconds([&] { models[k].run_into(in, out); }));
+    }
+  }
+  const double flops = 4.0 * double(heads) * double(seq) * double(seq) * double(d);
+  std::printf(
+      "Attention [1,%lld,%lld,%lld] %s%s: graph %.3f ms (%zu kernel, %.0f GFLOP/s), without "
+      "AttentionFusion %.3f ms (%zu kernels): %.2fx, eager %.3f ms (%zu kernels): %.2fx\n",
+      (long long)heads, (long long)seq, (long long)d, std::string(dtype_name(t)).c_str(),
+      causal ? " causal" : "", best[0] * 1e3, models[0].kernels().size(), flops / best[0] / 1e9,
+      best[1] * 1e3, models[1].kernels().size(), best[1] / best[0], best[2] * 1e3,
+      models[2].kernels().size(), best[2] / best[0]);
+}
+
+void attention_cases(bool quick) {
+  const int reps = quick ? 3 : 10;
+  attention(f32, 8, 1300, 36, false, reps);  // the speech encoder's heads at 31 s of audio
+  attention(f32, 16, 512, 64, true, reps);   // a LLaMA-style layer's prefill
+  attention(bf16, 16, 512, 64, true, reps);
+  if (!quick) attention(f32, 12, 2048, 64, false, reps);
+}
+
 int main_impl(int argc, char** argv) {
-  bool quick = false, interp = false;
+  bool quick = false, interp = false, only_attention = false;
   for (int i = 1; i < argc; i++) {
     quick = quick || std::strcmp(argv[i], "--quick") == 0;
     interp = interp || std::strcmp(argv[i], "--interpreter") == 0;
+    only_attention = only_attention || std::strcmp(argv[i], "--attention") == 0;
+  }
+  if (only_attention) {
+    attention_cases(quick);
+    return 0;
   }
   ThreadPool& pool = ThreadPool::global();
   StreamAdd add(pool, size_t(256) << 20);
@@ -224,6 +288,7 @@ int main_impl(int argc, char** argv) {
   std::printf("\n");
   for (DType t : {f32, bf16}) rope(t, 2048, 32, 128, quick ? 3 : 10, add);
   for (DType t : {f32, bf16}) matmul_epilogue(t, 2048, 2048, 4096, quick ? 3 : 10);
+  attention_cases(quick);
   bf16_vs_f32({2, 2048, 4096}, quick ? 5 : 20);
   if (!quick) bf16_vs_f32({8, 2048, 4096}, 10);
   for (DType t : {f32, bf16}) compute_ceiling(t, quick ? 50 : 500, add);

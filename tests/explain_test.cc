@@ -162,7 +162,7 @@ TEST(Explain, DocsListEveryReasonCodeAndTheirPictures) {
   std::ifstream f(std::string(UBFUSE_SOURCE_DIR) + "/docs/profiling.md");
   std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   ASSERT_FALSE(doc.empty());
-  for (int r = int(FusionReason::HostSync); r <= int(FusionReason::GroupLimit); r++) {
+  for (int r = int(FusionReason::HostSync); r <= int(FusionReason::NotProfitable); r++) {
     std::string name(fusion_reason_name(FusionReason(r)));
     EXPECT_TRUE(has(doc, "| `" + name + "` |")) << name << " is not in the reason table";
   }

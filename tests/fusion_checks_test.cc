@@ -70,6 +70,16 @@ Graph host_between() {
   return b.build();
 }
 
+// exp0 computes q for an attention chain (matmul0 -> div0 -> softmax0 -> matmul1).
+Graph exp_into_attention() {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {2, 4, 16});
+  auto kt = b.input("kt", f32, {2, 16, 4});
+  auto v = b.input("v", f32, {2, 4, 16});
+  b.output("y", b.matmul(b.softmax(b.div(b.matmul(b.exp(x), kt), 4.0)), v));
+  return b.build();
+}
+
 Graph add_into_matmul() {
   GraphBuilder b;
   auto x = b.input("x", f32, {4, 16});
@@ -208,6 +218,7 @@ Graph add_layer_norm() {
 const std::map<std::string, Case>& cases() {
   static const std::map<std::string, Case> kCases = {
       {"HostNode", {host_between, "", kUb, "neg0", "print"}},
+      {"AttentionKernel", {exp_into_attention, "", kUb, "exp0", "matmul0"}},
       {"OpClass", {add_into_matmul, "", kUb, "add0", "matmul0"}},
       {"MatMulPrologue", {exp_before_epilogue, "", kUb, "exp0", "add0"}},
       {"VectorMatMulRows", {vector_matmul_softmax, "", kUb, "exp0", "softmax0"}},

@@ -18,6 +18,7 @@ enum class FusionReason : uint8_t {
   ShapeMismatch,   // the two sides iterate over different domains
   Cycle,           // fusing would create a cycle through another kernel
   GroupLimit,      // the group reached kMaxGroupOps / kMaxGroupInputs
+  NotProfitable,   // the fused form is predicted slower than its parts
 };
 std::string_view fusion_reason_name(FusionReason r);
 

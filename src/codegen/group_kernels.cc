@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "codegen/attention_kernel.h"
 #include "codegen/cpp_compile.h"
 #include "codegen/cpp_render.h"
 #include "codegen/fused_kernel.h"
@@ -18,7 +19,7 @@
 namespace ubfuse {
 
 int64_t ub_bytes_per_row(const FusedGroup& g, int64_t cols) {
-  if (g.kind == GroupKind::Single) return 0;
+  if (g.kind == GroupKind::Single || g.kind == GroupKind::Attention) return 0;
   auto prog = kir::lower_group(g, nullptr);
   if (!prog) return 0;
   kir::Schedule s = kir::schedule(*prog, /*ub=*/true);
@@ -85,6 +86,12 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
     const FusedGroup& g = groups[i];
     if (g.kind == GroupKind::Single) {
       out[i] = make_node_kernel(*g.nodes.at(0), config.own_kernel);
+      continue;
+    }
+    if (g.kind == GroupKind::Attention) {
+      out[i] = make_attention_kernel(g);
+      fill_info(g, *out[i]);
+      out[i]->info.variant = "flash attention";
       continue;
     }
     std::string why;

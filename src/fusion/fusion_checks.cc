@@ -87,7 +87,8 @@ std::vector<const Node*> State::merged_nodes(const Group& a, const Group& b) con
   return m;
 }
 
-FusedGroup State::describe(const std::vector<const Node*>& nodes, const Shape& domain) const {
+FusedGroup State::describe(const std::vector<const Node*>& nodes, const Shape& domain,
+                           bool attention) const {
   FusedGroup fg;
   fg.nodes = nodes;
   fg.domain = domain;
@@ -109,10 +110,11 @@ FusedGroup State::describe(const std::vector<const Node*>& nodes, const Shape& d
   bool red = std::any_of(nodes.begin(), nodes.end(), is_reduction);
   bool mm = std::any_of(nodes.begin(), nodes.end(), heads_epilogue);
   // A lone op runs its eager kernel, which is already one pass over memory.
-  fg.kind = nodes.size() == 1 ? GroupKind::Single
-            : mm              ? GroupKind::MatMulEpilogue
-            : red             ? GroupKind::RowReduction
-                              : GroupKind::Elementwise;
+  fg.kind = attention           ? GroupKind::Attention
+            : nodes.size() == 1 ? GroupKind::Single
+            : mm                ? GroupKind::MatMulEpilogue
+            : red               ? GroupKind::RowReduction
+                                : GroupKind::Elementwise;
   fg.name = group_name(nodes, rules);
   return fg;
 }
@@ -214,6 +216,19 @@ Objection host_node(Candidate& c) {
               "the Host node '" + h->name + "' forces a sync between '" + c.p->name + "' and '" +
                   c.n->name + "'",
               "move '" + h->name + "' after the fused chain or remove it");
+}
+
+// An attention group runs as the flash-style kernel, which computes exactly its chain.
+Objection attention_kernel(Candidate& c) {
+  if (!c.a.attention && !c.b.attention) return {};
+  const Group& g = c.a.attention ? c.a : c.b;
+  const Node* other = c.a.attention ? c.n : c.p;
+  return c.no(FusionReason::NotFusible,
+              "'" + other->name + "' (" + std::string(op_name(other->op)) +
+                  ") is outside the attention chain " + names_of(g.nodes) +
+                  ", which runs as one flash-style kernel and takes no other op",
+              "the rules file's AttentionFusion off makes the chain a MatMul epilogue and a "
+              "MatMul, which other ops may join");
 }
 
 // The epilogue runs on blocks of whole output rows, so it takes row reductions too (a residual
@@ -519,6 +534,10 @@ const std::vector<Check>& checks() {
   using R = FusionReason;
   static const std::vector<Check> kChecks = {
       edge_check("HostNode", R::HostSync, "neither side is a Host node", host_node),
+      edge_check("AttentionKernel", R::NotFusible,
+                 "neither group is an attention chain (AttentionFusion), which runs as its own "
+                 "flash-style kernel",
+                 attention_kernel),
       edge_check("OpClass", R::NotFusible,
                  "both ops are Elementwise, Broadcast, RowReduction, RowPermute or a row "
                  "Transpose, or p is a MatMul or Conv that takes n's group as its epilogue",

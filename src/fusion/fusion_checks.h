@@ -25,6 +25,7 @@ struct Group {
   std::vector<const Node*> nodes;  // in topo order
   Shape domain;
   bool alive = true;
+  bool attention = false;  // an attention chain (AttentionFusion): closed to other nodes
 };
 
 template <typename F>
@@ -51,7 +52,8 @@ struct State {
   // The members of a and b in topological order.
   std::vector<const Node*> merged_nodes(const Group& a, const Group& b) const;
   // The group these nodes form: its inputs, outputs, kind and name.
-  FusedGroup describe(const std::vector<const Node*>& nodes, const Shape& domain) const;
+  FusedGroup describe(const std::vector<const Node*>& nodes, const Shape& domain,
+                      bool attention = false) const;
 };
 
 // Asks fusion_checks() in order whether the groups of p and n may merge: the first objection, or

@@ -14,6 +14,7 @@ enum class GroupKind : uint8_t {
   Elementwise,     // elementwise/broadcast chain over one iteration domain
   RowReduction,    // elementwise prologue -> last-axis row reductions -> elementwise epilogue
   MatMulEpilogue,  // MatMul (or Conv) whose output gets an elementwise epilogue while in cache
+  Attention,       // MatMul -> scale/mask -> Softmax -> MatMul: one flash-style kernel
 };
 
 struct FusedGroup {

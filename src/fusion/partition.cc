@@ -5,6 +5,7 @@
 #include <queue>
 #include <set>
 
+#include "fusion/attention_match.h"
 #include "fusion/fusion_checks.h"
 #include "ubfuse/error.h"
 
@@ -33,6 +34,7 @@ class Partitioner {
       st_.group_of[n] = int(st_.groups.size());
       st_.groups.push_back({{n}, fusion::node_domain(n), true});
     }
+    if (st_.rules.rule_enabled("AttentionFusion")) form_attention_groups();
     for (Node* n : st_.order) {
       if (is_source(n)) continue;
       for (auto* v : n->inputs) {
@@ -59,9 +61,57 @@ class Partitioner {
     return n->op == OpKind::Constant || (st_.config.planned && st_.config.planned(*n));
   }
 
+  // Each attention chain becomes one group before the edges are visited; the AttentionKernel
+  // check then keeps other nodes out of it.
+  void form_attention_groups() {
+    auto only_reader = [&](const Value* v, const Node* reader) {
+      const auto& us = st_.users_of(v);
+      return !st_.g.is_output(v) && us.size() == 1 && us[0] == reader;
+    };
+    for (Node* n : st_.order) {
+      if (n->op != OpKind::MatMul || is_source(n)) continue;
+      auto m = fusion::match_attention(n, only_reader);
+      if (!m) continue;
+      if (n->out()->dtype == DType::bf16) {
+        // oneDNN's bf16 matmuls use the CPU's bf16 dot products, twice the f32 rate the flash
+        // kernel computes at (bench_fusion_bench --attention).
+        decisions_.push_back(
+            {FusionReason::NotProfitable, m->scores->name, n->name,
+             "the attention chain '" + m->scores->name + "' .. '" + n->name +
+                 "' is bf16: oneDNN's bf16 matmuls (the CPU's bf16 dot products) run it about 2x "
+                 "faster than the flash-style kernel, which computes in f32; it stays a MatMul "
+                 "with its softmax epilogue and a MatMul",
+             ""});
+        objected_by_.push_back({});
+        continue;
+      }
+      const std::vector<const Node*> nodes = m->nodes();
+      bool free = true;
+      for (const Node* x : nodes) {
+        free = free && !is_source(x) && !st_.groups[size_t(st_.group_of[x])].attention;
+      }
+      if (!free) continue;
+      const int gi = st_.group_of[n];
+      for (const Node* x : nodes) {
+        const int gx = st_.group_of[x];
+        if (gx == gi) continue;
+        st_.groups[size_t(gx)].nodes.clear();
+        st_.groups[size_t(gx)].alive = false;
+        st_.group_of[x] = gi;
+      }
+      Group& g = st_.groups[size_t(gi)];
+      g.nodes = nodes;  // a chain: already in topological order
+      g.domain = n->out()->shape;
+      g.attention = true;
+    }
+  }
+
   void fused(const Node* p, const Node* n) {
+    const bool att = st_.groups[size_t(st_.group_of[n])].attention;
     decisions_.push_back({FusionReason::Fused, p->name, n->name,
-                          "'" + p->name + "' and '" + n->name + "' run in one kernel", ""});
+                          "'" + p->name + "' and '" + n->name + "' run in one kernel" +
+                              (att ? " (AttentionFusion: one flash-style attention kernel)" : ""),
+                          ""});
     objected_by_.push_back({});
   }
 
@@ -108,7 +158,7 @@ class Partitioner {
       int gi = ready.top();
       ready.pop();
       const Group& g = st_.groups[size_t(gi)];
-      FusedGroup fg = st_.describe(g.nodes, g.domain);
+      FusedGroup fg = st_.describe(g.nodes, g.domain, g.attention);
       mark_reread(fg, out.decisions);
       out.groups.push_back(std::move(fg));
       for (int s : succ[gi]) {

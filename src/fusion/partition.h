@@ -2,7 +2,8 @@
 // producer -> consumer edge (fused or not, and why).
 //
 // Algorithm (greedy producer-into-consumer merging, after TVM's graph_partitioner): every
-// non-Constant node starts in its own group. Nodes are visited in topological order; for each
+// non-Constant node starts in its own group; each attention chain (fusion/attention_match.h) then
+// becomes one group. Nodes are visited in topological order; for each
 // input edge p -> n the groups of p and n merge unless one of the checks below objects. They are
 // asked in this order and the first objection is the edge's decision. A check marked "each
 // member" is asked of every member of the merged group; the consecutive ones go member by member
@@ -10,6 +11,8 @@
 // keeps the last axis. The list is fusion_checks() (fusion_checks.cc); it is printed here and in
 // docs/architecture.md, and tests/fusion_checks_test.cc keeps both equal to it:
 //   HostNode            HostSync        neither side is a Host node
+//   AttentionKernel     NotFusible      neither group is an attention chain (AttentionFusion),
+//                                       which runs as its own flash-style kernel
 //   OpClass             NotFusible      both ops are Elementwise, Broadcast, RowReduction,
 //                                       RowPermute or a row Transpose, or p is a MatMul or Conv
 //                                       that takes n's group as its epilogue

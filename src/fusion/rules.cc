@@ -71,6 +71,7 @@ const std::vector<std::string>& ub_fusion_rule_names() {
       "MultiOutputFusion",        // keep fusing when an inner value is also needed outside
       "RowPermuteFusion",         // a row permutation (RotateHalf) into the ops that read it
       "RowTransposeFusion",       // a Transpose keeping the last axis into the ops that read it
+      "AttentionFusion",          // MatMul -> scale/mask -> Softmax -> MatMul as one kernel
   };
   return v;
 }

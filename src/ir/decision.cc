@@ -22,6 +22,8 @@ std::string_view fusion_reason_name(FusionReason r) {
       return "Cycle";
     case FusionReason::GroupLimit:
       return "GroupLimit";
+    case FusionReason::NotProfitable:
+      return "NotProfitable";
   }
   return "?";
 }

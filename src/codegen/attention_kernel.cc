@@ -1,0 +1,134 @@
+#include "codegen/attention_kernel.h"
+
+#include <algorithm>
+
+#include "fusion/attention_match.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/kernel_util.h"
+#include "ubfuse/error.h"
+
+namespace ubfuse {
+
+namespace {
+
+// Element offsets of each batch's matrix in an operand of sizes `s` (its last two dims are the
+// matrix, the dims before broadcast against `batch` from the right; a size-1 dim repeats).
+std::vector<int64_t> batch_offsets(const Sizes& s, const Sizes& batch) {
+  const size_t nb = batch.size();
+  const size_t ob = s.size() - 2;
+  std::vector<int64_t> stride(nb, 0);
+  int64_t st = s[ob] * s[ob + 1];
+  for (size_t k = 0; k < ob; k++) {
+    const size_t i = ob - 1 - k;   // operand dim
+    const size_t bi = nb - 1 - k;  // batch dim
+    stride[bi] = s[i] == 1 ? 0 : st;
+    st *= s[i];
+  }
+  const int64_t total = numel(batch);
+  std::vector<int64_t> off(size_t(total), 0);
+  std::vector<int64_t> idx(nb, 0);
+  for (int64_t b = 0; b < total; b++) {
+    int64_t o = 0;
+    for (size_t i = 0; i < nb; i++) o += idx[i] * stride[i];
+    off[size_t(b)] = o;
+    for (size_t i = nb; i-- > 0;) {
+      if (++idx[i] < batch[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return off;
+}
+
+class AttentionKernel : public Kernel {
+ public:
+  explicit AttentionKernel(const FusedGroup& g) {
+    auto m =
+        fusion::match_attention(g.nodes.back(), [](const Value*, const Node*) { return true; });
+    UBF_CHECK(m.has_value() && m->nodes().size() == g.nodes.size(),
+              "attention group " + g.name + " is no attention chain");
+    match_ = *m;
+    auto index = [&](const Value* v) {
+      const auto it = std::find(g.inputs.begin(), g.inputs.end(), v);
+      UBF_CHECK(it != g.inputs.end(), "'" + v->name + "' is no input of " + g.name);
+      return int(it - g.inputs.begin());
+    };
+    q_ = index(m->scores->inputs[0]);
+    kt_ = index(m->scores->inputs[1]);
+    v_ = index(m->context->inputs[1]);
+    for (const Node* s : m->steps) operands_.push_back(index(m->operand(s)));
+    UBF_CHECK(g.outputs.size() == 1 && g.outputs[0] == m->context->out(),
+              "attention group " + g.name + " must output only its context");
+    who_ = g.name + " (" + m->scores->name + " .. " + m->context->name + ")";
+  }
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ExecContext& ctx) const override {
+    const Tensor& q = in[size_t(q_)];
+    const Tensor& kt = in[size_t(kt_)];
+    const Tensor& v = in[size_t(v_)];
+    Tensor& o = out.at(0);
+    const int r = o.rank();
+    const int64_t lq = q.dim(-2), d = q.dim(-1), lk = kt.dim(-1), dv = v.dim(-1);
+    if (kt.dim(-2) != d || v.dim(-2) != lk || o.dim(-2) != lq || o.dim(-1) != dv) {
+      cpu::kernel_fail(who_, "operands do not chain: " + cpu::tensors_str({q, kt, v}),
+                       "Q [.., Lq, D], K^T [.., D, Lk] and V [.., Lk, Dv]");
+    }
+    const Sizes batch(o.sizes().begin(), o.sizes().end() - 2);
+    cpu::AttentionProblem p;
+    p.dtype = o.dtype();
+    p.q = q.data();
+    p.kt = kt.data();
+    p.v = v.data();
+    p.out = o.data();
+    p.batches = numel(batch);
+    p.lq = lq;
+    p.lk = lk;
+    p.d = d;
+    p.dv = dv;
+    p.q_off = batch_offsets(q.sizes(), batch);
+    p.kt_off = batch_offsets(kt.sizes(), batch);
+    p.v_off = batch_offsets(v.sizes(), batch);
+    p.out_off = batch_offsets(o.sizes(), batch);
+    for (size_t i = 0; i < match_.steps.size(); i++) {
+      const Node* s = match_.steps[i];
+      const Tensor& t = in[size_t(operands_[i])];
+      cpu::AttentionStep st;
+      if (s->op == OpKind::Add) {
+        st.kind = cpu::AttentionStep::kAddMask;
+        // The mask's dims, padded with leading 1s to the scores' rank.
+        Sizes ms(size_t(r) - std::min<size_t>(size_t(r), t.sizes().size()), 1);
+        ms.insert(ms.end(), t.sizes().begin(), t.sizes().end());
+        if (ms[size_t(r) - 2] != 1 && ms[size_t(r) - 2] != lq) {
+          cpu::kernel_fail(who_, "mask " + sizes_str(t.sizes()) +
+                                     " does not broadcast to the "
+                                     "scores' " +
+                                     std::to_string(lq) + " x " + std::to_string(lk));
+        }
+        p.mask = t.data();
+        p.mask_dtype = t.dtype();
+        p.mask_col_stride = ms[size_t(r) - 1] == 1 ? 0 : 1;
+        p.mask_row_stride = ms[size_t(r) - 2] == 1 ? 0 : ms[size_t(r) - 1];
+        p.mask_off = batch_offsets(ms, batch);
+      } else {
+        st.kind = s->op == OpKind::Mul ? cpu::AttentionStep::kMul : cpu::AttentionStep::kDiv;
+        st.scalar = float(t.get(0));
+      }
+      p.steps.push_back(st);
+    }
+    cpu::run_attention(p, *ctx.pool);
+  }
+
+ private:
+  fusion::AttentionMatch match_;
+  int q_ = -1, kt_ = -1, v_ = -1;
+  std::vector<int> operands_;  // per step: its scalar or mask among the inputs
+  std::string who_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_attention_kernel(const FusedGroup& g) {
+  return std::make_unique<AttentionKernel>(g);
+}
+
+}  // namespace ubfuse

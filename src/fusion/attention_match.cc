@@ -1,0 +1,100 @@
+#include "fusion/attention_match.h"
+
+#include <algorithm>
+
+namespace ubfuse::fusion {
+
+namespace {
+
+constexpr size_t kMaxSteps = 3;
+
+bool is_scalar(const Value* v) { return is_static(v->shape) && numel(static_sizes(v->shape)) == 1; }
+
+bool is_matrix_matmul(const Node* n) {
+  return n && n->op == OpKind::MatMul && n->inputs.size() == 2 && n->inputs[0]->shape.size() >= 2 &&
+         n->inputs[1]->shape.size() >= 2;
+}
+
+// The chain input of step n (the value that leads back to the scores), or null when n is no step.
+// For an Add either input may be the chain; `first` picks which one is tried.
+const Value* chain_input(const Node* n, bool first) {
+  if (n->inputs.size() != 2) return nullptr;
+  const Value* a = n->inputs[0];
+  const Value* b = n->inputs[1];
+  if (n->op == OpKind::Div) return first && is_scalar(b) ? a : nullptr;
+  if (n->op == OpKind::Mul) return !first ? nullptr : is_scalar(b) ? a : is_scalar(a) ? b : nullptr;
+  if (n->op == OpKind::Add) return first ? a : b;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<const Node*> AttentionMatch::nodes() const {
+  std::vector<const Node*> out = {scores};
+  out.insert(out.end(), steps.begin(), steps.end());
+  out.push_back(softmax);
+  out.push_back(context);
+  return out;
+}
+
+const Value* AttentionMatch::operand(const Node* s) const {
+  const auto it = std::find(steps.begin(), steps.end(), s);
+  const Node* prev = it == steps.begin() ? scores : *(it - 1);
+  return s->inputs[0]->producer == prev ? s->inputs[1] : s->inputs[0];
+}
+
+std::optional<AttentionMatch> match_attention(
+    const Node* context, const std::function<bool(const Value*, const Node*)>& only_reader) {
+  if (!is_matrix_matmul(context)) return std::nullopt;
+  AttentionMatch m;
+  m.context = context;
+  const Value* p = context->inputs[0];
+  if (!p->producer || p->producer->op != OpKind::Softmax || !only_reader(p, context)) {
+    return std::nullopt;
+  }
+  m.softmax = p->producer;
+  // Back from the softmax's input to the scores' MatMul through at most kMaxSteps steps.
+  std::vector<const Node*> rev;
+  std::function<bool(const Value*, const Node*)> walk = [&](const Value* x, const Node* reader) {
+    const Node* n = x->producer;
+    if (!n || !only_reader(x, reader)) return false;
+    if (is_matrix_matmul(n)) {
+      m.scores = n;
+      return true;
+    }
+    if (rev.size() == kMaxSteps) return false;
+    for (bool first : {true, false}) {
+      const Value* in = chain_input(n, first);
+      if (!in) continue;
+      rev.push_back(n);
+      if (walk(in, n)) return true;
+      rev.pop_back();
+    }
+    return false;
+  };
+  if (!walk(m.softmax->inputs[0], m.softmax)) return std::nullopt;
+  m.steps.assign(rev.rbegin(), rev.rend());
+  // One element type, a float one; every step keeps the scores' shape (a mask only broadcasts).
+  const Value* s = m.scores->out();
+  const DType t = s->dtype;
+  if (!is_float(t)) return std::nullopt;
+  for (const Value* v :
+       std::initializer_list<const Value*>{m.scores->inputs[0], m.scores->inputs[1],
+                                           context->inputs[1], context->out(), m.softmax->out()}) {
+    if (v->dtype != t) return std::nullopt;
+  }
+  const std::vector<const Node*> chain = m.nodes();
+  for (const Node* st : m.steps) {
+    const Node* from = m.operand(st)->producer;
+    if (std::find(chain.begin(), chain.end(), from) != chain.end()) return std::nullopt;
+    if (!(st->out()->shape == s->shape) || !is_float(m.operand(st)->dtype)) return std::nullopt;
+    if (m.operand(st)->shape.size() > s->shape.size()) return std::nullopt;
+  }
+  if (!(m.softmax->out()->shape == s->shape)) return std::nullopt;
+  int masks = 0;
+  for (const Node* st : m.steps) masks += st->op == OpKind::Add;
+  if (masks > 1) return std::nullopt;  // the kernel reads one mask
+  return m;
+}
+
+}  // namespace ubfuse::fusion

@@ -1,0 +1,30 @@
+// Attention's chain as exporters write it: MatMul(Q, K^T) -> Mul/Div by a scalar and Add of a
+// mask (each optional, in either order) -> Softmax -> MatMul(P, V). The partitioner makes one
+// group of it (rule AttentionFusion) and codegen runs it through the flash-style kernel.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "ubfuse/graph.h"
+
+namespace ubfuse::fusion {
+
+struct AttentionMatch {
+  const Node* scores = nullptr;    // MatMul(Q, K^T)
+  std::vector<const Node*> steps;  // Mul/Div by a scalar, Add of a mask, in the chain's order
+  const Node* softmax = nullptr;
+  const Node* context = nullptr;  // MatMul(P, V)
+
+  std::vector<const Node*> nodes() const;  // the chain in order
+  // The input of step `s` that does not come from the chain: the scalar or the mask.
+  const Value* operand(const Node* s) const;
+};
+
+// The chain ending at the MatMul `context`, or nullopt. only_reader(v, n) says whether n is the
+// one reader of v and v is no graph output (the scores must not be needed elsewhere).
+std::optional<AttentionMatch> match_attention(
+    const Node* context, const std::function<bool(const Value*, const Node*)>& only_reader);
+
+}  // namespace ubfuse::fusion

@@ -1,0 +1,359 @@
+// Flash-style attention (attention.h). A task is one batch and a chunk of query rows. It walks
+// the keys in blocks of kKeyBlock: for every 4 query rows it computes their scores against the
+// block into a tile, applies the graph's steps (scale, mask), folds the tile into the rows'
+// running max and sum (rescaling what was accumulated when the max grows) and adds the tile's
+// exp times the block's values to the rows' outputs. The block of K^T and V stays in L1 while
+// the chunk's rows pass over it; the scores never reach memory. Everything is computed in f32;
+// bf16/f16 operands are widened into per-thread buffers first.
+// clang-format off
+#include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
+
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/kernel_util.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/loops-inl.h"
+#include "kernels/cpu/vecmath.h"
+
+#ifndef UBFUSE_KERNELS_CPU_ATTENTION_DETAIL_
+#define UBFUSE_KERNELS_CPU_ATTENTION_DETAIL_
+namespace ubfuse::cpu::attention_detail {
+
+// Per-thread staging: the chunk's query rows, K^T and V widened to f32, the output rows being
+// accumulated with their running max and sum, and one tile of scores.
+struct Scratch {
+  std::vector<float> q, kt, v, o, m, l, s;
+};
+inline Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+inline void fit(std::vector<float>& b, size_t n) {
+  if (b.size() < n) b.resize(n);
+}
+// Room for n floats in b, starting at a 64-byte boundary.
+inline float* aligned(std::vector<float>& b, size_t n) {
+  fit(b, n + 16);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(b.data());
+  return b.data() + ((64 - a % 64) % 64) / sizeof(float);
+}
+
+}  // namespace ubfuse::cpu::attention_detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+
+namespace ad = cpu::attention_detail;
+
+constexpr size_t kRows = 4;        // query rows per tile
+constexpr size_t kKeyBlock = 128;  // keys per block: K^T and V blocks of 36-128 dims fit L1
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr size_t kScoreVecs = 4;  // 16 accumulators of 32 registers
+constexpr size_t kOutVecs = 4;
+#else
+constexpr size_t kScoreVecs = 2;  // 8 accumulators of 16 registers
+constexpr size_t kOutVecs = 2;
+#endif
+
+// s[r * lds + j] = q[r] . kt[:, j] for the kRows rows of q ([kRows, depth]) and the nj columns of
+// kt ([depth, ldk]); nj is a multiple of Lanes(d).
+template <class D>
+HWY_INLINE void ScoreTile(D d, const float* HWY_RESTRICT q, size_t depth,
+                          const float* HWY_RESTRICT kt, size_t ldk, size_t nj,
+                          float* HWY_RESTRICT s, size_t lds) {
+  using V = hn::VFromD<D>;
+  const size_t N = hn::Lanes(d);
+  size_t j = 0;
+  for (; j + kScoreVecs * N <= nj; j += kScoreVecs * N) {
+    V acc[kRows][kScoreVecs];
+    for (size_t r = 0; r < kRows; r++) {
+      for (size_t u = 0; u < kScoreVecs; u++) acc[r][u] = hn::Zero(d);
+    }
+    for (size_t k = 0; k < depth; k++) {
+      const float* kr = kt + k * ldk + j;
+      V kv[kScoreVecs];
+      for (size_t u = 0; u < kScoreVecs; u++) kv[u] = hn::Load(d, kr + u * N);
+      for (size_t r = 0; r < kRows; r++) {
+        const V qb = hn::Set(d, q[r * depth + k]);
+        for (size_t u = 0; u < kScoreVecs; u++) acc[r][u] = hn::MulAdd(qb, kv[u], acc[r][u]);
+      }
+    }
+    for (size_t r = 0; r < kRows; r++) {
+      for (size_t u = 0; u < kScoreVecs; u++) hn::StoreU(acc[r][u], d, s + r * lds + j + u * N);
+    }
+  }
+  for (; j + N <= nj; j += N) {
+    V acc[kRows];
+    for (size_t r = 0; r < kRows; r++) acc[r] = hn::Zero(d);
+    for (size_t k = 0; k < depth; k++) {
+      const V kv = hn::Load(d, kt + k * ldk + j);
+      for (size_t r = 0; r < kRows; r++)
+        acc[r] = hn::MulAdd(hn::Set(d, q[r * depth + k]), kv, acc[r]);
+    }
+    for (size_t r = 0; r < kRows; r++) hn::StoreU(acc[r], d, s + r * lds + j);
+  }
+}
+
+// One row's scores s[0, nj) of the block: the steps from first_step on, then the online softmax
+// update of its running max *m and sum *l (rescaling its accumulated output o[0, ldo) when the max
+// grows); leaves exp(s - max) in s, 0 past nj up to the next vector.
+template <class D, typename TM>
+HWY_INLINE void SoftmaxUpdate(D d, float* HWY_RESTRICT s, size_t nj,
+                              const std::vector<cpu::AttentionStep>& steps, size_t first_step,
+                              const TM* HWY_RESTRICT mrow, int64_t mcol, float* m, float* l,
+                              float* HWY_RESTRICT o, size_t ldo) {
+  using V = hn::VFromD<D>;
+  const size_t N = hn::Lanes(d);
+  const size_t nv = (nj + N - 1) / N;  // s has room for whole vectors
+  for (size_t k = first_step; k < steps.size(); k++) {
+    const cpu::AttentionStep& st = steps[k];
+    if (st.kind == cpu::AttentionStep::kAddMask) {
+      if (mcol == 0) {
+        const V mv = hn::Set(d, hn::GetLane(LoadNF32(d, mrow, 1)));
+        for (size_t i = 0; i < nv; i++)
+          hn::StoreU(hn::Add(hn::LoadU(d, s + i * N), mv), d, s + i * N);
+      } else {
+        for (size_t i = 0; i < nv; i++) {
+          const size_t c = std::min(N, nj - i * N);
+          const V mv = c == N ? LoadF32(d, mrow + i * N) : LoadNF32(d, mrow + i * N, c);
+          hn::StoreU(hn::Add(hn::LoadU(d, s + i * N), mv), d, s + i * N);
+        }
+      }
+      continue;
+    }
+    const V c = hn::Set(d, st.scalar);
+    for (size_t i = 0; i < nv; i++) {
+      const V x = hn::LoadU(d, s + i * N);
+      hn::StoreU(st.kind == cpu::AttentionStep::kMul ? hn::Mul(x, c) : hn::Div(x, c), d, s + i * N);
+    }
+  }
+  const float ninf = -std::numeric_limits<float>::infinity();
+  V mx = hn::Set(d, ninf);
+  for (size_t i = 0; i < nv; i++) {
+    const V x = hn::LoadU(d, s + i * N);
+    mx = hn::Max(mx, hn::IfThenElse(hn::FirstN(d, nj - i * N), x, hn::Set(d, ninf)));
+  }
+  const float bmax = ReduceMaxF(d, mx);
+  const float m_new = std::isnan(bmax) ? bmax : std::max(*m, bmax);
+  // All keys so far masked out: exp(-inf - 0) = 0 keeps the sum at 0 (and the row NaN at the end).
+  const float m_use = m_new == ninf ? 0.0f : m_new;
+  if (*m != ninf && *m != m_use) {
+    const float corr = std::exp(*m - m_use);
+    *l *= corr;
+    const V vc = hn::Set(d, corr);
+    for (size_t i = 0; i < ldo; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, o + i), vc), d, o + i);
+  }
+  const V vm = hn::Set(d, m_use);
+  V sum = hn::Zero(d);
+  for (size_t i = 0; i < nv; i++) {
+    const V e = hn::IfThenElseZero(hn::FirstN(d, nj - i * N),
+                                   ExpNonPositiveF(d, hn::Sub(hn::LoadU(d, s + i * N), vm)));
+    hn::StoreU(e, d, s + i * N);
+    sum = hn::Add(sum, e);
+  }
+  *l += ReduceSumF(d, sum);
+  *m = m_new;
+}
+
+// o[r][c0, c0 + kNV * N) += sum_j p[r][j] v[j][c0, ...) for the kRows rows of the tile p (row
+// stride lds) and the nj value rows of v (row stride ldv, padded with zeros to whole vectors).
+template <size_t kNV, class D>
+HWY_INLINE void ValueTile(D d, const float* HWY_RESTRICT p, size_t lds, size_t nj,
+                          const float* HWY_RESTRICT v, size_t ldv, float* HWY_RESTRICT o,
+                          size_t ldo) {
+  using V = hn::VFromD<D>;
+  const size_t N = hn::Lanes(d);
+  V acc[kRows][kNV];
+  for (size_t r = 0; r < kRows; r++) {
+    for (size_t u = 0; u < kNV; u++) acc[r][u] = hn::LoadU(d, o + r * ldo + u * N);
+  }
+  for (size_t j = 0; j < nj; j++) {
+    V vv[kNV];
+    for (size_t u = 0; u < kNV; u++) vv[u] = hn::Load(d, v + j * ldv + u * N);
+    for (size_t r = 0; r < kRows; r++) {
+      const V pb = hn::Set(d, p[r * lds + j]);
+      for (size_t u = 0; u < kNV; u++) acc[r][u] = hn::MulAdd(pb, vv[u], acc[r][u]);
+    }
+  }
+  for (size_t r = 0; r < kRows; r++) {
+    for (size_t u = 0; u < kNV; u++) hn::StoreU(acc[r][u], d, o + r * ldo + u * N);
+  }
+}
+
+template <class D>
+HWY_INLINE void ValueTiles(D d, const float* p, size_t lds, size_t nj, const float* v, size_t ldv,
+                           float* o, size_t ldo) {
+  const size_t N = hn::Lanes(d);
+  for (size_t c0 = 0; c0 < ldv; c0 += kOutVecs * N) {
+    const size_t nv = std::min(kOutVecs, (ldv - c0) / N);
+    switch (nv) {
+      case 1:
+        ValueTile<1>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
+        break;
+      case 2:
+        ValueTile<2>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
+        break;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+      case 3:
+        ValueTile<3>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
+        break;
+      case 4:
+        ValueTile<4>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
+        break;
+#endif
+      default:
+        HWY_ABORT("attention: %zu output vectors per tile", nv);
+    }
+  }
+}
+
+// dst[0, n) = src[0, n) as f32, and zeros up to the next whole vector.
+template <class D, typename T>
+HWY_INLINE void PackRow(D d, const T* HWY_RESTRICT src, size_t n, float* HWY_RESTRICT dst) {
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::Store(LoadF32(d, src + i), d, dst + i);
+  if (i < n) hn::Store(LoadNF32(d, src + i, n - i), d, dst + i);
+}
+
+// Widens n elements of src (dtype t) into dst; a copy for f32.
+template <typename T>
+void Widen(const T* src, float* dst, size_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else {
+    cpu::convert_floats(std::is_same_v<T, hwy::bfloat16_t> ? DType::bf16 : DType::f16, src,
+                        DType::f32, dst, int64_t(n));
+  }
+}
+
+template <typename T, typename TM>
+void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const size_t depth = size_t(p.d), lk = size_t(p.lk), dv = size_t(p.dv);
+  ad::Scratch& sc = ad::scratch();
+  // The chunk's query rows, in whole tiles (rows past i1 are zeros; their results are dropped).
+  const size_t rows = size_t(i1 - i0);
+  const size_t tiles = (rows + kRows - 1) / kRows;
+  float* q = ad::aligned(sc.q, tiles * kRows * depth);
+  std::fill(q, q + tiles * kRows * depth, 0.0f);
+  Widen(static_cast<const T*>(p.q) + p.q_off[size_t(b)] + size_t(i0) * depth, q, rows * depth);
+  // A scale right after the product is applied to q instead (one multiply per query element, not
+  // per score; the scores differ from the graph's by a rounding).
+  size_t first_step = 0;
+  if (!p.steps.empty() && p.steps[0].kind != cpu::AttentionStep::kAddMask) {
+    const float c =
+        p.steps[0].kind == cpu::AttentionStep::kMul ? p.steps[0].scalar : 1.0f / p.steps[0].scalar;
+    for (size_t i = 0; i < rows * depth; i++) q[i] *= c;
+    first_step = 1;
+  }
+  const size_t ldo = (dv + N - 1) / N * N;
+  float* o = ad::aligned(sc.o, tiles * kRows * ldo);
+  std::fill(o, o + tiles * kRows * ldo, 0.0f);
+  ad::fit(sc.m, tiles * kRows);
+  ad::fit(sc.l, tiles * kRows);
+  std::fill(sc.m.begin(), sc.m.end(), -std::numeric_limits<float>::infinity());
+  std::fill(sc.l.begin(), sc.l.end(), 0.0f);
+  const size_t lds = kKeyBlock + N;
+  float* s = ad::aligned(sc.s, kRows * lds);
+  // Each block of K^T ([depth, kKeyBlock]) and V ([kKeyBlock, ldo]) is packed into aligned rows
+  // padded with zeros (widened from bf16/f16 on the way): whole aligned vectors, no line splits.
+  float* ktp = ad::aligned(sc.kt, depth * kKeyBlock);
+  float* vp = ad::aligned(sc.v, kKeyBlock * ldo);
+  const T* kt = static_cast<const T*>(p.kt) + p.kt_off[size_t(b)];
+  const T* v = static_cast<const T*>(p.v) + p.v_off[size_t(b)];
+  const TM* mask = p.mask ? static_cast<const TM*>(p.mask) + p.mask_off[size_t(b)] : nullptr;
+  for (size_t j0 = 0; j0 < lk; j0 += kKeyBlock) {
+    const size_t nj = std::min(kKeyBlock, lk - j0);
+    const size_t njv = (nj + N - 1) / N * N;
+    for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * kKeyBlock);
+    for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * dv, dv, vp + j * ldo);
+    for (size_t t = 0; t < tiles; t++) {
+      const size_t r0 = t * kRows;
+      ScoreTile(d, q + r0 * depth, depth, ktp, kKeyBlock, njv, s, lds);
+      for (size_t r = 0; r < kRows; r++) {
+        // A padding row reads the chunk's last mask row.
+        const int64_t i = std::min(i0 + int64_t(r0 + r), i1 - 1);
+        const TM* mrow =
+            mask ? mask + i * p.mask_row_stride + int64_t(j0) * p.mask_col_stride : nullptr;
+        SoftmaxUpdate(d, s + r * lds, nj, p.steps, first_step, mrow, p.mask_col_stride,
+                      &sc.m[r0 + r], &sc.l[r0 + r], o + (r0 + r) * ldo, ldo);
+      }
+      ValueTiles(d, s, lds, nj, vp, ldo, o + r0 * ldo, ldo);
+    }
+  }
+  T* out = static_cast<T*>(p.out) + p.out_off[size_t(b)] + size_t(i0) * dv;
+  for (size_t r = 0; r < rows; r++) {
+    const hn::VFromD<decltype(d)> inv = hn::Set(d, 1.0f / sc.l[r]);
+    const float* orow = o + r * ldo;
+    for (size_t c = 0; c < dv; c += N) {
+      const hn::VFromD<decltype(d)> x = hn::Mul(hn::LoadU(d, orow + c), inv);
+      if (c + N <= dv) {
+        StoreF32(x, d, out + r * dv + c);
+      } else {
+        StoreNF32(x, d, out + r * dv + c, dv - c);
+      }
+    }
+  }
+}
+
+void AttentionChunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
+  WithStorage(cpu::float_code(p.dtype), [&](auto s) HWY_ATTR {
+    using T = typename decltype(s)::type;
+    if (!p.mask) return Chunk<T, float>(p, b, i0, i1);
+    WithStorage(cpu::float_code(p.mask_dtype),
+                [&](auto sm) HWY_ATTR { Chunk<T, typename decltype(sm)::type>(p, b, i0, i1); });
+  });
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ubfuse {
+HWY_EXPORT(AttentionChunk);
+
+namespace cpu {
+
+void run_attention(const AttentionProblem& p, ThreadPool& pool) {
+  UBF_CHECK(p.d > 0 && p.dv >= 0 && p.lq >= 0 && p.lk > 0, "attention problem sizes");
+  UBF_CHECK(p.q_off.size() == size_t(p.batches) && p.kt_off.size() == size_t(p.batches) &&
+                p.v_off.size() == size_t(p.batches) && p.out_off.size() == size_t(p.batches) &&
+                (!p.mask || p.mask_off.size() == size_t(p.batches)),
+            "attention offsets per batch");
+  if (p.batches == 0 || p.lq == 0 || p.dv == 0) return;
+  // Chunks of up to 256 query rows (each packs all of its batch's K and V once), smaller until
+  // every thread has a few.
+  int64_t rows = 256;
+  const int64_t want = 4 * int64_t(pool.size());
+  while (rows > 4 && p.batches * ((p.lq + rows - 1) / rows) < want) rows /= 2;
+  const int64_t per = (p.lq + rows - 1) / rows;
+  pool.parallel_for(p.batches * per, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; t++) {
+      const int64_t b = t / per, i0 = (t % per) * rows;
+      HWY_DYNAMIC_DISPATCH(AttentionChunk)(p, b, i0, std::min(p.lq, i0 + rows));
+    }
+  });
+}
+
+}  // namespace cpu
+}  // namespace ubfuse
+#endif  // HWY_ONCE

@@ -1,0 +1,245 @@
+// Attention as one flash-style kernel (rule AttentionFusion): every chain form the exporters
+// write (scale by Div or Mul, masks of every broadcast shape, mask before or after the scale, no
+// mask), odd and size-1 lengths, head sizes that are not a vector multiple, f32/bf16/f16, batch
+// dims that broadcast (grouped-query K/V), symbolic lengths from one compile, fully masked rows;
+// each against the double-precision reference, as one kernel.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <limits>
+
+#include "profiler_test_util.h"
+#include "test_util.h"
+
+namespace ubfuse {
+namespace {
+
+using namespace ubfuse::testing;
+
+enum class Mask { None, Padding, Causal, Full, RowOnly };
+enum class Scale { Div, Mul, MulFirstOperand, MaskFirst };
+
+struct Form {
+  Mask mask = Mask::None;
+  Scale scale = Scale::Div;
+};
+
+// softmax(q k^T / sqrt(d) + mask) v over q [B, H, Lq, D], kt [B, KH, D, Lk], v [B, KH, Lk, Dv].
+Graph attention(DType t, const Shape& q, const Shape& kt, const Shape& v, Form f) {
+  GraphBuilder b;
+  auto Q = b.input("q", t, q);
+  auto K = b.input("kt", t, kt);
+  auto V = b.input("v", t, v);
+  const double d = double(q.back().value());
+  auto s = b.matmul(Q, K);
+  auto scale = [&](GraphBuilder::V x) {
+    switch (f.scale) {
+      case Scale::Div:
+      case Scale::MaskFirst:
+        return b.div(x, std::sqrt(d));
+      case Scale::Mul:
+        return b.mul(x, 1.0 / std::sqrt(d));
+      case Scale::MulFirstOperand:
+        return b.mul(b.constant(Tensor::from_floats(t, {1}, {float(1.0 / std::sqrt(d))})), x);
+    }
+    return x;
+  };
+  if (f.scale != Scale::MaskFirst) s = scale(s);
+  if (f.mask != Mask::None) {
+    Shape ms;
+    const Dim& lq = q[q.size() - 2];
+    const Dim& lk = kt.back();
+    switch (f.mask) {
+      case Mask::Padding:
+        ms = {q[0], Dim(1), Dim(1), lk};  // [B, 1, 1, Lk]
+        break;
+      case Mask::Causal:
+        ms = {lq, lk};  // [Lq, Lk]
+        break;
+      case Mask::Full:
+        ms = {q[0], q[1], lq, lk};
+        break;
+      case Mask::RowOnly:
+        ms = {lq, Dim(1)};  // one value per query row
+        break;
+      case Mask::None:
+        break;
+    }
+    s = b.add(s, b.input("mask", t, ms));
+  }
+  if (f.scale == Scale::MaskFirst) s = scale(s);
+  b.output("y", b.matmul(b.softmax(s), V));
+  return b.build();
+}
+
+std::map<std::string, Tensor> inputs(DType t, const Sizes& q, const Sizes& kt, const Sizes& v,
+                                     Mask mask) {
+  std::map<std::string, Tensor> in = {{"q", Tensor::random(t, q, 1, -2, 2)},
+                                      {"kt", Tensor::random(t, kt, 2, -2, 2)},
+                                      {"v", Tensor::random(t, v, 3)}};
+  const int64_t lq = q[q.size() - 2], lk = kt.back();
+  const float ninf = -std::numeric_limits<float>::infinity();
+  switch (mask) {
+    case Mask::Padding: {  // the last third of each batch's keys masked
+      Tensor m = Tensor::zeros(t, {q[0], 1, 1, lk});
+      for (int64_t b = 0; b < q[0]; b++) {
+        for (int64_t j = lk - lk / 3; j < lk; j++) m.set(b * lk + j, -1e9);
+      }
+      in["mask"] = m;
+      break;
+    }
+    case Mask::Causal: {  // key j visible to query i when j <= i + (lk - lq)
+      Tensor m = Tensor::zeros(t, {lq, lk});
+      for (int64_t i = 0; i < lq; i++) {
+        for (int64_t j = 0; j < lk; j++) {
+          if (j > i + (lk - lq)) m.set(i * lk + j, ninf);
+        }
+      }
+      in["mask"] = m;
+      break;
+    }
+    case Mask::Full:
+      in["mask"] = Tensor::random(t, {q[0], q[1], lq, lk}, 4, -3, 3);
+      break;
+    case Mask::RowOnly:
+      in["mask"] = Tensor::random(t, {lq, 1}, 5, -3, 3);
+      break;
+    case Mask::None:
+      break;
+  }
+  return in;
+}
+
+// Compiles g in graph mode; checks one attention kernel and the reference's answer.
+void check(const Graph& g, const std::map<std::string, Tensor>& in, const std::string& where,
+           size_t kernels = 1) {
+  CompiledModel m = compile(g, graph_opts());
+  ASSERT_EQ(m.kernels().size(), kernels) << where;
+  bool found = false;
+  for (auto& k : m.kernels()) found |= k.variant == "flash attention";
+  EXPECT_TRUE(found) << where;
+  const double scale = in.at("q").dtype() == DType::f32 ? 1.0 : 2.0;
+  auto want = ref::run_graph(g, in);
+  EXPECT_TRUE(close_to_ref(m.run(in).at("y"), want.at("y"), scale)) << where;
+}
+
+TEST(Attention, EveryMaskAndScaleFormMatchesTheReference) {
+  const Sizes q = {2, 3, 37, 36}, kt = {2, 3, 36, 150}, v = {2, 3, 150, 36};
+  for (Mask mask : {Mask::None, Mask::Padding, Mask::Causal, Mask::Full, Mask::RowOnly}) {
+    for (Scale scale : {Scale::Div, Scale::Mul, Scale::MulFirstOperand, Scale::MaskFirst}) {
+      if (mask == Mask::None && scale == Scale::MaskFirst) continue;
+      Graph g = attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {mask, scale});
+      check(g, inputs(DType::f32, q, kt, v, mask),
+            "mask " + std::to_string(int(mask)) + " scale " + std::to_string(int(scale)));
+    }
+  }
+}
+
+TEST(Attention, OddAndSizeOneLengthsAndHeadSizes) {
+  struct Sz {
+    int64_t lq, lk, d, dv;
+  };
+  for (Sz s : {Sz{1, 1, 8, 8}, Sz{1, 300, 64, 64}, Sz{5, 1, 36, 20}, Sz{129, 129, 128, 128},
+               Sz{3, 257, 1, 3}, Sz{17, 130, 80, 100}}) {
+    const Sizes q = {1, 2, s.lq, s.d}, kt = {1, 2, s.d, s.lk}, v = {1, 2, s.lk, s.dv};
+    for (DType t : {DType::f32, DType::f16}) {
+      Graph g = attention(t, to_shape(q), to_shape(kt), to_shape(v), {Mask::Causal, Scale::Div});
+      check(g, inputs(t, q, kt, v, Mask::Causal),
+            std::string(dtype_name(t)) + " lq " + std::to_string(s.lq) + " lk " +
+                std::to_string(s.lk) + " d " + std::to_string(s.d) + " dv " + std::to_string(s.dv));
+    }
+  }
+}
+
+// Grouped-query attention with K/V heads broadcast by a size-1 dim: q [B, KH, G, Lq, D].
+TEST(Attention, BatchDimsBroadcast) {
+  const Sizes q = {2, 2, 3, 9, 16}, kt = {2, 2, 1, 16, 40}, v = {2, 2, 1, 40, 16};
+  Graph g = attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {});
+  check(g, inputs(DType::f32, q, kt, v, Mask::None), "gqa");
+}
+
+// One compile, many lengths: the decoder's growing past and a prompt.
+TEST(Attention, SymbolicLengthsFromOneCompile) {
+  const Shape q = {Dim(1), Dim(4), Dim("seq"), Dim(32)};
+  const Shape kt = {Dim(1), Dim(4), Dim(32), Dim("total")};
+  const Shape v = {Dim(1), Dim(4), Dim("total"), Dim(32)};
+  Graph g = attention(DType::f32, q, kt, v, {Mask::Causal, Scale::Div});
+  CompiledModel m = compile(g, graph_opts());
+  ASSERT_EQ(m.kernels().size(), 1u);
+  for (auto [seq, total] : {std::pair<int64_t, int64_t>{1, 1}, {1, 77}, {16, 16}, {7, 300}}) {
+    const Sizes qs = {1, 4, seq, 32}, ks = {1, 4, 32, total}, vs = {1, 4, total, 32};
+    auto in = inputs(DType::f32, qs, ks, vs, Mask::Causal);
+    auto want = ref::run_graph(g, in);
+    EXPECT_TRUE(close_to_ref(m.run(in).at("y"), want.at("y"))) << seq << " " << total;
+  }
+}
+
+// A row whose keys are all masked with -inf gives NaN, as Softmax and the reference do.
+TEST(Attention, FullyMaskedRowIsNaNLikeSoftmax) {
+  const Sizes q = {1, 1, 3, 8}, kt = {1, 1, 8, 200}, v = {1, 1, 200, 8};
+  Graph g = attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {Mask::Full, Scale::Div});
+  auto in = inputs(DType::f32, q, kt, v, Mask::Full);
+  for (int64_t j = 0; j < 200; j++)
+    in["mask"].set(200 + j, -std::numeric_limits<double>::infinity());
+  auto got = compile(g, graph_opts()).run(in).at("y");
+  auto want = ref::run_graph(g, in).at("y");
+  EXPECT_TRUE(std::isnan(got.get(8))) << got.str();
+  EXPECT_TRUE(close_to_ref(got, want));
+}
+
+// Not the chain: the scores are also an output, or the softmax is read twice. Those stay a
+// MatMul epilogue and a MatMul.
+TEST(Attention, ScoresNeededElsewhereKeepTheEpilogue) {
+  GraphBuilder b;
+  auto q = b.input("q", DType::f32, {1, 2, 8, 16});
+  auto kt = b.input("kt", DType::f32, {1, 2, 16, 8});
+  auto v = b.input("v", DType::f32, {1, 2, 8, 16});
+  auto p = b.softmax(b.div(b.matmul(q, kt), 4.0));
+  b.output("y", b.matmul(p, v));
+  b.output("p", p);
+  Graph g = b.build();
+  CompiledModel m = compile(g, graph_opts());
+  for (auto& k : m.kernels()) EXPECT_NE(k.variant, "flash attention") << k.name;
+  std::map<std::string, Tensor> in = {{"q", Tensor::random(DType::f32, {1, 2, 8, 16}, 1)},
+                                      {"kt", Tensor::random(DType::f32, {1, 2, 16, 8}, 2)},
+                                      {"v", Tensor::random(DType::f32, {1, 2, 8, 16}, 3)}};
+  EXPECT_TRUE(matches_reference(g, in, graph_opts()));
+}
+
+// bf16 chains stay a MatMul epilogue and a MatMul (oneDNN's bf16 dot products are faster), and
+// say so.
+TEST(Attention, Bf16IsNotProfitable) {
+  const Sizes q = {1, 2, 33, 16}, kt = {1, 2, 16, 70}, v = {1, 2, 70, 16};
+  Graph g =
+      attention(DType::bf16, to_shape(q), to_shape(kt), to_shape(v), {Mask::Causal, Scale::Div});
+  CompiledModel m = compile(g, graph_opts());
+  EXPECT_EQ(m.kernels().size(), 2u);
+  int notes = 0;
+  for (auto& d : m.decisions()) {
+    if (d.reason != FusionReason::NotProfitable) continue;
+    notes++;
+    EXPECT_NE(d.message.find("bf16"), std::string::npos) << d.message;
+  }
+  EXPECT_EQ(notes, 1);
+  EXPECT_TRUE(matches_reference(g, inputs(DType::bf16, q, kt, v, Mask::Causal), graph_opts(), 2));
+}
+
+// The rules file switches it off: the chain is then a MatMul epilogue and a MatMul.
+TEST(Attention, RuleOffKeepsTwoKernels) {
+  const Sizes q = {1, 2, 10, 16}, kt = {1, 2, 16, 10}, v = {1, 2, 10, 16};
+  Graph g =
+      attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {Mask::Causal, Scale::Div});
+  Options o = graph_opts();
+  const std::string path = temp_dir("attention_rules") + "/rules.json";
+  {
+    std::ofstream f(path);
+    f << R"({"Switch": {"UBFusion": {"AttentionFusion": "off"}}})";
+  }
+  o["ge.fusionSwitchFile"] = path;
+  CompiledModel m = compile(g, o);
+  EXPECT_EQ(m.kernels().size(), 2u);
+  EXPECT_TRUE(matches_reference(g, inputs(DType::f32, q, kt, v, Mask::Causal), o));
+}
+
+}  // namespace
+}  // namespace ubfuse
