@@ -81,6 +81,33 @@ TEST(ShapeValues, RangeFromThePastLengthNeedsNoDim) {
   }
 }
 
+// Rotary positions as exporters write them: arange over a length read from a shape and cast to
+// float first. The Range has that length (the symbol), so the rotary's Mul and Add fuse with
+// the [batch, seq, 4] values they meet instead of stopping at a run-time dim.
+TEST(ShapeValues, FloatRangeOverACastShapeKeepsTheSymbol) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"batch", "seq", 4});
+  auto len =
+      b.cast(b.reshape(b.shape_of(x, 1, 2), b.constant(Tensor(DType::i64, {0}))), DType::f32);
+  auto zero = b.constant(Tensor::from_floats(DType::f32, {}, {0}));
+  auto one = b.constant(Tensor::from_floats(DType::f32, {}, {1}));
+  auto positions = b.range(zero, len, one);
+  auto pos = b.reshape(positions, {-1, 1});  // [seq, 1]
+  auto c = b.cos(b.mul(pos, b.input("freq", DType::f32, {4})));
+  b.output("y", b.add(b.mul(x, c), x));
+  Graph g = b.build();
+  EXPECT_EQ(shape_str(positions->shape), "[seq]");
+  CompiledModel m = compile(g, testing::graph_opts());
+  for (const auto& d : m.decisions()) {
+    EXPECT_NE(d.reason, FusionReason::DynamicShape) << d.message;
+  }
+  for (int64_t sl : {1, 5}) {
+    std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {2, sl, 4}, 1)},
+                                     {"freq", Tensor::random(DType::f32, {4}, 2)}};
+    EXPECT_TRUE(testing::matches_reference(g, in, testing::graph_opts())) << sl;
+  }
+}
+
 TEST(ShapeValues, SliceBoundsFromAGraphInput) {
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {"n", 3});

@@ -832,6 +832,18 @@ void infer_math(Node& n) {
 // or Range reading the result gets polynomial dims, not run-time ones.
 std::optional<std::vector<Dim>> known_result(const Node& n) {
   const Value* out = n.out();
+  // An integer cast to f32 keeps its values (sizes below 2^24 are exact): arange over a length
+  // read from a shape and cast to float (rotary positions) then has that length, not a run-time
+  // dim of its own.
+  if (n.op == OpKind::Cast && out->dtype == DType::f32 && !is_float(n.inputs[0]->dtype) &&
+      out->shape.size() <= 1) {
+    auto d = operand_dims(n, 0);
+    if (!d) return std::nullopt;
+    for (const Dim& x : *d) {
+      if (x.is_static() && std::abs(x.value()) > (int64_t(1) << 24)) return std::nullopt;
+    }
+    return d;
+  }
   if ((out->dtype != DType::i64 && out->dtype != DType::i32) || out->shape.size() > 1) {
     return std::nullopt;
   }
@@ -885,7 +897,7 @@ std::optional<std::vector<Dim>> known_result(const Node& n) {
   }
   if (op == OpKind::Cast || op == OpKind::Reshape ||
       (op == OpKind::Expand && n.inputs[0]->shape == out->shape)) {
-    return in(0);  // the same elements (integer to integer; a Cast to float has no known dims)
+    return in(0);  // the same elements (integer to integer; to f32 above)
   }
   if (op == OpKind::Gather) {
     auto data = in(0);
