@@ -23,6 +23,7 @@
 #include "profiler/bandwidth.h"
 #include "runtime/thread_pool.h"
 #include "ubfuse/builder.h"
+#include "util/omp_env.h"
 
 namespace ubfuse {
 namespace {
@@ -222,6 +223,7 @@ void print_ratios() {
 }  // namespace ubfuse
 
 int main(int argc, char** argv) {
+  ubfuse::reexec_with_passive_omp_wait(argv);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -20,6 +20,7 @@
 #include "runtime/thread_pool.h"
 #include "seed_block.h"
 #include "ubfuse/ubfuse.h"
+#include "util/omp_env.h"
 #include "wall_time.h"
 
 namespace ubfuse {
@@ -298,4 +299,7 @@ int main_impl(int argc, char** argv) {
 }  // namespace
 }  // namespace ubfuse
 
-int main(int argc, char** argv) { return ubfuse::main_impl(argc, argv); }
+int main(int argc, char** argv) {
+  ubfuse::reexec_with_passive_omp_wait(argv);
+  return ubfuse::main_impl(argc, argv);
+}

@@ -19,6 +19,7 @@
 #include "runtime/thread_pool.h"
 #include "seed_block.h"
 #include "ubfuse/ubfuse.h"
+#include "util/omp_env.h"
 #include "wall_time.h"
 
 namespace ubfuse {
@@ -85,6 +86,7 @@ int run(const std::string& first, const std::string& second, int64_t batch, int 
 }  // namespace ubfuse
 
 int main(int argc, char** argv) {
+  ubfuse::reexec_with_passive_omp_wait(argv);
   std::string profiles = "stream,plain";
   long long batch = 8, rounds = 9;
   for (int i = 1; i < argc; i += 2) {

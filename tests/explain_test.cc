@@ -225,6 +225,19 @@ TEST(Cli, DemoReportsTheStoreProfile) {
                             .c_str()),
             0);
   EXPECT_EQ(read_json(dir + "/demo.json")["store_profile"], "zen3");
+  // The CLI restarts itself with OpenMP's idle threads sleeping (util/omp_env.h) unless told not
+  // to, and keeps a policy the user set.
+  for (const char* env : {"env -u OMP_WAIT_POLICY ", "OMP_WAIT_POLICY=ACTIVE ",
+                          "env -u OMP_WAIT_POLICY UBFUSE_KEEP_OMP_WAIT=1 "}) {
+    ASSERT_EQ(
+        std::system(
+            (env + cli + " demo --shape 1,8,64 --iters 1 --json > " + dir + "/omp.json").c_str()),
+        0);
+    const std::string want = std::string(env).find("ACTIVE") != std::string::npos ? "ACTIVE"
+                             : std::string(env).find("KEEP") != std::string::npos ? ""
+                                                                                  : "PASSIVE";
+    EXPECT_EQ(read_json(dir + "/omp.json")["omp_wait_policy"], want) << env;
+  }
   EXPECT_NE(std::system(("UBFUSE_STORE_PROFILE=fastest " + cli + " demo --shape 1,8,64 > " + dir +
                          "/bad.txt 2>&1")
                             .c_str()),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -106,6 +107,8 @@ int run_demo(const DemoArgs& a) {
   j["threads"] = results.empty() ? 0 : results[0].model.num_threads();
   // Which compute-bound loops stream their outputs on this CPU.
   j["store_profile"] = store_profile_name();
+  const char* omp_wait = std::getenv("OMP_WAIT_POLICY");
+  j["omp_wait_policy"] = omp_wait ? omp_wait : "";
   for (auto& r : results) {
     nlohmann::json m;
     double bytes = double(r.stats.bytes_read + r.stats.bytes_written);

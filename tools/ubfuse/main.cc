@@ -4,8 +4,10 @@
 
 #include "commands.h"
 #include "ubfuse/error.h"
+#include "util/omp_env.h"
 
 int main(int argc, char** argv) {
+  ubfuse::reexec_with_passive_omp_wait(argv);
   CLI::App app{"ubfuse: buffer-level operator fusion for transformer inference"};
   app.require_subcommand(1);
   std::vector<std::function<int()>> actions;
