@@ -139,8 +139,8 @@ TEST(Attention, OddAndSizeOneLengthsAndHeadSizes) {
   struct Sz {
     int64_t lq, lk, d, dv;
   };
-  for (Sz s : {Sz{1, 1, 8, 8}, Sz{1, 300, 64, 64}, Sz{5, 1, 36, 20}, Sz{129, 129, 128, 128},
-               Sz{3, 257, 1, 3}, Sz{17, 130, 80, 100}}) {
+  for (Sz s : {Sz{1, 1, 8, 8}, Sz{4, 0, 8, 8}, Sz{3, 6, 0, 5}, Sz{0, 9, 4, 4}, Sz{1, 300, 64, 64},
+               Sz{5, 1, 36, 20}, Sz{129, 129, 128, 128}, Sz{3, 257, 1, 3}, Sz{17, 130, 80, 100}}) {
     const Sizes q = {1, 2, s.lq, s.d}, kt = {1, 2, s.d, s.lk}, v = {1, 2, s.lk, s.dv};
     for (DType t : {DType::f32, DType::f16}) {
       Graph g = attention(t, to_shape(q), to_shape(kt), to_shape(v), {Mask::Causal, Scale::Div});

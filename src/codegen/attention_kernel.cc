@@ -1,6 +1,7 @@
 #include "codegen/attention_kernel.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "fusion/attention_match.h"
 #include "kernels/cpu/attention.h"
@@ -72,6 +73,10 @@ class AttentionKernel : public Kernel {
     if (kt.dim(-2) != d || v.dim(-2) != lk || o.dim(-2) != lq || o.dim(-1) != dv) {
       cpu::kernel_fail(who_, "operands do not chain: " + cpu::tensors_str({q, kt, v}),
                        "Q [.., Lq, D], K^T [.., D, Lk] and V [.., Lk, Dv]");
+    }
+    if (lk == 0) {  // no keys: the second product sums nothing
+      std::memset(o.data(), 0, o.nbytes());
+      return;
     }
     const Sizes batch(o.sizes().begin(), o.sizes().end() - 2);
     cpu::AttentionProblem p;

@@ -255,13 +255,16 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   std::fill(q, q + tiles * kRows * depth, 0.0f);
   Widen(static_cast<const T*>(p.q) + p.q_off[size_t(b)] + size_t(i0) * depth, q, rows * depth);
   // A scale right after the product is applied to q instead (one multiply per query element, not
-  // per score; the scores differ from the graph's by a rounding).
+  // per score; the scores differ from the graph's by a rounding). A factor of 0 or inf stays a
+  // step: 0 * inf in the scores must still give NaN.
   size_t first_step = 0;
   if (!p.steps.empty() && p.steps[0].kind != cpu::AttentionStep::kAddMask) {
     const float c =
         p.steps[0].kind == cpu::AttentionStep::kMul ? p.steps[0].scalar : 1.0f / p.steps[0].scalar;
-    for (size_t i = 0; i < rows * depth; i++) q[i] *= c;
-    first_step = 1;
+    if (std::isfinite(c) && c != 0.0f) {
+      for (size_t i = 0; i < rows * depth; i++) q[i] *= c;
+      first_step = 1;
+    }
   }
   const size_t ldo = (dv + N - 1) / N * N;
   float* o = ad::aligned(sc.o, tiles * kRows * ldo);
@@ -334,7 +337,7 @@ HWY_EXPORT(AttentionChunk);
 namespace cpu {
 
 void run_attention(const AttentionProblem& p, ThreadPool& pool) {
-  UBF_CHECK(p.d > 0 && p.dv >= 0 && p.lq >= 0 && p.lk > 0, "attention problem sizes");
+  UBF_CHECK(p.d >= 0 && p.dv >= 0 && p.lq >= 0 && p.lk > 0, "attention problem sizes");
   UBF_CHECK(p.q_off.size() == size_t(p.batches) && p.kt_off.size() == size_t(p.batches) &&
                 p.v_off.size() == size_t(p.batches) && p.out_off.size() == size_t(p.batches) &&
                 (!p.mask || p.mask_off.size() == size_t(p.batches)),
