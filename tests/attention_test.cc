@@ -16,7 +16,7 @@ namespace {
 
 using namespace ubfuse::testing;
 
-enum class Mask { None, Padding, Causal, Full, RowOnly };
+enum class Mask { None, Padding, Causal, Full, RowOnly, WhereKeep, WhereFill };
 enum class Scale { Div, Mul, MulFirstOperand, MaskFirst };
 
 struct Form {
@@ -62,10 +62,20 @@ Graph attention(DType t, const Shape& q, const Shape& kt, const Shape& v, Form f
       case Mask::RowOnly:
         ms = {lq, Dim(1)};  // one value per query row
         break;
+      case Mask::WhereKeep:  // where(causal, scores, min): GPT-2's masked_fill form
+      case Mask::WhereFill:  // where(~causal, min, scores)
+        ms = {lq, lk};
+        break;
       case Mask::None:
         break;
     }
-    s = b.add(s, b.input("mask", t, ms));
+    if (f.mask == Mask::WhereKeep || f.mask == Mask::WhereFill) {
+      auto cond = b.input("mask", DType::boolean, ms);
+      auto fill = b.constant(Tensor::from_floats(t, {}, {-3.0e4f}));
+      s = f.mask == Mask::WhereKeep ? b.where(cond, s, fill) : b.where(cond, fill, s);
+    } else {
+      s = b.add(s, b.input("mask", t, ms));
+    }
   }
   if (f.scale == Scale::MaskFirst) s = scale(s);
   b.output("y", b.matmul(b.softmax(s), V));
@@ -104,6 +114,18 @@ std::map<std::string, Tensor> inputs(DType t, const Sizes& q, const Sizes& kt, c
     case Mask::RowOnly:
       in["mask"] = Tensor::random(t, {lq, 1}, 5, -3, 3);
       break;
+    case Mask::WhereKeep:
+    case Mask::WhereFill: {  // keep key j for query i when j <= i + (lk - lq)
+      Tensor m = Tensor::zeros(DType::boolean, {lq, lk});
+      for (int64_t i = 0; i < lq; i++) {
+        for (int64_t j = 0; j < lk; j++) {
+          const bool keep = j <= i + (lk - lq);
+          m.set(i * lk + j, (mask == Mask::WhereKeep) == keep ? 1 : 0);
+        }
+      }
+      in["mask"] = m;
+      break;
+    }
     case Mask::None:
       break;
   }
@@ -125,7 +147,8 @@ void check(const Graph& g, const std::map<std::string, Tensor>& in, const std::s
 
 TEST(Attention, EveryMaskAndScaleFormMatchesTheReference) {
   const Sizes q = {2, 3, 37, 36}, kt = {2, 3, 36, 150}, v = {2, 3, 150, 36};
-  for (Mask mask : {Mask::None, Mask::Padding, Mask::Causal, Mask::Full, Mask::RowOnly}) {
+  for (Mask mask : {Mask::None, Mask::Padding, Mask::Causal, Mask::Full, Mask::RowOnly,
+                    Mask::WhereKeep, Mask::WhereFill}) {
     for (Scale scale : {Scale::Div, Scale::Mul, Scale::MulFirstOperand, Scale::MaskFirst}) {
       if (mask == Mask::None && scale == Scale::MaskFirst) continue;
       Graph g = attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {mask, scale});

@@ -56,7 +56,10 @@ class AttentionKernel : public Kernel {
     q_ = index(m->scores->inputs[0]);
     kt_ = index(m->scores->inputs[1]);
     v_ = index(m->context->inputs[1]);
-    for (const Node* s : m->steps) operands_.push_back(index(m->operand(s)));
+    for (const Node* s : m->steps) {
+      operands_.push_back(index(m->operand(s)));
+      fills_.push_back(s->op == OpKind::Where ? index(m->fill(s)) : -1);
+    }
     UBF_CHECK(g.outputs.size() == 1 && g.outputs[0] == m->context->out(),
               "attention group " + g.name + " must output only its context");
     who_ = g.name + " (" + m->scores->name + " .. " + m->context->name + ")";
@@ -98,16 +101,20 @@ class AttentionKernel : public Kernel {
       const Node* s = match_.steps[i];
       const Tensor& t = in[size_t(operands_[i])];
       cpu::AttentionStep st;
-      if (s->op == OpKind::Add) {
-        st.kind = cpu::AttentionStep::kAddMask;
+      if (s->op == OpKind::Add || s->op == OpKind::Where) {
+        st.kind = s->op == OpKind::Add ? cpu::AttentionStep::kAddMask : cpu::AttentionStep::kWhere;
+        if (s->op == OpKind::Where) {
+          st.scalar = float(in[size_t(fills_[i])].get(0));
+          st.keep_when_true = match_.keeps_when_true(s);
+        }
         // The mask's dims, padded with leading 1s to the scores' rank.
         Sizes ms(size_t(r) - std::min<size_t>(size_t(r), t.sizes().size()), 1);
         ms.insert(ms.end(), t.sizes().begin(), t.sizes().end());
-        if (ms[size_t(r) - 2] != 1 && ms[size_t(r) - 2] != lq) {
-          cpu::kernel_fail(who_, "mask " + sizes_str(t.sizes()) +
-                                     " does not broadcast to the "
-                                     "scores' " +
-                                     std::to_string(lq) + " x " + std::to_string(lk));
+        const int64_t mr = ms[size_t(r) - 2], mc = ms[size_t(r) - 1];
+        if ((mr != 1 && mr != lq) || (mc != 1 && mc != lk)) {
+          cpu::kernel_fail(who_, "mask '" + s->name + "' " + sizes_str(t.sizes()) +
+                                     " does not broadcast to the scores' " + std::to_string(lq) +
+                                     " x " + std::to_string(lk));
         }
         p.mask = t.data();
         p.mask_dtype = t.dtype();
@@ -126,7 +133,8 @@ class AttentionKernel : public Kernel {
  private:
   fusion::AttentionMatch match_;
   int q_ = -1, kt_ = -1, v_ = -1;
-  std::vector<int> operands_;  // per step: its scalar or mask among the inputs
+  std::vector<int> operands_;  // per step: its scalar, mask or condition among the inputs
+  std::vector<int> fills_;     // per Where step: its scalar among the inputs
   std::string who_;
 };
 

@@ -18,12 +18,18 @@ bool is_matrix_matmul(const Node* n) {
 // The chain input of step n (the value that leads back to the scores), or null when n is no step.
 // For an Add either input may be the chain; `first` picks which one is tried.
 const Value* chain_input(const Node* n, bool first) {
-  if (n->inputs.size() != 2) return nullptr;
+  if (n->inputs.size() != 2 && n->op != OpKind::Where) return nullptr;
   const Value* a = n->inputs[0];
   const Value* b = n->inputs[1];
   if (n->op == OpKind::Div) return first && is_scalar(b) ? a : nullptr;
   if (n->op == OpKind::Mul) return !first ? nullptr : is_scalar(b) ? a : is_scalar(a) ? b : nullptr;
   if (n->op == OpKind::Add) return first ? a : b;
+  if (n->op == OpKind::Where && n->inputs.size() == 3) {  // (cond, x, y): one branch a scalar
+    const Value* x = n->inputs[1];
+    const Value* y = n->inputs[2];
+    if (first) return is_scalar(y) ? x : nullptr;
+    return is_scalar(x) ? y : nullptr;
+  }
   return nullptr;
 }
 
@@ -37,10 +43,25 @@ std::vector<const Node*> AttentionMatch::nodes() const {
   return out;
 }
 
+namespace {
+// The node before step s in the chain.
+const Node* before(const AttentionMatch& m, const Node* s) {
+  const auto it = std::find(m.steps.begin(), m.steps.end(), s);
+  return it == m.steps.begin() ? m.scores : *(it - 1);
+}
+}  // namespace
+
 const Value* AttentionMatch::operand(const Node* s) const {
-  const auto it = std::find(steps.begin(), steps.end(), s);
-  const Node* prev = it == steps.begin() ? scores : *(it - 1);
-  return s->inputs[0]->producer == prev ? s->inputs[1] : s->inputs[0];
+  if (s->op == OpKind::Where) return s->inputs[0];
+  return s->inputs[0]->producer == before(*this, s) ? s->inputs[1] : s->inputs[0];
+}
+
+bool AttentionMatch::keeps_when_true(const Node* s) const {
+  return s->inputs[1]->producer == before(*this, s);
+}
+
+const Value* AttentionMatch::fill(const Node* s) const {
+  return keeps_when_true(s) ? s->inputs[2] : s->inputs[1];
 }
 
 std::optional<AttentionMatch> match_attention(
@@ -87,12 +108,15 @@ std::optional<AttentionMatch> match_attention(
   for (const Node* st : m.steps) {
     const Node* from = m.operand(st)->producer;
     if (std::find(chain.begin(), chain.end(), from) != chain.end()) return std::nullopt;
-    if (!(st->out()->shape == s->shape) || !is_float(m.operand(st)->dtype)) return std::nullopt;
+    const DType want = st->op == OpKind::Where ? DType::boolean : m.operand(st)->dtype;
+    if (!(st->out()->shape == s->shape) || m.operand(st)->dtype != want) return std::nullopt;
+    if (!is_float(want) && want != DType::boolean) return std::nullopt;
+    if (st->op == OpKind::Where && m.fill(st)->dtype != t) return std::nullopt;
     if (m.operand(st)->shape.size() > s->shape.size()) return std::nullopt;
   }
   if (!(m.softmax->out()->shape == s->shape)) return std::nullopt;
   int masks = 0;
-  for (const Node* st : m.steps) masks += st->op == OpKind::Add;
+  for (const Node* st : m.steps) masks += st->op == OpKind::Add || st->op == OpKind::Where;
   if (masks > 1) return std::nullopt;  // the kernel reads one mask
   return m;
 }

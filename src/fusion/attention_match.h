@@ -1,5 +1,6 @@
-// Attention's chain as exporters write it: MatMul(Q, K^T) -> Mul/Div by a scalar and Add of a
-// mask (each optional, in either order) -> Softmax -> MatMul(P, V). The partitioner makes one
+// Attention's chain as exporters write it: MatMul(Q, K^T) -> Mul/Div by a scalar and a mask (an
+// Add, or a Where choosing between the scores and a scalar by a bool tensor: masked_fill), each
+// optional, in either order -> Softmax -> MatMul(P, V). The partitioner makes one
 // group of it (rule AttentionFusion) and codegen runs it through the flash-style kernel.
 #pragma once
 
@@ -13,13 +14,18 @@ namespace ubfuse::fusion {
 
 struct AttentionMatch {
   const Node* scores = nullptr;    // MatMul(Q, K^T)
-  std::vector<const Node*> steps;  // Mul/Div by a scalar, Add of a mask, in the chain's order
+  std::vector<const Node*> steps;  // Mul/Div by a scalar, Add of a mask, Where; the chain's order
   const Node* softmax = nullptr;
   const Node* context = nullptr;  // MatMul(P, V)
 
   std::vector<const Node*> nodes() const;  // the chain in order
-  // The input of step `s` that does not come from the chain: the scalar or the mask.
+  // The input of step `s` that does not come from the chain: the scalar, the mask, or a Where's
+  // condition.
   const Value* operand(const Node* s) const;
+  // A Where step: its scalar (the value where the scores are not kept), and whether the scores
+  // are its true branch.
+  const Value* fill(const Node* s) const;
+  bool keeps_when_true(const Node* s) const;
 };
 
 // The chain ending at the MatMul `context`, or nullopt. only_reader(v, n) says whether n is the

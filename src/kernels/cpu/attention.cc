@@ -122,17 +122,18 @@ HWY_INLINE void SoftmaxUpdate(D d, float* HWY_RESTRICT s, size_t nj,
   const size_t nv = (nj + N - 1) / N;  // s has room for whole vectors
   for (size_t k = first_step; k < steps.size(); k++) {
     const cpu::AttentionStep& st = steps[k];
-    if (st.kind == cpu::AttentionStep::kAddMask) {
-      if (mcol == 0) {
-        const V mv = hn::Set(d, hn::GetLane(LoadNF32(d, mrow, 1)));
-        for (size_t i = 0; i < nv; i++)
-          hn::StoreU(hn::Add(hn::LoadU(d, s + i * N), mv), d, s + i * N);
-      } else {
-        for (size_t i = 0; i < nv; i++) {
-          const size_t c = std::min(N, nj - i * N);
-          const V mv = c == N ? LoadF32(d, mrow + i * N) : LoadNF32(d, mrow + i * N, c);
-          hn::StoreU(hn::Add(hn::LoadU(d, s + i * N), mv), d, s + i * N);
-        }
+    if (st.kind == cpu::AttentionStep::kAddMask || st.kind == cpu::AttentionStep::kWhere) {
+      const bool add = st.kind == cpu::AttentionStep::kAddMask;
+      const V fill = hn::Set(d, st.scalar);
+      // A bool mask loads as 0/1: keep the scores where it is 1 (0 when !keep_when_true).
+      const V keep = hn::Set(d, st.keep_when_true ? 1.0f : 0.0f);
+      for (size_t i = 0; i < nv; i++) {
+        const size_t c = std::min(N, nj - i * N);
+        const V mv = mcol == 0 ? hn::Set(d, hn::GetLane(LoadNF32(d, mrow, 1)))
+                     : c == N  ? LoadF32(d, mrow + i * N)
+                               : LoadNF32(d, mrow + i * N, c);
+        const V x = hn::LoadU(d, s + i * N);
+        hn::StoreU(add ? hn::Add(x, mv) : hn::IfThenElse(hn::Eq(mv, keep), x, fill), d, s + i * N);
       }
       continue;
     }
@@ -258,7 +259,8 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   // per score; the scores differ from the graph's by a rounding). A factor of 0 or inf stays a
   // step: 0 * inf in the scores must still give NaN.
   size_t first_step = 0;
-  if (!p.steps.empty() && p.steps[0].kind != cpu::AttentionStep::kAddMask) {
+  if (!p.steps.empty() && (p.steps[0].kind == cpu::AttentionStep::kMul ||
+                           p.steps[0].kind == cpu::AttentionStep::kDiv)) {
     const float c =
         p.steps[0].kind == cpu::AttentionStep::kMul ? p.steps[0].scalar : 1.0f / p.steps[0].scalar;
     if (std::isfinite(c) && c != 0.0f) {
@@ -320,6 +322,7 @@ void AttentionChunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64
   WithStorage(cpu::float_code(p.dtype), [&](auto s) HWY_ATTR {
     using T = typename decltype(s)::type;
     if (!p.mask) return Chunk<T, float>(p, b, i0, i1);
+    if (p.mask_dtype == DType::boolean) return Chunk<T, uint8_t>(p, b, i0, i1);
     WithStorage(cpu::float_code(p.mask_dtype),
                 [&](auto sm) HWY_ATTR { Chunk<T, typename decltype(sm)::type>(p, b, i0, i1); });
   });

@@ -13,19 +13,25 @@ namespace ubfuse::cpu {
 
 // What the graph does to the scores between the two products, in its order.
 struct AttentionStep {
-  enum Kind : uint8_t { kMul, kDiv, kAddMask };
+  enum Kind : uint8_t {
+    kMul,      // scores * scalar
+    kDiv,      // scores / scalar
+    kAddMask,  // scores + mask
+    kWhere,    // mask (bool) ? scores : scalar, or the other way round when !keep_when_true
+  };
   Kind kind = kMul;
-  float scalar = 1.0f;  // kMul, kDiv
+  float scalar = 1.0f;  // kMul, kDiv: the factor; kWhere: the value where scores are not kept
+  bool keep_when_true = true;
 };
 
 // `batches` independent problems: out[b] = softmax_rows(steps(q[b] kt[b])) v[b], with q[b]
 // [lq, d], kt[b] [d, lk] (K transposed, as the graph's first MatMul reads it), v[b] [lk, dv] and
-// out[b] [lq, dv], all row-major, at the element offsets given per batch. The mask of kAddMask is
-// read at mask + mask_off[b] + i * mask_row_stride + j * mask_col_stride (strides 0 where it
-// broadcasts).
+// out[b] [lq, dv], all row-major, at the element offsets given per batch. The mask of kAddMask
+// or kWhere (at most one such step) is read at mask + mask_off[b] + i * mask_row_stride + j *
+// mask_col_stride (strides 0 where it broadcasts).
 struct AttentionProblem {
   DType dtype = DType::f32;       // q, kt, v and out: f32, bf16 or f16
-  DType mask_dtype = DType::f32;  // the mask's (a float dtype)
+  DType mask_dtype = DType::f32;  // the mask's: a float dtype, or bool for kWhere
   const void* q = nullptr;
   const void* kt = nullptr;
   const void* v = nullptr;
