@@ -1,5 +1,6 @@
-// GatherElements and ArgMax/ArgMin: bad input is an error naming the node; ties and the
-// select_last_index choice.
+// The ops that index or scan along an axis (GatherElements, ArgMax/ArgMin, CumSum, ...), in eager
+// and graph mode: exact results on small cases (ties, wrap-around, negative indices) and bad input
+// as an error naming the node, the op, the shapes and a hint.
 #include "test_util.h"
 
 namespace ubfuse {
@@ -67,6 +68,89 @@ TEST(IndexOps, ArgWithoutKeepdimsOverSymbolicDims) {
   std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {5, 4}, 3)}};
   EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts()));
   EXPECT_TRUE(testing::matches_reference(g, in, testing::graph_opts()));
+}
+
+// Runs g in eager and in graph mode; fn checks each run's outputs.
+template <typename F>
+void both_modes(const Graph& g, const std::map<std::string, Tensor>& in, F fn) {
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    SCOPED_TRACE(opts.begin()->second == "0" ? "eager" : "graph");
+    fn(compile(g, opts).run(in));
+  }
+}
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
+  return v;
+}
+
+TEST(IndexOps, CumSumExclusiveReverseAndAxis) {
+  for (DType t : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64}) {
+    GraphBuilder b;
+    auto x = b.input("x", t, {2, 4});
+    auto cs = [&](int64_t axis, int64_t excl, int64_t rev) {
+      return b.op(OpKind::CumSum, {x}, {{"axis", axis}, {"exclusive", excl}, {"reverse", rev}});
+    };
+    b.output("inc", cs(1, 0, 0));
+    b.output("exc", cs(-1, 1, 0));
+    b.output("rev", cs(1, 0, 1));
+    b.output("rev_exc", cs(1, 1, 1));
+    b.output("down", cs(0, 0, 0));
+    Graph g = b.build();
+    Tensor xv = Tensor::from_floats(t, {2, 4}, {1, 2, 3, 4, -1, 0, 5, 2});
+    both_modes(g, {{"x", xv}}, [&](const std::map<std::string, Tensor>& out) {
+      EXPECT_EQ(values(out.at("inc")), (std::vector<double>{1, 3, 6, 10, -1, -1, 4, 6}));
+      EXPECT_EQ(values(out.at("exc")), (std::vector<double>{0, 1, 3, 6, 0, -1, -1, 4}));
+      EXPECT_EQ(values(out.at("rev")), (std::vector<double>{10, 9, 7, 4, 6, 7, 7, 2}));
+      EXPECT_EQ(values(out.at("rev_exc")), (std::vector<double>{9, 7, 4, 0, 7, 7, 2, 0}));
+      EXPECT_EQ(values(out.at("down")), (std::vector<double>{1, 2, 3, 4, 0, 2, 8, 6}));
+      EXPECT_EQ(out.at("inc").dtype(), t);
+    });
+  }
+}
+
+TEST(IndexOps, CumSumIntegersWrapAndFloatsSumInDouble) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::i32, {3});
+  auto f = b.input("f", DType::f32, {3});
+  b.output("y", b.op(OpKind::CumSum, {x}));
+  b.output("g", b.op(OpKind::CumSum, {f}));
+  Graph g = b.build();
+  Tensor xv(DType::i32, {3});
+  xv.data_as<int32_t>()[0] = INT32_MAX;
+  xv.data_as<int32_t>()[1] = 1;
+  xv.data_as<int32_t>()[2] = 5;
+  // 2^24 + 1 is not an f32, but 2^24 + 1 - 1 is: a double sum gets it exactly.
+  Tensor fv = Tensor::from_floats(DType::f32, {3}, {16777216.0f, 1.0f, -1.0f});
+  both_modes(g, {{"x", xv}, {"f", fv}}, [&](const std::map<std::string, Tensor>& out) {
+    const int32_t* y = out.at("y").data_as<int32_t>();
+    EXPECT_EQ(y[0], INT32_MAX);
+    EXPECT_EQ(y[1], INT32_MIN);
+    EXPECT_EQ(y[2], INT32_MIN + 5);
+    EXPECT_EQ(out.at("g").get(2), 16777216.0);
+  });
+}
+
+TEST(IndexOps, CumSumBadInputNamesTheNode) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 3});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::CumSum, {x}, {{"axis", int64_t(2)}}, "cs");
+      },
+      {"node 'cs' (CumSum)", "axis 2 is out of range for rank 2", "[2,3] f32", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::CumSum, {x}, {{"exclusive", int64_t(2)}}, "cs2");
+      },
+      {"node 'cs2' (CumSum)", "'exclusive' must be 0 or 1"}));
+  auto flag = b.input("flag", DType::boolean, {4});
+  EXPECT_TRUE(throws_with([&] { b.op(OpKind::CumSum, {flag}, {}, "cs3"); },
+                          {"node 'cs3' (CumSum)", "bool", "[4] bool", "hint: Cast"}));
+  auto s = b.input("s", DType::f32, {});
+  EXPECT_TRUE(throws_with([&] { b.op(OpKind::CumSum, {s}, {}, "cs4"); },
+                          {"node 'cs4' (CumSum)", "at least 1 dim", "hint: "}));
 }
 
 }  // namespace

@@ -339,6 +339,25 @@ std::vector<OpCase> op_conformance_cases() {
          auto idx = b.constant(Tensor::from_floats(i64, s, rev));
          return b.op(OpKind::GatherElements, {x, idx}, {{"axis", int64_t(-1)}});
        }},
+      {"CumSum",  // along the last axis (4097 long), summed in double
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.op(OpKind::CumSum, {in(b, "x", t, s)}, {{"axis", int64_t(-1)}});
+       }},
+      {"CumSumExclusiveReverseFirstAxis",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         Attrs a{{"axis", int64_t(0)}, {"exclusive", int64_t(1)}, {"reverse", int64_t(1)}};
+         return b.mul(b.op(OpKind::CumSum, {x}, a), 0.5);
+       }},
+      {"CumSumInt",  // i32 along the last axis plus i64 along the first, exclusive
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto c32 = b.op(OpKind::CumSum, {b.cast(x, i32)}, {{"axis", int64_t(-1)}});
+         Attrs a{{"axis", int64_t(0)}, {"exclusive", int64_t(1)}};
+         auto c64 = b.op(OpKind::CumSum, {b.cast(x, i64)}, a);
+         return b.add(b.cast(c32, i64), c64);
+       },
+       -20, 20},
       {"Host",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          auto negate = [](Tensor& v) {

@@ -369,6 +369,7 @@ class Lowerer {
       case OpKind::GatherElements:
       case OpKind::ArgMax:
       case OpKind::ArgMin:
+      case OpKind::CumSum:
       case OpKind::GroupNorm:
       case OpKind::Pad:
       case OpKind::Shape:

@@ -48,7 +48,8 @@ void require_same_dtype(const Node& n, const Value* a, const Value* b) {
 
 int64_t norm_axis(const Node& n, int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
-    fail(n, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+    fail(n, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank),
+         "an axis lies in [-rank, rank); a negative one counts from the end");
   }
   return axis < 0 ? axis + rank : axis;
 }
@@ -782,6 +783,24 @@ void infer_same(Node& n) {
   n.out()->dtype = n.inputs[0]->dtype;
 }
 
+// CumSum: running sums along axis, of x's shape and dtype (bool has no sum).
+void infer_cumsum(Node& n) {
+  const Value* x = n.inputs[0];
+  if (x->dtype == DType::boolean) {
+    fail(n, "needs a numeric input, got bool", "Cast the input to an integer or float dtype");
+  }
+  const int64_t r = int64_t(x->shape.size());
+  if (r == 0) fail(n, "needs at least 1 dim", "Reshape a scalar to [1] first");
+  n.attrs["axis"] = norm_axis(n, n.attr_int("axis", 0), r);
+  for (const char* a : {"exclusive", "reverse"}) {
+    const int64_t v = n.attr_int(a, 0);
+    if (v != 0 && v != 1) {
+      fail(n, std::string("attribute '") + a + "' must be 0 or 1, got " + std::to_string(v));
+    }
+  }
+  infer_same(n);
+}
+
 // An elementwise math op (an UBF_MATH row of ops.def), by its operand types.
 void infer_math(Node& n) {
   switch (op_info(n.op).math) {
@@ -997,6 +1016,9 @@ void infer_node_op(Node& n) {
     case OpKind::ArgMax:
     case OpKind::ArgMin:
       infer_arg(n);
+      return;
+    case OpKind::CumSum:
+      infer_cumsum(n);
       return;
     case OpKind::Conv:
       infer_conv(n);

@@ -43,6 +43,7 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::GatherElements:
     case OpKind::ArgMax:
     case OpKind::ArgMin:
+    case OpKind::CumSum:
     case OpKind::Conv:
     case OpKind::GroupNorm:
     case OpKind::Pad:  // its fill value is data

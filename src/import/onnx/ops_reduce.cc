@@ -100,9 +100,21 @@ void arg(NodeCtx& c) {
   c.set_output(0, c.emit(K, {c.value(0)}, a));
 }
 
+// CumSum(x, axis): the axis must be known at import (ubfuse's CumSum takes it as an attribute).
+void cumsum(NodeCtx& c) {
+  if (c.dtype(0) == DType::boolean) c.invalid("CumSum does not take bool input");
+  const std::vector<int64_t> ax = c.const_ints(1, "axis");
+  if (ax.size() != 1) c.invalid("axis must hold one value, got " + std::to_string(ax.size()));
+  Attrs a{{"axis", c.norm_axis(ax[0], c.rank(0), "axis")},
+          {"exclusive", c.attr_int("exclusive", 0) != 0 ? int64_t(1) : int64_t(0)},
+          {"reverse", c.attr_int("reverse", 0) != 0 ? int64_t(1) : int64_t(0)}};
+  c.set_output(0, c.emit(OpKind::CumSum, {c.value(0)}, a));
+}
+
 }  // namespace
 
 void add_reduce_ops(ConverterMap& m) {
+  m["CumSum"] = cumsum;
   m["ArgMax"] = arg<OpKind::ArgMax>;
   m["ArgMin"] = arg<OpKind::ArgMin>;
   m["ReduceMean"] = reduce<Red::Mean>;

@@ -499,6 +499,30 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       }
       return {y};
     }
+    case OpKind::CumSum: {
+      const RefTensor& x = in[0];
+      const int64_t ax = n.attr_int("axis", 0), len = x.sizes[size_t(ax)];
+      const bool excl = n.attr_int("exclusive", 0) != 0, rev = n.attr_int("reverse", 0) != 0;
+      int64_t inner = 1;
+      for (size_t d = size_t(ax) + 1; d < x.sizes.size(); d++) inner *= x.sizes[d];
+      RefTensor y = make(n, x.sizes);
+      const int64_t lines = len * inner != 0 ? int64_t(x.data.size()) / len : 0;
+      for (int64_t l = 0; l < lines; l++) {
+        const int64_t base = (l / inner) * len * inner + l % inner;
+        double s = 0;
+        for (int64_t k = 0; k < len; k++) {
+          const size_t i = size_t(base + (rev ? len - 1 - k : k) * inner);
+          if (excl) {
+            y.data[i] = s;
+            s += x.data[i];
+          } else {
+            s += x.data[i];
+            y.data[i] = s;
+          }
+        }
+      }
+      return stored(y);
+    }
     case OpKind::Conv:
       return stored(conv(n, in));
     case OpKind::GroupNorm:
@@ -749,10 +773,11 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     // rounding boundary. (CastsOnly leaves float results exact; `jittered` excludes casts.)
     auto outs = eval_node(*n, ins, jittered ? Rounding::CastsOnly : op_rounding);
     // A MatMul or Conv writes its result in its dtype in graph mode too (oneDNN's destination,
-    // which a fused epilogue then reads), as GroupNorm's own kernel does, so CastsOnly rounds it
-    // as EveryOp does.
+    // which a fused epilogue then reads), as the own kernels of GroupNorm and CumSum do, so
+    // CastsOnly rounds it as EveryOp does.
     const bool stored = op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul ||
-                        n->op == OpKind::Conv || n->op == OpKind::GroupNorm;
+                        n->op == OpKind::Conv || n->op == OpKind::GroupNorm ||
+                        n->op == OpKind::CumSum;
     for (size_t i = 0; i < outs.size(); i++) {
       const bool is_f = is_float(n->outputs[i]->dtype);
       if (jittered && is_f) {

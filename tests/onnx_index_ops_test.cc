@@ -1,0 +1,140 @@
+// ONNX import of the index and scan ops through one-node models built here with ONNX's protobuf
+// classes: what the backend node tests cannot reach (their CumSum tests are all float64, which
+// ubfuse does not have) and the errors a converter gives.
+#define ONNX_ML 1
+#define ONNX_NAMESPACE onnx
+#include <onnx/onnx_pb.h>
+
+#include "test_util.h"
+#include "ubfuse/onnx.h"
+
+namespace ubfuse {
+namespace {
+
+using testing::throws_with;
+
+// A model of one node: inputs (a dim of -1 is the symbol "N"), int64 initializers, attributes.
+class OneNode {
+ public:
+  OneNode(const std::string& op, int64_t opset) {
+    m_.set_ir_version(8);
+    auto* o = m_.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    g_ = m_.mutable_graph();
+    g_->set_name("g");
+    n_ = g_->add_node();
+    n_->set_op_type(op);
+    n_->set_name("node0");
+  }
+  OneNode& input(const std::string& name, int elem, const std::vector<int64_t>& dims) {
+    n_->add_input(name);
+    auto* t = g_->add_input();
+    t->set_name(name);
+    auto* tt = t->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* s = tt->mutable_shape();
+    for (int64_t d : dims) {
+      auto* dim = s->add_dim();
+      if (d < 0) {
+        dim->set_dim_param("N");
+      } else {
+        dim->set_dim_value(d);
+      }
+    }
+    return *this;
+  }
+  OneNode& ints(const std::string& name, const std::vector<int64_t>& dims,
+                const std::vector<int64_t>& v) {
+    n_->add_input(name);
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t x : v) t->add_int64_data(x);
+    return *this;
+  }
+  OneNode& attr(const std::string& name, int64_t v) {
+    auto* a = n_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+    return *this;
+  }
+  OneNode& output(const std::string& name, int elem) {
+    n_->add_output(name);
+    auto* t = g_->add_output();
+    t->set_name(name);
+    t->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+    return *this;
+  }
+  Graph import() const { return import_onnx_from_bytes(m_.SerializeAsString()); }
+
+ private:
+  onnx::ModelProto m_;
+  onnx::GraphProto* g_;
+  onnx::NodeProto* n_;
+};
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int kInt32 = onnx::TensorProto::INT32;
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
+  return v;
+}
+
+TEST(OnnxIndexOps, CumSumWithAConstantAxis) {
+  Graph g = OneNode("CumSum", 14)
+                .input("x", kFloat, {-1, 3})
+                .ints("axis", {}, {-2})
+                .attr("exclusive", 1)
+                .attr("reverse", 1)
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::from_floats(DType::f32, {2, 3}, {1, 2, 3, 10, 20, 30});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    Tensor y = compile(g, opts).run({{"x", x}}).at("y");
+    EXPECT_EQ(values(y), (std::vector<double>{10, 20, 30, 0, 0, 0}));
+  }
+  Graph gi = OneNode("CumSum", 14)
+                 .input("x", kInt32, {4})
+                 .ints("axis", {1}, {0})
+                 .output("y", kInt32)
+                 .import();
+  Tensor xi = Tensor::from_floats(DType::i32, {4}, {3, -1, 4, 1});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    Tensor y = compile(gi, opts).run({{"x", xi}}).at("y");
+    EXPECT_EQ(y.dtype(), DType::i32);
+    EXPECT_EQ(values(y), (std::vector<double>{3, 2, 6, 7}));
+  }
+}
+
+TEST(OnnxIndexOps, CumSumAxisMustBeAConstantInRange) {
+  try {
+    OneNode("CumSum", 14)
+        .input("x", kFloat, {2, 3})
+        .input("axis", onnx::TensorProto::INT64, {})
+        .output("y", kFloat)
+        .import();
+    FAIL() << "expected OnnxUnsupportedError";
+  } catch (const OnnxUnsupportedError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("node 'node0' (CumSum)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("axis"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("must be a constant"), std::string::npos) << msg;
+  }
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("CumSum", 14)
+            .input("x", kFloat, {2, 3})
+            .ints("axis", {}, {2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node 'node0' (CumSum)", "axis 2 is out of range for rank 2"}));
+}
+
+}  // namespace
+}  // namespace ubfuse
