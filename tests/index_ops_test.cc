@@ -153,5 +153,131 @@ TEST(IndexOps, CumSumBadInputNamesTheNode) {
                           {"node 'cs4' (CumSum)", "at least 1 dim", "hint: "}));
 }
 
+Tensor i64s(std::vector<float> v) {
+  return Tensor::from_floats(DType::i64, {int64_t(v.size())}, v);
+}
+
+TEST(IndexOps, TopKTiesGoToTheLowerIndexAndNaNRanksHighest) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 5});
+  auto k2 = b.constant(i64s({2}));
+  auto big = b.top_k(x, k2);
+  auto small = b.top_k(x, k2, 1, false);
+  b.output("big", big[0]);
+  b.output("big_i", big[1]);
+  b.output("small", small[0]);
+  b.output("small_i", small[1]);
+  Graph g = b.build();
+  Tensor xv = Tensor::from_floats(DType::f32, {2, 5}, {1, 3, 3, -2, 3, 0, NAN, -1, -1, 7});
+  both_modes(g, {{"x", xv}}, [&](const std::map<std::string, Tensor>& out) {
+    EXPECT_EQ(values(out.at("big_i")), (std::vector<double>{1, 2, 1, 4}));
+    EXPECT_EQ(out.at("big").get(0), 3);
+    EXPECT_TRUE(std::isnan(out.at("big").get(2)));
+    EXPECT_EQ(out.at("big").get(3), 7);
+    EXPECT_EQ(values(out.at("small_i")), (std::vector<double>{3, 0, 2, 3}));
+    EXPECT_EQ(values(out.at("small")), (std::vector<double>{-2, 1, -1, -1}));
+    EXPECT_EQ(out.at("big_i").dtype(), DType::i64);
+  });
+}
+
+// k a graph input: its value is read when the plan is built (a new k, a new plan), and the
+// outputs' axis has a run-time length.
+TEST(IndexOps, TopKWithKAtRunTime) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {3, "n"});
+  auto k = b.input("k", DType::i64, {1});
+  auto vi = b.top_k(x, k, 1, true);
+  b.output("v", b.mul(vi[0], 2.0));
+  b.output("i", vi[1]);
+  Graph g = b.build();
+  EXPECT_EQ(vi[0]->shape[1], vi[1]->shape[1]);
+  EXPECT_TRUE(vi[0]->shape[1].str().rfind("$", 0) == 0) << vi[0]->shape[1].str();
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    for (int64_t n : {1, 6, 40}) {
+      for (int64_t kv : {int64_t(0), int64_t(1), n}) {
+        std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {3, n}, uint64_t(n))},
+                                         {"k", i64s({float(kv)})}};
+        auto got = m.run(in);
+        auto want = ref::run_graph(g, in);
+        ASSERT_EQ(got.at("v").sizes(), (Sizes{3, kv}));
+        EXPECT_TRUE(testing::close_to_ref(got.at("v"), want.at("v")));
+        EXPECT_TRUE(testing::close_to_ref(got.at("i"), want.at("i")));
+      }
+      std::map<std::string, Tensor> bad{{"x", Tensor::random(DType::f32, {3, n}, 1)},
+                                        {"k", i64s({float(n + 1)})}};
+      EXPECT_TRUE(throws_with(
+          [&] { m.run(bad); },
+          {"(TopK)", "k (" + std::to_string(n + 1) + ") exceeds the length " + std::to_string(n),
+           "hint: "}));
+    }
+  }
+}
+
+// k from x's own sizes (Shape arithmetic) is a known dim: the outputs keep the symbol.
+TEST(IndexOps, TopKWithKFromAShapeKeepsTheSymbol) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::bf16, {"n", 4});
+  auto vi = b.top_k(x, b.shape_of(x, 0, 1), 0, false);
+  b.output("v", vi[0]);
+  Graph g = b.build();
+  EXPECT_EQ(shape_str(vi[0]->shape), "[n,4]");
+  Tensor xv = Tensor::random(DType::bf16, {7, 4}, 3);
+  both_modes(g, {{"x", xv}}, [&](const std::map<std::string, Tensor>& out) {
+    EXPECT_TRUE(testing::close_to_ref(out.at("v"), ref::run_graph(g, {{"x", xv}}).at("v")));
+  });
+}
+
+TEST(IndexOps, TopKBadInputNamesTheNode) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 3});
+  auto top = [&](std::vector<GraphBuilder::V> in, Attrs a = {}) {
+    Node* n = b.graph().add_node(OpKind::TopK, std::move(in), std::move(a), "tk", 2);
+    try {
+      infer_node(*n);
+    } catch (...) {
+      b.graph().remove_node(n);
+      throw;
+    }
+    b.graph().remove_node(n);
+  };
+  EXPECT_TRUE(throws_with(
+      [&] {
+        top({x, b.constant(i64s({4}))});
+      },
+      {"node 'tk' (TopK)", "k (4) exceeds the length 3 of axis 1", "[2,3] f32", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        top({x, b.constant(i64s({-1}))});
+      },
+      {"node 'tk' (TopK)", "below 0", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        top({x, b.constant(i64s({1, 2}))});
+      },
+      {"node 'tk' (TopK)", "one value", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        top({x, b.constant(Tensor::from_floats(DType::f32, {1}, {1}))});
+      },
+      {"node 'tk' (TopK)", "k must be i64, got f32", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        top({x, b.constant(i64s({1}))}, {{"axis", int64_t(-3)}});
+      },
+      {"node 'tk' (TopK)", "axis -3 is out of range for rank 2", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::TopK, {x, b.constant(i64s({1}))}, {}, "one");
+      },
+      {"node 'one' (TopK)", "has 2 outputs", "hint: "}));
+  auto flag = b.input("flag", DType::boolean, {3});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        top({flag, b.constant(i64s({1}))});
+      },
+      {"node 'tk' (TopK)", "bool", "hint: "}));
+}
+
 }  // namespace
 }  // namespace ubfuse

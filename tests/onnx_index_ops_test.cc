@@ -136,5 +136,49 @@ TEST(OnnxIndexOps, CumSumAxisMustBeAConstantInRange) {
       {"node 'node0' (CumSum)", "axis 2 is out of range for rank 2"}));
 }
 
+// K a graph input (opset 10 on): read when the plan for a run is built, each k its own plan.
+TEST(OnnxIndexOps, TopKWithKAtRunTime) {
+  Graph g = OneNode("TopK", 11)
+                .input("x", kFloat, {-1, 5})
+                .input("k", onnx::TensorProto::INT64, {1})
+                .attr("largest", 0)
+                .output("values", kFloat)
+                .output("indices", onnx::TensorProto::INT64)
+                .import();
+  Tensor x = Tensor::from_floats(DType::f32, {2, 5}, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3});
+  const std::vector<std::vector<double>> want_i = {{}, {1, 6}, {1, 3, 6, 9}, {1, 3, 0, 6, 9, 8}};
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    for (int64_t k = 0; k <= 3; k++) {
+      auto out = m.run({{"x", x}, {"k", Tensor::from_floats(DType::i64, {1}, {float(k)})}});
+      ASSERT_EQ(out.at("values").sizes(), (Sizes{2, k}));
+      std::vector<double> iv = values(out.at("indices"));
+      // Indices within each row, as flat positions of x for the comparison.
+      for (size_t j = 0; j < iv.size(); j++) iv[j] += double(5 * (int64_t(j) / k));
+      EXPECT_EQ(iv, want_i[size_t(k)]) << "k=" << k;
+    }
+    EXPECT_TRUE(throws_with(
+        [&] {
+          m.run({{"x", x}, {"k", Tensor::from_floats(DType::i64, {1}, {6})}});
+        },
+        {"node 'node0' (TopK)", "k (6) exceeds the length 5 of axis 1"}));
+  }
+}
+
+TEST(OnnxIndexOps, TopKOpset1TakesKAsAnAttribute) {
+  Graph g = OneNode("TopK", 9)
+                .input("x", kFloat, {4})
+                .attr("k", 2)
+                .output("values", kFloat)
+                .output("indices", onnx::TensorProto::INT64)
+                .import();
+  Tensor x = Tensor::from_floats(DType::f32, {4}, {1, 8, -3, 8});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    auto out = compile(g, opts).run({{"x", x}});
+    EXPECT_EQ(values(out.at("values")), (std::vector<double>{8, 8}));
+    EXPECT_EQ(values(out.at("indices")), (std::vector<double>{1, 3}));
+  }
+}
+
 }  // namespace
 }  // namespace ubfuse

@@ -358,6 +358,29 @@ std::vector<OpCase> op_conformance_cases() {
          return b.add(b.cast(c32, i64), c64);
        },
        -20, 20},
+      // TopK: random 16-bit floats repeat often, so ties (lower index first) are exercised.
+      {"TopK",  // the 3 largest along the last axis (fewer when it is shorter): values + indices
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto k = b.constant(Tensor::from_floats(i64, {1}, {float(std::min<int64_t>(3, s.back()))}));
+         auto vi = b.top_k(x, k);
+         return b.add(vi[0], b.cast(vi[1], t));
+       }},
+      {"TopKSmallestFirstAxisWholeLength",  // k is x's first dim, a shape value
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto vi = b.top_k(x, b.shape_of(x, 0, 1), 0, false);
+         return b.sub(b.cast(vi[1], t), vi[0]);
+       }},
+      {"TopKInt",  // integers: many ties
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = b.cast(in(b, "x", t, s), i32);
+         auto k = b.constant(Tensor::from_floats(i64, {}, {float(std::min<int64_t>(2, s.back()))}));
+         auto vi = b.top_k(x, k, -1, false);
+         return b.add(b.mul(b.cast(vi[0], i64), b.constant(Tensor::from_floats(i64, {}, {10000}))),
+                      vi[1]);
+       },
+       -5, 5},
       {"Host",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          auto negate = [](Tensor& v) {

@@ -370,6 +370,7 @@ class Lowerer {
       case OpKind::ArgMax:
       case OpKind::ArgMin:
       case OpKind::CumSum:
+      case OpKind::TopK:
       case OpKind::GroupNorm:
       case OpKind::Pad:
       case OpKind::Shape:

@@ -801,6 +801,56 @@ void infer_cumsum(Node& n) {
   infer_same(n);
 }
 
+// TopK(x, k) -> (values, indices): x's shape with the axis' length k, which the value operand k
+// gives (a run-time dim while it is not known).
+void infer_topk(Node& n) {
+  const Value* x = n.inputs[0];
+  if (n.outputs.size() != 2) {
+    fail(n, "has 2 outputs (values and indices), got " + std::to_string(n.outputs.size()),
+         "build it with GraphBuilder::top_k");
+  }
+  if (x->dtype == DType::boolean) {
+    fail(n, "needs a numeric input, got bool", "Cast the input to an integer or float dtype");
+  }
+  const int64_t r = int64_t(x->shape.size());
+  if (r == 0) fail(n, "needs at least 1 dim", "Reshape a scalar to [1] first");
+  const int64_t ax = norm_axis(n, n.attr_int("axis", -1), r);
+  n.attrs["axis"] = ax;
+  for (const char* a : {"largest", "sorted"}) {
+    const int64_t v = n.attr_int(a, 1);
+    if (v != 0 && v != 1) {
+      fail(n, std::string("attribute '") + a + "' must be 0 or 1, got " + std::to_string(v));
+    }
+  }
+  if (n.inputs[1]->dtype != DType::i64) {
+    fail(n, "k must be i64, got " + std::string(dtype_name(n.inputs[1]->dtype)),
+         "ONNX's K is a 1-element int64 tensor");
+  }
+  if (operand_length(n, 1, "k") != 1) {
+    fail(n, "k must hold one value, got the shape " + shape_str(n.inputs[1]->shape),
+         "ONNX's K is a 1-element int64 tensor");
+  }
+  const Dim& len = x->shape[size_t(ax)];
+  Dim k = runtime_dim(n, 0, int(ax));
+  if (auto kd = operand_dims(n, 1)) {
+    k = kd->at(0);
+    if (k.is_static() && k.value() < 0) {
+      fail(n, "k is " + k.str() + ", below 0", "k counts the elements to keep: 0 or more");
+    }
+    if (k.is_static() && len.is_static() && k.value() > len.value()) {
+      fail(n,
+           "k (" + k.str() + ") exceeds the length " + len.str() + " of axis " + std::to_string(ax),
+           "k is at most the size of the axis it selects along");
+    }
+  }
+  Shape s = x->shape;
+  s[size_t(ax)] = k;  // one dim for both outputs, so values and indices stay combinable
+  n.outputs[0]->dtype = x->dtype;
+  n.outputs[0]->shape = s;
+  n.outputs[1]->dtype = DType::i64;
+  n.outputs[1]->shape = s;
+}
+
 // An elementwise math op (an UBF_MATH row of ops.def), by its operand types.
 void infer_math(Node& n) {
   switch (op_info(n.op).math) {
@@ -1019,6 +1069,9 @@ void infer_node_op(Node& n) {
       return;
     case OpKind::CumSum:
       infer_cumsum(n);
+      return;
+    case OpKind::TopK:
+      infer_topk(n);
       return;
     case OpKind::Conv:
       infer_conv(n);

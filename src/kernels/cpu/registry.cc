@@ -53,6 +53,8 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
       return make_index_kernel(n);
     case OpKind::CumSum:
       return make_cumsum_kernel(n);
+    case OpKind::TopK:
+      return make_topk_kernel(n);
     case OpKind::Conv:
       return make_conv_kernel(n);
     case OpKind::GroupNorm:

@@ -261,6 +261,43 @@ RefTensor group_norm(const Node& n, const std::vector<RefTensor>& in) {
   return y;
 }
 
+// TopK: per line along the axis, its elements ranked (largest: NaN first, then the larger; else
+// the smaller first, NaN last; equal ones by index), the first k kept with their indices.
+std::vector<RefTensor> top_k(const Node& n, const std::vector<RefTensor>& in) {
+  const RefTensor& x = in[0];
+  const int64_t ax = n.attr_int("axis", -1), len = x.sizes[size_t(ax)];
+  const bool largest = n.attr_int("largest", 1) != 0;
+  if (in[1].data.size() != 1) throw Error(n.describe() + ": k must hold one value");
+  const int64_t k = int64_t(in[1].data[0]);
+  if (k < 0 || k > len) {
+    throw Error(n.describe() + ": k " + std::to_string(k) + " is outside [0, " +
+                std::to_string(len) + "] for " + sizes_str(x.sizes));
+  }
+  int64_t inner = 1;
+  for (size_t d = size_t(ax) + 1; d < x.sizes.size(); d++) inner *= x.sizes[d];
+  Sizes os = x.sizes;
+  os[size_t(ax)] = k;
+  RefTensor vals = make(n, os, 0), idx = make(n, os, 1);
+  const int64_t lines = len * inner != 0 ? int64_t(x.data.size()) / len : 0;
+  for (int64_t l = 0; l < lines; l++) {
+    const int64_t o = l / inner, j = l % inner;
+    auto at = [&](int64_t e) { return x.data[size_t((o * len + e) * inner + j)]; };
+    std::vector<int64_t> order(static_cast<size_t>(len));
+    for (int64_t e = 0; e < len; e++) order[size_t(e)] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      const double va = at(a), vb = at(b);
+      if (std::isnan(va) || std::isnan(vb)) return largest ? !std::isnan(vb) : !std::isnan(va);
+      return largest ? va > vb : va < vb;
+    });
+    for (int64_t r = 0; r < k; r++) {
+      const size_t out = size_t((o * k + r) * inner + j);
+      vals.data[out] = at(order[size_t(r)]);
+      idx.data[out] = double(order[size_t(r)]);
+    }
+  }
+  return {vals, idx};
+}
+
 // Generic gather of output coordinates from one input: fn maps output coords to input coords.
 template <typename F>
 RefTensor remap(const Node& n, const RefTensor& x, Sizes os, F fn) {
@@ -523,6 +560,8 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       }
       return stored(y);
     }
+    case OpKind::TopK:
+      return top_k(n, in);
     case OpKind::Conv:
       return stored(conv(n, in));
     case OpKind::GroupNorm:
