@@ -279,5 +279,176 @@ TEST(IndexOps, TopKBadInputNamesTheNode) {
       {"node 'tk' (TopK)", "bool", "hint: "}));
 }
 
+// ONNX's GatherND examples: tuples into the whole of data, and with batch_dims 1.
+TEST(IndexOps, GatherNDTuplesAndBatchDims) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 2, 2});
+  auto i = b.input("i", DType::i64, {2, 2});
+  auto ib = b.input("ib", DType::i64, {2, 1});
+  b.output("y", b.op(OpKind::GatherND, {x, i}));
+  b.output("yb", b.op(OpKind::GatherND, {x, ib}, {{"batch_dims", int64_t(1)}}));
+  Graph g = b.build();
+  EXPECT_EQ(shape_str(g.outputs()[0].second->shape), "[2,2]");
+  EXPECT_EQ(shape_str(g.outputs()[1].second->shape), "[2,2]");
+  Tensor xv = Tensor::from_floats(DType::f32, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  Tensor iv = Tensor::from_floats(DType::i64, {2, 2}, {0, 1, -1, 0});
+  Tensor ibv = Tensor::from_floats(DType::i64, {2, 1}, {1, 0});
+  both_modes(g, {{"x", xv}, {"i", iv}, {"ib", ibv}}, [&](const std::map<std::string, Tensor>& o) {
+    EXPECT_EQ(values(o.at("y")), (std::vector<double>{2, 3, 4, 5}));
+    EXPECT_EQ(values(o.at("yb")), (std::vector<double>{2, 3, 4, 5}));
+  });
+  Tensor bad = Tensor::from_floats(DType::i64, {2, 2}, {0, 1, 2, 0});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    EXPECT_TRUE(throws_with(
+        [&] {
+          compile(g, opts).run({{"x", xv}, {"i", bad}, {"ib", ibv}});
+        },
+        {"(GatherND)", "index 2", "dim 0 (size 2)", "[2,2,2] f32", "hint: "}));
+  }
+}
+
+TEST(IndexOps, ScatterNDRepeatedIndicesApplyInOrder) {
+  for (const char* red : {"none", "add", "mul", "max", "min"}) {
+    GraphBuilder b;
+    auto x = b.input("x", DType::i64, {4, 2});
+    auto i = b.input("i", DType::i64, {3, 1});
+    auto u = b.input("u", DType::i64, {3, 2});
+    b.output("y", b.op(OpKind::ScatterND, {x, i, u}, {{"reduction", std::string(red)}}));
+    Graph g = b.build();
+    Tensor xv = Tensor::from_floats(DType::i64, {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+    Tensor iv = Tensor::from_floats(DType::i64, {3, 1}, {1, -3, 3});  // row 1 twice
+    Tensor uv = Tensor::from_floats(DType::i64, {3, 2}, {10, -1, 20, 2, 30, 3});
+    const std::map<std::string, std::vector<double>> want{{"none", {1, 2, 20, 2, 5, 6, 30, 3}},
+                                                          {"add", {1, 2, 33, 5, 5, 6, 37, 11}},
+                                                          {"mul", {1, 2, 600, -8, 5, 6, 210, 24}},
+                                                          {"max", {1, 2, 20, 4, 5, 6, 30, 8}},
+                                                          {"min", {1, 2, 3, -1, 5, 6, 7, 3}}};
+    both_modes(g, {{"x", xv}, {"i", iv}, {"u", uv}}, [&](const std::map<std::string, Tensor>& o) {
+      EXPECT_EQ(values(o.at("y")), want.at(red)) << red;
+    });
+  }
+}
+
+TEST(IndexOps, ScatterElementsReductionsAndNegativeIndices) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 3});
+  auto i = b.input("i", DType::i32, {2, 2});
+  auto u = b.input("u", DType::f32, {2, 2});
+  b.output("set", b.op(OpKind::ScatterElements, {x, i, u}, {{"axis", int64_t(1)}}));
+  b.output("add", b.op(OpKind::ScatterElements, {x, i, u},
+                       {{"axis", int64_t(1)}, {"reduction", std::string("add")}}));
+  b.output("mul", b.op(OpKind::ScatterElements, {x, i, u},
+                       {{"axis", int64_t(-1)}, {"reduction", std::string("mul")}}));
+  Graph g = b.build();
+  Tensor xv = Tensor::from_floats(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor iv = Tensor::from_floats(DType::i32, {2, 2}, {-1, 2, 0, 1});  // row 0: index 2 twice
+  Tensor uv = Tensor::from_floats(DType::f32, {2, 2}, {10, 20, 30, 40});
+  both_modes(g, {{"x", xv}, {"i", iv}, {"u", uv}}, [&](const std::map<std::string, Tensor>& o) {
+    EXPECT_EQ(values(o.at("set")), (std::vector<double>{1, 2, 20, 30, 40, 6}));
+    EXPECT_EQ(values(o.at("add")), (std::vector<double>{1, 2, 33, 34, 45, 6}));
+    EXPECT_EQ(values(o.at("mul")), (std::vector<double>{1, 2, 600, 120, 200, 6}));
+  });
+  Tensor bad = Tensor::from_floats(DType::i32, {2, 2}, {0, -4, 0, 0});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    EXPECT_TRUE(throws_with(
+        [&] {
+          compile(g, opts).run({{"x", xv}, {"i", bad}, {"u", uv}});
+        },
+        {"(ScatterElements)", "index -4", "axis 1 (size 3)", "[2,3] f32", "hint: "}));
+  }
+}
+
+TEST(IndexOps, GatherNDAndScattersBadShapesNameTheNode) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 3});
+  auto i3 = b.input("i3", DType::i64, {4, 3});
+  auto i1 = b.input("i1", DType::i64, {4, 1});
+  auto fi = b.input("fi", DType::f32, {4, 1});
+  auto u = b.input("u", DType::f32, {4, 2});
+  auto ub = b.input("ub", DType::bf16, {4, 3});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::GatherND, {x, i3}, {}, "g1");
+      },
+      {"node 'g1' (GatherND)", "tuples of 3", "rank 2", "[2,3] f32, [4,3] i64", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::GatherND, {x, fi}, {}, "g2");
+      },
+      {"node 'g2' (GatherND)", "indices must be i64 or i32, got f32", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::GatherND, {x, i1}, {{"batch_dims", int64_t(2)}}, "g3");
+      },
+      {"node 'g3' (GatherND)", "batch_dims 2", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::GatherND, {x, i1}, {{"batch_dims", int64_t(1)}}, "g4");
+      },
+      {"node 'g4' (GatherND)", "batch dim 0 differs: 2 in data, 4 in indices", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::ScatterND, {x, i1, u}, {}, "s1");
+      },
+      {"node 's1' (ScatterND)", "updates must have the shape [4,3], got [4,2]", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::ScatterND, {x, i1, b.input("uu", DType::f32, {4, 3})},
+             {{"reduction", std::string("sum")}}, "s2");
+      },
+      {"node 's2' (ScatterND)", "reduction must be none, add, mul, max or min"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::ScatterND, {x, i1, ub}, {}, "s3");
+      },
+      {"node 's3' (ScatterND)", "dtype mismatch", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::ScatterElements, {x, i1, u}, {}, "e1");
+      },
+      {"node 'e1' (ScatterElements)", "differ in dim 1", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::ScatterElements, {x, i3, b.input("u3", DType::f32, {4, 3})},
+             {{"axis", int64_t(1)}}, "e2");
+      },
+      {"node 'e2' (ScatterElements)", "indices dim 0 (4) exceeds data's (2)", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::ScatterElements,
+             {x, b.input("iv", DType::i64, {2}), b.input("uv", DType::f32, {2})}, {}, "e3");
+      },
+      {"node 'e3' (ScatterElements)", "rank of data", "hint: "}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        b.op(OpKind::ScatterElements,
+             {x, b.input("ia", DType::i64, {2, 3}), b.input("ua", DType::f32, {2, 3})},
+             {{"axis", int64_t(2)}}, "e4");
+      },
+      {"node 'e4' (ScatterElements)", "axis 2 is out of range for rank 2", "hint: "}));
+}
+
+// A small graph in both modes: the index ops run as their own kernels between fused groups.
+TEST(IndexOps, IndexOpsBetweenFusedGroups) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {3, 8});
+  auto h = b.mul(b.add(x, 1.0), 2.0);
+  auto cs = b.op(OpKind::CumSum, {h}, {{"axis", int64_t(1)}});
+  auto vi = b.top_k(b.neg(cs), b.constant(i64s({3})), 1, false);
+  auto rows = b.constant(Tensor::from_floats(DType::i64, {2, 1}, {2, 0}));
+  auto g2 = b.op(OpKind::GatherND, {b.exp(vi[0]), rows});
+  auto sc = b.op(OpKind::ScatterND, {b.sigmoid(vi[0]), rows, b.tanh(g2)},
+                 {{"reduction", std::string("add")}});
+  auto se = b.op(OpKind::ScatterElements, {b.sigmoid(h), vi[1], b.mul(sc, 3.0)},
+                 {{"axis", int64_t(1)}, {"reduction", std::string("max")}});
+  b.output("y", b.softmax(se));
+  Graph g = b.build();
+  std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {3, 8}, 5, -0.1, 0.1)}};
+  EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts()));
+  EXPECT_TRUE(testing::matches_reference(g, in, testing::graph_opts()));
+  EXPECT_LT(compile(g, testing::graph_opts()).kernels().size(),
+            compile(g, testing::eager_opts()).kernels().size());
+}
+
 }  // namespace
 }  // namespace ubfuse

@@ -61,6 +61,13 @@ class OneNode {
     a->set_i(v);
     return *this;
   }
+  OneNode& attr(const std::string& name, const std::string& v) {
+    auto* a = n_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+    return *this;
+  }
   OneNode& output(const std::string& name, int elem) {
     n_->add_output(name);
     auto* t = g_->add_output();
@@ -177,6 +184,60 @@ TEST(OnnxIndexOps, TopKOpset1TakesKAsAnAttribute) {
     auto out = compile(g, opts).run({{"x", x}});
     EXPECT_EQ(values(out.at("values")), (std::vector<double>{8, 8}));
     EXPECT_EQ(values(out.at("indices")), (std::vector<double>{1, 3}));
+  }
+}
+
+TEST(OnnxIndexOps, GatherNDAndScatterErrorsNameTheNode) {
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("GatherND", 13)
+            .input("x", kFloat, {2, 3})
+            .input("i", kFloat, {1, 2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node 'node0' (GatherND)", "indices must be int64, got f32"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("ScatterND", 16)
+            .input("x", kFloat, {2, 3})
+            .ints("i", {1, 1}, {0})
+            .input("u", kInt32, {1, 3})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node 'node0' (ScatterND)", "updates (i32) must have data's type (f32)"}));
+  Graph g = OneNode("ScatterElements", 13)
+                .input("x", kFloat, {2, 3})
+                .ints("i", {1, 1}, {5})
+                .input("u", kFloat, {1, 1})
+                .output("y", kFloat)
+                .import();
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    EXPECT_TRUE(throws_with(
+        [&] {
+          compile(g, opts).run(
+              {{"x", Tensor::zeros(DType::f32, {2, 3})}, {"u", Tensor::zeros(DType::f32, {1, 1})}});
+        },
+        {"node 'node0' (ScatterElements)", "index 5", "axis 0 (size 2)", "hint: "}));
+  }
+}
+
+// ScatterElements' reduction max (opset 18) with a repeated, negative index, in both modes.
+TEST(OnnxIndexOps, ScatterElementsMaxReduction) {
+  Graph g = OneNode("ScatterElements", 18)
+                .input("x", kFloat, {1, 4})
+                .ints("i", {1, 3}, {1, -3, 3})
+                .input("u", kFloat, {1, 3})
+                .attr("axis", 1)
+                .attr("reduction", "max")
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::from_floats(DType::f32, {1, 4}, {5, 5, 5, 5});
+  Tensor u = Tensor::from_floats(DType::f32, {1, 3}, {7, 6, 1});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    Tensor y = compile(g, opts).run({{"x", x}, {"u", u}}).at("y");
+    EXPECT_EQ(values(y), (std::vector<double>{5, 7, 5, 5}));
   }
 }
 

@@ -371,6 +371,9 @@ class Lowerer {
       case OpKind::ArgMin:
       case OpKind::CumSum:
       case OpKind::TopK:
+      case OpKind::GatherND:
+      case OpKind::ScatterND:
+      case OpKind::ScatterElements:
       case OpKind::GroupNorm:
       case OpKind::Pad:
       case OpKind::Shape:

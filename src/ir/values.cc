@@ -47,6 +47,9 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::ArgMax:
     case OpKind::ArgMin:
     case OpKind::CumSum:
+    case OpKind::GatherND:
+    case OpKind::ScatterND:
+    case OpKind::ScatterElements:
     case OpKind::Conv:
     case OpKind::GroupNorm:
     case OpKind::Pad:  // its fill value is data

@@ -81,6 +81,8 @@ std::unique_ptr<OpKernel> make_group_norm_kernel(const Node& n);   // rownorm.cc
 std::unique_ptr<OpKernel> make_pad_kernel(const Node& n);          // pad.cc
 std::unique_ptr<OpKernel> make_cumsum_kernel(const Node& n);       // cumsum.cc
 std::unique_ptr<OpKernel> make_topk_kernel(const Node& n);         // topk.cc
+// scatter.cc: GatherND, ScatterND, ScatterElements
+std::unique_ptr<OpKernel> make_scatter_kernel(const Node& n);
 
 // memcpy split over the pool for large sizes.
 void parallel_copy(void* dst, const void* src, size_t bytes, ThreadPool& pool);
