@@ -339,6 +339,118 @@ std::vector<OpCase> op_conformance_cases() {
          auto idx = b.constant(Tensor::from_floats(i64, s, rev));
          return b.op(OpKind::GatherElements, {x, idx}, {{"axis", int64_t(-1)}});
        }},
+      {"CumSum",  // along the last axis (4097 long), summed in double
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.op(OpKind::CumSum, {in(b, "x", t, s)}, {{"axis", int64_t(-1)}});
+       }},
+      {"CumSumExclusiveReverseFirstAxis",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         Attrs a{{"axis", int64_t(0)}, {"exclusive", int64_t(1)}, {"reverse", int64_t(1)}};
+         return b.mul(b.op(OpKind::CumSum, {x}, a), 0.5);
+       }},
+      {"CumSumInt",  // i32 along the last axis plus i64 along the first, exclusive
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto c32 = b.op(OpKind::CumSum, {b.cast(x, i32)}, {{"axis", int64_t(-1)}});
+         Attrs a{{"axis", int64_t(0)}, {"exclusive", int64_t(1)}};
+         auto c64 = b.op(OpKind::CumSum, {b.cast(x, i64)}, a);
+         return b.add(b.cast(c32, i64), c64);
+       },
+       -20, 20},
+      // TopK: random 16-bit floats repeat often, so ties (lower index first) are exercised.
+      {"TopK",  // the 3 largest along the last axis (fewer when it is shorter): values + indices
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto k = b.constant(Tensor::from_floats(i64, {1}, {float(std::min<int64_t>(3, s.back()))}));
+         auto vi = b.top_k(x, k);
+         return b.add(vi[0], b.cast(vi[1], t));
+       }},
+      {"TopKSmallestFirstAxisWholeLength",  // k is x's first dim, a shape value
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto vi = b.top_k(x, b.shape_of(x, 0, 1), 0, false);
+         return b.sub(b.cast(vi[1], t), vi[0]);
+       }},
+      {"TopKInt",  // integers: many ties
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = b.cast(in(b, "x", t, s), i32);
+         auto k = b.constant(Tensor::from_floats(i64, {}, {float(std::min<int64_t>(2, s.back()))}));
+         auto vi = b.top_k(x, k, -1, false);
+         return b.add(b.mul(b.cast(vi[0], i64), b.constant(Tensor::from_floats(i64, {}, {10000}))),
+                      vi[1]);
+       },
+       -5, 5},
+      // GatherND/ScatterND: tuples over the first dims (the last and, wrapped, the first index).
+      {"GatherND",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const size_t m = std::min<size_t>(2, s.size());
+         std::vector<float> tuples;
+         for (size_t i = 0; i < m; i++) tuples.push_back(float(s[i] - 1));
+         for (size_t i = 0; i < m; i++) tuples.push_back(float(-s[i]));
+         auto idx = b.constant(Tensor::from_floats(i64, {2, int64_t(m)}, tuples));
+         return b.op(OpKind::GatherND, {in(b, "x", t, s), idx});
+       }},
+      {"GatherNDBatchDims",  // rank 2 and up: per row of the first dim, one reversed position
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t bd = s.size() > 1 ? 1 : 0;
+         Sizes is = bd ? Sizes{s[0], s[1], 1} : Sizes{s[0], 1};
+         std::vector<float> v(size_t(numel(is)));
+         const int64_t len = s[size_t(bd)];
+         for (size_t k = 0; k < v.size(); k++) v[k] = float(len - 1 - int64_t(k) % len);
+         auto idx = b.constant(Tensor::from_floats(i64, is, v));
+         return b.op(OpKind::GatherND, {in(b, "x", t, s), idx}, {{"batch_dims", bd}});
+       }},
+      {"ScatterND",  // rows -1 and 0 replaced (one row: the same, the last update kept)
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         Sizes us = s;
+         us[0] = 2;
+         auto idx = b.constant(Tensor::from_floats(i64, {2, 1}, {-1, 0}));
+         return b.op(OpKind::ScatterND, {in(b, "x", t, s), idx, in(b, "u", t, us)});
+       }},
+      {"ScatterNDAddMul",  // row 0 plus an update, then element [last...] times one
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         Sizes us = s;
+         us[0] = 1;
+         auto x = in(b, "x", t, s);
+         auto idx0 = b.constant(Tensor::from_floats(i64, {1, 1}, {0}));
+         auto y = b.op(OpKind::ScatterND, {x, idx0, in(b, "u", t, us)},
+                       {{"reduction", std::string("add")}});
+         std::vector<float> last;
+         for (int64_t d : s) last.push_back(float(d - 1));
+         auto idx1 = b.constant(Tensor::from_floats(i64, {1, int64_t(s.size())}, last));
+         return b.op(OpKind::ScatterND, {y, idx1, in(b, "w", t, {1})},
+                     {{"reduction", std::string("mul")}});
+       }},
+      {"ScatterElements",  // each row written in reverse along the last axis
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<float> rev(size_t(numel(s)));
+         for (size_t k = 0; k < rev.size(); k++)
+           rev[k] = float(s.back() - 1 - int64_t(k) % s.back());
+         auto idx = b.constant(Tensor::from_floats(i64, s, rev));
+         return b.op(OpKind::ScatterElements, {in(b, "x", t, s), idx, in(b, "u", t, s)},
+                     {{"axis", int64_t(-1)}});
+       }},
+      {"ScatterElementsMaxFirstAxis",  // every row of updates into row 0 (repeated indices)
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto idx = b.constant(Tensor::zeros(i64, s));
+         Attrs a{{"axis", int64_t(0)}, {"reduction", std::string("max")}};
+         return b.op(OpKind::ScatterElements, {in(b, "x", t, s), idx, in(b, "u", t, s)}, a);
+       }},
+      {"ScatterElementsIntMinAdd",  // integers: min into row 0 (repeated), add in reverse
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = b.cast(in(b, "x", t, s), i32);
+         auto u = b.cast(in(b, "u", t, s), i32);
+         Attrs a{{"axis", int64_t(0)}, {"reduction", std::string("min")}};
+         auto y = b.op(OpKind::ScatterElements, {x, b.constant(Tensor::zeros(i64, s)), u}, a);
+         std::vector<float> rev(size_t(numel(s)));
+         for (size_t k = 0; k < rev.size(); k++)
+           rev[k] = float(s.back() - 1 - int64_t(k) % s.back());
+         Attrs add{{"axis", int64_t(-1)}, {"reduction", std::string("add")}};
+         return b.op(OpKind::ScatterElements, {y, b.constant(Tensor::from_floats(i64, s, rev)), u},
+                     add);
+       },
+       -50, 50},
       {"Host",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          auto negate = [](Tensor& v) {

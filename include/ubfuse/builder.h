@@ -66,6 +66,10 @@ class GraphBuilder {
   // Matrices and data movement
   V matmul(V a, V b);
   V gather(V data, V indices, int64_t axis = 0);
+  // TopK: {values, indices (i64)} of the k largest (or smallest) elements along axis, sorted,
+  // ties to the lower index. k is a one-element i64 value: a constant, a shape value or a graph
+  // input (read when the plan for a run is built).
+  std::vector<V> top_k(V x, V k, int64_t axis = -1, bool largest = true, bool sorted = true);
   // Convolution over 1 or 2 spatial axes: x [N, C, L] or [N, C, H, W], w [M, C/group, k...],
   // bias [M] or null (oneDNN).
   V conv(V x, V w, V bias, const ConvOptions& options = {});

@@ -369,6 +369,11 @@ class Lowerer {
       case OpKind::GatherElements:
       case OpKind::ArgMax:
       case OpKind::ArgMin:
+      case OpKind::CumSum:
+      case OpKind::TopK:
+      case OpKind::GatherND:
+      case OpKind::ScatterND:
+      case OpKind::ScatterElements:
       case OpKind::GroupNorm:
       case OpKind::Pad:
       case OpKind::Shape:

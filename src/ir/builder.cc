@@ -185,6 +185,14 @@ std::vector<GraphBuilder::V> GraphBuilder::if_(V cond, std::shared_ptr<const Gra
   return n->outputs;
 }
 
+std::vector<GraphBuilder::V> GraphBuilder::top_k(V x, V k, int64_t axis, bool largest,
+                                                 bool sorted) {
+  Attrs a{{"axis", axis}, {"largest", int64_t(largest)}, {"sorted", int64_t(sorted)}};
+  Node* n = graph_->add_node(OpKind::TopK, {x, k}, std::move(a), "", 2);
+  finish(n);
+  return n->outputs;
+}
+
 GraphBuilder::V GraphBuilder::host(V x, HostFn fn, const std::string& name) {
   Node* n = graph_->add_node(OpKind::Host, {x}, {}, name);
   n->host = std::move(fn);

@@ -24,7 +24,10 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::ConstantOfShape:
       return i == 0;
     case OpKind::If:
-      return i == 0;  // the condition picks the branch, whose outputs may differ in shape
+      return i == 0;
+    case OpKind::TopK:
+      return i == 1;  // k sets the length of the outputs' axis  // the condition picks the branch,
+                      // whose outputs may differ in shape
 #define UBF_OP(...)
 #define UBF_MATH(name, ...) case OpKind::name:
 #include "ubfuse/ops.def"
@@ -43,6 +46,10 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::GatherElements:
     case OpKind::ArgMax:
     case OpKind::ArgMin:
+    case OpKind::CumSum:
+    case OpKind::GatherND:
+    case OpKind::ScatterND:
+    case OpKind::ScatterElements:
     case OpKind::Conv:
     case OpKind::GroupNorm:
     case OpKind::Pad:  // its fill value is data

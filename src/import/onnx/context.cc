@@ -390,6 +390,21 @@ Value* NodeCtx::emit(OpKind k, std::vector<Value*> in, Attrs attrs, Tensor paylo
   return node->out();
 }
 
+std::vector<Value*> NodeCtx::emit_outputs(OpKind k, std::vector<Value*> in, Attrs attrs,
+                                          int outputs) {
+  Graph& g = st_.graph;
+  std::string n = name_;
+  if (emitted_++ > 0 || g.node_by_name(n)) n = g.unique_name(name_ + "/" + lower(op_name(k)));
+  Node* node = g.add_node(k, std::move(in), std::move(attrs), n, outputs);
+  try {
+    infer_node(*node);
+  } catch (...) {
+    g.remove_node(node);
+    throw;
+  }
+  return node->outputs;
+}
+
 Value* NodeCtx::constant(const Tensor& t) {
   Graph& g = st_.graph;
   Node* c = g.add_node(OpKind::Constant, {}, {}, g.unique_name(name_ + "/const"));

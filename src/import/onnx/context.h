@@ -103,6 +103,8 @@ class NodeCtx {
   // Adds a ubfuse node (named after the ONNX node) and infers its type; when every input is a
   // constant and the result is small, evaluates it at once and returns a constant instead.
   Value* emit(OpKind k, std::vector<Value*> in, Attrs attrs = {}, Tensor payload = {});
+  // The same for an op of several outputs (never folded).
+  std::vector<Value*> emit_outputs(OpKind k, std::vector<Value*> in, Attrs attrs, int outputs);
   Value* constant(const Tensor& t);
   Value* scalar(double v, DType dt);
   // Reshapes x to `target`, whose symbolic dims must be x's (see reshape.cc).

@@ -392,6 +392,37 @@ void gather_elements(NodeCtx& c) {
   c.set_output(0, c.emit(OpKind::GatherElements, {c.value(0), c.value(1)}, {{"axis", axis}}));
 }
 
+void gather_nd(NodeCtx& c) {
+  if (c.dtype(1) != DType::i64 && c.dtype(1) != DType::i32) {
+    c.invalid("indices must be int64, got " + std::string(dtype_name(c.dtype(1))));
+  }
+  const int64_t b = c.attr_int("batch_dims", 0);
+  c.set_output(0, c.emit(OpKind::GatherND, {c.value(0), c.value(1)}, {{"batch_dims", b}}));
+}
+
+// ScatterND, ScatterElements and the Scatter of opsets 9 and 10 (ScatterElements without
+// reduction); `reduction` came with opset 16 (add, mul) and 18 (max, min).
+template <OpKind K>
+void scatter(NodeCtx& c) {
+  if (c.dtype(1) != DType::i64 && c.dtype(1) != DType::i32) {
+    c.invalid("indices must be int64 or int32, got " + std::string(dtype_name(c.dtype(1))));
+  }
+  if (c.dtype(2) != c.dtype(0)) {
+    c.invalid("updates (" + std::string(dtype_name(c.dtype(2))) + ") must have data's type (" +
+              std::string(dtype_name(c.dtype(0))) + ")");
+  }
+  const std::string red = c.attr_str("reduction", "none");
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min") {
+    c.invalid("reduction \"" + red + "\" (none, add, mul, max or min)");
+  }
+  Attrs a{{"reduction", red}};
+  if (K == OpKind::ScatterElements) {
+    if (c.rank(0) != c.rank(1)) c.invalid("indices must have the rank of data");
+    a["axis"] = c.norm_axis(c.attr_int("axis", 0), c.rank(0), "axis");
+  }
+  c.set_output(0, c.emit(K, {c.value(0), c.value(1), c.value(2)}, a));
+}
+
 void gather(NodeCtx& c) {
   int64_t axis = c.attr_int("axis", 0);
   const IValue& data = c.input(0);
@@ -492,6 +523,10 @@ void add_movement_ops(ConverterMap& m) {
   m["Expand"] = expand;
   m["Gather"] = gather;
   m["GatherElements"] = gather_elements;
+  m["GatherND"] = gather_nd;
+  m["ScatterND"] = scatter<OpKind::ScatterND>;
+  m["ScatterElements"] = scatter<OpKind::ScatterElements>;
+  m["Scatter"] = scatter<OpKind::ScatterElements>;
   m["Tile"] = tile;
   m["Pad"] = pad;
 }

@@ -100,9 +100,45 @@ void arg(NodeCtx& c) {
   c.set_output(0, c.emit(K, {c.value(0)}, a));
 }
 
+// CumSum(x, axis): the axis must be known at import (ubfuse's CumSum takes it as an attribute).
+void cumsum(NodeCtx& c) {
+  if (c.dtype(0) == DType::boolean) c.invalid("CumSum does not take bool input");
+  const std::vector<int64_t> ax = c.const_ints(1, "axis");
+  if (ax.size() != 1) c.invalid("axis must hold one value, got " + std::to_string(ax.size()));
+  Attrs a{{"axis", c.norm_axis(ax[0], c.rank(0), "axis")},
+          {"exclusive", c.attr_int("exclusive", 0) != 0 ? int64_t(1) : int64_t(0)},
+          {"reverse", c.attr_int("reverse", 0) != 0 ? int64_t(1) : int64_t(0)}};
+  c.set_output(0, c.emit(OpKind::CumSum, {c.value(0)}, a));
+}
+
+// TopK(x, K): K a constant or a value known when the plan is built (opset 1 to 9: attribute k).
+void top_k(NodeCtx& c) {
+  if (c.dtype(0) == DType::boolean) c.invalid("TopK does not take bool input");
+  Value* k = nullptr;
+  if (c.opset() < 10) {
+    Tensor t(DType::i64, {1});
+    t.data_as<int64_t>()[0] = c.attr_int("k", -1);
+    k = c.constant(t);
+  } else {
+    if (c.dtype(1) != DType::i64) {
+      c.invalid("K must be int64, got " + std::string(dtype_name(c.dtype(1))));
+    }
+    k = c.value(1);
+  }
+  Attrs a{{"axis", c.norm_axis(c.attr_int("axis", -1), c.rank(0), "axis")},
+          {"largest", c.attr_int("largest", 1) != 0 ? int64_t(1) : int64_t(0)},
+          // sorted = 0 leaves the order to the implementation: ubfuse's is sorted
+          {"sorted", c.attr_int("sorted", 1) != 0 ? int64_t(1) : int64_t(0)}};
+  std::vector<Value*> out = c.emit_outputs(OpKind::TopK, {c.value(0), k}, a, 2);
+  c.set_output(0, out[0]);
+  c.set_output(1, out[1]);
+}
+
 }  // namespace
 
 void add_reduce_ops(ConverterMap& m) {
+  m["TopK"] = top_k;
+  m["CumSum"] = cumsum;
   m["ArgMax"] = arg<OpKind::ArgMax>;
   m["ArgMin"] = arg<OpKind::ArgMin>;
   m["ReduceMean"] = reduce<Red::Mean>;

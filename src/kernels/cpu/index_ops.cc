@@ -4,20 +4,11 @@
 // so a NaN is the extreme only where it comes first).
 #include <cstring>
 
+#include "kernels/cpu/axis_view.h"
 #include "kernels/cpu/kernel_util.h"
 
 namespace ubfuse::cpu {
 namespace {
-
-// The tensor as [outer, len, inner] around axis ax.
-struct AxisView {
-  int64_t outer = 1, len = 1, inner = 1;
-  AxisView(const Sizes& s, int64_t ax) {
-    for (int64_t i = 0; i < ax; i++) outer *= s[size_t(i)];
-    len = s[size_t(ax)];
-    for (size_t i = size_t(ax) + 1; i < s.size(); i++) inner *= s[i];
-  }
-};
 
 class GatherElementsKernel : public KernelBase {
  public:
@@ -41,12 +32,9 @@ class GatherElementsKernel : public KernelBase {
       }
     }
     const int64_t dim = data.dim(int(axis_));
-    auto index_at = [&](int64_t i) {
-      return idx.dtype() == DType::i64 ? idx.data_as<int64_t>()[i]
-                                       : int64_t(idx.data_as<int32_t>()[i]);
-    };
+    auto index_of = [&](int64_t i) { return index_at(idx, i); };
     for (int64_t i = 0; i < idx.numel(); i++) {
-      const int64_t v = index_at(i);
+      const int64_t v = index_of(i);
       if (v < -dim || v >= dim) {
         fail("index " + std::to_string(v) + " (at position " + std::to_string(i) +
                  ") is out of range for axis " + std::to_string(axis_) + " of size " +
@@ -71,7 +59,7 @@ class GatherElementsKernel : public KernelBase {
           const int64_t c = rest / is[size_t(d)];
           rest %= is[size_t(d)];
           if (d == axis_) {
-            const int64_t v = index_at(i);
+            const int64_t v = index_of(i);
             off += (v < 0 ? v + dim : v) * ds[size_t(d)];
           } else {
             off += c * ds[size_t(d)];

@@ -63,12 +63,12 @@ class KernelBase : public OpKernel {
 };
 
 // Factories, one per concept (files of the same name).
-std::unique_ptr<OpKernel> make_unary_kernel(const Node& n);        // elementwise.cc
-std::unique_ptr<OpKernel> make_index_kernel(const Node& n);  // index_ops.cc: GatherElements, Arg*
-std::unique_ptr<OpKernel> make_binary_kernel(const Node& n);       // broadcast.cc
-std::unique_ptr<OpKernel> make_compare_kernel(const Node& n);      // compare.cc (and Where)
-std::unique_ptr<OpKernel> make_norm_kernel(const Node& n);         // rownorm.cc
-std::unique_ptr<OpKernel> make_softmax_kernel(const Node& n);      // softmax.cc
+std::unique_ptr<OpKernel> make_unary_kernel(const Node& n);    // elementwise.cc
+std::unique_ptr<OpKernel> make_index_kernel(const Node& n);    // index_ops.cc: GatherElements, Arg*
+std::unique_ptr<OpKernel> make_binary_kernel(const Node& n);   // broadcast.cc
+std::unique_ptr<OpKernel> make_compare_kernel(const Node& n);  // compare.cc (and Where)
+std::unique_ptr<OpKernel> make_norm_kernel(const Node& n);     // rownorm.cc
+std::unique_ptr<OpKernel> make_softmax_kernel(const Node& n);  // softmax.cc
 std::unique_ptr<OpKernel> make_rotate_half_kernel(const Node& n);  // rotate_half.cc
 std::unique_ptr<OpKernel> make_reduce_kernel(const Node& n);       // reduce.cc
 std::unique_ptr<OpKernel> make_matmul_kernel(const Node& n);       // matmul_dnnl.cc
@@ -79,6 +79,10 @@ std::unique_ptr<OpKernel> make_cast_kernel(const Node& n);         // cast.cc
 std::unique_ptr<OpKernel> make_conv_kernel(const Node& n);         // conv_dnnl.cc
 std::unique_ptr<OpKernel> make_group_norm_kernel(const Node& n);   // rownorm.cc
 std::unique_ptr<OpKernel> make_pad_kernel(const Node& n);          // pad.cc
+std::unique_ptr<OpKernel> make_cumsum_kernel(const Node& n);       // cumsum.cc
+std::unique_ptr<OpKernel> make_topk_kernel(const Node& n);         // topk.cc
+// scatter.cc: GatherND, ScatterND, ScatterElements
+std::unique_ptr<OpKernel> make_scatter_kernel(const Node& n);
 
 // memcpy split over the pool for large sizes.
 void parallel_copy(void* dst, const void* src, size_t bytes, ThreadPool& pool);

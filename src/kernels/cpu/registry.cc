@@ -51,6 +51,14 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
     case OpKind::ArgMax:
     case OpKind::ArgMin:
       return make_index_kernel(n);
+    case OpKind::CumSum:
+      return make_cumsum_kernel(n);
+    case OpKind::TopK:
+      return make_topk_kernel(n);
+    case OpKind::GatherND:
+    case OpKind::ScatterND:
+    case OpKind::ScatterElements:
+      return make_scatter_kernel(n);
     case OpKind::Conv:
       return make_conv_kernel(n);
     case OpKind::GroupNorm:

@@ -1,0 +1,245 @@
+// ONNX import of the index and scan ops through one-node models built here with ONNX's protobuf
+// classes: what the backend node tests cannot reach (their CumSum tests are all float64, which
+// ubfuse does not have) and the errors a converter gives.
+#define ONNX_ML 1
+#define ONNX_NAMESPACE onnx
+#include <onnx/onnx_pb.h>
+
+#include "test_util.h"
+#include "ubfuse/onnx.h"
+
+namespace ubfuse {
+namespace {
+
+using testing::throws_with;
+
+// A model of one node: inputs (a dim of -1 is the symbol "N"), int64 initializers, attributes.
+class OneNode {
+ public:
+  OneNode(const std::string& op, int64_t opset) {
+    m_.set_ir_version(8);
+    auto* o = m_.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    g_ = m_.mutable_graph();
+    g_->set_name("g");
+    n_ = g_->add_node();
+    n_->set_op_type(op);
+    n_->set_name("node0");
+  }
+  OneNode& input(const std::string& name, int elem, const std::vector<int64_t>& dims) {
+    n_->add_input(name);
+    auto* t = g_->add_input();
+    t->set_name(name);
+    auto* tt = t->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem);
+    auto* s = tt->mutable_shape();
+    for (int64_t d : dims) {
+      auto* dim = s->add_dim();
+      if (d < 0) {
+        dim->set_dim_param("N");
+      } else {
+        dim->set_dim_value(d);
+      }
+    }
+    return *this;
+  }
+  OneNode& ints(const std::string& name, const std::vector<int64_t>& dims,
+                const std::vector<int64_t>& v) {
+    n_->add_input(name);
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t x : v) t->add_int64_data(x);
+    return *this;
+  }
+  OneNode& attr(const std::string& name, int64_t v) {
+    auto* a = n_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+    return *this;
+  }
+  OneNode& attr(const std::string& name, const std::string& v) {
+    auto* a = n_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+    return *this;
+  }
+  OneNode& output(const std::string& name, int elem) {
+    n_->add_output(name);
+    auto* t = g_->add_output();
+    t->set_name(name);
+    t->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+    return *this;
+  }
+  Graph import() const { return import_onnx_from_bytes(m_.SerializeAsString()); }
+
+ private:
+  onnx::ModelProto m_;
+  onnx::GraphProto* g_;
+  onnx::NodeProto* n_;
+};
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int kInt32 = onnx::TensorProto::INT32;
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
+  return v;
+}
+
+TEST(OnnxIndexOps, CumSumWithAConstantAxis) {
+  Graph g = OneNode("CumSum", 14)
+                .input("x", kFloat, {-1, 3})
+                .ints("axis", {}, {-2})
+                .attr("exclusive", 1)
+                .attr("reverse", 1)
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::from_floats(DType::f32, {2, 3}, {1, 2, 3, 10, 20, 30});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    Tensor y = compile(g, opts).run({{"x", x}}).at("y");
+    EXPECT_EQ(values(y), (std::vector<double>{10, 20, 30, 0, 0, 0}));
+  }
+  Graph gi = OneNode("CumSum", 14)
+                 .input("x", kInt32, {4})
+                 .ints("axis", {1}, {0})
+                 .output("y", kInt32)
+                 .import();
+  Tensor xi = Tensor::from_floats(DType::i32, {4}, {3, -1, 4, 1});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    Tensor y = compile(gi, opts).run({{"x", xi}}).at("y");
+    EXPECT_EQ(y.dtype(), DType::i32);
+    EXPECT_EQ(values(y), (std::vector<double>{3, 2, 6, 7}));
+  }
+}
+
+TEST(OnnxIndexOps, CumSumAxisMustBeAConstantInRange) {
+  try {
+    OneNode("CumSum", 14)
+        .input("x", kFloat, {2, 3})
+        .input("axis", onnx::TensorProto::INT64, {})
+        .output("y", kFloat)
+        .import();
+    FAIL() << "expected OnnxUnsupportedError";
+  } catch (const OnnxUnsupportedError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("node 'node0' (CumSum)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("axis"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("must be a constant"), std::string::npos) << msg;
+  }
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("CumSum", 14)
+            .input("x", kFloat, {2, 3})
+            .ints("axis", {}, {2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node 'node0' (CumSum)", "axis 2 is out of range for rank 2"}));
+}
+
+// K a graph input (opset 10 on): read when the plan for a run is built, each k its own plan.
+TEST(OnnxIndexOps, TopKWithKAtRunTime) {
+  Graph g = OneNode("TopK", 11)
+                .input("x", kFloat, {-1, 5})
+                .input("k", onnx::TensorProto::INT64, {1})
+                .attr("largest", 0)
+                .output("values", kFloat)
+                .output("indices", onnx::TensorProto::INT64)
+                .import();
+  Tensor x = Tensor::from_floats(DType::f32, {2, 5}, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3});
+  const std::vector<std::vector<double>> want_i = {{}, {1, 6}, {1, 3, 6, 9}, {1, 3, 0, 6, 9, 8}};
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    for (int64_t k = 0; k <= 3; k++) {
+      auto out = m.run({{"x", x}, {"k", Tensor::from_floats(DType::i64, {1}, {float(k)})}});
+      ASSERT_EQ(out.at("values").sizes(), (Sizes{2, k}));
+      std::vector<double> iv = values(out.at("indices"));
+      // Indices within each row, as flat positions of x for the comparison.
+      for (size_t j = 0; j < iv.size(); j++) iv[j] += double(5 * (int64_t(j) / k));
+      EXPECT_EQ(iv, want_i[size_t(k)]) << "k=" << k;
+    }
+    EXPECT_TRUE(throws_with(
+        [&] {
+          m.run({{"x", x}, {"k", Tensor::from_floats(DType::i64, {1}, {6})}});
+        },
+        {"node 'node0' (TopK)", "k (6) exceeds the length 5 of axis 1"}));
+  }
+}
+
+TEST(OnnxIndexOps, TopKOpset1TakesKAsAnAttribute) {
+  Graph g = OneNode("TopK", 9)
+                .input("x", kFloat, {4})
+                .attr("k", 2)
+                .output("values", kFloat)
+                .output("indices", onnx::TensorProto::INT64)
+                .import();
+  Tensor x = Tensor::from_floats(DType::f32, {4}, {1, 8, -3, 8});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    auto out = compile(g, opts).run({{"x", x}});
+    EXPECT_EQ(values(out.at("values")), (std::vector<double>{8, 8}));
+    EXPECT_EQ(values(out.at("indices")), (std::vector<double>{1, 3}));
+  }
+}
+
+TEST(OnnxIndexOps, GatherNDAndScatterErrorsNameTheNode) {
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("GatherND", 13)
+            .input("x", kFloat, {2, 3})
+            .input("i", kFloat, {1, 2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node 'node0' (GatherND)", "indices must be int64, got f32"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("ScatterND", 16)
+            .input("x", kFloat, {2, 3})
+            .ints("i", {1, 1}, {0})
+            .input("u", kInt32, {1, 3})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node 'node0' (ScatterND)", "updates (i32) must have data's type (f32)"}));
+  Graph g = OneNode("ScatterElements", 13)
+                .input("x", kFloat, {2, 3})
+                .ints("i", {1, 1}, {5})
+                .input("u", kFloat, {1, 1})
+                .output("y", kFloat)
+                .import();
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    EXPECT_TRUE(throws_with(
+        [&] {
+          compile(g, opts).run(
+              {{"x", Tensor::zeros(DType::f32, {2, 3})}, {"u", Tensor::zeros(DType::f32, {1, 1})}});
+        },
+        {"node 'node0' (ScatterElements)", "index 5", "axis 0 (size 2)", "hint: "}));
+  }
+}
+
+// ScatterElements' reduction max (opset 18) with a repeated, negative index, in both modes.
+TEST(OnnxIndexOps, ScatterElementsMaxReduction) {
+  Graph g = OneNode("ScatterElements", 18)
+                .input("x", kFloat, {1, 4})
+                .ints("i", {1, 3}, {1, -3, 3})
+                .input("u", kFloat, {1, 3})
+                .attr("axis", 1)
+                .attr("reduction", "max")
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::from_floats(DType::f32, {1, 4}, {5, 5, 5, 5});
+  Tensor u = Tensor::from_floats(DType::f32, {1, 3}, {7, 6, 1});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    Tensor y = compile(g, opts).run({{"x", x}, {"u", u}}).at("y");
+    EXPECT_EQ(values(y), (std::vector<double>{5, 7, 5, 5}));
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse
