@@ -38,7 +38,7 @@ struct Gen {
   // One op on values from the pool; returns null when the chosen op does not apply here.
   V op() {
     V x = pick();
-    switch (in.ConsumeIntegralInRange(0, 40)) {
+    switch (in.ConsumeIntegralInRange(0, 41)) {
       case 0:
         return b.neg(x);
       case 1:
@@ -162,6 +162,17 @@ struct Gen {
         auto c = last_dim(x);
         if (!c || *c % 2 != 0 || *c == 0) return nullptr;
         return b.rotate_half(x);
+      }
+      case 40: {  // attention over x as queries: the flash kernel's chain (AttentionFusion)
+        auto d = last_dim(x);
+        if (!d || x->shape.size() < 2) return nullptr;
+        const int64_t keys = in.ConsumeIntegralInRange<int64_t>(1, 40);
+        auto s = b.matmul(x, b.constant(random(x->dtype, {*d, keys}, -1, 1)));
+        s = in.ConsumeBool() ? b.div(s, in.PickValueInArray({2.0, 8.0, 0.0}))
+                             : b.mul(s, in.PickValueInArray({0.125, -1.0}));
+        if (in.ConsumeBool()) s = b.add(s, b.constant(random(x->dtype, {keys}, -30, 0)));
+        const int64_t dv = in.ConsumeIntegralInRange<int64_t>(1, 20);
+        return b.matmul(b.softmax(s), b.constant(random(x->dtype, {keys, dv}, -1, 1)));
       }
       default:
         return b.div(x, b.add(b.abs(pick()), 1.0));
