@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "kernels/cpu/attention.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -128,6 +129,7 @@ FusionConfig fusion_config(const CompileConfig& c) {
   FusionConfig f;
   f.ub_bytes = c.ub_bytes > 0 ? c.ub_bytes : default_ub_bytes();
   f.ub_bytes_per_row = ub_bytes_per_row;  // what the generated kernel keeps (codegen)
+  f.bf16_matmul_faster = cpu::has_bf16_dot_products();
   return f;
 }
 

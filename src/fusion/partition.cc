@@ -72,15 +72,14 @@ class Partitioner {
       if (n->op != OpKind::MatMul || is_source(n)) continue;
       auto m = fusion::match_attention(n, only_reader);
       if (!m) continue;
-      if (n->out()->dtype == DType::bf16) {
-        // oneDNN's bf16 matmuls use the CPU's bf16 dot products, twice the f32 rate the flash
-        // kernel computes at (bench_fusion_bench --attention).
+      if (n->out()->dtype == DType::bf16 && st_.config.bf16_matmul_faster) {
+        // bench_fusion_bench --attention measures both forms.
         decisions_.push_back(
             {FusionReason::NotProfitable, m->scores->name, n->name,
              "the attention chain '" + m->scores->name + "' .. '" + n->name +
-                 "' is bf16: oneDNN's bf16 matmuls (the CPU's bf16 dot products) run it about 2x "
-                 "faster than the flash-style kernel, which computes in f32; it stays a MatMul "
-                 "with its softmax epilogue and a MatMul",
+                 "' is bf16 and this CPU has bf16 dot products (AVX512_BF16): oneDNN's bf16 "
+                 "matmuls run it about 2x faster than the flash-style kernel, which computes in "
+                 "f32; it stays a MatMul with its softmax epilogue and a MatMul",
              ""});
         objected_by_.push_back({});
         continue;

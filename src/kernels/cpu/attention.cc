@@ -339,6 +339,18 @@ HWY_EXPORT(AttentionChunk);
 
 namespace cpu {
 
+bool has_bf16_dot_products() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 void run_attention(const AttentionProblem& p, ThreadPool& pool) {
   UBF_CHECK(p.d >= 0 && p.dv >= 0 && p.lq >= 0 && p.lk > 0, "attention problem sizes");
   UBF_CHECK(p.q_off.size() == size_t(p.batches) && p.kt_off.size() == size_t(p.batches) &&

@@ -43,6 +43,10 @@ struct AttentionProblem {
   std::vector<AttentionStep> steps;
 };
 
+// Whether this CPU has bf16 dot products (AVX512_BF16), which oneDNN's bf16 matmuls use: twice
+// the rate of the f32 arithmetic run_attention does, so bf16 attention chains stay MatMuls there.
+bool has_bf16_dot_products();
+
 // Runs every problem over the pool. A row whose scores are all -inf gives NaN, as Softmax does.
 void run_attention(const AttentionProblem& p, ThreadPool& pool);
 
