@@ -1,13 +1,19 @@
 // The seed block silu(layer_norm(x + residual, w, b)) in graph mode (one generated fused
-// kernel) vs eager mode (three kernels) vs the machine's STREAM add bandwidth, measured in one
-// run. Prints times, GB/s (bytes = every input read once + the output written once) and ratios
-// against STREAM add with non-temporal and with ordinary stores; then RoPE, a MatMul with its
-// epilogue, bf16 against f32, and the fused kernel's in-cache rate against what DRAM feeds it.
+// kernel) vs eager mode (three kernels) vs a hand-written fused loop with the same SiLU (f32,
+// hand_seed-inl.h; "hand/graph" > 1 means graph mode is faster) vs the machine's STREAM add
+// bandwidth, measured in one run. Prints times, GB/s (bytes = every input read once + the output
+// written once) and ratios against STREAM add with non-temporal and with ordinary stores; then
+// RoPE, a MatMul with its epilogue, bf16 against f32, and the fused kernel's in-cache rate against
+// what DRAM feeds it.
 //
 //   bench_fusion_bench [--quick] [--interpreter] [--attention (only the attention cases)]
 //
 // Targets at (8, 2048, 4096) f32 on 2 cores: graph >= 2.3x eager, fused kernel >= 90% of the
 // STREAM add bandwidth; bf16 storage >= 1.6x faster than f32.
+// clang-format off
+#include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,12 +22,26 @@
 #include <string>
 #include <vector>
 
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "hand_seed-inl.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hand_seed-inl.h"
+// clang-format on
+#include "hwy/cache_control.h"
 #include "profiler/bandwidth.h"
 #include "runtime/thread_pool.h"
 #include "seed_block.h"
 #include "ubfuse/ubfuse.h"
 #include "util/omp_env.h"
 #include "wall_time.h"
+
+#if HWY_ONCE
+namespace ubfuse {
+HWY_EXPORT(HandSeedRows);
+}  // namespace ubfuse
+#endif
 
 namespace ubfuse {
 namespace {
@@ -31,11 +51,28 @@ using bench::seconds;
 using bench::seed_block;
 using bench::seed_inputs;
 
+// The hand-written seed block (hand_seed-inl.h) over the pool; f32, hidden a multiple of 32.
+void hand_seed(const std::map<std::string, Tensor>& in, Tensor& y, ThreadPool& pool) {
+  const int64_t cols = y.dim(-1), rows = y.numel() / cols;
+  const bool stream = y.nbytes() >= (size_t(32) << 20);  // as the kernels' store policy
+  const float* x = in.at("x").data_as<float>();
+  const float* r = in.at("residual").data_as<float>();
+  const float* w = in.at("w").data_as<float>();
+  const float* b = in.at("b").data_as<float>();
+  float* out = y.data_as<float>();
+  pool.parallel_for(rows, 8, [&](int64_t r0, int64_t r1, int) {
+    HWY_DYNAMIC_DISPATCH(HandSeedRows)(x, r, w, b, out, r0, r1, cols, stream);
+  });
+  if (stream) hwy::FlushStream();
+}
+
 struct Result {
   // add_s: STREAM add with non-temporal stores (the stricter yardstick, as the kernels store);
   // stream_s: with ordinary stores, as STREAM's C source compiles (its writes also pay a
   // read-for-ownership that its byte count leaves out).
   double graph_s = 1e30, eager_s = 1e30, interp_s = 1e30, add_s = 1e30, stream_s = 1e30;
+  double hand_s = 1e30;    // the hand-written loop (f32 only)
+  double hand_diff = 0.0;  // its largest difference from graph mode's output
   int64_t bytes = 0;
 };
 
@@ -53,12 +90,23 @@ Result run_case(const Sizes& s, DType t, bool with_interp, int reps, StreamAdd& 
   CompiledModel interp =
       compile(g, {{"ge.exec.enableOperatorFusion", "1"}, {"codegen", "interpreter"}});
   graph.run_into(in, out);
+  if (t == f32) {  // the yardstick computes the same thing
+    Tensor h = Tensor::zeros(t, s);
+    hand_seed(in, h, ThreadPool::global());
+    for (int64_t i = 0; i < h.numel(); i++) {
+      r.hand_diff = std::max(r.hand_diff, std::fabs(h.get(i) - out["y"].get(i)));
+    }
+  }
   eager.run_into(in, out);
   if (with_interp) interp.run_into(in, out);
   for (int i = 0; i < reps; i++) {
     r.graph_s = std::min(r.graph_s, seconds([&] { graph.run_into(in, out); }));
     r.eager_s = std::min(r.eager_s, seconds([&] { eager.run_into(in, out); }));
     if (with_interp) r.interp_s = std::min(r.interp_s, seconds([&] { interp.run_into(in, out); }));
+    if (t == f32) {
+      r.hand_s =
+          std::min(r.hand_s, seconds([&] { hand_seed(in, out["y"], ThreadPool::global()); }));
+    }
     r.add_s = std::min(r.add_s, add.pass_seconds(true));
     r.stream_s = std::min(r.stream_s, add.pass_seconds(false));
   }
@@ -265,9 +313,9 @@ int main_impl(int argc, char** argv) {
       "threads %d; best of interleaved rounds (graph, eager%s, STREAM add over 256 MiB arrays "
       "with non-temporal stores (add) and with ordinary stores as in STREAM (stream))\n\n",
       pool.size(), interp ? ", interpreter" : "");
-  std::printf("%-15s %-5s %9s %9s %8s %10s %9s %9s %11s %11s%s\n", "shape", "dtype", "graph ms",
-              "eager ms", "speedup", "graph GB/s", "add GB/s", "% of add", "stream GB/s",
-              "% of stream", interp ? "  interp ms" : "");
+  std::printf("%-15s %-5s %9s %9s %8s %10s %9s %9s %11s %11s %9s %10s%s\n", "shape", "dtype",
+              "graph ms", "eager ms", "speedup", "graph GB/s", "add GB/s", "% of add",
+              "stream GB/s", "% of stream", "hand ms", "hand/graph", interp ? "  interp ms" : "");
   std::vector<std::pair<Sizes, DType>> cases = {{{1, 128, 4096}, f32},  {{1, 128, 4096}, bf16},
                                                 {{2, 2048, 4096}, f32}, {{2, 2048, 4096}, bf16},
                                                 {{8, 2048, 4096}, f32}, {{8, 2048, 4096}, bf16}};
@@ -283,6 +331,12 @@ int main_impl(int argc, char** argv) {
                 sizes_str(s).c_str(), std::string(dtype_name(t)).c_str(), r.graph_s * 1e3,
                 r.eager_s * 1e3, r.eager_s / r.graph_s, gbps, add_gbps, 100 * gbps / add_gbps,
                 stream_gbps, 100 * gbps / stream_gbps);
+    if (t == f32) {
+      std::printf(" %9.3f %9.2fx", r.hand_s * 1e3, r.hand_s / r.graph_s);
+      if (r.hand_diff > 1e-4) std::printf(" (hand loop differs by %.3g)", r.hand_diff);
+    } else {
+      std::printf(" %9s %10s", "-", "-");
+    }
     if (interp) std::printf("  %9.3f", r.interp_s * 1e3);
     std::printf("\n");
   }
