@@ -43,8 +43,10 @@ std::vector<int64_t> batch_offsets(const Sizes& s, const Sizes& batch) {
 class AttentionKernel : public Kernel {
  public:
   explicit AttentionKernel(const FusedGroup& g) {
-    auto m =
-        fusion::match_attention(g.nodes.back(), [](const Value*, const Node*) { return true; });
+    auto m = fusion::match_attention(g.nodes.back(), [&](const Value* v, const Node*) {
+      // The chain as the partitioner grouped it: a value counts when a member produces it.
+      return std::find(g.nodes.begin(), g.nodes.end(), v->producer) != g.nodes.end();
+    });
     UBF_CHECK(m.has_value() && m->nodes().size() == g.nodes.size(),
               "attention group " + g.name + " is no attention chain");
     match_ = *m;
@@ -54,7 +56,8 @@ class AttentionKernel : public Kernel {
       return int(it - g.inputs.begin());
     };
     q_ = index(m->scores->inputs[0]);
-    kt_ = index(m->scores->inputs[1]);
+    k_rows_ = m->k_transpose != nullptr;
+    kt_ = index(k_rows_ ? m->k_transpose->inputs[0] : m->scores->inputs[1]);
     v_ = index(m->context->inputs[1]);
     for (const Node* s : m->steps) {
       operands_.push_back(index(m->operand(s)));
@@ -72,10 +75,12 @@ class AttentionKernel : public Kernel {
     const Tensor& v = in[size_t(v_)];
     Tensor& o = out.at(0);
     const int r = o.rank();
-    const int64_t lq = q.dim(-2), d = q.dim(-1), lk = kt.dim(-1), dv = v.dim(-1);
-    if (kt.dim(-2) != d || v.dim(-2) != lk || o.dim(-2) != lq || o.dim(-1) != dv) {
+    // kt is K^T [.., D, Lk], or K [.., Lk, D] when the group holds the Transpose between them.
+    const int64_t lq = q.dim(-2), d = q.dim(-1), lk = kt.dim(k_rows_ ? -2 : -1), dv = v.dim(-1);
+    if (kt.dim(k_rows_ ? -1 : -2) != d || v.dim(-2) != lk || o.dim(-2) != lq || o.dim(-1) != dv) {
       cpu::kernel_fail(who_, "operands do not chain: " + cpu::tensors_str({q, kt, v}),
-                       "Q [.., Lq, D], K^T [.., D, Lk] and V [.., Lk, Dv]");
+                       k_rows_ ? "Q [.., Lq, D], K [.., Lk, D] and V [.., Lk, Dv]"
+                               : "Q [.., Lq, D], K^T [.., D, Lk] and V [.., Lk, Dv]");
     }
     if (lk == 0) {  // no keys: the second product sums nothing
       std::memset(o.data(), 0, o.nbytes());
@@ -95,6 +100,7 @@ class AttentionKernel : public Kernel {
     p.dv = dv;
     p.q_off = batch_offsets(q.sizes(), batch);
     p.kt_off = batch_offsets(kt.sizes(), batch);
+    p.k_rows = k_rows_;
     p.v_off = batch_offsets(v.sizes(), batch);
     p.out_off = batch_offsets(o.sizes(), batch);
     for (size_t i = 0; i < match_.steps.size(); i++) {
@@ -133,6 +139,7 @@ class AttentionKernel : public Kernel {
  private:
   fusion::AttentionMatch match_;
   int q_ = -1, kt_ = -1, v_ = -1;
+  bool k_rows_ = false;        // kt_ is K (rows), the Transpose to K^T being in the group
   std::vector<int> operands_;  // per step: its scalar, mask or condition among the inputs
   std::vector<int> fills_;     // per Where step: its scalar among the inputs
   std::string who_;

@@ -36,7 +36,9 @@ const Value* chain_input(const Node* n, bool first) {
 }  // namespace
 
 std::vector<const Node*> AttentionMatch::nodes() const {
-  std::vector<const Node*> out = {scores};
+  std::vector<const Node*> out;
+  if (k_transpose) out.push_back(k_transpose);
+  out.push_back(scores);
   out.insert(out.end(), steps.begin(), steps.end());
   out.push_back(softmax);
   out.push_back(context);
@@ -115,6 +117,16 @@ std::optional<AttentionMatch> match_attention(
     if (m.operand(st)->shape.size() > s->shape.size()) return std::nullopt;
   }
   if (!(m.softmax->out()->shape == s->shape)) return std::nullopt;
+  // K^T = Transpose(K) swapping the last two axes, read by the scores alone.
+  const Value* kt = m.scores->inputs[1];
+  const Node* tr = kt->producer;
+  if (tr && tr->op == OpKind::Transpose && only_reader(kt, m.scores)) {
+    const auto perm = tr->attr_ints("perm");
+    const int64_t r = int64_t(perm.size());
+    bool swap = r >= 2 && perm[size_t(r - 1)] == r - 2 && perm[size_t(r - 2)] == r - 1;
+    for (int64_t i = 0; i + 2 < r && swap; i++) swap = perm[size_t(i)] == i;
+    if (swap && tr->inputs[0]->dtype == t) m.k_transpose = tr;
+  }
   int masks = 0;
   for (const Node* st : m.steps) masks += st->op == OpKind::Add || st->op == OpKind::Where;
   if (masks > 1) return std::nullopt;  // the kernel reads one mask

@@ -13,6 +13,9 @@
 namespace ubfuse::fusion {
 
 struct AttentionMatch {
+  // The Transpose that makes K^T from K (the last two axes swapped), when the scores are its only
+  // reader: the kernel then reads K's rows itself.
+  const Node* k_transpose = nullptr;
   const Node* scores = nullptr;    // MatMul(Q, K^T)
   std::vector<const Node*> steps;  // Mul/Div by a scalar, Add of a mask, Where; the chain's order
   const Node* softmax = nullptr;

@@ -35,7 +35,7 @@ namespace ubfuse::cpu::attention_detail {
 // Per-thread staging: the chunk's query rows, K^T and V widened to f32, the output rows being
 // accumulated with their running max and sum, and one tile of scores.
 struct Scratch {
-  std::vector<float> q, kt, v, o, m, l, s;
+  std::vector<float> q, kt, v, o, m, l, s, row;
 };
 inline Scratch& scratch() {
   thread_local Scratch s;
@@ -232,6 +232,44 @@ HWY_INLINE void PackRow(D d, const T* HWY_RESTRICT src, size_t n, float* HWY_RES
   if (i < n) hn::Store(LoadNF32(d, src + i, n - i), d, dst + i);
 }
 
+// kt[k * ldk + j] = k_rows[j * depth + k] as f32 for the nj rows of K, zeros for j in [nj, njv):
+// a block of K^T packed from K's rows.
+template <class D, typename T>
+void PackTransposed(D d, const T* HWY_RESTRICT k_rows, size_t nj, size_t njv, size_t depth,
+                    float* HWY_RESTRICT kt, size_t ldk, float* HWY_RESTRICT row) {
+  for (size_t k = 0; k < depth; k++) std::fill(kt + k * ldk + nj, kt + k * ldk + njv, 0.0f);
+  for (size_t j = 0; j < nj; j++) {
+    PackRow(d, k_rows + j * depth, depth, row);  // widened once, then scattered
+    for (size_t k = 0; k < depth; k++) kt[k * ldk + j] = row[k];
+  }
+}
+
+// s[r * lds + j] = q[r] . K[j] for the first `real` rows of q and the nj rows of K ([nj, depth],
+// contiguous): one dot product per score, for tiles of a few query rows (a decoder's step) where
+// transposing K into blocks would cost more than the scores.
+template <class D, typename T>
+HWY_INLINE void ScoreRowsDirect(D d, const float* HWY_RESTRICT q, size_t depth, size_t real,
+                                const T* HWY_RESTRICT k_rows, size_t nj, float* HWY_RESTRICT s,
+                                size_t lds) {
+  using V = hn::VFromD<D>;
+  const size_t N = hn::Lanes(d);
+  for (size_t r = real; r < kRows; r++) std::fill(s + r * lds, s + r * lds + nj, 0.0f);
+  for (size_t j = 0; j < nj; j++) {
+    const T* row = k_rows + j * depth;
+    for (size_t r = 0; r < real; r++) {
+      V acc = hn::Zero(d);
+      size_t k = 0;
+      for (; k + N <= depth; k += N)
+        acc = hn::MulAdd(hn::LoadU(d, q + r * depth + k), LoadF32(d, row + k), acc);
+      if (k < depth) {  // q's row is zero-padded past depth only in the tile buffer's last row
+        acc = hn::MulAdd(LoadNF32(d, q + r * depth + k, depth - k), LoadNF32(d, row + k, depth - k),
+                         acc);
+      }
+      s[r * lds + j] = ReduceSumF(d, acc);
+    }
+  }
+}
+
 // Widens n elements of src (dtype t) into dst; a copy for f32.
 template <typename T>
 void Widen(const T* src, float* dst, size_t n) {
@@ -279,6 +317,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   float* s = ad::aligned(sc.s, kRows * lds);
   // Each block of K^T ([depth, kKeyBlock]) and V ([kKeyBlock, ldo]) is packed into aligned rows
   // padded with zeros (widened from bf16/f16 on the way): whole aligned vectors, no line splits.
+  // With K given as rows (k_rows) the block is transposed while it is packed.
   float* ktp = ad::aligned(sc.kt, depth * kKeyBlock);
   float* vp = ad::aligned(sc.v, kKeyBlock * ldo);
   const T* kt = static_cast<const T*>(p.kt) + p.kt_off[size_t(b)];
@@ -287,11 +326,22 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   for (size_t j0 = 0; j0 < lk; j0 += kKeyBlock) {
     const size_t nj = std::min(kKeyBlock, lk - j0);
     const size_t njv = (nj + N - 1) / N * N;
-    for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * kKeyBlock);
+    // K as rows: one tile scores them directly, more tiles share a transposed packed block.
+    const bool direct = p.k_rows && tiles == 1;
+    if (!p.k_rows) {
+      for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * kKeyBlock);
+    } else if (!direct) {
+      PackTransposed(d, kt + j0 * depth, nj, njv, depth, ktp, kKeyBlock,
+                     ad::aligned(sc.row, depth + N));
+    }
     for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * dv, dv, vp + j * ldo);
     for (size_t t = 0; t < tiles; t++) {
       const size_t r0 = t * kRows;
-      ScoreTile(d, q + r0 * depth, depth, ktp, kKeyBlock, njv, s, lds);
+      if (direct) {
+        ScoreRowsDirect(d, q + r0 * depth, depth, rows, kt + j0 * depth, nj, s, lds);
+      } else {
+        ScoreTile(d, q + r0 * depth, depth, ktp, kKeyBlock, njv, s, lds);
+      }
       for (size_t r = 0; r < kRows; r++) {
         // A padding row reads the chunk's last mask row.
         const int64_t i = std::min(i0 + int64_t(r0 + r), i1 - 1);

@@ -40,6 +40,8 @@ struct AttentionProblem {
   int64_t batches = 0, lq = 0, lk = 0, d = 0, dv = 0;
   std::vector<int64_t> q_off, kt_off, v_off, out_off, mask_off;
   int64_t mask_row_stride = 0, mask_col_stride = 0;
+  // kt holds K itself, [lk, d] per batch (the graph's Transpose to K^T runs inside the kernel).
+  bool k_rows = false;
   std::vector<AttentionStep> steps;
 };
 
