@@ -1,0 +1,505 @@
+// The `ubfuse` Python extension (_ubfuse): ONNX loading, compiled models that run on numpy arrays,
+// explain and the profiler, over the public C++ API only (include/ubfuse). The package's
+// __init__.py wraps it; docs/python.md describes what users see.
+//
+// Arrays: numpy has no bfloat16, so bf16 travels as its raw bits in uint16 (as in ubfuse's .npy
+// files). Inputs of a dtype ubfuse has are viewed, not copied, when C-contiguous and aligned;
+// others are converted once. Outputs own their memory: each array keeps its Tensor alive.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ubfuse/compile.h"
+#include "ubfuse/explain.h"
+#include "ubfuse/onnx.h"
+#include "ubfuse/profiler.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace ubfuse::python {
+namespace {
+
+// numpy dtype of a ubfuse dtype (bf16: its bits as uint16).
+py::dtype numpy_dtype(DType t) {
+  switch (t) {
+    case DType::f32:
+      return py::dtype::of<float>();
+    case DType::bf16:
+      return py::dtype::of<uint16_t>();
+    case DType::f16:
+      return py::dtype("float16");
+    case DType::i64:
+      return py::dtype::of<int64_t>();
+    case DType::i32:
+      return py::dtype::of<int32_t>();
+    case DType::boolean:
+      return py::dtype::of<bool>();
+  }
+  throw Error("unknown dtype");
+}
+
+// The ubfuse dtype an array's dtype is, if any. uint16 is bf16 only where the model expects bf16
+// (`want`); elsewhere it is a dtype ubfuse lacks. Non-native byte order is never one of ours.
+std::optional<DType> ubfuse_dtype(const py::dtype& d, std::optional<DType> want) {
+  char order = d.byteorder();
+  if (order != '=' && order != '|') {
+    // '<' on a little-endian machine is native too; numpy prints it as '='.
+    if (!(order == '<' && py::dtype::of<uint16_t>().byteorder() == '=')) return std::nullopt;
+  }
+  const char kind = d.kind();
+  const auto size = d.itemsize();
+  if (kind == 'f' && size == 4) return DType::f32;
+  if (kind == 'f' && size == 2) return DType::f16;
+  if (kind == 'i' && size == 8) return DType::i64;
+  if (kind == 'i' && size == 4) return DType::i32;
+  if (kind == 'b' && size == 1) return DType::boolean;
+  if (kind == 'u' && size == 2 && want == DType::bf16) return DType::bf16;
+  return std::nullopt;
+}
+
+bool c_contiguous_aligned(const py::array& a) {
+  constexpr int kAligned = py::detail::npy_api::NPY_ARRAY_ALIGNED_;
+  constexpr int kC = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_;
+  const int flags = py::detail::array_proxy(a.ptr())->flags;
+  return (flags & kAligned) && (flags & kC);
+}
+
+Sizes sizes_of(const py::array& a) {
+  Sizes s(size_t(a.ndim()));
+  for (py::ssize_t i = 0; i < a.ndim(); i++) s[size_t(i)] = int64_t(a.shape(i));
+  return s;
+}
+
+// A zero-element array may have no data pointer; a Tensor without one counts as missing.
+void* data_of(const py::array& a) {
+  static char empty[64];
+  void* p = const_cast<void*>(a.data());
+  return p ? p : empty;
+}
+
+// Caller arrays (and any converted copies) stay referenced here while a run uses their memory.
+struct Inputs {
+  std::map<std::string, Tensor> tensors;
+  std::vector<py::array> keep;
+};
+
+// Inputs as the model expects them: arrays of a ubfuse dtype are viewed when C-contiguous and
+// aligned, else copied once into that layout; arrays of other dtypes (float64, int8, Python lists,
+// torch tensors through __array__) are converted once to the input's dtype when numpy's
+// same_kind casting allows it, as are lists and Python scalars. An array of a dtype that is
+// ubfuse's but not the input's is passed on, so the runtime reports it as it does in C++; so are
+// unknown names.
+Inputs convert_inputs(const CompiledModel& m, const py::dict& inputs) {
+  std::map<std::string, DType> declared;
+  for (const Value* v : m.graph().inputs()) declared[v->name] = v->dtype;
+  py::module_ np = py::module_::import("numpy");
+  Inputs r;
+  for (auto [k, obj] : inputs) {
+    if (!py::isinstance<py::str>(k)) {
+      throw Error("input names must be strings, got " + std::string(py::str(py::repr(k))));
+    }
+    std::string name = k.cast<std::string>();
+    auto it = declared.find(name);
+    std::optional<DType> want;
+    if (it != declared.end()) want = it->second;
+    const bool is_array = py::isinstance<py::array>(obj);
+    // Lists, tuples and Python scalars get numpy's default dtypes (int64, float64), which the
+    // caller did not choose: they take the input's dtype under the same rule as other dtypes.
+    const bool plain = !is_array && !py::hasattr(obj, "dtype");
+    py::array a =
+        is_array ? py::reinterpret_borrow<py::array>(obj) : py::array(np.attr("asarray")(obj));
+    std::optional<DType> dt = ubfuse_dtype(a.dtype(), want);
+    if (!dt || (plain && want && dt != want)) {
+      if (!want) {
+        // Unknown name: an empty tensor under it gets the runtime's message listing the inputs.
+        r.tensors[name] = Tensor();
+        continue;
+      }
+      py::dtype target = numpy_dtype(*want);
+      if (*want == DType::bf16 ||
+          !np.attr("can_cast")(a.dtype(), target, "same_kind").cast<bool>()) {
+        throw Error("input '" + name + "' is a numpy array of dtype " +
+                    std::string(py::str(a.dtype())) + ", which ubfuse does not convert to the " +
+                    std::string(dtype_name(*want)) + " the model expects" +
+                    (*want == DType::bf16
+                         ? "; hint: pass bf16 as its raw bits in uint16 (ubfuse.to_bf16(array))"
+                         : "; hint: convert it with .astype(...)"));
+      }
+      a = a.attr("astype")(target, "order"_a = "C");
+      dt = want;
+    } else if (!c_contiguous_aligned(a)) {
+      a = a.attr("copy")("order"_a = "C");
+    }
+    r.tensors[name] = Tensor::view(*dt, sizes_of(a), data_of(a));
+    r.keep.push_back(std::move(a));
+  }
+  return r;
+}
+
+// Hands a Tensor's memory to numpy: the array's base owns a copy of the Tensor (sharing its
+// buffer), so the memory lives as long as the array.
+py::array to_numpy(const Tensor& t) {
+  auto* owner = new Tensor(t);
+  py::capsule base(owner, [](void* p) { delete static_cast<Tensor*>(p); });
+  std::vector<py::ssize_t> shape(t.sizes().begin(), t.sizes().end());
+  return py::array(numpy_dtype(t.dtype()), shape, t.data(), base);
+}
+
+py::list shape_list(const Shape& s) {
+  py::list l;
+  for (const Dim& d : s) {
+    if (d.is_static()) {
+      l.append(py::int_(d.value()));
+    } else {
+      l.append(py::str(d.str()));
+    }
+  }
+  return l;
+}
+
+std::string option_value(py::handle v) {
+  if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "1" : "0";
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  if (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)) return py::str(v);
+  throw Error("option values must be str, int, float or bool, got " + std::string(py::repr(v)));
+}
+
+Options to_options(const py::dict& d) {
+  Options o;
+  for (auto [k, v] : d) {
+    if (!py::isinstance<py::str>(k)) {
+      throw Error("option names must be strings, got " + std::string(py::repr(k)));
+    }
+    o[k.cast<std::string>()] = option_value(v);
+  }
+  return o;
+}
+
+SymbolBindings to_dims(const py::dict& d) {
+  SymbolBindings b;
+  for (auto [k, v] : d) {
+    if (!py::isinstance<py::str>(k) || !py::isinstance<py::int_>(v) ||
+        py::isinstance<py::bool_>(v)) {
+      throw Error("dims must map symbol names (str) to sizes (int), got " +
+                  std::string(py::repr(k)) + ": " + std::string(py::repr(v)));
+    }
+    b[k.cast<std::string>()] = v.cast<int64_t>();
+  }
+  return b;
+}
+
+// A compiled model with the graph it came from (explain compiles that graph again, eager and
+// fused) and the options it was compiled with.
+struct Model {
+  std::shared_ptr<const Graph> source;
+  Options options;
+  CompiledModel compiled;
+  std::string name;
+  int64_t opset = 0;
+  std::string producer;
+  std::vector<std::string> notes;
+};
+
+const char* kFusionKeys[] = {"ge.exec.enableOperatorFusion", "fusion"};
+
+Model load_onnx(const py::object& src, const std::optional<std::string>& mode,
+                const py::dict& options, const std::optional<std::string>& rules,
+                const py::dict& dims, const std::string& external_data_dir) {
+  Options opts = to_options(options);
+  if (mode) {
+    if (*mode != "graph" && *mode != "eager") {
+      throw Error("mode must be 'graph' or 'eager', got '" + *mode + "'");
+    }
+    const std::string want = *mode == "graph" ? "1" : "0";
+    for (const char* key : kFusionKeys) {
+      auto it = opts.find(key);
+      if (it != opts.end() && it->second != want) {
+        throw Error("mode='" + *mode + "' but options['" + key + "'] is '" + it->second +
+                    "'; hint: give one of them");
+      }
+    }
+    opts[kFusionKeys[0]] = want;
+    opts.erase(kFusionKeys[1]);
+  }
+  if (rules) opts["ge.fusion_optimizer_config_path"] = *rules;
+  ImportOptions io;
+  io.static_dims = to_dims(dims);
+  io.external_data_dir = external_data_dir;
+
+  Model m;
+  OnnxModel om;
+  if (py::isinstance<py::bytes>(src) || py::isinstance<py::bytearray>(src) ||
+      py::isinstance<py::memoryview>(src)) {
+    std::string bytes =
+        py::isinstance<py::bytes>(src)
+            ? src.cast<std::string>()
+            : py::bytes(py::module_::import("builtins").attr("bytes")(src)).cast<std::string>();
+    py::gil_scoped_release nogil;
+    om = import_onnx_model_from_bytes(bytes, io);
+    m.name = "<bytes>";
+  } else {
+    py::object fspath = py::module_::import("os").attr("fspath");
+    std::string path;
+    try {
+      path = py::str(fspath(src)).cast<std::string>();
+    } catch (const py::error_already_set&) {
+      throw Error("load_onnx expects a path (str or os.PathLike) or the model's bytes, got " +
+                  std::string(py::str(py::type::handle_of(src).attr("__name__"))));
+    }
+    py::gil_scoped_release nogil;
+    om = import_onnx_model(path, io);
+    m.name = path;
+  }
+  m.opset = om.opset;
+  m.producer = om.producer;
+  m.notes = om.notes;
+  auto graph = std::make_shared<Graph>(std::move(om.graph));
+  {
+    py::gil_scoped_release nogil;
+    m.compiled = compile(*graph, opts);
+  }
+  m.source = std::move(graph);
+  opts.erase(kFusionKeys[0]);  // explain sets the fusion switch itself
+  opts.erase(kFusionKeys[1]);
+  m.options = std::move(opts);
+  return m;
+}
+
+py::dict run(const Model& m, const py::dict& inputs) {
+  Inputs in = convert_inputs(m.compiled, inputs);
+  std::map<std::string, Tensor> out;
+  {
+    py::gil_scoped_release nogil;
+    out = m.compiled.run(in.tensors);
+  }
+  py::dict r;
+  for (const std::string& name : m.compiled.output_names())
+    r[py::str(name)] = to_numpy(out.at(name));
+  return r;
+}
+
+// Writes into the caller's arrays; outputs the dict does not name are allocated and added to it,
+// as CompiledModel::run_into fills a map.
+void run_into(const Model& m, const py::dict& inputs, py::dict outputs) {
+  Inputs in = convert_inputs(m.compiled, inputs);
+  std::map<std::string, DType> declared;
+  for (auto& [name, v] : m.compiled.graph().outputs()) declared[name] = v->dtype;
+  std::map<std::string, Tensor> out;
+  for (auto [k, obj] : outputs) {
+    std::string name = py::str(k).cast<std::string>();
+    auto it = declared.find(name);
+    if (!py::isinstance<py::str>(k) || it == declared.end()) {
+      std::string names;
+      for (auto& n : m.compiled.output_names()) names += (names.empty() ? "" : ", ") + n;
+      throw Error("unknown output " + std::string(py::repr(k)) +
+                  "; the model's outputs are: " + names);
+    }
+    const std::string want = std::string(dtype_name(it->second)) + " (numpy " +
+                             std::string(py::str(numpy_dtype(it->second))) + ")";
+    if (!py::isinstance<py::array>(obj)) {
+      throw Error("output buffer '" + name + "' must be a numpy array of " + want + ", got " +
+                  std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+    }
+    auto a = py::reinterpret_borrow<py::array>(obj);
+    std::optional<DType> dt = ubfuse_dtype(a.dtype(), it->second);
+    if (!dt) {
+      throw Error("output buffer '" + name + "' has numpy dtype " +
+                  std::string(py::str(a.dtype())) + "; this output is " + want);
+    }
+    if (!c_contiguous_aligned(a) || !a.writeable()) {
+      throw Error("output buffer '" + name +
+                  "' must be a writable, C-contiguous, aligned array (run_into writes into it "
+                  "in place); hint: numpy.empty(shape, dtype) makes one");
+    }
+    out[name] = Tensor::view(*dt, sizes_of(a), a.mutable_data());
+  }
+  {
+    py::gil_scoped_release nogil;
+    m.compiled.run_into(in.tensors, out);
+  }
+  for (const std::string& name : m.compiled.output_names()) {
+    if (!outputs.contains(name)) outputs[py::str(name)] = to_numpy(out.at(name));
+  }
+}
+
+py::list value_infos(const std::vector<const Value*>& values,
+                     const std::vector<std::string>& names) {
+  py::list l;
+  for (size_t i = 0; i < values.size(); i++) {
+    l.append(py::dict("name"_a = names[i], "dtype"_a = std::string(dtype_name(values[i]->dtype)),
+                      "shape"_a = shape_list(values[i]->shape)));
+  }
+  return l;
+}
+
+py::tuple explain_model(const Model& m, const py::dict& dims) {
+  ExplainOptions o;
+  o.options = m.options;
+  o.dims = to_dims(dims);
+  o.model_name = m.name;
+  std::string text, json;
+  {
+    py::gil_scoped_release nogil;
+    ExplainReport r = explain(*m.source, o);
+    text = format_explain(r);
+    json = explain_json(r);
+  }
+  return py::make_tuple(text, json);
+}
+
+// Profiler behind `with ubfuse.profile(...)`: stop() writes the trace; a profiler dropped while
+// recording stops in its destructor.
+struct PyProfiler {
+  std::unique_ptr<Profiler> p;
+};
+
+}  // namespace
+}  // namespace ubfuse::python
+
+PYBIND11_MODULE(_ubfuse, mod) {
+  using namespace ubfuse;
+  using namespace ubfuse::python;
+  mod.doc() = "ubfuse: buffer-level operator fusion for transformer inference (docs/python.md)";
+
+  // Most derived last: pybind11 tries the translators newest first.
+  // The exception types live as long as the process (never released after the interpreter
+  // is gone); one translator tries the most derived first.
+  static auto* error = new py::exception<Error>(mod, "Error", PyExc_RuntimeError);
+  static auto* unsupported =
+      new py::exception<OnnxUnsupportedError>(mod, "OnnxUnsupportedError", error->ptr());
+  static auto* needs_static = new py::exception<OnnxNeedsStaticDimsError>(
+      mod, "OnnxNeedsStaticDimsError", unsupported->ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const OnnxNeedsStaticDimsError& e) {
+      py::object exc = py::handle(needs_static->ptr())(e.what());
+      exc.attr("symbols") = py::cast(e.symbols);
+      PyErr_SetObject(needs_static->ptr(), exc.ptr());
+    } catch (const OnnxUnsupportedError& e) {
+      (*unsupported)(e.what());
+    } catch (const Error& e) {
+      (*error)(e.what());
+    }
+  });
+
+  py::class_<Model>(mod, "Model")
+      .def("run", &run, "inputs"_a)
+      .def("run_into", &run_into, "inputs"_a, "outputs"_a)
+      .def_property_readonly("inputs",
+                             [](const Model& m) {
+                               std::vector<const Value*> v(m.compiled.graph().inputs().begin(),
+                                                           m.compiled.graph().inputs().end());
+                               std::vector<std::string> names;
+                               for (auto* x : v) names.push_back(x->name);
+                               return value_infos(v, names);
+                             })
+      .def_property_readonly("outputs",
+                             [](const Model& m) {
+                               std::vector<const Value*> v;
+                               std::vector<std::string> names;
+                               for (auto& [n, x] : m.compiled.graph().outputs()) {
+                                 names.push_back(n);
+                                 v.push_back(x);
+                               }
+                               return value_infos(v, names);
+                             })
+      .def_property_readonly(
+          "kernels",
+          [](const Model& m) {
+            py::list l;
+            for (const KernelInfo& k : m.compiled.kernels()) {
+              l.append(py::dict("name"_a = k.name, "nodes"_a = k.node_names,
+                                "op_types"_a = k.op_types, "inputs"_a = k.input_values,
+                                "outputs"_a = k.output_values, "host"_a = k.host,
+                                "variant"_a = k.variant));
+            }
+            return l;
+          })
+      .def_property_readonly(
+          "mode", [](const Model& m) { return m.compiled.fusion_enabled() ? "graph" : "eager"; })
+      .def_property_readonly("num_threads", [](const Model& m) { return m.compiled.num_threads(); })
+      .def_property_readonly("opset", [](const Model& m) { return m.opset; })
+      .def_property_readonly("producer", [](const Model& m) { return m.producer; })
+      .def_property_readonly("notes", [](const Model& m) { return m.notes; })
+      .def_property_readonly("name", [](const Model& m) { return m.name; })
+      .def_property_readonly(
+          "stats",
+          [](const Model& m) {
+            CompileStats s = m.compiled.stats();
+            return py::dict("compilations"_a = s.compilations, "plan_builds"_a = s.plan_builds,
+                            "plan_cache_hits"_a = s.plan_cache_hits, "compile_ms"_a = s.compile_ms);
+          })
+      .def("_explain", &explain_model, "dims"_a);
+
+  mod.def("_load_onnx", &load_onnx, "src"_a, "mode"_a, "options"_a, "rules"_a, "dims"_a,
+          "external_data_dir"_a);
+  mod.def("onnx_supported_ops", &onnx_supported_ops);
+
+  py::class_<PyProfiler>(mod, "_Profiler")
+      .def(py::init([](const std::string& trace_dir, const std::string& name, bool record_shapes,
+                       bool with_bandwidth) {
+             ProfilerOptions o{.trace_dir = trace_dir,
+                               .record_shapes = record_shapes,
+                               .name = name,
+                               .with_bandwidth = with_bandwidth};
+             py::gil_scoped_release nogil;  // the first use measures the memory bandwidth
+             return PyProfiler{std::make_unique<Profiler>(o)};
+           }),
+           "trace_dir"_a, "name"_a, "record_shapes"_a, "with_bandwidth"_a)
+      .def("step", [](PyProfiler& p) { p.p->step(); })
+      .def("record_compile",
+           [](PyProfiler& p, const Model& m, const std::string& label) {
+             p.p->record_compile(m.compiled, label);
+           })
+      .def("stop",
+           [](PyProfiler& p) {
+             py::gil_scoped_release nogil;
+             p.p->stop();
+           })
+      .def_property_readonly("recording", [](const PyProfiler& p) { return p.p->recording(); })
+      .def_property_readonly("trace_path", [](const PyProfiler& p) { return p.p->trace_path(); })
+      .def("summary_table", [](const PyProfiler& p) { return p.p->summary().table(); })
+      .def("summary_rows", [](const PyProfiler& p) {
+        py::list l;
+        for (const KernelSummaryRow& r : p.p->summary().rows) {
+          l.append(py::dict("name"_a = r.name, "cat"_a = r.cat, "ops"_a = r.ops,
+                            "calls"_a = r.calls, "total_us"_a = r.total_us, "mean_us"_a = r.mean_us,
+                            "min_us"_a = r.min_us, "max_us"_a = r.max_us,
+                            "pct_of_time"_a = r.pct_of_time, "bytes"_a = r.bytes,
+                            "gb_per_s"_a = r.gb_per_s, "pct_of_bandwidth"_a = r.pct_of_bandwidth));
+        }
+        return l;
+      });
+
+  // bf16 as uint16 bits: numpy has no bfloat16. Rounding as ubfuse's kernels round.
+  mod.def(
+      "to_bf16",
+      [](py::array_t<float, py::array::c_style | py::array::forcecast> a) {
+        py::array_t<uint16_t> r(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+        const float* s = a.data();
+        uint16_t* d = r.mutable_data();
+        for (py::ssize_t i = 0; i < a.size(); i++) d[i] = f32_to_bf16(s[i]);
+        return r;
+      },
+      "array"_a);
+  mod.def(
+      "from_bf16",
+      [](py::array_t<uint16_t, py::array::c_style> a) {
+        py::array_t<float> r(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+        const uint16_t* s = a.data();
+        float* d = r.mutable_data();
+        for (py::ssize_t i = 0; i < a.size(); i++) d[i] = bf16_to_f32(s[i]);
+        return r;
+      },
+      "bits"_a);
+}
