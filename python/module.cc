@@ -10,6 +10,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "ubfuse/builder.h"
 #include "ubfuse/compile.h"
 #include "ubfuse/explain.h"
 #include "ubfuse/onnx.h"
@@ -197,6 +199,80 @@ SymbolBindings to_dims(const py::dict& d) {
   return b;
 }
 
+// GraphBuilder for Python: values are handles into the builder's current graph, which build()
+// hands over; a handle from before build() (or from another builder) is refused by name rather
+// than followed into freed memory.
+struct PyBuilder {
+  GraphBuilder b;
+  int generation = 0;  // bumped by build(): older handles are stale
+};
+
+struct PyValue {
+  std::shared_ptr<PyBuilder> owner;
+  int generation = 0;
+  Value* v = nullptr;
+};
+
+// A built graph, shared by every Model compiled from it (explain compiles it again).
+struct PyGraph {
+  std::shared_ptr<const Graph> g;
+};
+
+// The value behind a handle; its graph must still be the builder's (build() hands it over).
+Value* live(const PyValue& v) {
+  if (v.generation != v.owner->generation) {
+    throw Error(
+        "this value belongs to a graph its GraphBuilder already built; hint: values live until "
+        "build()");
+  }
+  return v.v;
+}
+
+Value* use(const std::shared_ptr<PyBuilder>& b, const PyValue& v) {
+  Value* x = live(v);
+  if (v.owner != b) throw Error("value '" + x->name + "' belongs to another GraphBuilder");
+  return x;
+}
+
+// Operands: a value of this builder, or a Python number (a scalar of the other operand's dtype).
+Value* operand(const std::shared_ptr<PyBuilder>& b, py::handle x, Value* like) {
+  if (py::isinstance<PyValue>(x)) return use(b, x.cast<const PyValue&>());
+  if ((py::isinstance<py::float_>(x) || py::isinstance<py::int_>(x)) && like) {
+    return b->b.scalar(x.cast<double>(), like->dtype);
+  }
+  throw Error("expected a GraphBuilder value" + std::string(like ? " or a number" : "") + ", got " +
+              std::string(py::str(py::type::handle_of(x).attr("__name__"))));
+}
+
+Shape to_shape(const py::sequence& dims) {
+  Shape s;
+  for (py::handle d : dims) {
+    if (py::isinstance<py::str>(d)) {
+      s.emplace_back(d.cast<std::string>());
+    } else if (py::isinstance<py::int_>(d) && !py::isinstance<py::bool_>(d)) {
+      s.emplace_back(d.cast<int64_t>());
+    } else {
+      throw Error("a dim is an int or a symbol name (str), got " + std::string(py::repr(d)));
+    }
+  }
+  return s;
+}
+
+// An array's contents as a Tensor that owns a copy (constants outlive the caller's array).
+Tensor tensor_copy(const py::handle& obj, std::optional<DType> want = std::nullopt) {
+  py::array a = py::array(py::module_::import("numpy").attr("asarray")(obj));
+  std::optional<DType> dt = ubfuse_dtype(a.dtype(), want);
+  if (!dt) {
+    throw Error("a constant of numpy dtype " + std::string(py::str(a.dtype())) +
+                "; ubfuse takes float32, float16, int64, int32 and bool (and bf16 bits as uint16 "
+                "with dtype='bf16')");
+  }
+  a = a.attr("copy")("order"_a = "C");
+  Tensor t(*dt, sizes_of(a));
+  if (t.nbytes()) std::memcpy(t.data(), a.data(), t.nbytes());
+  return t;
+}
+
 // A compiled model with the graph it came from (explain compiles that graph again, eager and
 // fused) and the options it was compiled with.
 struct Model {
@@ -211,10 +287,10 @@ struct Model {
 
 const char* kFusionKeys[] = {"ge.exec.enableOperatorFusion", "fusion"};
 
-Model load_onnx(const py::object& src, const std::optional<std::string>& mode,
-                const py::dict& options, const std::optional<std::string>& rules,
-                const py::dict& dims, const std::string& external_data_dir) {
-  Options opts = to_options(options);
+// mode ("graph" | "eager") sets the fusion switch, which options may also set, but not to the
+// other value; rules is the rules file's path.
+void apply_mode(Options& opts, const std::optional<std::string>& mode,
+                const std::optional<std::string>& rules) {
   if (mode) {
     if (*mode != "graph" && *mode != "eager") {
       throw Error("mode must be 'graph' or 'eager', got '" + *mode + "'");
@@ -231,6 +307,13 @@ Model load_onnx(const py::object& src, const std::optional<std::string>& mode,
     opts.erase(kFusionKeys[1]);
   }
   if (rules) opts["ge.fusion_optimizer_config_path"] = *rules;
+}
+
+Model load_onnx(const py::object& src, const std::optional<std::string>& mode,
+                const py::dict& options, const std::optional<std::string>& rules,
+                const py::dict& dims, const std::string& external_data_dir) {
+  Options opts = to_options(options);
+  apply_mode(opts, mode, rules);
   ImportOptions io;
   io.static_dims = to_dims(dims);
   io.external_data_dir = external_data_dir;
@@ -269,6 +352,23 @@ Model load_onnx(const py::object& src, const std::optional<std::string>& mode,
   }
   m.source = std::move(graph);
   opts.erase(kFusionKeys[0]);  // explain sets the fusion switch itself
+  opts.erase(kFusionKeys[1]);
+  m.options = std::move(opts);
+  return m;
+}
+
+Model compile_graph(const PyGraph& g, const std::optional<std::string>& mode,
+                    const py::dict& options, const std::optional<std::string>& rules) {
+  Options opts = to_options(options);
+  apply_mode(opts, mode, rules);
+  Model m;
+  m.name = "graph";
+  {
+    py::gil_scoped_release nogil;
+    m.compiled = compile(*g.g, opts);
+  }
+  m.source = g.g;
+  opts.erase(kFusionKeys[0]);
   opts.erase(kFusionKeys[1]);
   m.options = std::move(opts);
   return m;
@@ -440,6 +540,302 @@ PYBIND11_MODULE(_ubfuse, mod) {
                             "plan_cache_hits"_a = s.plan_cache_hits, "compile_ms"_a = s.compile_ms);
           })
       .def("_explain", &explain_model, "dims"_a);
+
+  py::class_<PyGraph>(mod, "Graph")
+      .def_property_readonly("inputs",
+                             [](const PyGraph& g) {
+                               std::vector<const Value*> v;
+                               std::vector<std::string> names;
+                               for (auto* x : g.g->inputs()) {
+                                 v.push_back(x);
+                                 names.push_back(x->name);
+                               }
+                               return value_infos(v, names);
+                             })
+      .def_property_readonly("outputs",
+                             [](const PyGraph& g) {
+                               std::vector<const Value*> v;
+                               std::vector<std::string> names;
+                               for (auto& [n, x] : g.g->outputs()) {
+                                 names.push_back(n);
+                                 v.push_back(x);
+                               }
+                               return value_infos(v, names);
+                             })
+      .def("__str__", [](const PyGraph& g) { return print_graph(*g.g); });
+
+  using B = std::shared_ptr<PyBuilder>;
+  auto wrap = [](const B& b, Value* v) { return PyValue{b, b->generation, v}; };
+  // Two operands of which at least one is a value; a number takes the value's dtype.
+  auto pair = [](const B& b, py::handle x, py::handle y) {
+    Value* vx = py::isinstance<PyValue>(x) ? use(b, x.cast<const PyValue&>()) : nullptr;
+    Value* vy = py::isinstance<PyValue>(y) ? use(b, y.cast<const PyValue&>()) : nullptr;
+    if (!vx && !vy) throw Error("at least one operand must be a GraphBuilder value");
+    return std::pair{vx ? vx : operand(b, x, vy), vy ? vy : operand(b, y, vx)};
+  };
+  auto opt_value = [](const B& b, const std::optional<PyValue>& v) -> Value* {
+    return v ? use(b, *v) : nullptr;
+  };
+
+  py::class_<PyValue>(mod, "Value")
+      .def_property_readonly("name", [](const PyValue& v) { return live(v)->name; })
+      .def_property_readonly(
+          "dtype", [](const PyValue& v) { return std::string(dtype_name(live(v)->dtype)); })
+      .def_property_readonly("shape", [](const PyValue& v) { return shape_list(live(v)->shape); })
+      .def("__repr__",
+           [](const PyValue& v) {
+             if (v.generation != v.owner->generation) return std::string("<ubfuse.Value (built)>");
+             return "<ubfuse.Value '" + v.v->name + "' " + std::string(dtype_name(v.v->dtype)) +
+                    shape_str(v.v->shape) + ">";
+           })
+      .def("__add__",
+           [wrap, pair](const PyValue& a, py::handle o) {
+             auto [x, y] = pair(a.owner, py::cast(a), o);
+             return wrap(a.owner, a.owner->b.add(x, y));
+           })
+      .def("__radd__",
+           [wrap, pair](const PyValue& a, py::handle o) {
+             auto [x, y] = pair(a.owner, o, py::cast(a));
+             return wrap(a.owner, a.owner->b.add(x, y));
+           })
+      .def("__sub__",
+           [wrap, pair](const PyValue& a, py::handle o) {
+             auto [x, y] = pair(a.owner, py::cast(a), o);
+             return wrap(a.owner, a.owner->b.sub(x, y));
+           })
+      .def("__rsub__",
+           [wrap, pair](const PyValue& a, py::handle o) {
+             auto [x, y] = pair(a.owner, o, py::cast(a));
+             return wrap(a.owner, a.owner->b.sub(x, y));
+           })
+      .def("__mul__",
+           [wrap, pair](const PyValue& a, py::handle o) {
+             auto [x, y] = pair(a.owner, py::cast(a), o);
+             return wrap(a.owner, a.owner->b.mul(x, y));
+           })
+      .def("__rmul__",
+           [wrap, pair](const PyValue& a, py::handle o) {
+             auto [x, y] = pair(a.owner, o, py::cast(a));
+             return wrap(a.owner, a.owner->b.mul(x, y));
+           })
+      .def("__truediv__",
+           [wrap, pair](const PyValue& a, py::handle o) {
+             auto [x, y] = pair(a.owner, py::cast(a), o);
+             return wrap(a.owner, a.owner->b.div(x, y));
+           })
+      .def("__rtruediv__",
+           [wrap, pair](const PyValue& a, py::handle o) {
+             auto [x, y] = pair(a.owner, o, py::cast(a));
+             return wrap(a.owner, a.owner->b.div(x, y));
+           })
+      .def("__matmul__",
+           [wrap](const PyValue& a, const PyValue& o) {
+             return wrap(a.owner, a.owner->b.matmul(use(a.owner, a), use(a.owner, o)));
+           })
+      .def("__neg__",
+           [wrap](const PyValue& a) { return wrap(a.owner, a.owner->b.neg(use(a.owner, a))); });
+
+  py::class_<PyBuilder, B> builder(mod, "GraphBuilder");
+  builder.def(py::init([] { return std::make_shared<PyBuilder>(); }))
+      .def(
+          "input",
+          [wrap](const B& b, const std::string& name, const std::string& dtype,
+                 const py::sequence& shape) {
+            return wrap(b, b->b.input(name, parse_dtype(dtype), to_shape(shape)));
+          },
+          "name"_a, "dtype"_a, "shape"_a)
+      .def(
+          "output",
+          [](const B& b, const std::string& name, const PyValue& v) {
+            b->b.output(name, use(b, v));
+          },
+          "name"_a, "value"_a)
+      .def(
+          "constant",
+          [wrap](const B& b, const py::object& array, const std::string& name,
+                 const std::optional<std::string>& dtype) {
+            std::optional<DType> want;
+            if (dtype) want = parse_dtype(*dtype);
+            Tensor t = tensor_copy(array, want);
+            if (want && t.dtype() != *want) {
+              throw Error("constant: the array is " + std::string(dtype_name(t.dtype())) +
+                          ", not the " + *dtype + " asked for");
+            }
+            return wrap(b, b->b.constant(t, name));
+          },
+          "array"_a, "name"_a = "", "dtype"_a = py::none())
+      .def(
+          "scalar",
+          [wrap](const B& b, double v, const std::string& dtype) {
+            return wrap(b, b->b.scalar(v, parse_dtype(dtype)));
+          },
+          "value"_a, "dtype"_a = "f32")
+      .def(
+          "gelu",
+          [wrap](const B& b, const PyValue& x, bool tanh_approx) {
+            return wrap(b, b->b.gelu(use(b, x), tanh_approx));
+          },
+          "x"_a, "tanh_approx"_a = false)
+      .def(
+          "pow",
+          [wrap](const B& b, const PyValue& x, double e) {
+            return wrap(b, b->b.pow(use(b, x), e));
+          },
+          "x"_a, "exponent"_a)
+      .def(
+          "cast",
+          [wrap](const B& b, const PyValue& x, const std::string& to) {
+            return wrap(b, b->b.cast(use(b, x), parse_dtype(to)));
+          },
+          "x"_a, "to"_a)
+      .def(
+          "layer_norm",
+          [wrap, opt_value](const B& b, const PyValue& x, const std::optional<PyValue>& w,
+                            const std::optional<PyValue>& bias, double eps) {
+            return wrap(b, b->b.layer_norm(use(b, x), opt_value(b, w), opt_value(b, bias), eps));
+          },
+          "x"_a, "weight"_a = py::none(), "bias"_a = py::none(), "eps"_a = 1e-5)
+      .def(
+          "rms_norm",
+          [wrap, opt_value](const B& b, const PyValue& x, const std::optional<PyValue>& w,
+                            double eps) {
+            return wrap(b, b->b.rms_norm(use(b, x), opt_value(b, w), eps));
+          },
+          "x"_a, "weight"_a = py::none(), "eps"_a = 1e-6)
+      .def(
+          "softmax",
+          [wrap](const B& b, const PyValue& x) { return wrap(b, b->b.softmax(use(b, x))); }, "x"_a)
+      .def(
+          "reduce_sum",
+          [wrap](const B& b, const PyValue& x, bool keepdims) {
+            return wrap(b, b->b.reduce_sum(use(b, x), keepdims));
+          },
+          "x"_a, "keepdims"_a = true)
+      .def(
+          "reduce_mean",
+          [wrap](const B& b, const PyValue& x, bool keepdims) {
+            return wrap(b, b->b.reduce_mean(use(b, x), keepdims));
+          },
+          "x"_a, "keepdims"_a = true)
+      .def(
+          "reduce_max",
+          [wrap](const B& b, const PyValue& x, bool keepdims) {
+            return wrap(b, b->b.reduce_max(use(b, x), keepdims));
+          },
+          "x"_a, "keepdims"_a = true)
+      .def(
+          "rotate_half",
+          [wrap](const B& b, const PyValue& x) { return wrap(b, b->b.rotate_half(use(b, x))); },
+          "x"_a)
+      .def(
+          "matmul",
+          [wrap](const B& b, const PyValue& x, const PyValue& y) {
+            return wrap(b, b->b.matmul(use(b, x), use(b, y)));
+          },
+          "a"_a, "b"_a)
+      .def(
+          "gather",
+          [wrap](const B& b, const PyValue& data, const PyValue& idx, int64_t axis) {
+            return wrap(b, b->b.gather(use(b, data), use(b, idx), axis));
+          },
+          "data"_a, "indices"_a, "axis"_a = 0)
+      .def(
+          "conv",
+          [wrap, opt_value](const B& b, const PyValue& x, const PyValue& w,
+                            const std::optional<PyValue>& bias, std::vector<int64_t> strides,
+                            std::vector<int64_t> pads, std::vector<int64_t> dilations,
+                            int64_t group, const std::string& auto_pad) {
+            ConvOptions o{std::move(strides), std::move(pads), std::move(dilations), group,
+                          auto_pad};
+            return wrap(b, b->b.conv(use(b, x), use(b, w), opt_value(b, bias), o));
+          },
+          "x"_a, "w"_a, "bias"_a = py::none(), "strides"_a = std::vector<int64_t>{},
+          "pads"_a = std::vector<int64_t>{}, "dilations"_a = std::vector<int64_t>{}, "group"_a = 1,
+          "auto_pad"_a = "NOTSET")
+      .def(
+          "group_norm",
+          [wrap, opt_value](const B& b, const PyValue& x, const std::optional<PyValue>& scale,
+                            const std::optional<PyValue>& bias, int64_t groups, double eps) {
+            return wrap(b, b->b.group_norm(use(b, x), opt_value(b, scale), opt_value(b, bias),
+                                           groups, eps));
+          },
+          "x"_a, "scale"_a, "bias"_a, "groups"_a, "eps"_a = 1e-5)
+      .def(
+          "pad",
+          [wrap, opt_value](const B& b, const PyValue& x, std::vector<int64_t> pads,
+                            const std::string& mode, const std::optional<PyValue>& value) {
+            return wrap(b, b->b.pad(use(b, x), std::move(pads), mode, opt_value(b, value)));
+          },
+          "x"_a, "pads"_a, "mode"_a = "constant", "value"_a = py::none())
+      .def(
+          "reshape",
+          [wrap](const B& b, const PyValue& x, std::vector<int64_t> shape) {
+            return wrap(b, b->b.reshape(use(b, x), std::move(shape)));
+          },
+          "x"_a, "shape"_a)
+      .def(
+          "transpose",
+          [wrap](const B& b, const PyValue& x, std::vector<int64_t> perm) {
+            return wrap(b, b->b.transpose(use(b, x), std::move(perm)));
+          },
+          "x"_a, "perm"_a)
+      .def(
+          "slice",
+          [wrap](const B& b, const PyValue& x, std::vector<int64_t> starts,
+                 std::vector<int64_t> ends, std::vector<int64_t> axes, std::vector<int64_t> steps) {
+            return wrap(b, b->b.slice(use(b, x), std::move(starts), std::move(ends),
+                                      std::move(axes), std::move(steps)));
+          },
+          "x"_a, "starts"_a, "ends"_a, "axes"_a, "steps"_a = std::vector<int64_t>{})
+      .def(
+          "concat",
+          [wrap](const B& b, const std::vector<PyValue>& xs, int64_t axis) {
+            std::vector<Value*> v;
+            for (auto& x : xs) v.push_back(use(b, x));
+            return wrap(b, b->b.concat(std::move(v), axis));
+          },
+          "values"_a, "axis"_a)
+      .def(
+          "expand",
+          [wrap](const B& b, const PyValue& x, const py::sequence& shape) {
+            return wrap(b, b->b.expand(use(b, x), to_shape(shape)));
+          },
+          "x"_a, "shape"_a)
+      .def(
+          "name_last", [](const B& b, const std::string& name) { b->b.name_last(name); }, "name"_a)
+      .def("build", [](const B& b) {
+        PyGraph g{std::make_shared<const Graph>(b->b.build())};
+        b->generation++;
+        return g;
+      });
+  // The elementwise math of ops.def, one method per row: unary f(x), binary f(a, b) (a Python
+  // number takes the other operand's dtype), where(cond, a, b).
+#define UBF_BUILDER_1(fn) \
+  builder.def(            \
+      #fn, [wrap](const B& b, const PyValue& x) { return wrap(b, b->b.fn(use(b, x))); }, "x"_a);
+#define UBF_BUILDER_2(fn)                                    \
+  builder.def(                                               \
+      #fn,                                                   \
+      [wrap, pair](const B& b, py::handle x, py::handle y) { \
+        auto [vx, vy] = pair(b, x, y);                       \
+        return wrap(b, b->b.fn(vx, vy));                     \
+      },                                                     \
+      "a"_a, "b"_a);
+#define UBF_BUILDER_3(fn)                                                        \
+  builder.def(                                                                   \
+      #fn,                                                                       \
+      [wrap](const B& b, const PyValue& c, const PyValue& x, const PyValue& y) { \
+        return wrap(b, b->b.fn(use(b, c), use(b, x), use(b, y)));                \
+      },                                                                         \
+      "cond"_a, "a"_a, "b"_a);
+#define UBF_OP(...)
+#define UBF_MATH(name, arity, types, fn, ...) UBF_BUILDER_##arity(fn)
+#include "ubfuse/ops.def"
+#undef UBF_BUILDER_1
+#undef UBF_BUILDER_2
+#undef UBF_BUILDER_3
+
+  mod.def("_compile", &compile_graph, "graph"_a, "mode"_a, "options"_a, "rules"_a);
 
   mod.def("_load_onnx", &load_onnx, "src"_a, "mode"_a, "options"_a, "rules"_a, "dims"_a,
           "external_data_dir"_a);

@@ -18,9 +18,12 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from ._ubfuse import (  # noqa: E402
     Error,
+    Graph,
+    GraphBuilder,
     Model,
     OnnxNeedsStaticDimsError,
     OnnxUnsupportedError,
+    Value,
     from_bf16,
     onnx_supported_ops,
     to_bf16,
@@ -28,12 +31,15 @@ from ._ubfuse import (  # noqa: E402
 from . import _ubfuse  # noqa: E402
 
 # Tracebacks name the package users import, not the extension inside it.
-for _t in (Error, Model, OnnxNeedsStaticDimsError, OnnxUnsupportedError):
+for _t in (Error, Graph, GraphBuilder, Model, OnnxNeedsStaticDimsError, OnnxUnsupportedError,
+           Value):
     _t.__module__ = "ubfuse"
 
 __all__ = [
     "Error",
     "ExplainReport",
+    "Graph",
+    "GraphBuilder",
     "Model",
     "OnnxNeedsStaticDimsError",
     "OnnxUnsupportedError",
@@ -42,6 +48,8 @@ __all__ = [
     "onnx_supported_ops",
     "profile",
     "to_bf16",
+    "Value",
+    "compile",
 ]
 
 
@@ -137,3 +145,9 @@ class profile:
     def summary(self):
         """The summary's rows as dicts (name, calls, total_us, gb_per_s, ...), longest first."""
         return self._profiler().summary_rows()
+
+
+def compile(graph, mode=None, options=None, rules=None):  # noqa: A001 - mirrors ubfuse::compile
+    """Compiles a Graph from GraphBuilder.build(); returns a Model (mode, options and rules as in
+    load_onnx)."""
+    return _ubfuse._compile(graph, mode, dict(options or {}), rules)

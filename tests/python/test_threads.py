@@ -103,3 +103,35 @@ def test_gil_is_released_while_running():
     assert once >= 0.1, f"one run takes {once * 1e3:.1f} ms: too short to tell"
     assert during > 0.3 * alone, f"{during} iterations while running, {alone} alone " \
         f"(one run: {once * 1e3:.1f} ms)"
+
+
+def test_ctrl_c_during_a_run_is_not_lost(tmp_path):
+    # SIGINT arrives while a run holds no GIL: Python raises KeyboardInterrupt once the run
+    # returns, instead of the signal waiting for the whole loop (or being dropped).
+    import signal
+    import subprocess
+    import sys
+    nodes = [helper.make_node("Sin", [f"v{i}"], [f"v{i + 1}"], name=f"sin{i}") for i in range(100)]
+    path = tmp_path / "sins.onnx"
+    path.write_bytes(model_bytes(nodes, [("v0", "f32", ["n"])], [("v100", "f32", ["n"])]))
+    script = (
+        "import sys, time, numpy as np, ubfuse\n"
+        "m = ubfuse.load_onnx(sys.argv[1], mode='eager', options={'num_threads': 1})\n"
+        "x = np.ones(1 << 20, np.float32)\n"
+        "m.run({'v0': x})\n"
+        "t0 = time.perf_counter(); m.run({'v0': x}); once = time.perf_counter() - t0\n"
+        "print(once, flush=True)\n"
+        "for _ in range(1000):\n"
+        "    m.run({'v0': x})\n"
+        "print('not interrupted', flush=True)\n")
+    p = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    once = float(p.stdout.readline())
+    time.sleep(min(0.5, 2 * once))
+    t0 = time.perf_counter()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    waited = time.perf_counter() - t0
+    assert "KeyboardInterrupt" in err and "not interrupted" not in out
+    assert p.returncode != 0
+    assert waited < 10 * once + 1, f"the interrupt took {waited:.2f} s; one run takes {once:.2f} s"
