@@ -94,12 +94,13 @@ struct Inputs {
   std::vector<py::array> keep;
 };
 
-// Inputs as the model expects them: arrays of a ubfuse dtype are viewed when C-contiguous and
-// aligned, else copied once into that layout; arrays of other dtypes (float64, int8, Python lists,
-// torch tensors through __array__) are converted once to the input's dtype when numpy's
-// same_kind casting allows it, as are lists and Python scalars. An array of a dtype that is
-// ubfuse's but not the input's is passed on, so the runtime reports it as it does in C++; so are
-// unknown names.
+// Inputs as the model expects them (docs/python.md, "Arrays"):
+//   - an array of a ubfuse dtype is viewed when C-contiguous and aligned, else copied once into
+//     C order; if its dtype is not the input's, it is passed on and the runtime reports it as it
+//     does in C++ (so are unknown names);
+//   - arrays of other dtypes (float64, int8, ...), lists and Python scalars are converted once to
+//     the input's dtype where numpy's same_kind casting allows it, else refused;
+//   - other libraries' tensors come in through DLPack (no copy), or numpy.asarray.
 Inputs convert_inputs(const CompiledModel& m, const py::dict& inputs) {
   std::map<std::string, DType> declared;
   for (const Value* v : m.graph().inputs()) declared[v->name] = v->dtype;
@@ -117,8 +118,17 @@ Inputs convert_inputs(const CompiledModel& m, const py::dict& inputs) {
     // Lists, tuples and Python scalars get numpy's default dtypes (int64, float64), which the
     // caller did not choose: they take the input's dtype under the same rule as other dtypes.
     const bool plain = !is_array && !py::hasattr(obj, "dtype");
-    py::array a =
-        is_array ? py::reinterpret_borrow<py::array>(obj) : py::array(np.attr("asarray")(obj));
+    // Objects that export DLPack (torch, JAX) are viewed through it; others (lists, __array__),
+    // and what DLPack cannot carry (bool), through numpy.asarray, whose error stands.
+    py::object arr = is_array ? py::reinterpret_borrow<py::object>(obj) : py::object();
+    if (!arr && py::hasattr(obj, "__dlpack__")) {
+      try {
+        arr = np.attr("from_dlpack")(obj);
+      } catch (const py::error_already_set&) {
+      }
+    }
+    if (!arr) arr = np.attr("asarray")(obj);
+    py::array a = py::reinterpret_borrow<py::array>(arr);
     std::optional<DType> dt = ubfuse_dtype(a.dtype(), want);
     if (!dt || (plain && want && dt != want)) {
       if (!want) {
@@ -403,17 +413,19 @@ void run_into(const Model& m, const py::dict& inputs, py::dict outputs) {
       throw Error("unknown output " + std::string(py::repr(k)) +
                   "; the model's outputs are: " + names);
     }
-    const std::string want = std::string(dtype_name(it->second)) + " (numpy " +
-                             std::string(py::str(numpy_dtype(it->second))) + ")";
+    auto want = [&] {  // built only for a message
+      return std::string(dtype_name(it->second)) + " (numpy " +
+             std::string(py::str(numpy_dtype(it->second))) + ")";
+    };
     if (!py::isinstance<py::array>(obj)) {
-      throw Error("output buffer '" + name + "' must be a numpy array of " + want + ", got " +
+      throw Error("output buffer '" + name + "' must be a numpy array of " + want() + ", got " +
                   std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
     }
     auto a = py::reinterpret_borrow<py::array>(obj);
     std::optional<DType> dt = ubfuse_dtype(a.dtype(), it->second);
     if (!dt) {
       throw Error("output buffer '" + name + "' has numpy dtype " +
-                  std::string(py::str(a.dtype())) + "; this output is " + want);
+                  std::string(py::str(a.dtype())) + "; this output is " + want());
     }
     if (!c_contiguous_aligned(a) || !a.writeable()) {
       throw Error("output buffer '" + name +

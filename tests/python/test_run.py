@@ -150,12 +150,38 @@ def test_int_model_converts_small_ints_but_not_floats():
         m.run({"x": 7, "y": y})
 
 
-def test_torch_tensors_through_numpy():
+def test_torch_tensors_through_dlpack_without_a_copy():
     import torch  # python3-torch, from scripts/install-deps.sh
     m = ubfuse.load_onnx(binary_model("f32"))
     x, y = torch.arange(6, dtype=torch.float32).reshape(2, 3), torch.ones(2, 3)
     z = m.run({"x": x, "y": y})["z"]
     np.testing.assert_array_equal(torch.from_numpy(z), x + y)
+    # A large contiguous tensor: no numpy copy shows in tracemalloc (torch's own memory does not).
+    big = torch.ones(1 << 20, 3)
+    m.run({"x": big, "y": big})
+    tracemalloc.start()
+    out = m.run({"x": big, "y": big})
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < big.numel() * 4 // 4, f"run allocated {peak} bytes through numpy"
+    np.testing.assert_array_equal(out["w"][-1], 3)
+    # A transposed tensor is strided: copied once into C order. Other dtypes follow the rules of
+    # arrays: float64 is converted, int32 is reported by the runtime.
+    t = torch.arange(6, dtype=torch.float32).reshape(3, 2).T
+    np.testing.assert_array_equal(m.run({"x": t, "y": y})["z"], t.numpy() + 1)
+    np.testing.assert_array_equal(m.run({"x": x.double(), "y": y})["z"], (x + y).numpy())
+    with pytest.raises(ubfuse.Error, match="^input 'x' has dtype i32 but the model expects f32$"):
+        m.run({"x": x.int(), "y": y})
+    # DLPack has no bool: such tensors come through numpy.asarray instead.
+    b = ubfuse.load_onnx(binary_model("bool", op="Or"))
+    tb = torch.tensor([[True, False, False]])
+    np.testing.assert_array_equal(b.run({"x": tb, "y": ~tb})["z"], [[True, True, True]])
+    # bf16 tensors as their bits, without a copy.
+    h = ubfuse.load_onnx(binary_model("bf16"))
+    tbf = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.bfloat16)
+    bits = tbf.view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(ubfuse.from_bf16(h.run({"x": bits, "y": bits})["w"]),
+                                  [[3.0, 6.0, 9.0]])
 
 
 def test_zero_sized_batch():
