@@ -82,7 +82,8 @@ function(ubfuse_layer_check_setup)
   file(WRITE ${PROJECT_BINARY_DIR}/layers.txt "${table}")
   file(GLOB_RECURSE all_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/*.cc
        ${PROJECT_SOURCE_DIR}/src/*.h ${PROJECT_SOURCE_DIR}/tools/*.cc
-       ${PROJECT_SOURCE_DIR}/tools/*.h ${PROJECT_SOURCE_DIR}/include/ubfuse/*.h)
+       ${PROJECT_SOURCE_DIR}/tools/*.h ${PROJECT_SOURCE_DIR}/python/*.cc
+       ${PROJECT_SOURCE_DIR}/include/ubfuse/*.h)
   add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/layers.ok
     COMMAND ${CMAKE_COMMAND} -DROOT=${PROJECT_SOURCE_DIR} -DTABLE=${PROJECT_BINARY_DIR}/layers.txt
             -DSTAMP=${PROJECT_BINARY_DIR}/layers.ok -P ${PROJECT_SOURCE_DIR}/cmake/CheckLayers.cmake

@@ -9,6 +9,8 @@ PKGS=(
   # of libdnnl-dev, which --no-install-recommends skips.
   libdnnl-dev ocl-icd-opencl-dev libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   graphviz python3-torch python3-numpy python3-onnx
+  # The Python package (python/): pybind11 does not pull in the headers of the Python it builds for.
+  pybind11-dev python3-dev python3-pytest
   # Debian's torch runs f32 GEMM through libblas.so.3, which without OpenBLAS is the netlib
   # reference BLAS (measured ~100x slower): the PyTorch baseline of bench/decoder_bench.py.
   libopenblas0-pthread
