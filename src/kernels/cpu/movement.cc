@@ -8,6 +8,7 @@
 //   and the destination writes stay within a few cache lines;   else -> a strided gather loop.
 // Work is split over the pool by rows (or tile rows) with at least kMinParallelElems per chunk.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "ir/shape_util.h"
@@ -357,6 +358,30 @@ class ConcatKernel : public KernelBase {
       for (size_t k = 0; k < in.size(); ++k) {
         parallel_copy(py + offs[k], in[k].data(), size_t(bytes[k]), pool);
       }
+      return;
+    }
+    // Pieces of a few elements (RoPE's interleave stacks [.., n, 1] pieces) are copied element by
+    // element: a memcpy call per 4-byte piece made such a Concat run at about 1.5 GB/s.
+    int64_t widest = 0;
+    for (int64_t b : bytes) widest = std::max(widest, b);
+    if (widest <= 64 && (es == 2 || es == 4 || es == 8)) {
+      auto run = [&](auto tag) {
+        using E = decltype(tag);
+        const int64_t n_out = inner;  // elements per outer row of y
+        pool.parallel_for(outer, grain_for(inner), [&](int64_t lo, int64_t hi, int) {
+          E* yo = reinterpret_cast<E*>(py);
+          for (size_t k = 0; k < in.size(); ++k) {
+            const int64_t n = bytes[k] / es, at = offs[k] / es;
+            const E* src = static_cast<const E*>(in[k].data());
+            for (int64_t o = lo; o < hi; ++o) {
+              for (int64_t i = 0; i < n; ++i) yo[o * n_out + at + i] = src[o * n + i];
+            }
+          }
+        });
+      };
+      if (es == 2) run(uint16_t{});
+      if (es == 4) run(uint32_t{});
+      if (es == 8) run(uint64_t{});
       return;
     }
     pool.parallel_for(outer, grain_for(inner), [&](int64_t lo, int64_t hi, int) {
