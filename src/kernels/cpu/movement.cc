@@ -49,6 +49,32 @@ template <typename E>
 void gather_run(const E* src, int64_t s, E* dst, int64_t n) {
   for (int64_t k = 0; k < n; ++k) dst[k] = src[k * s];
 }
+// Copies a contiguous run of n elements. Short runs (a partial rotary's last dims) are copied in
+// fixed-size pieces the compiler inlines: a memcpy call per run of a few elements dominated them.
+template <typename E>
+void copy_run(const E* src, E* dst, int64_t n) {
+  if (n > 16) {
+    std::memcpy(static_cast<void*>(dst), static_cast<const void*>(src), size_t(n) * sizeof(E));
+    return;
+  }
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    std::memcpy(static_cast<void*>(dst + i), static_cast<const void*>(src + i), 4 * sizeof(E));
+  }
+  switch (n - i) {
+    case 3:
+      dst[i + 2] = src[i + 2];
+      [[fallthrough]];
+    case 2:
+      dst[i + 1] = src[i + 1];
+      [[fallthrough]];
+    case 1:
+      dst[i] = src[i];
+      break;
+    default:
+      break;
+  }
+}
 template <typename E>
 void fill_run(const E* src, E* dst, int64_t n) {
   const E v = *src;
@@ -108,7 +134,7 @@ void strided_copy_t(const E* src, const Dims& dm, E* dst, ThreadPool& pool) {
         E* o = dst + row * L;
         const E* s = src + w.off;
         if (sL == 1) {
-          std::memcpy(static_cast<void*>(o), static_cast<const void*>(s), size_t(L) * sizeof(E));
+          copy_run(s, o, L);
         } else if (sL == 0) {
           fill_run(s, o, L);
         } else {
