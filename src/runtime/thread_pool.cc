@@ -43,8 +43,6 @@ namespace {
 // Spin iterations (with pause) a worker polls for the next job before sleeping (tens of us):
 // back-to-back eager kernels then start without a futex wake-up.
 constexpr int kSpinIters = 2000;
-const int kCallerSpin = std::getenv("SPINC") ? std::atoi(std::getenv("SPINC")) : 2000;
-const int kWorkerSpin = std::getenv("SPINW") ? std::atoi(std::getenv("SPINW")) : 2000;
 }  // namespace
 
 struct ThreadPool::State {
@@ -94,7 +92,7 @@ struct ThreadPool::State {
   void worker_loop(int worker) {
     uint64_t seen = 0;
     for (;;) {
-      for (int i = 0; i < kWorkerSpin; ++i) {
+      for (int i = 0; i < kSpinIters; ++i) {
         if (generation.load(std::memory_order_acquire) != seen) break;
         UBF_CPU_RELAX();
       }
@@ -151,7 +149,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
   }
   s.work_cv.notify_all();
   s.run_chunks(*job, 0);
-  for (int i = 0; i < kCallerSpin && job->done.load(std::memory_order_acquire) != chunks; ++i) {
+  for (int i = 0; i < kSpinIters && job->done.load(std::memory_order_acquire) != chunks; ++i) {
     UBF_CPU_RELAX();
   }
   std::exception_ptr err;
