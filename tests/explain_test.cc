@@ -227,8 +227,9 @@ TEST(Cli, DemoReportsTheStoreProfile) {
   EXPECT_EQ(read_json(dir + "/demo.json")["store_profile"], "zen3");
   // The CLI restarts itself with OpenMP's idle threads sleeping (util/omp_env.h) unless told not
   // to, and keeps a policy the user set.
-  for (const char* env : {"env -u OMP_WAIT_POLICY ", "OMP_WAIT_POLICY=ACTIVE ",
-                          "env -u OMP_WAIT_POLICY UBFUSE_KEEP_OMP_WAIT=1 "}) {
+  for (const char* env : {"env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT ",
+                          "env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=ACTIVE ",
+                          "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT UBFUSE_KEEP_OMP_WAIT=1 "}) {
     ASSERT_EQ(
         std::system(
             (env + cli + " demo --shape 1,8,64 --iters 1 --json > " + dir + "/omp.json").c_str()),
@@ -237,6 +238,8 @@ TEST(Cli, DemoReportsTheStoreProfile) {
                              : std::string(env).find("KEEP") != std::string::npos ? ""
                                                                                   : "PASSIVE";
     EXPECT_EQ(read_json(dir + "/omp.json")["omp_wait_policy"], want) << env;
+    EXPECT_EQ(read_json(dir + "/omp.json")["gomp_spincount"], want == "PASSIVE" ? "10000" : "")
+        << env;
   }
   EXPECT_NE(std::system(("UBFUSE_STORE_PROFILE=fastest " + cli + " demo --shape 1,8,64 > " + dir +
                          "/bad.txt 2>&1")

@@ -8,8 +8,14 @@
 
 namespace ubfuse {
 
-// In main(): when OMP_WAIT_POLICY is unset, sets it to PASSIVE and execs this program again with
-// the same arguments (once; UBFUSE_KEEP_OMP_WAIT=1 skips it). Returns if the exec fails.
+// libgomp's spin before it sleeps (GOMP_SPINCOUNT, which it takes over the passive policy's 0):
+// long enough for back-to-back MatMuls, short enough to leave the pool its cores
+// (docs/performance.md, "What limits these numbers").
+inline constexpr const char* kGompSpinCount = "10000";
+
+// In main(): when OMP_WAIT_POLICY is unset, sets it to PASSIVE (and GOMP_SPINCOUNT to
+// kGompSpinCount unless set) and execs this program again with the same arguments (once;
+// UBFUSE_KEEP_OMP_WAIT=1 skips it). Returns if the exec fails.
 void reexec_with_passive_omp_wait(char** argv);
 
 }  // namespace ubfuse

@@ -15,15 +15,15 @@ def test_import_sets_passive_omp_wait_policy_unless_set():
     import os
     import subprocess
     import sys
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    code = "import os, ubfuse; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    code = "import os, ubfuse; print(os.environ['OMP_WAIT_POLICY'], os.environ.get('GOMP_SPINCOUNT'))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "PASSIVE"
+    assert out.split() == ["PASSIVE", "10000"]
     env["OMP_WAIT_POLICY"] = "ACTIVE"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "ACTIVE"
+    assert out.split() == ["ACTIVE", "None"]
 
 
 def test_load_from_path_str_pathlike_and_bytes(seed_block_path):

@@ -109,6 +109,8 @@ int run_demo(const DemoArgs& a) {
   j["store_profile"] = store_profile_name();
   const char* omp_wait = std::getenv("OMP_WAIT_POLICY");
   j["omp_wait_policy"] = omp_wait ? omp_wait : "";
+  const char* gomp_spin = std::getenv("GOMP_SPINCOUNT");
+  j["gomp_spincount"] = gomp_spin ? gomp_spin : "";
   for (auto& r : results) {
     nlohmann::json m;
     double bytes = double(r.stats.bytes_read + r.stats.bytes_written);
