@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "fusion/attention_match.h"
+#include "ir/shape_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kernel_util.h"
 #include "ubfuse/error.h"
@@ -15,23 +16,13 @@ namespace {
 // Element offsets of each batch's matrix in an operand of sizes `s` (its last two dims are the
 // matrix, the dims before broadcast against `batch` from the right; a size-1 dim repeats).
 std::vector<int64_t> batch_offsets(const Sizes& s, const Sizes& batch) {
+  const int64_t matrix = s[s.size() - 2] * s.back();
+  const std::vector<int64_t> stride = broadcast_strides(Sizes(s.begin(), s.end() - 2), batch);
   const size_t nb = batch.size();
-  const size_t ob = s.size() - 2;
-  std::vector<int64_t> stride(nb, 0);
-  int64_t st = s[ob] * s[ob + 1];
-  for (size_t k = 0; k < ob; k++) {
-    const size_t i = ob - 1 - k;   // operand dim
-    const size_t bi = nb - 1 - k;  // batch dim
-    stride[bi] = s[i] == 1 ? 0 : st;
-    st *= s[i];
-  }
-  const int64_t total = numel(batch);
-  std::vector<int64_t> off(size_t(total), 0);
+  std::vector<int64_t> off(size_t(numel(batch)), 0);
   std::vector<int64_t> idx(nb, 0);
-  for (int64_t b = 0; b < total; b++) {
-    int64_t o = 0;
-    for (size_t i = 0; i < nb; i++) o += idx[i] * stride[i];
-    off[size_t(b)] = o;
+  for (int64_t& o : off) {
+    for (size_t i = 0; i < nb; i++) o += idx[i] * stride[i] * matrix;
     for (size_t i = nb; i-- > 0;) {
       if (++idx[i] < batch[i]) break;
       idx[i] = 0;
