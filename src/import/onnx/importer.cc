@@ -12,6 +12,20 @@ namespace ubfuse {
 
 namespace {
 
+// f(), with `what` before the message of any ubfuse error it throws (the error keeps its type).
+template <typename F>
+auto with_context(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const OnnxNeedsStaticDimsError& e) {
+    throw OnnxNeedsStaticDimsError(what + ": " + e.what(), e.symbols);
+  } catch (const OnnxUnsupportedError& e) {
+    throw OnnxUnsupportedError(what + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
+  }
+}
+
 using namespace onnx_import;
 
 constexpr int64_t kMinOpset = 1, kMaxOpset = 18;
@@ -172,20 +186,14 @@ std::shared_ptr<Graph> import_branch(ImportState& parent, const onnx::GraphProto
   st.options = parent.options;
   st.tensor_options = parent.tensor_options;
   st.opset = parent.opset;
-  try {
+  with_context(what, [&] {
     if (g.input_size() > 0) {
       throw OnnxUnsupportedError("has " + std::to_string(g.input_size()) +
                                  " inputs; only If's branches, which have none, are supported");
     }
     load_initializers(g, st);
     convert_body(g, st, "has no outputs");
-  } catch (const OnnxNeedsStaticDimsError& e) {
-    throw OnnxNeedsStaticDimsError(what + ": " + e.what(), e.symbols);
-  } catch (const OnnxUnsupportedError& e) {
-    throw OnnxUnsupportedError(what + ": " + e.what());
-  } catch (const Error& e) {
-    throw Error(what + ": " + e.what());
-  }
+  });
   // A capture that dead-node removal left unread is still an input; the If passes it.
   captures = st.captures;
   return std::make_shared<Graph>(std::move(st.graph));
@@ -265,15 +273,7 @@ OnnxModel import_onnx_model(const std::string& path, const ImportOptions& option
   std::string dir = options.external_data_dir.empty()
                         ? std::filesystem::path(path).parent_path().string()
                         : options.external_data_dir;
-  try {
-    return import_model(m, options, dir);
-  } catch (const OnnxNeedsStaticDimsError& e) {
-    throw OnnxNeedsStaticDimsError(what + ": " + e.what(), e.symbols);
-  } catch (const OnnxUnsupportedError& e) {
-    throw OnnxUnsupportedError(what + ": " + e.what());
-  } catch (const Error& e) {
-    throw Error(what + ": " + e.what());
-  }
+  return with_context(what, [&] { return import_model(m, options, dir); });
 }
 
 OnnxModel import_onnx_model_from_bytes(const std::string& bytes, const ImportOptions& options) {
