@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -262,7 +263,8 @@ void attention(DType t, int64_t heads, int64_t seq, int64_t d, bool causal, int 
     in["mask"] = m;
   }
   std::map<std::string, Tensor> out = {{"y", Tensor::zeros(t, {1, heads, seq, d})}};
-  const std::string rules = "/tmp/ubfuse_bench_attention_off.json";
+  const std::string rules =
+      (std::filesystem::temp_directory_path() / "ubfuse_bench_attention_off.json").string();
   if (FILE* f = std::fopen(rules.c_str(), "w")) {
     std::fputs(R"({"Switch": {"UBFusion": {"AttentionFusion": "off"}}})", f);
     std::fclose(f);
