@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "ir/shape_infer_internal.h"
 #include "ir/shape_util.h"
 #include "ir/values.h"
 #include "ubfuse/error.h"
@@ -14,7 +15,7 @@
 
 namespace ubfuse {
 
-namespace {
+namespace shape_infer {
 
 std::string in_shapes(const Node& n) {
   std::string s;
@@ -25,7 +26,7 @@ std::string in_shapes(const Node& n) {
   return s;
 }
 
-[[noreturn]] void fail(const Node& n, const std::string& what, const std::string& hint = "") {
+[[noreturn]] void fail(const Node& n, const std::string& what, const std::string& hint) {
   throw Error(n.describe() + ": " + what + " (inputs: " + in_shapes(n) + ")" +
               (hint.empty() ? "" : "; hint: " + hint));
 }
@@ -53,6 +54,33 @@ int64_t norm_axis(const Node& n, int64_t axis, int64_t rank) {
   }
   return axis < 0 ? axis + rank : axis;
 }
+
+// A value operand that must be a vector of known length: its length, or a failure naming it.
+int64_t operand_length(Node& n, int i, const char* what) {
+  const Value* v = n.inputs[size_t(i)];
+  if (v->dtype != DType::i64 && v->dtype != DType::i32) {
+    fail(n, std::string(what) + " must be i64 or i32, got " + std::string(dtype_name(v->dtype)));
+  }
+  if (v->shape.size() > 1) fail(n, std::string(what) + " must be a vector");
+  if (v->shape.empty()) return 1;
+  if (!v->shape[0].is_static()) {
+    fail(n, std::string(what) + " has a symbolic length " + v->shape[0].str(),
+         "the rank of a result must be known when the model is compiled");
+  }
+  return v->shape[0].value();
+}
+
+// The output of a one-input elementwise op: its input's shape and dtype.
+void infer_same(Node& n) {
+  n.out()->shape = n.inputs[0]->shape;
+  n.out()->dtype = n.inputs[0]->dtype;
+}
+
+}  // namespace shape_infer
+
+namespace {
+
+using namespace shape_infer;
 
 void infer_row_op(Node& n) {
   const Value* x = n.inputs[0];
@@ -124,21 +152,6 @@ void infer_matmul(Node& n) {
   if (!b1) out.push_back(sb.back());
   n.out()->dtype = a->dtype;
   n.out()->shape = out;
-}
-
-// A value operand that must be a vector of known length: its length, or a failure naming it.
-int64_t operand_length(Node& n, int i, const char* what) {
-  const Value* v = n.inputs[size_t(i)];
-  if (v->dtype != DType::i64 && v->dtype != DType::i32) {
-    fail(n, std::string(what) + " must be i64 or i32, got " + std::string(dtype_name(v->dtype)));
-  }
-  if (v->shape.size() > 1) fail(n, std::string(what) + " must be a vector");
-  if (v->shape.empty()) return 1;
-  if (!v->shape[0].is_static()) {
-    fail(n, std::string(what) + " has a symbolic length " + v->shape[0].str(),
-         "the rank of a result must be known when the model is compiled");
-  }
-  return v->shape[0].value();
 }
 
 // Output dims that only the plan can know (a value operand's contents are not known yet).
@@ -502,393 +515,6 @@ void infer_if(Node& n) {
   }
 }
 
-// Gather and GatherElements: checks the indices' dtype and data's rank, and writes the axis back
-// normalized.
-int64_t gather_axis(Node& n) {
-  const Value* idx = n.inputs[1];
-  if (idx->dtype != DType::i64 && idx->dtype != DType::i32) {
-    fail(n, "indices must be i64 or i32, got " + std::string(dtype_name(idx->dtype)));
-  }
-  int64_t r = int64_t(n.inputs[0]->shape.size());
-  if (r == 0) fail(n, "data must have at least 1 dim");
-  int64_t ax = norm_axis(n, n.attr_int("axis", 0), r);
-  n.attrs["axis"] = ax;
-  return ax;
-}
-
-void infer_gather(Node& n) {
-  const Value* data = n.inputs[0];
-  const Value* idx = n.inputs[1];
-  const int64_t ax = gather_axis(n);
-  Shape s(data->shape.begin(), data->shape.begin() + ax);
-  s.insert(s.end(), idx->shape.begin(), idx->shape.end());
-  s.insert(s.end(), data->shape.begin() + ax + 1, data->shape.end());
-  n.out()->dtype = data->dtype;
-  n.out()->shape = s;
-}
-
-void infer_gather_elements(Node& n) {
-  const Value* data = n.inputs[0];
-  const Value* idx = n.inputs[1];
-  const int64_t r = int64_t(data->shape.size());
-  if (r > 0 && int64_t(idx->shape.size()) != r) fail(n, "indices must have the rank of data");
-  const int64_t ax = gather_axis(n);
-  for (int64_t d = 0; d < r; d++) {
-    const Dim &a = idx->shape[size_t(d)], &b = data->shape[size_t(d)];
-    if (d != ax && a.is_static() && b.is_static() && a.value() > b.value()) {
-      fail(n, "indices dim " + std::to_string(d) + " (" + a.str() + ") exceeds data's (" + b.str() +
-                  ")");
-    }
-  }
-  n.out()->dtype = data->dtype;
-  n.out()->shape = idx->shape;
-}
-
-// Whether two dims are known to differ (symbolic ones may agree at run time, where planning
-// re-runs the check on concrete sizes).
-bool differ(const Dim& a, const Dim& b) {
-  return a.is_static() && b.is_static() && a.value() != b.value();
-}
-
-// GatherND and ScatterND: the indices' dtype and last dim m (fixed: it decides the output's
-// rank), checked against data's rank r after b batch dims; returns m.
-int64_t index_tuple_length(Node& n, int64_t b) {
-  const Value* data = n.inputs[0];
-  const Value* idx = n.inputs[1];
-  if (idx->dtype != DType::i64 && idx->dtype != DType::i32) {
-    fail(n, "indices must be i64 or i32, got " + std::string(dtype_name(idx->dtype)),
-         "Cast the indices to int64");
-  }
-  const int64_t r = int64_t(data->shape.size()), q = int64_t(idx->shape.size());
-  if (r == 0 || q == 0) {
-    fail(n, "data and indices need at least 1 dim each",
-         "indices is [..., m]: each m-tuple along its last axis indexes data");
-  }
-  const Dim& last = idx->shape.back();
-  if (!last.is_static()) {
-    fail(n, "the last dim of indices is " + last.str() + ", not a fixed size",
-         "the tuple length m = indices.shape[-1] decides the output's rank");
-  }
-  const int64_t m = last.value();
-  if (m + b > r || (n.op == OpKind::GatherND && m < 1)) {
-    fail(n,
-         "indices' tuples of " + std::to_string(m) + " index(es) do not fit data of rank " +
-             std::to_string(r) + (b ? " after " + std::to_string(b) + " batch dim(s)" : ""),
-         n.op == OpKind::GatherND ? "indices.shape[-1] lies in [1, rank(data) - batch_dims]"
-                                  : "indices.shape[-1] is at most rank(data)");
-  }
-  return m;
-}
-
-void check_reduction(Node& n) {
-  const std::string red = n.attr_str("reduction", "none");
-  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min") {
-    fail(n, "reduction must be none, add, mul, max or min, got \"" + red + "\"");
-  }
-  if (red != "none" && n.inputs[0]->dtype == DType::boolean) {
-    fail(n, "reduction " + red + " on bool data", "Cast the data to a numeric dtype");
-  }
-}
-
-// GatherND: indices.shape[:-1] + data.shape[b + m:].
-void infer_gather_nd(Node& n) {
-  const Value* data = n.inputs[0];
-  const Value* idx = n.inputs[1];
-  const int64_t b = n.attr_int("batch_dims", 0);
-  const int64_t r = int64_t(data->shape.size()), q = int64_t(idx->shape.size());
-  if (b < 0 || b >= std::min(r, q)) {
-    fail(n,
-         "batch_dims " + std::to_string(b) + " is outside [0, " +
-             std::to_string(std::max<int64_t>(0, std::min(r, q) - 1)) + "]",
-         "batch_dims counts leading dims data and indices share, fewer than either's rank");
-  }
-  const int64_t m = index_tuple_length(n, b);
-  for (int64_t d = 0; d < b; d++) {
-    if (differ(data->shape[size_t(d)], idx->shape[size_t(d)])) {
-      fail(n,
-           "batch dim " + std::to_string(d) + " differs: " + data->shape[size_t(d)].str() +
-               " in data, " + idx->shape[size_t(d)].str() + " in indices",
-           "the first batch_dims dims of data and indices must be equal");
-    }
-  }
-  Shape s(idx->shape.begin(), idx->shape.end() - 1);
-  s.insert(s.end(), data->shape.begin() + b + m, data->shape.end());
-  n.out()->dtype = data->dtype;
-  n.out()->shape = s;
-}
-
-// ScatterND: data's type; updates must be indices.shape[:-1] + data.shape[m:].
-void infer_scatter_nd(Node& n) {
-  const Value* data = n.inputs[0];
-  const Value* idx = n.inputs[1];
-  const Value* upd = n.inputs[2];
-  const int64_t m = index_tuple_length(n, 0);
-  require_same_dtype(n, data, upd);
-  check_reduction(n);
-  Shape want(idx->shape.begin(), idx->shape.end() - 1);
-  want.insert(want.end(), data->shape.begin() + m, data->shape.end());
-  bool ok = want.size() == upd->shape.size();
-  for (size_t d = 0; ok && d < want.size(); d++) ok = !differ(want[d], upd->shape[d]);
-  if (!ok) {
-    fail(n, "updates must have the shape " + shape_str(want) + ", got " + shape_str(upd->shape),
-         "updates is indices.shape[:-1] + data.shape[indices.shape[-1]:]");
-  }
-  n.out()->dtype = data->dtype;
-  n.out()->shape = data->shape;
-}
-
-// ScatterElements: data's type; indices and updates share one shape of data's rank, no larger
-// than data's off the axis.
-void infer_scatter_elements(Node& n) {
-  const Value* data = n.inputs[0];
-  const Value* idx = n.inputs[1];
-  const Value* upd = n.inputs[2];
-  const int64_t r = int64_t(data->shape.size());
-  if (r > 0 && (int64_t(idx->shape.size()) != r || int64_t(upd->shape.size()) != r)) {
-    fail(n, "indices and updates must have the rank of data (" + std::to_string(r) + ")",
-         "ScatterElements places each update at its own position");
-  }
-  const int64_t ax = gather_axis(n);
-  require_same_dtype(n, data, upd);
-  check_reduction(n);
-  for (int64_t d = 0; d < r; d++) {
-    const Dim &a = idx->shape[size_t(d)], &u = upd->shape[size_t(d)], &b = data->shape[size_t(d)];
-    if (differ(a, u)) {
-      fail(n,
-           "indices " + shape_str(idx->shape) + " and updates " + shape_str(upd->shape) +
-               " differ in dim " + std::to_string(d),
-           "each update has its own index: the two have one shape");
-    }
-    if (d != ax && a.is_static() && b.is_static() && a.value() > b.value()) {
-      fail(n,
-           "indices dim " + std::to_string(d) + " (" + a.str() + ") exceeds data's (" + b.str() +
-               ")",
-           "off the axis, indices address data's own positions");
-    }
-  }
-  n.out()->dtype = data->dtype;
-  n.out()->shape = data->shape;
-}
-
-// ArgMax/ArgMin: i64 indices along axis, which keepdims keeps as 1.
-void infer_arg(Node& n) {
-  const Value* x = n.inputs[0];
-  if (x->dtype == DType::boolean) fail(n, "needs a numeric input, got bool");
-  int64_t r = int64_t(x->shape.size());
-  if (r == 0) fail(n, "needs at least 1 dim");
-  int64_t ax = norm_axis(n, n.attr_int("axis", 0), r);
-  n.attrs["axis"] = ax;
-  Shape s = x->shape;
-  if (s[size_t(ax)] == Dim(int64_t(0))) fail(n, "the axis is empty: no index to return");
-  if (n.attr_int("keepdims", 1)) {
-    s[size_t(ax)] = Dim(int64_t(1));
-  } else {
-    s.erase(s.begin() + ax);
-  }
-  n.out()->dtype = DType::i64;
-  n.out()->shape = s;
-}
-
-// Attribute `k` as `len` integers (default `dflt` each when absent), each at least `min`.
-std::vector<int64_t> attr_list(Node& n, const std::string& k, size_t len, int64_t dflt, int64_t min,
-                               const std::string& hint) {
-  std::vector<int64_t> v = n.has_attr(k) ? n.attr_ints(k) : std::vector<int64_t>(len, dflt);
-  if (v.size() != len) {
-    fail(n,
-         "attribute '" + k + "' " + sizes_str(v) + " has " + std::to_string(v.size()) +
-             " values, expected " + std::to_string(len),
-         hint);
-  }
-  for (int64_t x : v) {
-    if (x < min)
-      fail(n, "attribute '" + k + "' " + sizes_str(v) + " has a value below " + std::to_string(min),
-           hint);
-  }
-  n.attrs[k] = v;
-  return v;
-}
-
-// Conv: x [N, C, spatial...] (1 or 2 spatial axes), w [M, C/group, k...], bias [M]. The attributes
-// are written back complete (strides, dilations, pads, group, auto_pad), so the kernels and the
-// reference read them as they are.
-void infer_conv(Node& n) {
-  const Value* x = n.inputs[0];
-  const Value* w = n.inputs[1];
-  require_float(n, x);
-  require_same_dtype(n, x, w);
-  const size_t r = x->shape.size();
-  if (r != 3 && r != 4) {
-    fail(n, "input must be [N, C, L] (1-D) or [N, C, H, W] (2-D), got rank " + std::to_string(r),
-         "3-D and higher convolutions are not supported; reshape to 1-D or 2-D");
-  }
-  if (w->shape.size() != r) {
-    fail(n,
-         "weight must be [M, C/group, k...] of rank " + std::to_string(r) + ", got " +
-             shape_str(w->shape),
-         "W holds one kernel per output channel: [out channels, in channels / group, kernel...]");
-  }
-  const size_t sp = r - 2;
-  const std::string kHint =
-      "Conv attributes: strides, dilations >= 1, pads >= 0, one per "
-      "spatial axis (pads: begins then ends)";
-  const int64_t group = n.attr_int("group", 1);
-  if (group < 1) fail(n, "group must be >= 1, got " + std::to_string(group));
-  n.attrs["group"] = group;
-  const Dim& c = x->shape[1];
-  const Dim& m = w->shape[0];
-  if (m.is_static() && m.value() % group != 0) {
-    fail(n,
-         "group " + std::to_string(group) + " does not divide the " + m.str() +
-             " output channels (W's dim 0)",
-         "the output channels split into `group` equal groups");
-  }
-  if (c.is_static() && c.value() % group != 0) {
-    fail(n,
-         "group " + std::to_string(group) + " does not divide the " + c.str() +
-             " input channels (X's dim 1)",
-         "the input channels split into `group` equal groups; depthwise is group = channels");
-  }
-  if (Dim::mul(w->shape[1], Dim(group)) != c) {
-    fail(n,
-         "weight " + shape_str(w->shape) + " takes " + w->shape[1].str() +
-             " input channels per group, but the input's " + c.str() + " channels in " +
-             std::to_string(group) + " group(s) give " +
-             (c.is_static() ? std::to_string(c.value() / group)
-                            : c.str() + "/" + std::to_string(group)),
-         "W is [out channels, in channels / group, kernel...]");
-  }
-  std::vector<int64_t> k;
-  for (size_t i = 2; i < r; i++) {
-    if (!w->shape[i].is_static() || w->shape[i].value() < 1) {
-      fail(n, "kernel dims of weight " + shape_str(w->shape) + " must be fixed and >= 1");
-    }
-    k.push_back(w->shape[i].value());
-  }
-  if (n.has_attr("kernel_shape") && n.attr_ints("kernel_shape") != k) {
-    fail(n,
-         "kernel_shape " + sizes_str(n.attr_ints("kernel_shape")) +
-             " does not match the weight's kernel dims " + sizes_str(k) + " (weight " +
-             shape_str(w->shape) + ")",
-         "kernel_shape is optional; when given it must equal W's trailing dims");
-  }
-  const auto strides = attr_list(n, "strides", sp, 1, 1, kHint);
-  const auto dil = attr_list(n, "dilations", sp, 1, 1, kHint);
-  const bool had_pads = n.has_attr("pads");
-  const auto pads = attr_list(n, "pads", 2 * sp, 0, 0, kHint);
-  const std::string ap = n.attr_str("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID") {
-    fail(n, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got \"" + ap + "\"");
-  }
-  if (ap != "NOTSET" && had_pads &&
-      std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; })) {
-    fail(n, "explicit pads " + sizes_str(pads) + " with auto_pad " + ap,
-         "give either pads (auto_pad NOTSET) or auto_pad, not both");
-  }
-  n.attrs["auto_pad"] = ap;
-  if (n.inputs.size() > 2) {
-    const Value* b = n.inputs[2];
-    require_same_dtype(n, x, b);
-    if (b->shape.size() != 1 || b->shape[0] != m) {
-      fail(n, "bias must have shape [" + m.str() + "] (one per output channel), got " +
-                  shape_str(b->shape));
-    }
-  }
-  Shape out{x->shape[0], m};
-  for (size_t i = 0; i < sp; i++) {
-    const Dim& in = x->shape[2 + i];
-    auto o = conv_out_dim(in, k[i], strides[i], dil[i], ap, pads[i], pads[sp + i]);
-    if (o && o->is_static() && o->value() < 1) {
-      fail(n,
-           "spatial axis " + std::to_string(i) + " of length " + in.str() +
-               " gives no output: the kernel spans " + std::to_string(dil[i] * (k[i] - 1) + 1) +
-               " (size " + std::to_string(k[i]) + ", dilation " + std::to_string(dil[i]) +
-               ") and the pads add " + std::to_string(ap == "NOTSET" ? pads[i] + pads[sp + i] : 0),
-           "pad the input or use a smaller kernel or dilation");
-    }
-    out.push_back(o ? *o : runtime_dim(n, 0, int(2 + i)));
-  }
-  n.out()->dtype = x->dtype;
-  n.out()->shape = out;
-}
-
-// GroupNorm: x [N, C, ...]; each sample's C channels in `groups` groups, normalized over each
-// group's channels and positions, then scaled and shifted per channel.
-void infer_group_norm(Node& n) {
-  const Value* x = n.inputs[0];
-  require_float(n, x);
-  if (x->shape.size() < 2) {
-    fail(n, "input must be [N, C, ...] (rank >= 2), got rank " + std::to_string(x->shape.size()));
-  }
-  const Dim& c = x->shape[1];
-  if (!c.is_static()) {
-    fail(n, "needs a fixed channel count (X's dim 1), got " + c.str(),
-         "the groups split the channels, so their number must be known");
-  }
-  if (!n.has_attr("groups")) fail(n, "missing attribute 'groups'");
-  const int64_t g = n.attr_int("groups", 1);
-  if (g < 1 || c.value() % g != 0) {
-    fail(n, "groups " + std::to_string(g) + " does not divide the " + c.str() + " channels",
-         "num_groups must be >= 1 and divide X's dim 1 (InstanceNormalization: one per channel)");
-  }
-  const double eps = n.attr_float("eps", 1e-5);
-  if (!(eps >= 0)) fail(n, "eps must be >= 0, got " + std::to_string(eps));
-  for (size_t i = 1; i < n.inputs.size(); i++) {
-    const Value* p = n.inputs[i];
-    require_same_dtype(n, x, p);
-    if (p->shape.size() != 1 || p->shape[0] != c) {
-      fail(n,
-           std::string(i == 1 ? "scale" : "bias") + " must have shape [" + c.str() +
-               "] (one per channel), got " + shape_str(p->shape),
-           "a per-group scale or bias (GroupNormalization before opset 21) repeats each value "
-           "over its group's channels");
-    }
-  }
-  n.out()->dtype = x->dtype;
-  n.out()->shape = x->shape;
-}
-
-// Pad: each axis grows by its begin and end pads (negative ones crop).
-void infer_pad(Node& n) {
-  const Value* x = n.inputs[0];
-  const size_t r = x->shape.size();
-  if (!n.has_attr("pads")) fail(n, "missing attribute 'pads'");
-  const auto pads = n.attr_ints("pads");
-  if (pads.size() != 2 * r) {
-    fail(n,
-         "pads " + sizes_str(pads) + " has " + std::to_string(pads.size()) + " values, expected " +
-             std::to_string(2 * r) + " for rank " + std::to_string(r),
-         "pads lists every axis' begin pad, then every axis' end pad");
-  }
-  const std::string mode = n.attr_str("mode", "constant");
-  auto pm = parse_pad_mode(mode);
-  if (!pm) fail(n, "mode must be constant, reflect or edge, got \"" + mode + "\"");
-  n.attrs["mode"] = mode;
-  if (n.inputs.size() > 1) {
-    const Value* v = n.inputs[1];
-    require_same_dtype(n, x, v);
-    if (v->shape.size() > 1 || (v->shape.size() == 1 && v->shape[0] != Dim(int64_t(1)))) {
-      fail(n, "the fill value must have one element, got " + shape_str(v->shape));
-    }
-  }
-  Shape out;
-  for (size_t i = 0; i < r; i++) {
-    const Dim& d = x->shape[i];
-    const int64_t b = pads[i], e = pads[r + i];
-    Dim o = Dim::add(d, Dim(b + e));
-    if (o.is_static() && o.value() < 0) {
-      fail(n, "pads " + sizes_str(pads) + " crop axis " + std::to_string(i) + " of length " +
-                  d.str() + " below 0");
-    }
-    if (*pm != PadMode::Constant && d.is_static() && d.value() == 0 && (b > 0 || e > 0)) {
-      fail(n, "cannot " + mode + "-pad axis " + std::to_string(i) + ", which is empty",
-           "constant mode pads an empty axis");
-    }
-    out.push_back(o);
-  }
-  n.out()->dtype = x->dtype;
-  n.out()->shape = out;
-}
-
 void infer_broadcast(Node& n) {
   std::string why;
   Shape s = n.inputs[0]->shape;
@@ -901,80 +527,6 @@ void infer_broadcast(Node& n) {
     s = *b;
   }
   n.out()->shape = s;
-}
-
-// The output of a one-input elementwise op: its input's shape and dtype.
-void infer_same(Node& n) {
-  n.out()->shape = n.inputs[0]->shape;
-  n.out()->dtype = n.inputs[0]->dtype;
-}
-
-// CumSum: running sums along axis, of x's shape and dtype (bool has no sum).
-void infer_cumsum(Node& n) {
-  const Value* x = n.inputs[0];
-  if (x->dtype == DType::boolean) {
-    fail(n, "needs a numeric input, got bool", "Cast the input to an integer or float dtype");
-  }
-  const int64_t r = int64_t(x->shape.size());
-  if (r == 0) fail(n, "needs at least 1 dim", "Reshape a scalar to [1] first");
-  n.attrs["axis"] = norm_axis(n, n.attr_int("axis", 0), r);
-  for (const char* a : {"exclusive", "reverse"}) {
-    const int64_t v = n.attr_int(a, 0);
-    if (v != 0 && v != 1) {
-      fail(n, std::string("attribute '") + a + "' must be 0 or 1, got " + std::to_string(v));
-    }
-  }
-  infer_same(n);
-}
-
-// TopK(x, k) -> (values, indices): x's shape with the axis' length k, which the value operand k
-// gives (a run-time dim while it is not known).
-void infer_topk(Node& n) {
-  const Value* x = n.inputs[0];
-  if (n.outputs.size() != 2) {
-    fail(n, "has 2 outputs (values and indices), got " + std::to_string(n.outputs.size()),
-         "build it with GraphBuilder::top_k");
-  }
-  if (x->dtype == DType::boolean) {
-    fail(n, "needs a numeric input, got bool", "Cast the input to an integer or float dtype");
-  }
-  const int64_t r = int64_t(x->shape.size());
-  if (r == 0) fail(n, "needs at least 1 dim", "Reshape a scalar to [1] first");
-  const int64_t ax = norm_axis(n, n.attr_int("axis", -1), r);
-  n.attrs["axis"] = ax;
-  for (const char* a : {"largest", "sorted"}) {
-    const int64_t v = n.attr_int(a, 1);
-    if (v != 0 && v != 1) {
-      fail(n, std::string("attribute '") + a + "' must be 0 or 1, got " + std::to_string(v));
-    }
-  }
-  if (n.inputs[1]->dtype != DType::i64) {
-    fail(n, "k must be i64, got " + std::string(dtype_name(n.inputs[1]->dtype)),
-         "ONNX's K is a 1-element int64 tensor");
-  }
-  if (operand_length(n, 1, "k") != 1) {
-    fail(n, "k must hold one value, got the shape " + shape_str(n.inputs[1]->shape),
-         "ONNX's K is a 1-element int64 tensor");
-  }
-  const Dim& len = x->shape[size_t(ax)];
-  Dim k = runtime_dim(n, 0, int(ax));
-  if (auto kd = operand_dims(n, 1)) {
-    k = kd->at(0);
-    if (k.is_static() && k.value() < 0) {
-      fail(n, "k is " + k.str() + ", below 0", "k counts the elements to keep: 0 or more");
-    }
-    if (k.is_static() && len.is_static() && k.value() > len.value()) {
-      fail(n,
-           "k (" + k.str() + ") exceeds the length " + len.str() + " of axis " + std::to_string(ax),
-           "k is at most the size of the axis it selects along");
-    }
-  }
-  Shape s = x->shape;
-  s[size_t(ax)] = k;  // one dim for both outputs, so values and indices stay combinable
-  n.outputs[0]->dtype = x->dtype;
-  n.outputs[0]->shape = s;
-  n.outputs[1]->dtype = DType::i64;
-  n.outputs[1]->shape = s;
 }
 
 // An elementwise math op (an UBF_MATH row of ops.def), by its operand types.

@@ -1,0 +1,218 @@
+// Shape inference of the convolution-network ops: Conv, GroupNormalization (and
+// InstanceNormalization through it) and Pad.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "ir/shape_infer_internal.h"
+#include "ir/shape_util.h"
+#include "ir/values.h"
+#include "ubfuse/error.h"
+
+namespace ubfuse::shape_infer {
+
+namespace {
+
+// Attribute `k` as `len` integers (default `dflt` each when absent), each at least `min`.
+std::vector<int64_t> attr_list(Node& n, const std::string& k, size_t len, int64_t dflt, int64_t min,
+                               const std::string& hint) {
+  std::vector<int64_t> v = n.has_attr(k) ? n.attr_ints(k) : std::vector<int64_t>(len, dflt);
+  if (v.size() != len) {
+    fail(n,
+         "attribute '" + k + "' " + sizes_str(v) + " has " + std::to_string(v.size()) +
+             " values, expected " + std::to_string(len),
+         hint);
+  }
+  for (int64_t x : v) {
+    if (x < min)
+      fail(n, "attribute '" + k + "' " + sizes_str(v) + " has a value below " + std::to_string(min),
+           hint);
+  }
+  n.attrs[k] = v;
+  return v;
+}
+
+}  // namespace
+
+// Conv: x [N, C, spatial...] (1 or 2 spatial axes), w [M, C/group, k...], bias [M]. The attributes
+// are written back complete (strides, dilations, pads, group, auto_pad), so the kernels and the
+// reference read them as they are.
+void infer_conv(Node& n) {
+  const Value* x = n.inputs[0];
+  const Value* w = n.inputs[1];
+  require_float(n, x);
+  require_same_dtype(n, x, w);
+  const size_t r = x->shape.size();
+  if (r != 3 && r != 4) {
+    fail(n, "input must be [N, C, L] (1-D) or [N, C, H, W] (2-D), got rank " + std::to_string(r),
+         "3-D and higher convolutions are not supported; reshape to 1-D or 2-D");
+  }
+  if (w->shape.size() != r) {
+    fail(n,
+         "weight must be [M, C/group, k...] of rank " + std::to_string(r) + ", got " +
+             shape_str(w->shape),
+         "W holds one kernel per output channel: [out channels, in channels / group, kernel...]");
+  }
+  const size_t sp = r - 2;
+  const std::string kHint =
+      "Conv attributes: strides, dilations >= 1, pads >= 0, one per "
+      "spatial axis (pads: begins then ends)";
+  const int64_t group = n.attr_int("group", 1);
+  if (group < 1) fail(n, "group must be >= 1, got " + std::to_string(group));
+  n.attrs["group"] = group;
+  const Dim& c = x->shape[1];
+  const Dim& m = w->shape[0];
+  if (m.is_static() && m.value() % group != 0) {
+    fail(n,
+         "group " + std::to_string(group) + " does not divide the " + m.str() +
+             " output channels (W's dim 0)",
+         "the output channels split into `group` equal groups");
+  }
+  if (c.is_static() && c.value() % group != 0) {
+    fail(n,
+         "group " + std::to_string(group) + " does not divide the " + c.str() +
+             " input channels (X's dim 1)",
+         "the input channels split into `group` equal groups; depthwise is group = channels");
+  }
+  if (Dim::mul(w->shape[1], Dim(group)) != c) {
+    fail(n,
+         "weight " + shape_str(w->shape) + " takes " + w->shape[1].str() +
+             " input channels per group, but the input's " + c.str() + " channels in " +
+             std::to_string(group) + " group(s) give " +
+             (c.is_static() ? std::to_string(c.value() / group)
+                            : c.str() + "/" + std::to_string(group)),
+         "W is [out channels, in channels / group, kernel...]");
+  }
+  std::vector<int64_t> k;
+  for (size_t i = 2; i < r; i++) {
+    if (!w->shape[i].is_static() || w->shape[i].value() < 1) {
+      fail(n, "kernel dims of weight " + shape_str(w->shape) + " must be fixed and >= 1");
+    }
+    k.push_back(w->shape[i].value());
+  }
+  if (n.has_attr("kernel_shape") && n.attr_ints("kernel_shape") != k) {
+    fail(n,
+         "kernel_shape " + sizes_str(n.attr_ints("kernel_shape")) +
+             " does not match the weight's kernel dims " + sizes_str(k) + " (weight " +
+             shape_str(w->shape) + ")",
+         "kernel_shape is optional; when given it must equal W's trailing dims");
+  }
+  const auto strides = attr_list(n, "strides", sp, 1, 1, kHint);
+  const auto dil = attr_list(n, "dilations", sp, 1, 1, kHint);
+  const bool had_pads = n.has_attr("pads");
+  const auto pads = attr_list(n, "pads", 2 * sp, 0, 0, kHint);
+  const std::string ap = n.attr_str("auto_pad", "NOTSET");
+  if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID") {
+    fail(n, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got \"" + ap + "\"");
+  }
+  if (ap != "NOTSET" && had_pads &&
+      std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; })) {
+    fail(n, "explicit pads " + sizes_str(pads) + " with auto_pad " + ap,
+         "give either pads (auto_pad NOTSET) or auto_pad, not both");
+  }
+  n.attrs["auto_pad"] = ap;
+  if (n.inputs.size() > 2) {
+    const Value* b = n.inputs[2];
+    require_same_dtype(n, x, b);
+    if (b->shape.size() != 1 || b->shape[0] != m) {
+      fail(n, "bias must have shape [" + m.str() + "] (one per output channel), got " +
+                  shape_str(b->shape));
+    }
+  }
+  Shape out{x->shape[0], m};
+  for (size_t i = 0; i < sp; i++) {
+    const Dim& in = x->shape[2 + i];
+    auto o = conv_out_dim(in, k[i], strides[i], dil[i], ap, pads[i], pads[sp + i]);
+    if (o && o->is_static() && o->value() < 1) {
+      fail(n,
+           "spatial axis " + std::to_string(i) + " of length " + in.str() +
+               " gives no output: the kernel spans " + std::to_string(dil[i] * (k[i] - 1) + 1) +
+               " (size " + std::to_string(k[i]) + ", dilation " + std::to_string(dil[i]) +
+               ") and the pads add " + std::to_string(ap == "NOTSET" ? pads[i] + pads[sp + i] : 0),
+           "pad the input or use a smaller kernel or dilation");
+    }
+    out.push_back(o ? *o : runtime_dim(n, 0, int(2 + i)));
+  }
+  n.out()->dtype = x->dtype;
+  n.out()->shape = out;
+}
+
+// GroupNorm: x [N, C, ...]; each sample's C channels in `groups` groups, normalized over each
+// group's channels and positions, then scaled and shifted per channel.
+void infer_group_norm(Node& n) {
+  const Value* x = n.inputs[0];
+  require_float(n, x);
+  if (x->shape.size() < 2) {
+    fail(n, "input must be [N, C, ...] (rank >= 2), got rank " + std::to_string(x->shape.size()));
+  }
+  const Dim& c = x->shape[1];
+  if (!c.is_static()) {
+    fail(n, "needs a fixed channel count (X's dim 1), got " + c.str(),
+         "the groups split the channels, so their number must be known");
+  }
+  if (!n.has_attr("groups")) fail(n, "missing attribute 'groups'");
+  const int64_t g = n.attr_int("groups", 1);
+  if (g < 1 || c.value() % g != 0) {
+    fail(n, "groups " + std::to_string(g) + " does not divide the " + c.str() + " channels",
+         "num_groups must be >= 1 and divide X's dim 1 (InstanceNormalization: one per channel)");
+  }
+  const double eps = n.attr_float("eps", 1e-5);
+  if (!(eps >= 0)) fail(n, "eps must be >= 0, got " + std::to_string(eps));
+  for (size_t i = 1; i < n.inputs.size(); i++) {
+    const Value* p = n.inputs[i];
+    require_same_dtype(n, x, p);
+    if (p->shape.size() != 1 || p->shape[0] != c) {
+      fail(n,
+           std::string(i == 1 ? "scale" : "bias") + " must have shape [" + c.str() +
+               "] (one per channel), got " + shape_str(p->shape),
+           "a per-group scale or bias (GroupNormalization before opset 21) repeats each value "
+           "over its group's channels");
+    }
+  }
+  n.out()->dtype = x->dtype;
+  n.out()->shape = x->shape;
+}
+
+// Pad: each axis grows by its begin and end pads (negative ones crop).
+void infer_pad(Node& n) {
+  const Value* x = n.inputs[0];
+  const size_t r = x->shape.size();
+  if (!n.has_attr("pads")) fail(n, "missing attribute 'pads'");
+  const auto pads = n.attr_ints("pads");
+  if (pads.size() != 2 * r) {
+    fail(n,
+         "pads " + sizes_str(pads) + " has " + std::to_string(pads.size()) + " values, expected " +
+             std::to_string(2 * r) + " for rank " + std::to_string(r),
+         "pads lists every axis' begin pad, then every axis' end pad");
+  }
+  const std::string mode = n.attr_str("mode", "constant");
+  auto pm = parse_pad_mode(mode);
+  if (!pm) fail(n, "mode must be constant, reflect or edge, got \"" + mode + "\"");
+  n.attrs["mode"] = mode;
+  if (n.inputs.size() > 1) {
+    const Value* v = n.inputs[1];
+    require_same_dtype(n, x, v);
+    if (v->shape.size() > 1 || (v->shape.size() == 1 && v->shape[0] != Dim(int64_t(1)))) {
+      fail(n, "the fill value must have one element, got " + shape_str(v->shape));
+    }
+  }
+  Shape out;
+  for (size_t i = 0; i < r; i++) {
+    const Dim& d = x->shape[i];
+    const int64_t b = pads[i], e = pads[r + i];
+    Dim o = Dim::add(d, Dim(b + e));
+    if (o.is_static() && o.value() < 0) {
+      fail(n, "pads " + sizes_str(pads) + " crop axis " + std::to_string(i) + " of length " +
+                  d.str() + " below 0");
+    }
+    if (*pm != PadMode::Constant && d.is_static() && d.value() == 0 && (b > 0 || e > 0)) {
+      fail(n, "cannot " + mode + "-pad axis " + std::to_string(i) + ", which is empty",
+           "constant mode pads an empty axis");
+    }
+    out.push_back(o);
+  }
+  n.out()->dtype = x->dtype;
+  n.out()->shape = out;
+}
+
+}  // namespace ubfuse::shape_infer
