@@ -319,6 +319,13 @@ void apply_mode(Options& opts, const std::optional<std::string>& mode,
   if (rules) opts["ge.fusion_optimizer_config_path"] = *rules;
 }
 
+// Lets Ctrl-C stop a long compile: compile() calls this on the compiling thread about every
+// 100 ms while compilers run, and a pending KeyboardInterrupt cancels it.
+void check_signals(const CompileProgress&) {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 Model load_onnx(const py::object& src, const std::optional<std::string>& mode,
                 const py::dict& options, const std::optional<std::string>& rules,
                 const py::dict& dims, const std::string& external_data_dir) {
@@ -358,7 +365,7 @@ Model load_onnx(const py::object& src, const std::optional<std::string>& mode,
   auto graph = std::make_shared<Graph>(std::move(om.graph));
   {
     py::gil_scoped_release nogil;
-    m.compiled = compile(*graph, opts);
+    m.compiled = compile(*graph, opts, check_signals);
   }
   m.source = std::move(graph);
   opts.erase(kFusionKeys[0]);  // explain sets the fusion switch itself
@@ -375,7 +382,7 @@ Model compile_graph(const PyGraph& g, const std::optional<std::string>& mode,
   m.name = "graph";
   {
     py::gil_scoped_release nogil;
-    m.compiled = compile(*g.g, opts);
+    m.compiled = compile(*g.g, opts, check_signals);
   }
   m.source = g.g;
   opts.erase(kFusionKeys[0]);
@@ -548,8 +555,13 @@ PYBIND11_MODULE(_ubfuse, mod) {
           "stats",
           [](const Model& m) {
             CompileStats s = m.compiled.stats();
+            const CompileProgress& k = s.kernels;
             return py::dict("compilations"_a = s.compilations, "plan_builds"_a = s.plan_builds,
-                            "plan_cache_hits"_a = s.plan_cache_hits, "compile_ms"_a = s.compile_ms);
+                            "plan_cache_hits"_a = s.plan_cache_hits, "compile_ms"_a = s.compile_ms,
+                            "generated_kernels"_a = k.kernels_total,
+                            "kernels_compiled"_a = k.kernels_total - k.kernels_cached,
+                            "kernel_cache_hits"_a = k.kernels_cached, "compile_jobs"_a = k.jobs,
+                            "kernel_build_ms"_a = k.elapsed_ms);
           })
       .def("_explain", &explain_model, "dims"_a);
 

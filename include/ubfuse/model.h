@@ -25,11 +25,22 @@ struct KernelInfo {
   std::string variant;  // e.g. "codegen", "interpreter", "eager", "two-pass"
 };
 
+// Building graph mode's generated kernels: a progress display's numbers (compile() passes them
+// to its progress callback) and, when finished, a part of CompileStats.
+struct CompileProgress {
+  int kernels_done = 0, kernels_total = 0;  // distinct generated kernels
+  int kernels_cached = 0;                   // of kernels_done, found in the kernel cache
+  int jobs = 0;                             // compiler processes run at once
+  double elapsed_ms = 0;
+  bool finished = false;
+};
+
 struct CompileStats {
   int compilations = 0;  // times the graph was compiled (1 per CompiledModel)
   int plan_builds = 0;   // run-time plans built for new concrete shapes
   int plan_cache_hits = 0;
   double compile_ms = 0;
+  CompileProgress kernels;  // the generated kernels' build (all zero without any)
   std::vector<std::pair<std::string, double>> pass_ms;  // per pass
   std::vector<double> pass_start_ms;  // per pass, its start after start_ns (places trace events)
   int64_t start_ns = 0;               // steady clock when compile() began
