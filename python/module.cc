@@ -391,13 +391,38 @@ Model compile_graph(const PyGraph& g, const std::optional<std::string>& mode,
   return m;
 }
 
-py::dict run(const Model& m, const py::dict& inputs) {
+// run()'s `stats` argument: None or a dict the call fills; checked before running.
+void check_stats_arg(const py::object& stats) {
+  if (!stats.is_none() && !py::isinstance<py::dict>(stats)) {
+    throw Error("stats must be a dict for run() to fill, got " +
+                std::string(py::str(py::type::handle_of(stats).attr("__name__"))));
+  }
+}
+
+// Fills the caller's `stats` dict (when given) with where a run's time went.
+void put_run_stats(const RunStats& rs, const py::object& stats) {
+  if (stats.is_none()) return;
+  py::dict d = py::reinterpret_borrow<py::dict>(stats);
+  d["total_us"] = rs.total_us;
+  d["plan_us"] = rs.plan_us;
+  d["kernels_us"] = rs.kernels_us;
+  d["overhead_us"] = rs.total_us - rs.plan_us - rs.kernels_us;
+  d["plan_built"] = rs.plan_built;
+  d["kernels_launched"] = rs.kernels_launched;
+  d["bytes_read"] = rs.bytes_read;
+  d["bytes_written"] = rs.bytes_written;
+}
+
+py::dict run(const Model& m, const py::dict& inputs, const py::object& stats) {
+  check_stats_arg(stats);
   Inputs in = convert_inputs(m.compiled, inputs);
   std::map<std::string, Tensor> out;
+  RunStats rs;
   {
     py::gil_scoped_release nogil;
-    out = m.compiled.run(in.tensors);
+    out = m.compiled.run(in.tensors, &rs);
   }
+  put_run_stats(rs, stats);
   py::dict r;
   for (const std::string& name : m.compiled.output_names())
     r[py::str(name)] = to_numpy(out.at(name));
@@ -406,7 +431,8 @@ py::dict run(const Model& m, const py::dict& inputs) {
 
 // Writes into the caller's arrays; outputs the dict does not name are allocated and added to it,
 // as CompiledModel::run_into fills a map.
-void run_into(const Model& m, const py::dict& inputs, py::dict outputs) {
+void run_into(const Model& m, const py::dict& inputs, py::dict outputs, const py::object& stats) {
+  check_stats_arg(stats);
   Inputs in = convert_inputs(m.compiled, inputs);
   std::map<std::string, DType> declared;
   for (auto& [name, v] : m.compiled.graph().outputs()) declared[name] = v->dtype;
@@ -441,10 +467,12 @@ void run_into(const Model& m, const py::dict& inputs, py::dict outputs) {
     }
     out[name] = Tensor::view(*dt, sizes_of(a), a.mutable_data());
   }
+  RunStats rs;
   {
     py::gil_scoped_release nogil;
-    m.compiled.run_into(in.tensors, out);
+    m.compiled.run_into(in.tensors, out, &rs);
   }
+  put_run_stats(rs, stats);
   for (const std::string& name : m.compiled.output_names()) {
     if (!outputs.contains(name)) outputs[py::str(name)] = to_numpy(out.at(name));
   }
@@ -512,8 +540,8 @@ PYBIND11_MODULE(_ubfuse, mod) {
   });
 
   py::class_<Model>(mod, "Model")
-      .def("run", &run, "inputs"_a)
-      .def("run_into", &run_into, "inputs"_a, "outputs"_a)
+      .def("run", &run, "inputs"_a, py::kw_only(), "stats"_a = py::none())
+      .def("run_into", &run_into, "inputs"_a, "outputs"_a, py::kw_only(), "stats"_a = py::none())
       .def_property_readonly("inputs",
                              [](const Model& m) {
                                std::vector<const Value*> v(m.compiled.graph().inputs().begin(),

@@ -50,6 +50,11 @@ struct RunStats {
   int64_t bytes_read = 0;     // main-memory bytes the kernels read (inputs of each kernel)
   int64_t bytes_written = 0;  // and wrote
   int kernels_launched = 0;
+  // Where the call's time went: binding the inputs' shapes and finding (or building) the plan,
+  // the kernels themselves, and the whole call. total - plan - kernels is the run's own overhead
+  // (output and workspace setup, operand views, launching).
+  double total_us = 0, plan_us = 0, kernels_us = 0;
+  bool plan_built = false;  // this call built the plan for a new shape (or shape values)
 };
 
 class Executor;
