@@ -231,6 +231,35 @@ TEST(Int8, MatMulIntegerFullRangeBothPaths) {
   unsetenv("UBFUSE_INT8_NO_ONEDNN");
 }
 
+// Constant weights are made ready for oneDNN once (s8, column sums, its blocked layout for a
+// representative M); runs at other Ms, symbolic or not, use them or the plain copy. Both dtypes of
+// B, with and without zero points, against the reference.
+TEST(Int8, MatMulIntegerConstantWeights) {
+  for (DType tb : {u8, i8}) {
+    for (bool zps : {false, true}) {
+      const int64_t k = 96, n = 80;
+      const double blo = tb == i8 ? -128 : 0;
+      GraphBuilder b;
+      auto a = b.input("a", u8, {"rows", k});
+      auto w = b.constant(Tensor::random(tb, {k, n}, 21, blo, blo + 256));
+      GraphBuilder::V za = nullptr, zb = nullptr;
+      if (zps) {
+        za = b.constant(tensor(u8, {}, {131}));
+        zb = b.constant(Tensor::random(tb, {n}, 22, blo, blo + 256));
+      }
+      b.output("y", b.matmul_integer(a, w, za, zb));
+      Graph g = b.build();
+      for (int64_t rows : {1, 7, 300}) {
+        std::map<std::string, Tensor> in{{"a", Tensor::random(u8, {rows, k}, 5, 0, 256)}};
+        EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts()))
+            << dtype_name(tb) << " zero points " << zps << " rows " << rows;
+        EXPECT_TRUE(testing::matches_reference(g, in, testing::graph_opts()))
+            << dtype_name(tb) << " zero points " << zps << " rows " << rows;
+      }
+    }
+  }
+}
+
 // Bad zero points and scales name the node, the input and give a hint; never a crash.
 TEST(Int8, ErrorsNameTheNodeAndTheValue) {
   GraphBuilder b;

@@ -8,6 +8,9 @@
 //   A u8 B is taken as s8 B - 128 (its zero points shifted by -128 too). Without VNNI oneDNN's u8 x
 //   s8 kernels sum pairs of products in saturating 16-bit lanes (vpmaddubsw), which is not exact
 //   over the full 8-bit range, so there the plain loop below runs instead.
+// * A constant B (weights) is converted to s8, summed per column and reordered into oneDNN's
+//   preferred layout once, when the kernel is made (for a representative M; other Ms use the plain
+//   s8 copy when oneDNN wants another layout for them).
 // * Elsewhere (and for what oneDNN refuses, or with UBFUSE_INT8_NO_ONEDNN=1, which the tests use to
 //   check both paths) a loop: B - zb once per call as i16, then rows of A times it with i32
 //   accumulators.
@@ -50,6 +53,7 @@ int32_t load8(const void* p, DType t, int64_t i) {
 
 // Wrapping i32 arithmetic (signed overflow is undefined in C++).
 inline int32_t wadd(int32_t a, int32_t b) { return int32_t(uint32_t(a) + uint32_t(b)); }
+inline int32_t wsub(int32_t a, int32_t b) { return int32_t(uint32_t(a) - uint32_t(b)); }
 inline int32_t wmul(int32_t a, int32_t b) { return int32_t(uint32_t(a) * uint32_t(b)); }
 
 struct GemmPrim {
@@ -58,7 +62,31 @@ struct GemmPrim {
   size_t scratch_bytes = 0;
 };
 
-// oneDNN int8 matmul primitives by (src dtype, M, K, N), built once each.
+// A oneDNN int8 matmul [m, k] (u8 or s8) x [k, n] (s8, plain or in the layout wmd) -> s32; null
+// where oneDNN has none or (wmd) prefers another weights layout for this m.
+std::shared_ptr<GemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n,
+                                           const dnnl::memory::desc* wmd) {
+  try {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto src = dnnl_plain_md({m, k}, src_t), dst = dnnl_plain_md({m, n}, ddt::s32);
+    auto wei = wmd ? *wmd : dnnl_plain_md({k, n}, ddt::s8);
+    dnnl::matmul::desc d(src, wei, dst);
+    dnnl::matmul::primitive_desc pd(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
+    if (!pd || (wmd && pd.weights_desc() != *wmd)) return nullptr;
+    auto p = std::make_shared<GemmPrim>();
+    p->prim = dnnl::matmul(pd);
+    p->src = src;
+    p->wei = wei;
+    p->dst = dst;
+    p->scratch_bytes = pd.scratchpad_desc().get_size();
+    return p;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+// Plain-weights primitives by (src dtype, M, K, N), built once each.
 std::shared_ptr<GemmPrim> gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n) {
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<GemmPrim>> cache;
@@ -66,60 +94,106 @@ std::shared_ptr<GemmPrim> gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n) 
   std::lock_guard<std::mutex> l(mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  std::shared_ptr<GemmPrim> p;
+  if (cache.size() > 256) cache.clear();  // bound memory for many distinct shapes
+  return cache[key] = create_gemm_prim(src_t, m, k, n, nullptr);
+}
+
+// A constant B made ready once per kernel (oneDNN's path): as s8 (u8 shifted by -128), its column
+// sums, and, where oneDNN prefers a blocked layout for a representative M, reordered into it.
+struct PreparedB {
+  int64_t k = 0, n = 0;
+  int32_t shift = 0;  // subtracted from B (and its zero points): 128 for u8
+  std::vector<int8_t> s8;
+  std::vector<int32_t> colsum;
+  std::shared_ptr<dnnl::memory> packed;  // null: the plain s8 copy is used
+  dnnl::memory::desc packed_md;
+  mutable std::mutex mu;  // primitives for the packed layout by (src dtype, M)
+  mutable std::map<std::pair<int, int64_t>, std::shared_ptr<GemmPrim>> prims;
+};
+
+std::unique_ptr<PreparedB> prepare_b(const Tensor& b, int64_t rep_m) {
+  auto p = std::make_unique<PreparedB>();
+  p->k = b.rank() == 1 ? b.dim(0) : b.dim(-2);
+  p->n = b.rank() == 1 ? 1 : b.dim(-1);
+  p->shift = b.dtype() == DType::u8 ? 128 : 0;
+  p->s8.resize(size_t(b.numel()));
+  p->colsum.assign(size_t(p->n), 0);
+  for (int64_t i = 0; i < b.numel(); i++) {
+    p->s8[size_t(i)] = int8_t(load8(b.data(), b.dtype(), i) - p->shift);
+    p->colsum[size_t(i % p->n)] += p->s8[size_t(i)];
+  }
   try {
+    const dnnl::memory::desc any({p->k, p->n}, ddt::s8, dnnl::memory::format_tag::any);
+    dnnl::matmul::desc d(dnnl_plain_md({rep_m, p->k}, ddt::u8), any,
+                         dnnl_plain_md({rep_m, p->n}, ddt::s32));
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    auto src = dnnl_plain_md({m, k}, src_t), wei = dnnl_plain_md({k, n}, ddt::s8),
-         dst = dnnl_plain_md({m, n}, ddt::s32);
-    dnnl::matmul::desc d(src, wei, dst);
     dnnl::matmul::primitive_desc pd(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
-    if (pd) {
-      p = std::make_shared<GemmPrim>();
-      p->prim = dnnl::matmul(pd);
-      p->src = src;
-      p->wei = wei;
-      p->dst = dst;
-      p->scratch_bytes = pd.scratchpad_desc().get_size();
+    const auto plain = dnnl_plain_md({p->k, p->n}, ddt::s8);
+    if (pd && pd.weights_desc() != plain) {
+      p->packed_md = pd.weights_desc();
+      p->packed = std::make_shared<dnnl::memory>(p->packed_md, dnnl_cpu_engine());
+      dnnl::memory user(plain, dnnl_cpu_engine(), p->s8.data());
+      dnnl::stream s(dnnl_cpu_engine());
+      dnnl::reorder(user, *p->packed).execute(s, user, *p->packed);
+      s.wait();
     }
   } catch (const dnnl::error&) {
-    p = nullptr;
+    p->packed = nullptr;
   }
-  if (cache.size() > 256) cache.clear();  // bound memory for many distinct shapes
-  cache[key] = p;
   return p;
 }
 
+bool use_onednn() {
+  const char* off = std::getenv("UBFUSE_INT8_NO_ONEDNN");
+  return cpu_has_vnni() && !(off && *off == '1');
+}
+
 // C [m, n] (ldc n) = (A - za) (B - zb); A [m, k] row-major (lda k), B [k, n] (ldb n); za has m
-// values, zb n.
+// values, zb n. prep: B made ready beforehand (a constant), or null.
 void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* za,
-              const int32_t* zb, int32_t* c, int64_t m, int64_t k, int64_t n, ThreadPool& pool) {
+              const int32_t* zb, int32_t* c, int64_t m, int64_t k, int64_t n, ThreadPool& pool,
+              const PreparedB* prep = nullptr) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     std::memset(c, 0, size_t(m * n) * 4);
     return;
   }
-  const char* no_dnnl = std::getenv("UBFUSE_INT8_NO_ONEDNN");
-  if (cpu_has_vnni() && !(no_dnnl && *no_dnnl == '1')) {
-    std::shared_ptr<GemmPrim> p = gemm_prim(ta == DType::i8 ? ddt::s8 : ddt::u8, m, k, n);
+  if (use_onednn()) {
+    const ddt src_t = ta == DType::i8 ? ddt::s8 : ddt::u8;
+    std::shared_ptr<GemmPrim> p;
+    if (prep && prep->packed) {
+      std::lock_guard<std::mutex> l(prep->mu);
+      auto key = std::make_pair(int(src_t), m);
+      auto it = prep->prims.find(key);
+      if (it == prep->prims.end()) {
+        if (prep->prims.size() > 64) prep->prims.clear();
+        it = prep->prims.emplace(key, create_gemm_prim(src_t, m, k, n, &prep->packed_md)).first;
+      }
+      p = it->second;
+    }
+    const bool packed = p != nullptr;
+    if (!p) p = gemm_prim(src_t, m, k, n);
     if (p) {
       // B as s8 (u8 shifted by -128) and its zero points shifted alike.
       std::vector<int8_t> b8;
       std::vector<int32_t> zb2(zb, zb + n);
-      const void* pb = b;
-      if (tb == DType::u8) {
+      const int8_t* bs = prep ? prep->s8.data() : static_cast<const int8_t*>(b);
+      const int32_t shift = prep ? prep->shift : tb == DType::u8 ? 128 : 0;
+      if (!prep && tb == DType::u8) {
         b8.resize(size_t(k * n));
         const uint8_t* bu = static_cast<const uint8_t*>(b);
         for (size_t i = 0; i < b8.size(); i++) b8[i] = int8_t(int32_t(bu[i]) - 128);
-        for (int32_t& z : zb2) z -= 128;
-        pb = b8.data();
+        bs = b8.data();
       }
+      for (int32_t& z : zb2) z -= shift;
       dnnl::engine& eng = dnnl_cpu_engine();
       dnnl::stream s(eng);
       std::vector<uint8_t> scratch(p->scratch_bytes);
+      void* wdata = packed ? prep->packed->get_data_handle() : const_cast<int8_t*>(bs);
       std::unordered_map<int, dnnl::memory> args = {
           {DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<void*>(a))},
-          {DNNL_ARG_WEIGHTS, dnnl::memory(p->wei, eng, const_cast<void*>(pb))},
+          {DNNL_ARG_WEIGHTS, dnnl::memory(p->wei, eng, wdata)},
           {DNNL_ARG_DST, dnnl::memory(p->dst, eng, c)},
       };
       if (p->scratch_bytes) {
@@ -133,11 +207,13 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
       const bool any_zb = std::any_of(zb2.begin(), zb2.end(), [](int32_t z) { return z != 0; });
       const bool any_za = std::any_of(za, za + m, [](int32_t z) { return z != 0; });
       if (!any_za && !any_zb) return;
-      std::vector<int32_t> colsum(size_t(n), 0);
-      if (any_za) {
-        const int8_t* bs = static_cast<const int8_t*>(pb);
+      std::vector<int32_t> colsum_own;
+      const int32_t* colsum = prep ? prep->colsum.data() : nullptr;
+      if (any_za && !prep) {
+        colsum_own.assign(size_t(n), 0);
         for (int64_t q = 0; q < k; q++)
-          for (int64_t j = 0; j < n; j++) colsum[size_t(j)] += bs[q * n + j];
+          for (int64_t j = 0; j < n; j++) colsum_own[size_t(j)] += bs[q * n + j];
+        colsum = colsum_own.data();
       }
       pool.parallel_for(m, grain_for(n + k), [&](int64_t r0, int64_t r1, int) {
         for (int64_t i = r0; i < r1; i++) {
@@ -149,8 +225,8 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
           int32_t* ci = c + i * n;
           for (int64_t j = 0; j < n; j++) {
             const int32_t zbj = zb2[size_t(j)];
-            int32_t v = wadd(ci[j], -wmul(zbj, rowsum));
-            v = wadd(v, -wmul(zai, colsum[size_t(j)]));
+            int32_t v = wsub(ci[j], wmul(zbj, rowsum));
+            if (any_za) v = wsub(v, wmul(zai, colsum[j]));
             ci[j] = wadd(v, wmul(wmul(int32_t(k), zai), zbj));
           }
         }
@@ -193,7 +269,22 @@ float scale_get(const Tensor& t, int64_t i) { return t.data_as<float>()[i]; }
 class MatMulIntegerKernel : public KernelBase {
  public:
   explicit MatMulIntegerKernel(const Node& n)
-      : KernelBase(n), qlinear_(n.op == OpKind::QLinearMatMul) {}
+      : KernelBase(n), qlinear_(n.op == OpKind::QLinearMatMul) {
+    // Constant weights (B of rank 1 or 2) are made ready for oneDNN once, for a representative M:
+    // A's rows when its dims are fixed, else 256.
+    const Value* bv = n.inputs[qlinear_ ? 3 : 1];
+    if (!use_onednn() || !bv->producer || bv->producer->op != OpKind::Constant) return;
+    const Tensor& bt = bv->producer->payload;
+    if (!bt.defined() || !is_int8(bt.dtype()) || bt.rank() < 1 || bt.rank() > 2) return;
+    int64_t rep_m = 1;
+    for (size_t d = 0; d + 1 < n.inputs[0]->shape.size(); d++) {
+      const Dim& dim = n.inputs[0]->shape[d];
+      rep_m = dim.is_static() ? rep_m * dim.value() : 256;
+    }
+    prep_ = prepare_b(bt, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)));
+    prep_sizes_ = bt.sizes();
+    prep_dtype_ = bt.dtype();
+  }
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
@@ -259,7 +350,9 @@ class MatMulIntegerKernel : public KernelBase {
       const int64_t nb = numel(batch), mm = nb * m;
       std::vector<int32_t> zam(static_cast<size_t>(mm));
       for (int64_t i = 0; i < mm; i++) zam[size_t(i)] = zav[size_t(i % m)];
-      int_gemm(pa, a.dtype(), pb, b.dtype(), zam.data(), zbv.data(), c, mm, k, n, pool);
+      const bool ready = prep_ && b.sizes() == prep_sizes_ && b.dtype() == prep_dtype_;
+      int_gemm(pa, a.dtype(), pb, b.dtype(), zam.data(), zbv.data(), c, mm, k, n, pool,
+               ready ? prep_.get() : nullptr);
     } else {
       const auto sta = broadcast_strides(ba, batch), stb = broadcast_strides(bbs, batch);
       const int64_t nb = numel(batch);
@@ -299,6 +392,9 @@ class MatMulIntegerKernel : public KernelBase {
 
  private:
   bool qlinear_;
+  std::unique_ptr<PreparedB> prep_;  // constant B made ready for oneDNN, or null
+  Sizes prep_sizes_;
+  DType prep_dtype_ = DType::u8;
 };
 
 class ConvIntegerKernel : public KernelBase {
