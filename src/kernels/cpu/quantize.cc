@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "kernels/cpu/kernel_util.h"
 
@@ -19,12 +20,14 @@ struct AxisSplit {
   int64_t outer = 1, len = 1, inner = 1;
 };
 
-AxisSplit split(const Tensor& x, const Tensor& scale, int64_t axis) {
+// Null when the scale fits neither per tensor nor per axis (shape inference rules that out).
+std::optional<AxisSplit> split(const Tensor& x, const Tensor& scale, int64_t axis) {
   AxisSplit s;
   if (scale.numel() == 1) {
     s.inner = x.numel();
     return s;
   }
+  if (axis < 0 || axis >= x.rank() || scale.numel() != x.dim(int(axis))) return std::nullopt;
   for (int64_t d = 0; d < axis; d++) s.outer *= x.dim(int(d));
   s.len = x.dim(int(axis));
   for (int64_t d = axis + 1; d < x.rank(); d++) s.inner *= x.dim(int(d));
@@ -81,7 +84,12 @@ class QuantizeKernel : public KernelBase {
           "got " +
           tensors_str(zp ? std::vector<Tensor>{x, s, *zp, y} : std::vector<Tensor>{x, s, y}));
     }
-    const AxisSplit sp = split(x, s, axis_);
+    const std::optional<AxisSplit> spo = split(x, s, axis_);
+    if (!spo) {
+      fail("scale " + tensors_str({s}) + " is neither one element nor one per slice of axis " +
+           std::to_string(axis_) + " of " + tensors_str({x}));
+    }
+    const AxisSplit sp = *spo;
     const int64_t rows = sp.outer * sp.len;
     const int64_t blocks = (sp.inner + kBlock - 1) / kBlock;
     pool.parallel_for(rows * blocks, grain_for(kBlock), [&](int64_t lo, int64_t hi, int) {
@@ -130,7 +138,12 @@ class DequantizeKernel : public KernelBase {
           "output, got " +
           tensors_str(zp ? std::vector<Tensor>{x, s, *zp, y} : std::vector<Tensor>{x, s, y}));
     }
-    const AxisSplit sp = split(x, s, axis_);
+    const std::optional<AxisSplit> spo = split(x, s, axis_);
+    if (!spo) {
+      fail("scale " + tensors_str({s}) + " is neither one element nor one per slice of axis " +
+           std::to_string(axis_) + " of " + tensors_str({x}));
+    }
+    const AxisSplit sp = *spo;
     const int64_t rows = sp.outer * sp.len;
     const int64_t blocks = (sp.inner + kBlock - 1) / kBlock;
     pool.parallel_for(rows * blocks, grain_for(kBlock), [&](int64_t lo, int64_t hi, int) {
