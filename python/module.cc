@@ -45,6 +45,10 @@ py::dtype numpy_dtype(DType t) {
       return py::dtype::of<int32_t>();
     case DType::boolean:
       return py::dtype::of<bool>();
+    case DType::i8:
+      return py::dtype::of<int8_t>();
+    case DType::u8:
+      return py::dtype::of<uint8_t>();
   }
   throw Error("unknown dtype");
 }
@@ -64,6 +68,8 @@ std::optional<DType> ubfuse_dtype(const py::dtype& d, std::optional<DType> want)
   if (kind == 'i' && size == 8) return DType::i64;
   if (kind == 'i' && size == 4) return DType::i32;
   if (kind == 'b' && size == 1) return DType::boolean;
+  if (kind == 'i' && size == 1) return DType::i8;
+  if (kind == 'u' && size == 1) return DType::u8;
   if (kind == 'u' && size == 2 && want == DType::bf16) return DType::bf16;
   return std::nullopt;
 }
@@ -98,8 +104,9 @@ struct Inputs {
 //   - an array of a ubfuse dtype is viewed when C-contiguous and aligned, else copied once into
 //     C order; if its dtype is not the input's, it is passed on and the runtime reports it as it
 //     does in C++ (so are unknown names);
-//   - arrays of other dtypes (float64, int8, ...), lists and Python scalars are converted once to
-//     the input's dtype where numpy's same_kind casting allows it, else refused;
+//   - arrays of other dtypes (float64, int16, ...; int8 and uint8 for inputs of other dtypes),
+//     lists and Python scalars are converted once to the input's dtype where numpy's same_kind
+//     casting allows it, else refused;
 //   - other libraries' tensors come in through DLPack (no copy), or numpy.asarray.
 Inputs convert_inputs(const CompiledModel& m, const py::dict& inputs) {
   std::map<std::string, DType> declared;
@@ -130,6 +137,9 @@ Inputs convert_inputs(const CompiledModel& m, const py::dict& inputs) {
     if (!arr) arr = np.attr("asarray")(obj);
     py::array a = py::reinterpret_borrow<py::array>(arr);
     std::optional<DType> dt = ubfuse_dtype(a.dtype(), want);
+    // int8/uint8 arrays were converted before ubfuse had those dtypes; for an input of another
+    // dtype they still are (numpy's same_kind rule), rather than refused at run time.
+    if (dt && is_int8(*dt) && want && *want != *dt) dt.reset();
     if (!dt || (plain && want && dt != want)) {
       if (!want) {
         // Unknown name: an empty tensor under it gets the runtime's message listing the inputs.
@@ -273,9 +283,10 @@ Tensor tensor_copy(const py::handle& obj, std::optional<DType> want = std::nullo
   py::array a = py::array(py::module_::import("numpy").attr("asarray")(obj));
   std::optional<DType> dt = ubfuse_dtype(a.dtype(), want);
   if (!dt) {
-    throw Error("a constant of numpy dtype " + std::string(py::str(a.dtype())) +
-                "; ubfuse takes float32, float16, int64, int32 and bool (and bf16 bits as uint16 "
-                "with dtype='bf16')");
+    throw Error(
+        "a constant of numpy dtype " + std::string(py::str(a.dtype())) +
+        "; ubfuse takes float32, float16, int64, int32, int8, uint8 and bool (and bf16 bits "
+        "as uint16 with dtype='bf16')");
   }
   a = a.attr("copy")("order"_a = "C");
   Tensor t(*dt, sizes_of(a));

@@ -52,6 +52,12 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::ScatterElements:
     case OpKind::Conv:
     case OpKind::GroupNorm:
+    case OpKind::QuantizeLinear:
+    case OpKind::DequantizeLinear:
+    case OpKind::DynamicQuantizeLinear:
+    case OpKind::MatMulInteger:
+    case OpKind::QLinearMatMul:
+    case OpKind::ConvInteger:
     case OpKind::Pad:  // its fill value is data
     case OpKind::Transpose:
     case OpKind::Concat:
