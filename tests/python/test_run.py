@@ -156,6 +156,11 @@ def test_torch_tensors_through_dlpack_without_a_copy():
     x, y = torch.arange(6, dtype=torch.float32).reshape(2, 3), torch.ones(2, 3)
     z = m.run({"x": x, "y": y})["z"]
     np.testing.assert_array_equal(torch.from_numpy(z), x + y)
+    # Outputs go to torch through DLPack without a copy: the tensor is the output's memory.
+    tz = torch.from_dlpack(z)
+    assert tz.data_ptr() == z.ctypes.data and tz.dtype == torch.float32
+    tz[0, 0] = 42
+    assert z[0, 0] == 42
     # A large contiguous tensor: no numpy copy shows in tracemalloc (torch's own memory does not).
     big = torch.ones(1 << 20, 3)
     m.run({"x": big, "y": big})
