@@ -12,7 +12,7 @@ def inputs_of(folder, names):
     return {n: np.load(folder / "in" / f"{n}.npy") for n in names}
 
 
-@pytest.mark.parametrize("model", ["bert_stack", "llama_stack"])
+@pytest.mark.parametrize("model", ["bert_stack", "llama_stack", "bert_stack_int8"])
 def test_model_matches_onnxruntime_in_both_modes(model):
     for mode in ("graph", "eager"):
         m = ubfuse.load_onnx(MODELS / f"{model}.onnx", mode=mode)
