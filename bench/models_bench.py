@@ -15,7 +15,9 @@ optimizations). A model ubfuse cannot load shows the error it stops at.
 
 Sequence length means: tokens for bert_stack and llama_stack, encoder frames for speech_encoder
 (its input has 4x as many mel frames), patches for vit_encoder (plus the class token), and the
-past length of a one-token step for kv_decoder (not in the default set).
+past length of a one-token step for kv_decoder (not in the default set). A model name with
+`_int8` (`bert_stack_int8`, ...) is that model quantized as onnxruntime's dynamic quantizer writes
+it (tests/models/quantize_model.py), timed on the same inputs.
 
 A benchmark, not a test: onnxruntime needs node and npm (scripts/ort.sh installs it on first
 use); without them its columns say why and ubfuse still runs.
@@ -38,10 +40,12 @@ MODELS_DIR = os.path.join(ROOT, "tests", "models")
 sys.path.insert(0, MODELS_DIR)
 sys.dont_write_bytecode = True  # no __pycache__ folder in the source tree
 import model_zoo as zoo  # noqa: E402
+import quantize_model  # noqa: E402
 
 ORT = os.path.join(ROOT, "scripts", "ort.sh")
 DEFAULT_MODELS = ["bert_stack", "llama_stack", "speech_encoder", "vit_encoder"]
-EXPORT_SOURCES = ["model_zoo.py", "export_models.py", "merge_decoder.py"]
+EXPORT_SOURCES = ["model_zoo.py", "export_models.py", "merge_decoder.py", "quantize_model.py"]
+INT8 = "_int8"  # <model>_int8: the model as onnxruntime's dynamic quantizer writes it
 
 
 def export_stamp():
@@ -61,13 +65,22 @@ def ensure_models(out, models):
         return os.path.exists(model_file(out, m)) and os.path.exists(p) and open(p).read().strip() == stamp
 
     need = [m for m in models if not fresh(m)]
-    if need:
-        print(f"exporting {', '.join(need)} into {out} (once)", file=sys.stderr)
+    floats = sorted({base_name(m) for m in need if not m.endswith(INT8) or not fresh(base_name(m))})
+    if floats:
+        print(f"exporting {', '.join(floats)} into {out} (once)", file=sys.stderr)
         subprocess.run([sys.executable, os.path.join(MODELS_DIR, "export_models.py"), "--bench",
-                        "--out", out, "--models", ",".join(need)], check=True)
-        for m in need:
-            with open(os.path.join(out, f"{m}.stamp"), "w") as f:
-                f.write(stamp + "\n")
+                        "--out", out, "--models", ",".join(floats)], check=True)
+    for m in need:
+        if m.endswith(INT8):
+            subprocess.run([sys.executable, os.path.join(MODELS_DIR, "quantize_model.py"),
+                            base_name(m), "--out", out, "--no-refs"], check=True)
+    for m in set(need) | set(floats):
+        with open(os.path.join(out, f"{m}.stamp"), "w") as f:
+            f.write(stamp + "\n")
+
+
+def base_name(name):
+    return name[: -len(INT8)] if name.endswith(INT8) else name
 
 
 def model_file(out, name):
@@ -76,6 +89,7 @@ def model_file(out, name):
 
 def make_inputs(name, batch, length, folder):
     """Writes fixed-seed inputs for one configuration; returns {input name: file}."""
+    name = base_name(name)  # an int8 model takes its float model's inputs
     cfg = zoo.CONFIGS["bench"][name]
     rng = np.random.default_rng(1000 * batch + length)
     if name == "speech_encoder":
@@ -197,8 +211,9 @@ def main():
         a.lengths, a.batches, a.runs, a.rounds = "16,512", "1", 3, 1
     models = [m for m in a.models.split(",") if m]
     for m in models:
-        if m not in zoo.BUILDERS:
-            ap.error(f"unknown model {m}; known: {', '.join(zoo.BUILDERS)}")
+        if base_name(m) not in zoo.BUILDERS:
+            ap.error(f"unknown model {m}; known: {', '.join(zoo.BUILDERS)}, and each with {INT8} "
+                     "(quantized as onnxruntime's dynamic quantizer writes it)")
     lengths = [int(x) for x in a.lengths.split(",")]
     batches = [int(x) for x in a.batches.split(",")]
     cli = os.path.join(a.build, "ubfuse")
