@@ -393,6 +393,41 @@ Options graph_opts(const std::string& engine, int64_t ub = 0) {
   return o;
 }
 
+// MatMulInteger's epilogue: an i32 input read only through a Cast to f32 loads with the
+// conversion, so the rescale (and what follows) is one generated kernel; values past 2^24 round
+// as the Cast rounds. An i32 input something else reads keeps the group op by op.
+TEST(FusedCompile, Int32InputThroughACastToF32Fuses) {
+  GraphBuilder b;
+  auto acc = b.input("acc", i32, {"rows", 37});
+  auto scale = b.input("scale", f32, {37});
+  auto bias = b.input("bias", f32, {37});
+  b.output("y", b.gelu(b.add(b.mul(b.cast(acc, f32), scale), bias)));
+  Graph g = b.build();
+  Tensor acc_t = Tensor::random(i32, {5, 37}, 3, -40000, 40000);
+  for (int64_t i = 0; i < 37; i++) acc_t.set(i, double((int64_t(1) << 24) + 2 * i + 1));  // ties
+  std::map<std::string, Tensor> in = {{"acc", acc_t},
+                                      {"scale", Tensor::random(f32, {37}, 4, 1e-5, 3e-5)},
+                                      {"bias", Tensor::random(f32, {37}, 5)}};
+  auto want = ref::run_graph(g, in);
+  for (const std::string engine : {"cpp", "interpreter"}) {
+    CompiledModel m = compile(g, graph_opts(engine));
+    ASSERT_EQ(m.kernels().size(), 1u) << engine;
+    EXPECT_EQ(m.kernels()[0].variant.rfind(engine == "cpp" ? "codegen" : "interpreter", 0), 0u)
+        << m.kernels()[0].variant;
+    EXPECT_TRUE(close_to_ref(m.run(in).at("y"), want.at("y"))) << engine;
+  }
+  GraphBuilder b2;
+  auto a2 = b2.input("acc", i32, {"rows", 37});
+  b2.output("y", b2.add(b2.cast(a2, f32), b2.cast(b2.neg(a2), f32)));
+  Graph g2 = b2.build();
+  CompiledModel m2 = compile(g2, graph_opts("cpp"));
+  for (auto& k : m2.kernels()) {
+    EXPECT_EQ(k.variant.find("codegen"), std::string::npos) << k.name << ": " << k.variant;
+  }
+  std::map<std::string, Tensor> in2 = {{"acc", acc_t}};
+  EXPECT_TRUE(close_to_ref(m2.run(in2).at("y"), ref::run_graph(g2, in2).at("y")));
+}
+
 TEST(FusedCompile, SeedBlockIsOneGeneratedKernelMovingOnlyInputsAndOutputs) {
   Graph g = testing::seed_block({"batch", "seq", 1024});
   CompiledModel m = compile(g, graph_opts("cpp"));

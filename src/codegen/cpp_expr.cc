@@ -26,6 +26,8 @@ const char* storage_type(DType t) {
       return "hwy::bfloat16_t";
     case DType::f16:
       return "hwy::float16_t";
+    case DType::i32:
+      return "int32_t";  // inputs only, read through a Cast to f32
     default:
       return "uint8_t";
   }

@@ -172,6 +172,8 @@ HWY_INLINE void LoadAny(DType t, const void* src, float* dst, size_t n) {
       return LoadTile<hwy::bfloat16_t>(src, dst, n);
     case DType::f16:
       return LoadTile<hwy::float16_t>(src, dst, n);
+    case DType::i32:
+      return LoadTile<int32_t>(src, dst, n);
     default:
       return LoadTile<uint8_t>(src, dst, n);
   }
@@ -203,6 +205,8 @@ HWY_INLINE float LoadScalar(DType t, const void* p) {
       return LoadScalarT<hwy::bfloat16_t>(p);
     case DType::f16:
       return LoadScalarT<hwy::float16_t>(p);
+    case DType::i32:
+      return float(*static_cast<const int32_t*>(p));
     default:
       return *static_cast<const uint8_t*>(p) ? 1.0f : 0.0f;
   }

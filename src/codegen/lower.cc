@@ -36,7 +36,7 @@ class Lowerer {
     prog_->name = g_.name;
     prog_->domain_rank = int(dom_.size());
     for (const Value* v : g_.inputs) {
-      check_dtype(v, "input");
+      if (!int32_cast_input(v)) check_dtype(v, "input");
       prog_->inputs.push_back({v, v->dtype, is_vector(v->shape), false, {}});
     }
     for (const Node* n : g_.nodes) {
@@ -80,6 +80,18 @@ class Lowerer {
   }
 
  private:
+  // An i32 input that the group only casts to f32 (MatMulInteger's output rescaled in its
+  // epilogue): loaded with the conversion, which rounds as the Cast does, so the Cast is free.
+  bool int32_cast_input(const Value* v) const {
+    if (v->dtype != DType::i32) return false;
+    for (const Node* n : g_.nodes) {
+      for (const Value* in : n->inputs) {
+        if (in == v && !(n->op == OpKind::Cast && n->out()->dtype == DType::f32)) return false;
+      }
+    }
+    return true;
+  }
+
   void check_dtype(const Value* v, const char* what) {
     if (!is_float(v->dtype) && v->dtype != DType::boolean) {
       throw Fail{std::string(what) + " '" + v->name + "' is " + std::string(dtype_name(v->dtype)) +
@@ -426,7 +438,7 @@ class Lowerer {
     if (to == DType::bf16 && from != DType::bf16) return mk(Op::RoundBf16, per_row, x);
     if (to == DType::f16 && from != DType::f16) return mk(Op::RoundF16, per_row, x);
     if (to == DType::boolean && from != DType::boolean) return mk(Op::ToBool, per_row, x);
-    // Widening, or bool -> float: the f32 value is already exact.
+    // Widening, bool -> float, or i32 -> f32 (rounded by the load, as Cast rounds): done.
     if (prog_->exprs[size_t(x)].row == per_row) return x;
     return mk(Op::Mul, per_row, x, cnst(1.0));  // a per-row value splatted over the row
   }

@@ -60,10 +60,10 @@ std::string format_explain(const ExplainReport& r) {
                      r.eager.stats().compile_ms);
   const int compiled = built.kernels_total - built.kernels_cached;
   if (compiled > 0) {
-    out += fmt::format("; {}: {} compiled ({} job{}, {:.0f} ms), {} from the kernel cache",
-                       plural(size_t(built.kernels_total), "generated kernel"), compiled,
-                       built.jobs, built.jobs == 1 ? "" : "s", built.elapsed_ms,
-                       built.kernels_cached);
+    out +=
+        fmt::format("; {}: {} compiled ({} job{}, {:.0f} ms), {} from the kernel cache",
+                    plural(size_t(built.kernels_total), "generated kernel"), compiled, built.jobs,
+                    built.jobs == 1 ? "" : "s", built.elapsed_ms, built.kernels_cached);
   } else if (built.kernels_total > 0) {
     out += fmt::format("; {}, all from the kernel cache",
                        plural(size_t(built.kernels_total), "generated kernel"));

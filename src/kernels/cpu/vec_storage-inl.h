@@ -111,6 +111,13 @@ HWY_INLINE hn::VFromD<D> LoadF32(D d, const uint8_t* HWY_RESTRICT p) {
       d, hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(du8, p))));
 }
 
+// Loads Lanes(d) int32 values converted to f32, rounded to nearest even past 2^24 as a Cast does
+// (fused kernels read i32 inputs only through a Cast to f32: MatMulInteger's output).
+template <class D>
+HWY_INLINE hn::VFromD<D> LoadF32(D d, const int32_t* HWY_RESTRICT p) {
+  return hn::ConvertTo(d, hn::LoadU(hn::RebindToSigned<D>(), p));
+}
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3 && !defined(__AVX512BF16__) && \
     (HWY_COMPILER_GCC || HWY_COMPILER_CLANG)
 namespace detail {
