@@ -258,6 +258,34 @@ TEST(OnnxIndexOps, ReduceAxesAtRunTime) {
   EXPECT_EQ(compile(all, testing::eager_opts()).run(in).at("y").sizes(), (Sizes{1, 1}));
 }
 
+// Pad's pads a graph input, with opset 18's axes (a constant) picking the axes they pad.
+TEST(OnnxIndexOps, PadPadsAtRunTime) {
+  Graph g = OneNode("Pad", 18)
+                .input("x", kFloat, {-1, 3, 2})
+                .input("pads", kInt64, {4})
+                .input("value", kFloat, {})
+                .ints("axes", {2}, {-1, 0})
+                .attr("mode", std::string("constant"))
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::random(DType::f32, {2, 3, 2}, 8);
+  Tensor v = Tensor::from_floats(DType::f32, {}, {-4});
+  expect_runs(g, {{{"x", x}, {"pads", i64s({1, 0, 2, 1})}, {"value", v}},
+                  {{"x", x}, {"pads", i64s({0, 2, -1, 0})}, {"value", v}}});
+  CompiledModel m = compile(g, testing::eager_opts());
+  EXPECT_EQ(m.run({{"x", x}, {"pads", i64s({1, 0, 2, 1})}, {"value", v}}).at("y").sizes(),
+            (Sizes{3, 3, 5}));
+  Graph r = OneNode("Pad", 13)
+                .input("x", kFloat, {3, 4})
+                .input("pads", kInt64, {4})
+                .attr("mode", std::string("reflect"))
+                .output("y", kFloat)
+                .import();
+  Tensor x2 = Tensor::random(DType::f32, {3, 4}, 9);
+  expect_runs(
+      r, {{{"x", x2}, {"pads", i64s({0, 2, 1, 1})}}, {{"x", x2}, {"pads", i64s({2, 0, 0, 3})}}});
+}
+
 TEST(OnnxIndexOps, SplitSizesAndTileRepeatsAtRunTime) {
   Graph sp = OneNode("Split", 13)
                  .input("x", kFloat, {-1, 6})

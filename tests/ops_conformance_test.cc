@@ -251,6 +251,15 @@ std::vector<OpCase> op_conformance_cases() {
          pads[2 * s.size() - 1] = 3;
          return b.pad(in(b, "x", t, s), pads, "edge");
        }},
+      {"PadPadsOperandReflect",  // (x, value, pads): the pads a value operand (ONNX's input)
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<float> pads(2 * s.size(), 0);
+         pads[s.size() - 1] = 2;
+         pads[s.size()] = 1;
+         auto p = b.constant(Tensor::from_floats(i64, {int64_t(pads.size())}, pads));
+         auto zero = b.constant(Tensor::from_floats(t, {}, {0}));
+         return b.op(OpKind::Pad, {in(b, "x", t, s), zero, p}, {{"mode", std::string("reflect")}});
+       }},
       {"Gather",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          Tensor idx = Tensor::from_floats(i64, {3}, {0, -1, 0});

@@ -315,6 +315,34 @@ TEST(ShapeValuesAxes, TileRepeatsSplitSizesAndCumSumAxisFromGraphInputs) {
   }
 }
 
+// Pad's pads a graph input ((x, value, pads)): each value its own plan, a crop below 0 an error
+// naming the node, the pads and the shape.
+TEST(ShapeValuesAxes, PadPadsFromAGraphInput) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"n", 3});
+  auto pads = b.input("pads", DType::i64, {4});
+  auto v = b.constant(Tensor::from_floats(DType::f32, {}, {1.5}));
+  b.output("y", b.mul(b.op(OpKind::Pad, {x, v, pads}, {{"mode", std::string("constant")}}), 2.0));
+  b.name_last("y");
+  Graph g = b.build();
+  Tensor xv = Tensor::random(DType::f32, {4, 3}, 9);
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    for (auto p : std::vector<std::vector<float>>{{1, 0, 0, 2}, {0, -1, 2, 1}, {1, 0, 0, 2}}) {
+      std::map<std::string, Tensor> in{{"x", xv}, {"pads", ints(p)}};
+      EXPECT_EQ(m.run(in).at("y").sizes(),
+                (Sizes{4 + int64_t(p[0] + p[2]), 3 + int64_t(p[1] + p[3])}));
+      EXPECT_TRUE(runs_like_reference(m, g, in));
+    }
+    EXPECT_EQ(m.stats().plan_builds, 2);
+    EXPECT_TRUE(throws_with(
+        [&] {
+          m.run({{"x", xv}, {"pads", ints({0, -2, 0, -2})}});
+        },
+        {"(Pad)", "pads [0,-2,0,-2] crop axis 1 of length 3 below 0"}));
+  }
+}
+
 // Values that make a shape invalid are errors when the plan is built, naming the node, the
 // values and the shape, in both modes (the same kernel checks them).
 TEST(ShapeValuesAxes, InvalidAxesSizesAndRepeatsNameTheNodeTheValueAndTheShape) {

@@ -31,6 +31,8 @@ bool is_value_operand(const Node& n, int i) {
       return i == 1;  // the perm sets the output's dims
     case OpKind::CumSum:
       return i == 1;  // the axis: read by its kernel, checked against the shape by the plan
+    case OpKind::Pad:
+      return i == 2;  // the pads of (x, value, pads); the fill value is data
 #define UBF_OP(...)
 #define UBF_MATH(name, ...) case OpKind::name:
 #include "ubfuse/ops.def"
@@ -54,7 +56,6 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::ScatterElements:
     case OpKind::Conv:
     case OpKind::GroupNorm:
-    case OpKind::Pad:  // its fill value is data
     case OpKind::Concat:
     case OpKind::AxesShape:  // its output's length follows from its operands' lengths
     case OpKind::Shape:      // reads sizes only

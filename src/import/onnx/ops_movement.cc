@@ -549,8 +549,55 @@ void tile(NodeCtx& c) {
   c.set_output(0, y);
 }
 
-// Pad: pads (and opset 18's axes) must be known at import; the fill value may be a run-time
-// scalar. Before opset 11 pads and value are attributes.
+// Pad whose pads arrive at run time: Pad's (x, value, pads) form, the pads read when the plan is
+// built. Opset 18's axes (constant) pick the axes they pad: a Gather spreads them over every axis,
+// 0 for the others.
+void pad_runtime(NodeCtx& c, const std::string& mode) {
+  const int64_t r = c.rank(0);
+  const int64_t n = runtime_values_length(c, 1, "pads");
+  Value* pads = c.value(1);
+  if (c.has_input(3)) {
+    std::vector<int64_t> axes;
+    for (int64_t a : c.const_ints(3, "axes (with pads given at run time)")) {
+      axes.push_back(c.norm_axis(a, r, "axes"));
+    }
+    const int64_t k = int64_t(axes.size());
+    if (n != 2 * k) {
+      c.invalid("pads has " + std::to_string(n) + " values for " + std::to_string(k) +
+                " axes (two per axis: begins, then ends)");
+    }
+    Tensor zero(DType::i64, {1});
+    zero.data_as<int64_t>()[0] = 0;
+    Value* padded = c.emit(OpKind::Concat, {pads, c.constant(zero)}, {{"axis", int64_t(0)}});
+    Tensor idx(DType::i64, {2 * r});
+    for (int64_t j = 0; j < 2 * r; j++) idx.data_as<int64_t>()[j] = 2 * k;  // the appended 0
+    for (int64_t i = 0; i < k; i++) {
+      for (int64_t j = 0; j < i; j++) {
+        if (axes[size_t(j)] == axes[size_t(i)]) {
+          c.invalid("axis " + std::to_string(axes[size_t(i)]) + " repeats in axes");
+        }
+      }
+      idx.data_as<int64_t>()[axes[size_t(i)]] = i;
+      idx.data_as<int64_t>()[r + axes[size_t(i)]] = k + i;
+    }
+    pads = c.emit(OpKind::Gather, {padded, c.constant(idx)}, {{"axis", int64_t(0)}});
+  } else if (n != 2 * r) {
+    c.invalid("pads has " + std::to_string(n) + " values for rank " + std::to_string(r) +
+              " (two per axis: begins, then ends)");
+  }
+  Value* value = nullptr;
+  if (c.has_input(2) && mode == "constant") {
+    if (c.dtype(2) != c.dtype(0)) c.invalid("constant_value's dtype differs from the data's");
+    value = c.value(2);
+  } else {
+    value = scalar_like(c, 0.0, c.value(0));  // the form takes a value; only constant mode reads it
+  }
+  c.set_output(0, c.emit(OpKind::Pad, {c.value(0), value, pads}, {{"mode", mode}}));
+}
+
+// Pad: pads known at import become the attribute, else an input (pad_runtime); opset 18's axes
+// must be known at import; the fill value may be a run-time scalar. Before opset 11 pads and
+// value are attributes.
 void pad(NodeCtx& c) {
   const int64_t r = c.rank(0);
   const std::string mode = c.attr_str("mode", "constant");
@@ -564,6 +611,7 @@ void pad(NodeCtx& c) {
     const double v = c.attr_float("value", 0.0);
     if (v != 0.0 && mode == "constant") value = scalar_like(c, v, c.value(0));
   } else {
+    if (!c.is_const(1)) return pad_runtime(c, mode);
     auto given = c.const_ints(1, "pads");
     std::vector<int64_t> axes;
     if (c.has_input(3)) {

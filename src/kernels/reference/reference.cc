@@ -801,12 +801,16 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return {y};
     }
     case OpKind::Pad: {  // exact in every dtype: moves and the fill value
-      const auto pads = n.attr_ints("pads");
+      const auto pads = in.size() > 2 ? ints_of(in[2]) : n.attr_ints("pads");
       const PadMode mode = *parse_pad_mode(n.attr_str("mode", "constant"));
       const double fill = in.size() > 1 ? in[1].data.at(0) : 0.0;
       const Sizes& xs = in[0].sizes;
       const size_t r = xs.size();
       Sizes os(r);
+      if (pads.size() != 2 * r) {
+        throw Error(n.describe() + ": pads " + sizes_str(pads) +
+                    " do not have two values per axis of " + sizes_str(xs));
+      }
       for (size_t i = 0; i < r; i++) os[i] = xs[i] + pads[i] + pads[r + i];
       for (size_t i = 0; i < r; i++) {
         if (os[i] < 0 || (mode != PadMode::Constant && xs[i] == 0 && os[i] > 0)) {
