@@ -385,6 +385,9 @@ TEST(ShapeValuesAxes, InvalidAxesSizesAndRepeatsNameTheNodeTheValueAndTheShape) 
                             {"Squeeze's axes [0]", "[2,1,3]", "axis 0 has size 2, not 1"}));
     EXPECT_TRUE(throws_with(run(with("repeats", ints({1, -2}))),
                             {"Tile's repeats [1,-2]", "[2,3]", "axis 1 is negative"}));
+    EXPECT_TRUE(
+        throws_with(run(with("repeats", ints({1, 4e18f}))),
+                    {"Tile's repeats [1,", "[2,3]", "the repeat of axis 1 overflows its size"}));
     EXPECT_TRUE(throws_with(run(with("sizes", ints({1, 1}))),
                             {"Split's sizes [1,1]", "[2,3]", "add up to 2, not the size 3"}));
     EXPECT_TRUE(

@@ -1,6 +1,7 @@
 #include "ir/shape_util.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace ubfuse {
 
@@ -90,6 +91,11 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<Dim>& tar
     known.push_back(d);
     out.push_back(d);
   }
+  auto has_zero = [](const Shape& s) {
+    return std::any_of(s.begin(), s.end(), [](const Dim& d) { return d == Dim(int64_t(0)); });
+  };
+  // Both empty: equal counts, whatever the other dims (cancelling the 0s would compare them).
+  if (infer_at < 0 && has_zero(in) && has_zero(known)) return out;
   Dim total = product_without(in, known), part = product_without(known, in);
   if (infer_at >= 0) {
     bool zero =
@@ -266,6 +272,7 @@ std::optional<Shape> axes_shape(const std::string& mode, const Shape& s,
     out.push_back(Dim(int64_t(0)));
     for (int64_t x : v) {
       if (x < 0) return fail("a size is negative");
+      if (x > std::numeric_limits<int64_t>::max() - total) return fail("their sum overflows");
       total += x;
       out.push_back(Dim(total));
     }
@@ -280,7 +287,12 @@ std::optional<Shape> axes_shape(const std::string& mode, const Shape& s,
   if (mode == "tile" || mode == "tiled") {
     if (k != r) return fail("one repeat per axis is needed");
     for (int64_t i = 0; i < r; i++) {
-      if (v[size_t(i)] < 0) return fail("the repeat of axis " + std::to_string(i) + " is negative");
+      const int64_t rep = v[size_t(i)];
+      if (rep < 0) return fail("the repeat of axis " + std::to_string(i) + " is negative");
+      const Dim& d = s[size_t(i)];
+      if (d.is_static() && d.value() > 0 && rep > std::numeric_limits<int64_t>::max() / d.value()) {
+        return fail("the repeat of axis " + std::to_string(i) + " overflows its size");
+      }
       if (mode == "tile") out.push_back(Dim(v[size_t(i)]));
       out.push_back(mode == "tile" ? s[size_t(i)] : Dim::mul(s[size_t(i)], Dim(v[size_t(i)])));
     }
