@@ -45,6 +45,10 @@ py::dtype numpy_dtype(DType t) {
       return py::dtype::of<int32_t>();
     case DType::boolean:
       return py::dtype::of<bool>();
+    case DType::i8:
+      return py::dtype::of<int8_t>();
+    case DType::u8:
+      return py::dtype::of<uint8_t>();
   }
   throw Error("unknown dtype");
 }
@@ -64,6 +68,8 @@ std::optional<DType> ubfuse_dtype(const py::dtype& d, std::optional<DType> want)
   if (kind == 'i' && size == 8) return DType::i64;
   if (kind == 'i' && size == 4) return DType::i32;
   if (kind == 'b' && size == 1) return DType::boolean;
+  if (kind == 'i' && size == 1) return DType::i8;
+  if (kind == 'u' && size == 1) return DType::u8;
   if (kind == 'u' && size == 2 && want == DType::bf16) return DType::bf16;
   return std::nullopt;
 }
@@ -98,8 +104,9 @@ struct Inputs {
 //   - an array of a ubfuse dtype is viewed when C-contiguous and aligned, else copied once into
 //     C order; if its dtype is not the input's, it is passed on and the runtime reports it as it
 //     does in C++ (so are unknown names);
-//   - arrays of other dtypes (float64, int8, ...), lists and Python scalars are converted once to
-//     the input's dtype where numpy's same_kind casting allows it, else refused;
+//   - arrays of other dtypes (float64, int16, ...; int8 and uint8 for inputs of other dtypes),
+//     lists and Python scalars are converted once to the input's dtype where numpy's same_kind
+//     casting allows it, else refused;
 //   - other libraries' tensors come in through DLPack (no copy), or numpy.asarray.
 Inputs convert_inputs(const CompiledModel& m, const py::dict& inputs) {
   std::map<std::string, DType> declared;
@@ -130,6 +137,9 @@ Inputs convert_inputs(const CompiledModel& m, const py::dict& inputs) {
     if (!arr) arr = np.attr("asarray")(obj);
     py::array a = py::reinterpret_borrow<py::array>(arr);
     std::optional<DType> dt = ubfuse_dtype(a.dtype(), want);
+    // int8/uint8 arrays were converted before ubfuse had those dtypes; for an input of another
+    // dtype they still are (numpy's same_kind rule), rather than refused at run time.
+    if (dt && is_int8(*dt) && want && *want != *dt) dt.reset();
     if (!dt || (plain && want && dt != want)) {
       if (!want) {
         // Unknown name: an empty tensor under it gets the runtime's message listing the inputs.
@@ -273,9 +283,10 @@ Tensor tensor_copy(const py::handle& obj, std::optional<DType> want = std::nullo
   py::array a = py::array(py::module_::import("numpy").attr("asarray")(obj));
   std::optional<DType> dt = ubfuse_dtype(a.dtype(), want);
   if (!dt) {
-    throw Error("a constant of numpy dtype " + std::string(py::str(a.dtype())) +
-                "; ubfuse takes float32, float16, int64, int32 and bool (and bf16 bits as uint16 "
-                "with dtype='bf16')");
+    throw Error(
+        "a constant of numpy dtype " + std::string(py::str(a.dtype())) +
+        "; ubfuse takes float32, float16, int64, int32, int8, uint8 and bool (and bf16 bits "
+        "as uint16 with dtype='bf16')");
   }
   a = a.attr("copy")("order"_a = "C");
   Tensor t(*dt, sizes_of(a));
@@ -319,6 +330,13 @@ void apply_mode(Options& opts, const std::optional<std::string>& mode,
   if (rules) opts["ge.fusion_optimizer_config_path"] = *rules;
 }
 
+// Lets Ctrl-C stop a long compile: compile() calls this on the compiling thread about every
+// 100 ms while compilers run, and a pending KeyboardInterrupt cancels it.
+void check_signals(const CompileProgress&) {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 Model load_onnx(const py::object& src, const std::optional<std::string>& mode,
                 const py::dict& options, const std::optional<std::string>& rules,
                 const py::dict& dims, const std::string& external_data_dir) {
@@ -358,7 +376,7 @@ Model load_onnx(const py::object& src, const std::optional<std::string>& mode,
   auto graph = std::make_shared<Graph>(std::move(om.graph));
   {
     py::gil_scoped_release nogil;
-    m.compiled = compile(*graph, opts);
+    m.compiled = compile(*graph, opts, check_signals);
   }
   m.source = std::move(graph);
   opts.erase(kFusionKeys[0]);  // explain sets the fusion switch itself
@@ -375,7 +393,7 @@ Model compile_graph(const PyGraph& g, const std::optional<std::string>& mode,
   m.name = "graph";
   {
     py::gil_scoped_release nogil;
-    m.compiled = compile(*g.g, opts);
+    m.compiled = compile(*g.g, opts, check_signals);
   }
   m.source = g.g;
   opts.erase(kFusionKeys[0]);
@@ -384,13 +402,38 @@ Model compile_graph(const PyGraph& g, const std::optional<std::string>& mode,
   return m;
 }
 
-py::dict run(const Model& m, const py::dict& inputs) {
+// run()'s `stats` argument: None or a dict the call fills; checked before running.
+void check_stats_arg(const py::object& stats) {
+  if (!stats.is_none() && !py::isinstance<py::dict>(stats)) {
+    throw Error("stats must be a dict for run() to fill, got " +
+                std::string(py::str(py::type::handle_of(stats).attr("__name__"))));
+  }
+}
+
+// Fills the caller's `stats` dict (when given) with where a run's time went.
+void put_run_stats(const RunStats& rs, const py::object& stats) {
+  if (stats.is_none()) return;
+  py::dict d = py::reinterpret_borrow<py::dict>(stats);
+  d["total_us"] = rs.total_us;
+  d["plan_us"] = rs.plan_us;
+  d["kernels_us"] = rs.kernels_us;
+  d["overhead_us"] = rs.total_us - rs.plan_us - rs.kernels_us;
+  d["plan_built"] = rs.plan_built;
+  d["kernels_launched"] = rs.kernels_launched;
+  d["bytes_read"] = rs.bytes_read;
+  d["bytes_written"] = rs.bytes_written;
+}
+
+py::dict run(const Model& m, const py::dict& inputs, const py::object& stats) {
+  check_stats_arg(stats);
   Inputs in = convert_inputs(m.compiled, inputs);
   std::map<std::string, Tensor> out;
+  RunStats rs;
   {
     py::gil_scoped_release nogil;
-    out = m.compiled.run(in.tensors);
+    out = m.compiled.run(in.tensors, &rs);
   }
+  put_run_stats(rs, stats);
   py::dict r;
   for (const std::string& name : m.compiled.output_names())
     r[py::str(name)] = to_numpy(out.at(name));
@@ -399,7 +442,8 @@ py::dict run(const Model& m, const py::dict& inputs) {
 
 // Writes into the caller's arrays; outputs the dict does not name are allocated and added to it,
 // as CompiledModel::run_into fills a map.
-void run_into(const Model& m, const py::dict& inputs, py::dict outputs) {
+void run_into(const Model& m, const py::dict& inputs, py::dict outputs, const py::object& stats) {
+  check_stats_arg(stats);
   Inputs in = convert_inputs(m.compiled, inputs);
   std::map<std::string, DType> declared;
   for (auto& [name, v] : m.compiled.graph().outputs()) declared[name] = v->dtype;
@@ -434,10 +478,12 @@ void run_into(const Model& m, const py::dict& inputs, py::dict outputs) {
     }
     out[name] = Tensor::view(*dt, sizes_of(a), a.mutable_data());
   }
+  RunStats rs;
   {
     py::gil_scoped_release nogil;
-    m.compiled.run_into(in.tensors, out);
+    m.compiled.run_into(in.tensors, out, &rs);
   }
+  put_run_stats(rs, stats);
   for (const std::string& name : m.compiled.output_names()) {
     if (!outputs.contains(name)) outputs[py::str(name)] = to_numpy(out.at(name));
   }
@@ -505,8 +551,8 @@ PYBIND11_MODULE(_ubfuse, mod) {
   });
 
   py::class_<Model>(mod, "Model")
-      .def("run", &run, "inputs"_a)
-      .def("run_into", &run_into, "inputs"_a, "outputs"_a)
+      .def("run", &run, "inputs"_a, py::kw_only(), "stats"_a = py::none())
+      .def("run_into", &run_into, "inputs"_a, "outputs"_a, py::kw_only(), "stats"_a = py::none())
       .def_property_readonly("inputs",
                              [](const Model& m) {
                                std::vector<const Value*> v(m.compiled.graph().inputs().begin(),
@@ -548,8 +594,13 @@ PYBIND11_MODULE(_ubfuse, mod) {
           "stats",
           [](const Model& m) {
             CompileStats s = m.compiled.stats();
+            const CompileProgress& k = s.kernels;
             return py::dict("compilations"_a = s.compilations, "plan_builds"_a = s.plan_builds,
-                            "plan_cache_hits"_a = s.plan_cache_hits, "compile_ms"_a = s.compile_ms);
+                            "plan_cache_hits"_a = s.plan_cache_hits, "compile_ms"_a = s.compile_ms,
+                            "generated_kernels"_a = k.kernels_total,
+                            "kernels_compiled"_a = k.kernels_total - k.kernels_cached,
+                            "kernel_cache_hits"_a = k.kernels_cached, "compile_jobs"_a = k.jobs,
+                            "kernel_build_ms"_a = k.elapsed_ms);
           })
       .def("_explain", &explain_model, "dims"_a);
 

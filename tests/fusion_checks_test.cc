@@ -214,12 +214,21 @@ Graph add_layer_norm() {
   return b.build();
 }
 
+// A u8 value cast to f32, then exp: the Cast reads the u8 value and keeps its own kernel.
+Graph cast_of_u8() {
+  GraphBuilder b;
+  auto x = b.input("x", u8, {4, 16});
+  b.output("y", b.exp(b.cast(x, f32)));
+  return b.build();
+}
+
 // One case per check, each an edge that check is the first to object to.
 const std::map<std::string, Case>& cases() {
   static const std::map<std::string, Case> kCases = {
       {"HostNode", {host_between, "", kUb, "neg0", "print"}},
       {"AttentionKernel", {exp_into_attention, "", kUb, "exp0", "matmul0"}},
       {"OpClass", {add_into_matmul, "", kUb, "add0", "matmul0"}},
+      {"Int8Value", {cast_of_u8, "", kUb, "cast0", "exp0"}},
       {"MatMulPrologue", {exp_before_epilogue, "", kUb, "exp0", "add0"}},
       {"VectorMatMulRows", {vector_matmul_softmax, "", kUb, "exp0", "softmax0"}},
       {"PermutedInput", {rope, "", kUb, "add0", "mul0"}},

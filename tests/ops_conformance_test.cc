@@ -513,6 +513,102 @@ std::vector<OpCase> op_conformance_cases() {
                      add);
        },
        -50, 50},
+      // Quantization: u8/i8 values from QuantizeLinear of the float input; scales and zero
+      // points as constants, per tensor and per axis (the last). Integer results must be exact.
+      {"QuantizeLinearPerTensorU8",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto q = b.quantize_linear(in(b, "x", t, s), b.constant(Tensor::from_floats(f32, {}, {0.03f})),
+                                    b.constant(Tensor::from_floats(u8, {}, {100})));
+         return b.cast(q, i32);
+       },
+       -5, 5},
+      {"QuantizeDequantizePerAxisI8",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t c = s.back();
+         std::vector<float> sc, zp, sc2, zp2;
+         for (int64_t i = 0; i < c; i++) {
+           sc.push_back(0.01f + 0.002f * float(i % 7));
+           zp.push_back(float(i % 11) - 5);
+           sc2.push_back(0.5f + 0.25f * float(i % 3));
+           zp2.push_back(float(i % 5) - 2);
+         }
+         const int64_t axis = int64_t(s.size()) - 1;
+         auto q = b.quantize_linear(in(b, "x", t, s), b.constant(Tensor::from_floats(f32, {c}, sc)),
+                                    b.constant(Tensor::from_floats(i8, {c}, zp)), axis);
+         return b.dequantize_linear(q, b.constant(Tensor::from_floats(f32, {c}, sc2)),
+                                    b.constant(Tensor::from_floats(i8, {c}, zp2)), axis);
+       },
+       -2, 2},
+      {"DynamicQuantizeLinear",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto q = b.dynamic_quantize_linear(in(b, "x", t, s));
+         return b.dequantize_linear(q[0], q[1], q[2]);
+       },
+       -1, 3},
+      // MatMulInteger: u8 a (per-row zero points), i8 b (per-column zero points), 2-D b.
+      {"MatMulIntegerU8I8",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t k = s.back(), m = s.size() > 1 ? s[s.size() - 2] : 1;
+         auto a = b.quantize_linear(in(b, "x", t, s), b.constant(Tensor::from_floats(f32, {}, {0.01f})),
+                                    b.constant(Tensor::from_floats(u8, {}, {128})));
+         std::vector<float> za;
+         for (int64_t i = 0; i < m; i++) za.push_back(float(120 + i % 17));
+         auto w = b.constant(Tensor::random(i8, {k, 5}, 11, -128, 128));
+         return b.matmul_integer(a, w, b.constant(Tensor::from_floats(u8, {m}, za)),
+                                 b.constant(Tensor::from_floats(i8, {5}, {-128, -1, 0, 7, 127})));
+       }},
+      // i8 a, u8 b with a batch (broadcast against a's), scalar zero points.
+      {"MatMulIntegerBatchedI8U8",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t k = s.back();
+         auto a = b.quantize_linear(in(b, "x", t, s), b.constant(Tensor::from_floats(f32, {}, {0.015f})),
+                                    b.constant(Tensor::from_floats(i8, {}, {0})));
+         auto w = b.quantize_linear(in(b, "w", t, {2, k, 3}),
+                                    b.constant(Tensor::from_floats(f32, {}, {0.01f})),
+                                    b.constant(Tensor::from_floats(u8, {}, {128})));
+         return b.matmul_integer(a, w, b.constant(Tensor::from_floats(i8, {}, {-3})),
+                                 b.constant(Tensor::from_floats(u8, {}, {250})));
+       }},
+      {"QLinearMatMul",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t k = s.back();
+         auto sc = [&](float v) { return b.constant(Tensor::from_floats(f32, {}, {v})); };
+         auto a = b.quantize_linear(in(b, "x", t, s), sc(0.02f),
+                                    b.constant(Tensor::from_floats(u8, {}, {128})));
+         auto w = b.constant(Tensor::random(u8, {k, 4}, 13, 0, 256));
+         auto bs = b.constant(Tensor::from_floats(f32, {4}, {0.01f, 0.02f, 0.005f, 0.03f}));
+         auto bz = b.constant(Tensor::from_floats(u8, {4}, {0, 128, 255, 17}));
+         auto y = b.op(OpKind::QLinearMatMul,
+                       {a, sc(0.02f), b.constant(Tensor::from_floats(u8, {}, {128})), w, bs, bz,
+                        sc(0.05f), b.constant(Tensor::from_floats(i8, {}, {-10}))});
+         return b.cast(y, i32);
+       }},
+      // ConvInteger: 1-D with pads and both zero points (w's per output channel), and 2-D
+      // grouped and strided without zero points.
+      {"ConvInteger1d",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t n = s.size() > 1 ? s[0] : 1;
+         auto x = b.quantize_linear(in(b, "x", t, {n, 2, s.back()}),
+                                    b.constant(Tensor::from_floats(f32, {}, {0.02f})),
+                                    b.constant(Tensor::from_floats(u8, {}, {128})));
+         auto w = b.constant(Tensor::random(i8, {3, 2, 3}, 17, -128, 128));
+         return b.op(OpKind::ConvInteger,
+                     {x, w, b.constant(Tensor::from_floats(u8, {}, {5})),
+                      b.constant(Tensor::from_floats(i8, {3}, {0, -7, 100}))},
+                     {{"pads", std::vector<int64_t>{1, 1}}});
+       }},
+      {"ConvInteger2dGroupedStrided",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t h = s.size() > 1 ? s[s.size() - 2] : 1;
+         auto x = b.quantize_linear(in(b, "x", t, {1, 4, h, s.back()}),
+                                    b.constant(Tensor::from_floats(f32, {}, {0.02f})),
+                                    b.constant(Tensor::from_floats(i8, {}, {3})));
+         auto w = b.constant(Tensor::random(i8, {4, 2, 1, 2}, 19, -128, 128));
+         return b.op(OpKind::ConvInteger, {x, w},
+                     {{"group", int64_t(2)},
+                      {"strides", std::vector<int64_t>{1, 2}},
+                      {"auto_pad", std::string("SAME_UPPER")}});
+       }},
       {"Host",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          auto negate = [](Tensor& v) {

@@ -70,6 +70,14 @@ class GraphBuilder {
   // ties to the lower index. k is a one-element i64 value: a constant, a shape value or a graph
   // input (read when the plan for a run is built).
   std::vector<V> top_k(V x, V k, int64_t axis = -1, bool largest = true, bool sorted = true);
+  // Quantization (ONNX opset 13 forms): scales f32, zero points u8 or i8 (null: none, u8 out);
+  // per tensor (one-element scale) or per axis (1-D scale along `axis`).
+  V quantize_linear(V x, V scale, V zero_point = nullptr, int64_t axis = 1);
+  V dequantize_linear(V x, V scale, V zero_point = nullptr, int64_t axis = 1);
+  // {y u8, scale f32 [], zero point u8 []}
+  std::vector<V> dynamic_quantize_linear(V x);
+  // i32 (a - a_zp)(b - b_zp); zero points null, one element, per row of a / per column of b.
+  V matmul_integer(V a, V b, V a_zero_point = nullptr, V b_zero_point = nullptr);
   // Convolution over 1 or 2 spatial axes: x [N, C, L] or [N, C, H, W], w [M, C/group, k...],
   // bias [M] or null (oneDNN).
   V conv(V x, V w, V bias, const ConvOptions& options = {});

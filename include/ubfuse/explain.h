@@ -23,6 +23,7 @@ struct ExplainOptions {
   Options options{};      // compile options; the fusion switch is set by explain itself
   SymbolBindings dims{};  // values for the model's symbolic dims
   std::string model_name = "model";
+  CompileProgressFn on_progress{};  // passed to both compiles (see compile())
 };
 
 // One kernel and the main-memory bytes it moves per run.

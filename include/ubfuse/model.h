@@ -25,11 +25,22 @@ struct KernelInfo {
   std::string variant;  // e.g. "codegen", "interpreter", "eager", "two-pass"
 };
 
+// Building graph mode's generated kernels: a progress display's numbers (compile() passes them
+// to its progress callback) and, when finished, a part of CompileStats.
+struct CompileProgress {
+  int kernels_done = 0, kernels_total = 0;  // distinct generated kernels
+  int kernels_cached = 0;                   // of kernels_done, found in the kernel cache
+  int jobs = 0;                             // compiler processes run at once
+  double elapsed_ms = 0;
+  bool finished = false;
+};
+
 struct CompileStats {
   int compilations = 0;  // times the graph was compiled (1 per CompiledModel)
   int plan_builds = 0;   // run-time plans built for new concrete shapes
   int plan_cache_hits = 0;
   double compile_ms = 0;
+  CompileProgress kernels;  // the generated kernels' build (all zero without any)
   std::vector<std::pair<std::string, double>> pass_ms;  // per pass
   std::vector<double> pass_start_ms;  // per pass, its start after start_ns (places trace events)
   int64_t start_ns = 0;               // steady clock when compile() began
@@ -39,6 +50,11 @@ struct RunStats {
   int64_t bytes_read = 0;     // main-memory bytes the kernels read (inputs of each kernel)
   int64_t bytes_written = 0;  // and wrote
   int kernels_launched = 0;
+  // Where the call's time went: binding the inputs' shapes and finding (or building) the plan,
+  // the kernels themselves, and the whole call. total - plan - kernels is the run's own overhead
+  // (output and workspace setup, operand views, launching).
+  double total_us = 0, plan_us = 0, kernels_us = 0;
+  bool plan_built = false;  // this call built the plan for a new shape (or shape values)
 };
 
 class Executor;

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "codegen/cpp_render.h"
@@ -84,8 +88,10 @@ void write_atomic(const std::string& path, const std::string& text) {
   }
 }
 
-// Runs argv with stdout and stderr into `log`; returns the exit status (-1: not started).
-int run_process(const std::vector<std::string>& argv, const std::string& log) {
+// Runs argv with stdout and stderr into `log`; returns the exit status (-1: not started or
+// killed). `*pid_out`, when given, holds the child's pid while it runs (a cancel kills it).
+int run_process(const std::vector<std::string>& argv, const std::string& log,
+                std::atomic<pid_t>* pid_out = nullptr) {
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -93,15 +99,30 @@ int run_process(const std::vector<std::string>& argv, const std::string& log) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  // Its own process group, so a cancel can stop the compiler driver and the compiler proper it
+  // runs (kill_tree). The terminal's Ctrl-C then reaches only this process, whose progress
+  // callback cancels the build (the CLI and the Python package do).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid;
-  int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) return -1;
+  if (pid_out) pid_out->store(pid);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
+    if (errno != EINTR) break;
   }
+  if (pid_out) pid_out->store(0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Stops a process started by run_process and whatever it started.
+void kill_tree(pid_t pid) {
+  if (pid > 0) ::kill(-pid, SIGTERM);
 }
 
 std::vector<std::string> hwy_include_dirs() {
@@ -162,7 +183,8 @@ std::string ensure_headers(const std::string& dir, std::string* hash_out) {
 
 // Precompiles the prelude header next to it (GCC picks up `<header>.gch` when its flags match;
 // an unusable one is ignored, so failure here only costs time). Saves most of a compile.
-void ensure_pch(const std::string& inc, const std::vector<std::string>& argv) {
+void ensure_pch(const std::string& inc, const std::vector<std::string>& argv,
+                std::atomic<pid_t>* pid) {
   const std::string hdr = inc + "/" + kPreludeHeader, gch = hdr + ".gch";
   if (file_exists(gch)) return;
   std::vector<std::string> a;
@@ -171,7 +193,7 @@ void ensure_pch(const std::string& inc, const std::vector<std::string>& argv) {
   }
   const std::string tmp = gch + ".tmp-" + unique_suffix();
   a.insert(a.end(), {"-x", "c++-header", hdr, "-o", tmp});
-  if (run_process(a, tmp + ".log") == 0) {
+  if (run_process(a, tmp + ".log", pid) == 0) {
     std::rename(tmp.c_str(), gch.c_str());
   } else {
     std::remove(tmp.c_str());
@@ -243,14 +265,82 @@ std::string kernel_cache_dir(const std::string& cache_dir) {
   return "/tmp/ubfuse-cache-" + std::to_string(::getuid());
 }
 
-std::shared_ptr<void> build_library(const std::string& source, const std::string& cache_dir,
-                                    const std::string& what) {
+namespace {
+
+// A unit's cache key and file names, and what building it needs.
+struct UnitBuild {
+  std::string key, so;
+  bool cached = false;        // the .so was on disk (or loaded) already
+  std::shared_ptr<void> lib;  // set when ready
+  std::atomic<pid_t> pid{0};  // the compiler process while it runs
+};
+
+std::mutex g_loaded_mu;
+std::map<std::string, std::weak_ptr<void>> g_loaded;  // .so path -> the handle in use
+
+std::shared_ptr<void> load_library(const std::string& so) {
+  std::lock_guard<std::mutex> lock(g_loaded_mu);
+  if (auto h = g_loaded[so].lock()) return h;
+  void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* err = ::dlerror();
+    throw Error("cannot load the generated kernels '" + so + "': " + (err ? err : "?") +
+                "; hint: delete the file (a damaged cache entry) or set codegen=interpreter");
+  }
+  std::shared_ptr<void> lib(h, [](void* p) { ::dlclose(p); });
+  g_loaded[so] = lib;
+  return lib;
+}
+
+bool is_loaded(const std::string& so) {
+  std::lock_guard<std::mutex> lock(g_loaded_mu);
+  auto it = g_loaded.find(so);
+  return it != g_loaded.end() && !it->second.expired();
+}
+
+// Runs the compiler on one unit into its .so (through a temporary name: concurrent processes
+// building the same key each rename a complete file). Throws with the compiler's message.
+void compile_unit(const UnitSource& u, UnitBuild& b, std::vector<std::string> argv,
+                  const std::string& dir, const std::string& compiler,
+                  const std::atomic<bool>& cancelled) {
+  const std::string tmp = dir + "/tmp-" + b.key + "-" + unique_suffix();
+  write_atomic(tmp + ".cc", u.source);
+  argv.insert(argv.end(), {"-o", tmp + ".so", tmp + ".cc"});
+  int rc = run_process(argv, tmp + ".log", &b.pid);
+  g_compiles++;
+  if (rc != 0 || cancelled) {
+    std::string msg = read_file(tmp + ".log");
+    std::remove((tmp + ".log").c_str());
+    std::remove((tmp + ".so").c_str());
+    if (cancelled) {
+      std::remove((tmp + ".cc").c_str());
+      throw Error("compiling the generated kernels of " + u.what + " was cancelled");
+    }
+    if (msg.size() > 6000) msg = msg.substr(0, 6000) + "\n[...]";
+    const std::string kept = dir + "/failed-" + b.key + ".cc";
+    std::rename((tmp + ".cc").c_str(), kept.c_str());
+    throw Error("compiling the generated kernels of " + u.what + " with '" + compiler +
+                "' failed (exit " + std::to_string(rc) + "):\n" + msg + "\nsource: " + kept +
+                "\nhint: option codegen=interpreter runs fused groups without a compiler");
+  }
+  if (std::rename((tmp + ".so").c_str(), b.so.c_str()) != 0) {
+    throw Error("cannot move the compiled kernels to '" + b.so + "'");
+  }
+  std::rename((tmp + ".cc").c_str(), (dir + "/ubk-" + b.key + ".cc").c_str());
+  std::remove((tmp + ".log").c_str());
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<void>> build_libraries(const std::vector<UnitSource>& units,
+                                                   const std::string& cache_dir, int jobs,
+                                                   const BuildProgressFn& progress,
+                                                   BuildProgress* final_state) {
+  auto t0 = std::chrono::steady_clock::now();
   const Toolchain& tc = toolchain();
   if (!tc.available) throw Error("cannot compile fused kernels: " + tc.why_not);
   const char* dump = std::getenv("UBFUSE_DUMP_KERNELS");
-  if (dump && *dump && std::string(dump) != "0") {
-    std::fprintf(stderr, "[ubfuse] generated kernels (%s):\n%s\n", what.c_str(), source.c_str());
-  }
+  const bool dumping = dump && *dump && std::string(dump) != "0";
   const std::string dir = kernel_cache_dir(cache_dir);
   mkdirs(dir);
   std::string headers_hash;
@@ -259,59 +349,118 @@ std::shared_ptr<void> build_library(const std::string& source, const std::string
   for (auto& f : compile_flags()) argv.push_back(f);
   argv.push_back("-I" + inc);
   for (auto& d : hwy_include_dirs()) argv.push_back("-I" + d);
-  std::string key_text = source + "\n";
+  std::string flags_text;
   for (size_t i = 1; i < argv.size(); i++) {
-    if (argv[i] != "-I" + inc) key_text += argv[i] + " ";
+    if (argv[i] != "-I" + inc) flags_text += argv[i] + " ";
   }
-  key_text += "\n" + tc.version + "\n" + cpu_signature() + "\n" + headers_hash + "\nabi " +
-              std::to_string(UBF_ABI_VERSION);
-  const std::string key = hash_hex(key_text) + hash_hex(key_text + "#2");
-  const std::string so = dir + "/ubk-" + key + ".so";
+  flags_text += "\n" + tc.version + "\n" + cpu_signature() + "\n" + headers_hash + "\nabi " +
+                std::to_string(UBF_ABI_VERSION);
 
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<void>> loaded;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto h = loaded[so].lock()) {
-    g_hits++;
-    return h;
-  }
-  if (file_exists(so)) {
-    g_hits++;
-  } else {
-    ensure_pch(inc, argv);
-    const std::string tmp = dir + "/tmp-" + key + "-" + unique_suffix();
-    write_atomic(tmp + ".cc", source);
-    argv.push_back("-o");
-    argv.push_back(tmp + ".so");
-    argv.push_back(tmp + ".cc");
-    int rc = run_process(argv, tmp + ".log");
-    g_compiles++;
-    if (rc != 0) {
-      std::string msg = read_file(tmp + ".log");
-      if (msg.size() > 6000) msg = msg.substr(0, 6000) + "\n[...]";
-      const std::string kept = dir + "/failed-" + key + ".cc";
-      std::rename((tmp + ".cc").c_str(), kept.c_str());
-      std::remove((tmp + ".log").c_str());
-      std::remove((tmp + ".so").c_str());
-      throw Error("compiling the generated kernels of " + what + " with '" + tc.compiler +
-                  "' failed (exit " + std::to_string(rc) + "):\n" + msg + "\nsource: " + kept +
-                  "\nhint: option codegen=interpreter runs fused groups without a compiler");
+  std::vector<std::unique_ptr<UnitBuild>> builds;
+  std::vector<size_t> todo;
+  BuildProgress p;
+  for (size_t i = 0; i < units.size(); i++) {
+    if (dumping) {
+      std::fprintf(stderr, "[ubfuse] generated kernels (%s):\n%s\n", units[i].what.c_str(),
+                   units[i].source.c_str());
     }
-    if (std::rename((tmp + ".so").c_str(), so.c_str()) != 0) {
-      throw Error("cannot move the compiled kernels to '" + so + "'");
+    auto b = std::make_unique<UnitBuild>();
+    const std::string key_text = units[i].source + "\n" + flags_text;
+    b->key = hash_hex(key_text) + hash_hex(key_text + "#2");
+    b->so = dir + "/ubk-" + b->key + ".so";
+    b->cached = is_loaded(b->so) || file_exists(b->so);
+    p.kernels_total += units[i].kernels;
+    if (b->cached) {
+      g_hits++;
+      p.kernels_done += units[i].kernels;
+      p.kernels_cached += units[i].kernels;
+    } else {
+      todo.push_back(i);
     }
-    std::rename((tmp + ".cc").c_str(), (dir + "/ubk-" + key + ".cc").c_str());
-    std::remove((tmp + ".log").c_str());
+    builds.push_back(std::move(b));
   }
-  void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* err = ::dlerror();
-    throw Error("cannot load the generated kernels '" + so + "': " + (err ? err : "?") +
-                "; hint: delete the file (a damaged cache entry) or set codegen=interpreter");
+  auto elapsed = [&t0] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  p.jobs = int(std::min<size_t>(std::max(jobs, 1), todo.size()));
+  if (progress) progress(p);
+
+  if (!todo.empty()) {
+    // The first worker precompiles the header (once per cache) while the others wait for it;
+    // workers take units in order; this thread reports progress (and lets a callback cancel,
+    // killing the compilers still running) until every unit is done or one failed.
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t next = 0, finished = 0;
+    std::exception_ptr failure;
+    std::atomic<bool> cancelled{false};
+    std::once_flag pch_once;
+    std::atomic<pid_t> pch_pid{0};
+    auto worker = [&] {
+      std::call_once(pch_once, [&] { ensure_pch(inc, argv, &pch_pid); });
+      for (;;) {
+        size_t t;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (next >= todo.size() || failure || cancelled) return;
+          t = todo[next++];
+        }
+        std::exception_ptr err;
+        try {
+          compile_unit(units[t], *builds[t], argv, dir, tc.compiler, cancelled);
+        } catch (...) {
+          err = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        if (err && !failure) failure = err;
+        if (!err) {
+          finished++;
+          p.kernels_done += units[t].kernels;
+        }
+        cv.notify_all();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int i = 0; i < p.jobs; i++) threads.emplace_back(worker);
+    std::exception_ptr cancel_error;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      while (finished < todo.size() && !failure) {
+        cv.wait_for(lock, std::chrono::milliseconds(100));
+        if (!progress || cancel_error) continue;
+        BuildProgress now = p;
+        now.elapsed_ms = elapsed();
+        lock.unlock();
+        try {
+          progress(now);
+        } catch (...) {
+          cancel_error = std::current_exception();
+        }
+        lock.lock();
+        if (cancel_error) {
+          cancelled = true;
+          kill_tree(pch_pid.load());
+          for (size_t t : todo) kill_tree(builds[t]->pid.load());
+          break;
+        }
+      }
+    }
+    for (auto& t : threads) t.join();
+    if (cancel_error) std::rethrow_exception(cancel_error);
+    if (failure) std::rethrow_exception(failure);
   }
-  std::shared_ptr<void> lib(h, [](void* p) { ::dlclose(p); });
-  loaded[so] = lib;
-  return lib;
+  std::vector<std::shared_ptr<void>> libs;
+  for (auto& b : builds) libs.push_back(load_library(b->so));
+  p.elapsed_ms = elapsed();
+  p.finished = true;
+  if (final_state) *final_state = p;
+  if (progress) progress(p);
+  return libs;
+}
+
+std::shared_ptr<void> build_library(const std::string& source, const std::string& cache_dir,
+                                    const std::string& what) {
+  return build_libraries({{source, what, 1}}, cache_dir, 1, {}, nullptr).at(0);
 }
 
 void* library_symbol(const std::shared_ptr<void>& lib, const std::string& symbol) {

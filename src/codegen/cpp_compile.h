@@ -8,8 +8,12 @@
 // ~/.cache/ubfuse. UBFUSE_DUMP_KERNELS=1 prints each generated source to stderr.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "ubfuse/model.h"
 
 namespace ubfuse::cpp {
 
@@ -26,9 +30,29 @@ const Toolchain& toolchain();
 // `cache_dir` if not empty, else the environment's choice (above).
 std::string kernel_cache_dir(const std::string& cache_dir);
 
-// Compiles `source` (or finds it in the cache) and dlopens it; the handle closes with the last
-// reference. Throws Error with the compiler's message when compilation fails; `what` names the
-// groups for that message.
+// One translation unit: its source, the groups it holds (for error messages) and how many
+// kernels (for progress).
+struct UnitSource {
+  std::string source;
+  std::string what;
+  int kernels = 1;
+};
+
+// Called on the calling thread: once before compiling, after units finish (about every 100 ms
+// while compilers run) and once when finished. Throwing cancels: the running compilers are
+// killed and build_libraries rethrows.
+using BuildProgress = CompileProgress;
+using BuildProgressFn = std::function<void(const BuildProgress&)>;
+
+// Compiles each unit (or finds it in the cache) and dlopens it; the handles close with their
+// last reference. Up to `jobs` compilers run at once; `*final_state`, when given, gets the last
+// progress. Throws Error with the compiler's message when one fails; the unit's `what` names its
+// groups there.
+std::vector<std::shared_ptr<void>> build_libraries(const std::vector<UnitSource>& units,
+                                                   const std::string& cache_dir, int jobs,
+                                                   const BuildProgressFn& progress,
+                                                   BuildProgress* final_state);
+// One unit, one job, no progress.
 std::shared_ptr<void> build_library(const std::string& source, const std::string& cache_dir,
                                     const std::string& what);
 

@@ -1,11 +1,14 @@
 // FusedGroup -> Kernel. Single groups run their eager kernel; the others are lowered to the
-// kernel IR (codegen/kernel_ir.h) and run as generated C++ (all groups of one call compiled in
-// one translation unit, cached on disk) or by the tile interpreter (codegen=interpreter, or no
-// compiler). A group the IR cannot express runs op by op, and its variant says why.
+// kernel IR (codegen/kernel_ir.h) and run as generated C++ (distinct kernels spread over a few
+// translation units compiled in parallel, each cached on disk) or by the tile interpreter
+// (codegen=interpreter, or no compiler). A group the IR cannot express runs op by op, and its
+// variant says why.
 #include "codegen/group_kernels.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "codegen/attention_kernel.h"
@@ -66,6 +69,40 @@ struct Pending {
   std::string symbol;  // generated function, when compiled
 };
 
+// Spreads the distinct kernels over up to `jobs` units of about equal source size (largest first
+// onto the smallest unit), so parallel compilers finish together. Not more units than jobs: each
+// costs about 0.4 s of compiler time of its own (the Highway code it instantiates). The split
+// depends only on the kernels and `jobs`, so the same model finds its units in the cache again.
+std::vector<cpp::UnitSource> split_units(std::vector<cpp::RenderedKernel> kernels,
+                                         const std::map<std::string, std::string>& names, int jobs,
+                                         std::map<std::string, size_t>* unit_of) {
+  std::sort(kernels.begin(), kernels.end(), [](auto& a, auto& b) {
+    return a.code.size() != b.code.size() ? a.code.size() > b.code.size() : a.symbol < b.symbol;
+  });
+  const size_t n = std::min(kernels.size(), size_t(std::max(1, jobs)));
+  std::vector<std::vector<cpp::RenderedKernel>> parts(n);
+  std::vector<size_t> bytes(n, 0);
+  for (auto& k : kernels) {
+    size_t u = size_t(std::min_element(bytes.begin(), bytes.end()) - bytes.begin());
+    bytes[u] += k.code.size();
+    (*unit_of)[k.symbol] = u;
+    parts[u].push_back(std::move(k));
+  }
+  std::vector<cpp::UnitSource> units;
+  for (auto& part : parts) {
+    std::string what;
+    for (auto& k : part) {
+      const std::string& g = names.at(k.symbol);
+      if (what.size() < 200 && what.find(g) == std::string::npos) {
+        what += (what.empty() ? "" : ", ") + g;
+      }
+    }
+    what = std::to_string(part.size()) + " fused group(s) (" + what + ")";
+    units.push_back({cpp::render_unit(part), what, int(part.size())});
+  }
+  return units;
+}
+
 }  // namespace
 
 std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedGroup>& groups,
@@ -77,11 +114,11 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
     engine_note = " (" + cpp::toolchain().why_not + ")";
     cpp = false;
   }
-  // Lower everything first, so all generated functions go into one translation unit.
+  // Lower everything first, then compile the distinct generated functions together.
   std::vector<std::unique_ptr<Kernel>> out(groups.size());
   std::vector<Pending> pending;
-  std::vector<cpp::RenderedKernel> rendered;
-  std::string names;
+  std::vector<cpp::RenderedKernel> rendered;  // distinct symbols
+  std::map<std::string, std::string> names;   // symbol -> the first group that uses it
   for (size_t i = 0; i < groups.size(); i++) {
     const FusedGroup& g = groups[i];
     if (g.kind == GroupKind::Single) {
@@ -115,18 +152,19 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
     }
     if (cpp) {
       p.lowered.pipelined = cpp::has_pipelined_variant(p.lowered.ub);
-      rendered.push_back(cpp::render_kernel(*prog, p.lowered.ub, p.lowered.reread));
-      p.symbol = rendered.back().symbol;
-      if (names.size() < 200 && names.find(g.name) == std::string::npos) {
-        names += (names.empty() ? "" : ", ") + g.name;
-      }
+      cpp::RenderedKernel r = cpp::render_kernel(*prog, p.lowered.ub, p.lowered.reread);
+      p.symbol = r.symbol;
+      if (names.emplace(r.symbol, g.name).second) rendered.push_back(std::move(r));
     }
     pending.push_back(std::move(p));
   }
-  std::shared_ptr<void> lib;
+  std::map<std::string, std::shared_ptr<void>> lib_of;  // symbol -> its unit's library
   if (!rendered.empty()) {
-    names = std::to_string(rendered.size()) + " fused group(s) (" + names + ")";
-    lib = cpp::build_library(cpp::render_unit(rendered), config.cache_dir, names);
+    std::map<std::string, size_t> unit_of;
+    std::vector<cpp::UnitSource> units = split_units(rendered, names, config.jobs, &unit_of);
+    std::vector<std::shared_ptr<void>> libs =
+        cpp::build_libraries(units, config.cache_dir, config.jobs, config.progress, config.report);
+    for (auto& [symbol, u] : unit_of) lib_of[symbol] = libs.at(u);
   }
   size_t next = 0;
   for (size_t i = 0; i < groups.size(); i++) {
@@ -134,6 +172,7 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
     Pending& p = pending[next++];
     const FusedGroup& g = *p.group;
     Engine eng;
+    std::shared_ptr<void> lib = p.symbol.empty() ? nullptr : lib_of.at(p.symbol);
     if (lib) {
       eng.fn = reinterpret_cast<UbfKernelFn>(cpp::library_symbol(lib, p.symbol));
       eng.library = lib;

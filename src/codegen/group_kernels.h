@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpp_compile.h"
 #include "fusion/group.h"
 #include "kernels/cpu/node_kernel.h"
 #include "runtime/kernel.h"
@@ -13,9 +14,12 @@ namespace ubfuse {
 
 // What the codegen stage reads.
 struct CodegenConfig {
-  std::string engine = "cpp";  // cpp (generated C++) | interpreter (the tile interpreter)
-  std::string cache_dir;       // generated kernels; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
-  OwnKernelFn own_kernel;      // the compiler's kernels for nodes that run graphs (If)
+  std::string engine = "cpp";     // cpp (generated C++) | interpreter (the tile interpreter)
+  std::string cache_dir;          // generated kernels; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
+  OwnKernelFn own_kernel;         // the compiler's kernels for nodes that run graphs (If)
+  int jobs = 1;                   // compiler processes at once
+  cpp::BuildProgressFn progress;  // see build_libraries
+  CompileProgress* report = nullptr;  // the build's final state, when set
 };
 
 // Bytes of UB one row of `cols` columns needs for what the group keeps between its phases
@@ -23,8 +27,8 @@ struct CodegenConfig {
 int64_t ub_bytes_per_row(const FusedGroup& g, int64_t cols);
 
 // One Kernel per group, in the given (launch) order. Single groups use the eager kernel;
-// the others are generated C++ (all groups of one call compiled in one translation unit) or
-// the tile interpreter.
+// the others are generated C++ (distinct kernels spread over up to `jobs` translation units,
+// compiled in parallel) or the tile interpreter.
 std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedGroup>& groups,
                                                         const CodegenConfig& config);
 

@@ -371,6 +371,12 @@ class Lowerer {
       case OpKind::ArgMin:
       case OpKind::CumSum:
       case OpKind::TopK:
+      case OpKind::QuantizeLinear:
+      case OpKind::DequantizeLinear:
+      case OpKind::DynamicQuantizeLinear:
+      case OpKind::MatMulInteger:
+      case OpKind::QLinearMatMul:
+      case OpKind::ConvInteger:
       case OpKind::GatherND:
       case OpKind::ScatterND:
       case OpKind::ScatterElements:

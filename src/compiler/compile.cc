@@ -11,6 +11,7 @@
 #include "compiler/lower_graph.h"
 #include "compiler/options.h"
 #include "compiler/pipeline.h"
+#include "compiler/progress_line.h"
 #include "compiler/shape_values.h"
 #include "compiler/views.h"
 #include "fusion/rules.h"
@@ -34,7 +35,10 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-CompiledModel compile(const Graph& g, const Options& options) {
+CompiledModel compile(const Graph& g, const Options& options) { return compile(g, options, {}); }
+
+CompiledModel compile(const Graph& g, const Options& options,
+                      const CompileProgressFn& on_progress) {
   auto t_start = std::chrono::steady_clock::now();
   auto exe = std::make_shared<Executable>();
   CompileStats& stats = exe->compile_stats;
@@ -44,6 +48,12 @@ CompiledModel compile(const Graph& g, const Options& options) {
     return std::chrono::duration<double, std::milli>(t - t_start).count();
   };
   CompileConfig config = parse_options(options);
+  ProgressLine line(config.progress, stderr);
+  config.on_progress = [&line, &on_progress](const CompileProgress& p) {
+    line.update(p);
+    if (on_progress) on_progress(p);
+  };
+  config.kernel_build = &stats.kernels;
   if (config.ub_bytes == 0) config.ub_bytes = default_ub_bytes();
   if (!config.rules_path.empty()) {
     config.rules = std::make_shared<FusionRules>(load_fusion_rules(config.rules_path));
@@ -78,7 +88,9 @@ CompiledModel compile(const Graph& g, const Options& options) {
   // Shape values run on the host while a plan is built, in either mode.
   ShapeValues sv = find_shape_values(graph);
   // If nodes run their branches, each compiled here once.
-  OwnKernelFn own = [&options](const Node& n) { return make_if_kernel(n, options); };
+  OwnKernelFn own = [&options, &on_progress](const Node& n) {
+    return make_if_kernel(n, options, on_progress);
+  };
   for (const Node* n : sv.nodes) exe->shape_kernels.emplace_back(n, make_node_kernel(*n, own));
   exe->value_inputs = sv.value_inputs;
   auto planned = [&sv](const Node& n) { return sv.set.count(&n) > 0; };

@@ -39,7 +39,8 @@ class IfKernel : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_if_kernel(const Node& n, const Options& options) {
+std::unique_ptr<Kernel> make_if_kernel(const Node& n, const Options& options,
+                                       const CompileProgressFn& on_progress) {
   if (n.op != OpKind::If) return nullptr;
   Options branch_options;
   for (auto& [k, v] : options) {
@@ -53,7 +54,7 @@ std::unique_ptr<Kernel> make_if_kernel(const Node& n, const Options& options) {
   for (size_t i = 0; i < 2; i++) {
     const Graph& g = *n.branches.at(i);
     try {
-      b[i].model = compile(g, branch_options);
+      b[i].model = compile(g, branch_options, on_progress);
     } catch (const Error& e) {
       throw Error(n.describe() + ": compiling its " + (i == 0 ? "then" : "else") +
                   " branch: " + e.what());

@@ -10,7 +10,8 @@
 namespace ubfuse {
 
 // The kernel for an If node (null for other nodes): compiles both branches with `options`
-// (minus the gear options, which name the outer graph's inputs).
-std::unique_ptr<Kernel> make_if_kernel(const Node& n, const Options& options);
+// (minus the gear options, which name the outer graph's inputs) and the outer progress callback.
+std::unique_ptr<Kernel> make_if_kernel(const Node& n, const Options& options,
+                                       const CompileProgressFn& on_progress = {});
 
 }  // namespace ubfuse

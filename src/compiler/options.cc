@@ -1,8 +1,10 @@
 #include "compiler/options.h"
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <thread>
 
 #include "kernels/cpu/attention.h"
 #include "ubfuse/error.h"
@@ -83,6 +85,17 @@ const std::vector<Entry>& entries() {
        [](auto& c, auto& k, auto& v) { c.memory_limit = parse_int(k, v, 0, INT64_MAX); }},
       {{"cache_dir", "PATH", "where generated kernels are cached"},
        [](auto& c, auto&, auto& v) { c.cache_dir = v; }},
+      {{"compile_jobs", "N",
+        "compiler processes run at once for generated kernels (0: one per core)"},
+       [](auto& c, auto& k, auto& v) { c.compile_jobs = int(parse_int(k, v, 0, 1024)); }},
+      {{"progress", "auto|on|off",
+        "the 'compiling fused kernels 3/18' line on stderr: auto shows it on a terminal"},
+       [](auto& c, auto& k, auto& v) {
+         if (v != "auto" && v != "on" && v != "off") {
+           throw Error("option '" + k + "': bad value '" + v + "'; valid: auto, on, off");
+         }
+         c.progress = v;
+       }},
   };
   return e;
 }
@@ -137,6 +150,10 @@ CodegenConfig codegen_config(const CompileConfig& c) {
   CodegenConfig g;
   g.engine = c.codegen;
   g.cache_dir = c.cache_dir;
+  g.jobs =
+      c.compile_jobs > 0 ? c.compile_jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+  g.progress = c.on_progress;
+  g.report = c.kernel_build;
   return g;
 }
 

@@ -29,6 +29,12 @@ struct CompileConfig {
   bool dynamic_dims_strict = false;
   int64_t memory_limit = 0;  // bytes; 0: none
   std::string cache_dir;     // generated kernel cache; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
+  int compile_jobs = 0;      // compiler processes at once; 0: one per core
+  std::string progress = "auto";  // auto (a line on a terminal) | on | off
+  // Set by compile(), not by options: its caller's progress callback and where the kernel
+  // build's final state goes.
+  CompileProgressFn on_progress;
+  CompileProgress* kernel_build = nullptr;
   // Loaded by compile() from rules_path (null: every rule on, no patterns).
   std::shared_ptr<const FusionRules> rules;
 };

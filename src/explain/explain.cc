@@ -27,8 +27,8 @@ int64_t total_bytes(const std::vector<KernelTraffic>& ks) {
 ExplainReport explain(const Graph& g, const ExplainOptions& o) {
   ExplainReport r;
   r.model_name = o.model_name;
-  r.eager = compile(g, with_fusion(o.options, false));
-  r.graph = compile(g, with_fusion(o.options, true));
+  r.eager = compile(g, with_fusion(o.options, false), o.on_progress);
+  r.graph = compile(g, with_fusion(o.options, true), o.on_progress);
   r.dims = explain_detail::bind_dims(r.graph.graph(), o.dims);
   r.ub_bytes = r.graph.ub_bytes();
   r.eager_kernels = predicted_traffic(r.eager, r.dims);

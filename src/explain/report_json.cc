@@ -33,6 +33,17 @@ json decision_json(const FusionDecision& d) {
           {"hint", d.hint}};
 }
 
+// The same fields as `ubfuse run --json` reports under "compile".
+json compile_json(const CompileStats& s) {
+  const CompileProgress& k = s.kernels;
+  return {{"compile_ms", s.compile_ms},
+          {"generated_kernels", k.kernels_total},
+          {"kernels_compiled", k.kernels_total - k.kernels_cached},
+          {"kernel_cache_hits", k.kernels_cached},
+          {"compile_jobs", k.jobs},
+          {"kernel_build_ms", k.elapsed_ms}};
+}
+
 }  // namespace
 
 std::string explain_json(const ExplainReport& r) {
@@ -40,8 +51,12 @@ std::string explain_json(const ExplainReport& r) {
   j["model"] = r.model_name;
   j["dims"] = r.dims;
   j["ub_bytes"] = r.ub_bytes;
-  j["eager"] = {{"kernels", kernels_json(r.eager_kernels)}, {"bytes", r.eager_bytes}};
-  j["graph"] = {{"kernels", kernels_json(r.graph_kernels)}, {"bytes", r.graph_bytes}};
+  j["eager"] = {{"kernels", kernels_json(r.eager_kernels)},
+                {"bytes", r.eager_bytes},
+                {"compile", compile_json(r.eager.stats())}};
+  j["graph"] = {{"kernels", kernels_json(r.graph_kernels)},
+                {"bytes", r.graph_bytes},
+                {"compile", compile_json(r.graph.stats())}};
   j["speedup_bound"] = r.speedup_bound;
   j["boundaries"] = json::array();
   for (auto& b : r.boundaries) {

@@ -55,6 +55,20 @@ std::string format_explain(const ExplainReport& r) {
   out += fmt::format("ubfuse explain: {}{}, ub_bytes {}\n\n", r.model_name,
                      dims.empty() ? "" : " (" + dims + ")", r.ub_bytes);
 
+  const CompileProgress& built = r.graph.stats().kernels;
+  out += fmt::format("Compile: graph mode {:.0f} ms, eager {:.0f} ms", r.graph.stats().compile_ms,
+                     r.eager.stats().compile_ms);
+  const int compiled = built.kernels_total - built.kernels_cached;
+  if (compiled > 0) {
+    out += fmt::format("; {}: {} compiled ({} job{}, {:.0f} ms), {} from the kernel cache",
+                       plural(size_t(built.kernels_total), "generated kernel"), compiled,
+                       built.jobs, built.jobs == 1 ? "" : "s", built.elapsed_ms,
+                       built.kernels_cached);
+  } else if (built.kernels_total > 0) {
+    out += fmt::format("; {}, all from the kernel cache",
+                       plural(size_t(built.kernels_total), "generated kernel"));
+  }
+  out += "\n\n";
   out += fmt::format("Graph mode: {} (eager: {})\n", plural(r.graph_kernels.size(), "kernel"),
                      plural(r.eager_kernels.size(), "kernel"));
   kernels_text(out, r.graph_kernels);

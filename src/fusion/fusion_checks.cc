@@ -259,6 +259,31 @@ Objection op_class(Candidate& c) {
               "that keep the last axis, and MatMul and Conv epilogues");
 }
 
+// Fused kernels compute in f32 and load and store float and bool values only: an op that reads or
+// writes an 8-bit integer (a quantized tensor: a Cast from or to one, a Where or row Transpose of
+// one) keeps a kernel of its own rather than making its group fail to lower.
+Objection int8_value(Candidate& c) {
+  for (const Node* m : {c.p, c.n}) {
+    const Value* bad = nullptr;
+    for (const Value* v : m->inputs) {
+      if (!bad && is_int8(v->dtype)) bad = v;
+    }
+    for (const Value* v : m->outputs) {
+      if (!bad && is_int8(v->dtype)) bad = v;
+    }
+    if (!bad) continue;
+    const bool reads = bad->producer != m;
+    return c.no(FusionReason::NotFusible,
+                "'" + m->name + "' (" + std::string(op_name(m->op)) + ") " +
+                    (reads ? "reads" : "writes") + " the " + std::string(dtype_name(bad->dtype)) +
+                    " value '" + bad->name +
+                    "'; fused kernels compute in f32 and load and store no 8-bit integers",
+                "quantized values run op by op; the elementwise ops after a DequantizeLinear (f32) "
+                "fuse");
+  }
+  return {};
+}
+
 // A MatMul (Conv) epilogue starts at the MatMul: what is computed before it is its input.
 Objection matmul_prologue(Candidate& c) {
   if (!is_fusible(c.p) || !is_fusible(c.n) || !has(c.b, heads_epilogue)) return {};
@@ -542,6 +567,10 @@ const std::vector<Check>& checks() {
                  "both ops are Elementwise, Broadcast, RowReduction, RowPermute or a row "
                  "Transpose, or p is a MatMul or Conv that takes n's group as its epilogue",
                  op_class),
+      edge_check("Int8Value", R::NotFusible,
+                 "neither op reads or writes an i8 or u8 value (fused kernels load and store "
+                 "float and bool values)",
+                 int8_value),
       edge_check("MatMulPrologue", R::NotFusible,
                  "n's group holds no MatMul or Conv: an epilogue takes nothing computed before "
                  "its MatMul or Conv",

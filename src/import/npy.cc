@@ -133,6 +133,7 @@ struct DescrInfo {
 constexpr DescrInfo kDescrs[] = {
     {"<f4", DType::f32, 4}, {"<f2", DType::f16, 2},     {"<i8", DType::i64, 8},
     {"<i4", DType::i32, 4}, {"|b1", DType::boolean, 1}, {"<u2", DType::bf16, 2},
+    {"|i1", DType::i8, 1},  {"|u1", DType::u8, 1},
 };
 
 uint32_t read_le(const std::string& b, size_t at, int n) {
@@ -212,8 +213,8 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
     return t;
   }
   fail(what, "field 'descr' is '" + descr +
-                 "', which ubfuse does not read; supported: '<f4', '<f2', '<i8', '<i4', '|b1', "
-                 "'<u2' (bf16 bits), '<f8' (converted to f32)");
+                 "', which ubfuse does not read; supported: '<f4', '<f2', '<i8', '<i4', '|i1', "
+                 "'|u1', '|b1', '<u2' (bf16 bits), '<f8' (converted to f32)");
 }
 
 Tensor read_npy(const std::string& path) {

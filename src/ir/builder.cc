@@ -193,6 +193,31 @@ std::vector<GraphBuilder::V> GraphBuilder::top_k(V x, V k, int64_t axis, bool la
   return n->outputs;
 }
 
+GraphBuilder::V GraphBuilder::quantize_linear(V x, V scale, V zero_point, int64_t axis) {
+  std::vector<V> in{x, scale};
+  if (zero_point) in.push_back(zero_point);
+  return op(OpKind::QuantizeLinear, in, {{"axis", axis}});
+}
+GraphBuilder::V GraphBuilder::dequantize_linear(V x, V scale, V zero_point, int64_t axis) {
+  std::vector<V> in{x, scale};
+  if (zero_point) in.push_back(zero_point);
+  return op(OpKind::DequantizeLinear, in, {{"axis", axis}});
+}
+std::vector<GraphBuilder::V> GraphBuilder::dynamic_quantize_linear(V x) {
+  Node* n = graph_->add_node(OpKind::DynamicQuantizeLinear, {x}, {}, "", 3);
+  finish(n);
+  return n->outputs;
+}
+GraphBuilder::V GraphBuilder::matmul_integer(V a, V b, V a_zero_point, V b_zero_point) {
+  if (b_zero_point && !a_zero_point) {
+    throw Error("matmul_integer: a b_zero_point needs an a_zero_point (a zero of a's dtype)");
+  }
+  std::vector<V> in{a, b};
+  if (a_zero_point) in.push_back(a_zero_point);
+  if (b_zero_point) in.push_back(b_zero_point);
+  return op(OpKind::MatMulInteger, in);
+}
+
 GraphBuilder::V GraphBuilder::host(V x, HostFn fn, const std::string& name) {
   Node* n = graph_->add_node(OpKind::Host, {x}, {}, name);
   n->host = std::move(fn);

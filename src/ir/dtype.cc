@@ -19,6 +19,8 @@ size_t dtype_size(DType t) {
     case DType::i32:
       return 4;
     case DType::boolean:
+    case DType::i8:
+    case DType::u8:
       return 1;
   }
   UBF_CHECK(false, "bad dtype");
@@ -38,6 +40,10 @@ std::string_view dtype_name(DType t) {
       return "i32";
     case DType::boolean:
       return "bool";
+    case DType::i8:
+      return "i8";
+    case DType::u8:
+      return "u8";
   }
   UBF_CHECK(false, "bad dtype");
 }
@@ -48,8 +54,11 @@ DType parse_dtype(std::string_view s) {
   if (s == "f16" || s == "float16" || s == "half") return DType::f16;
   if (s == "i64" || s == "int64") return DType::i64;
   if (s == "i32" || s == "int32") return DType::i32;
+  if (s == "i8" || s == "int8") return DType::i8;
+  if (s == "u8" || s == "uint8") return DType::u8;
   if (s == "bool" || s == "boolean") return DType::boolean;
-  throw Error("unknown dtype '" + std::string(s) + "'; valid: f32, bf16, f16, i64, i32, bool");
+  throw Error("unknown dtype '" + std::string(s) +
+              "'; valid: f32, bf16, f16, i64, i32, i8, u8, bool");
 }
 
 float f16_to_f32(uint16_t h) {

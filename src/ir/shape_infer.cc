@@ -132,6 +132,13 @@ void infer_matmul(Node& n) {
   const Value* b = n.inputs[1];
   require_same_dtype(n, a, b);
   require_float(n, a);
+  n.out()->dtype = a->dtype;
+  n.out()->shape = matmul_shape(n, a, b);
+}
+
+}  // namespace
+
+Shape shape_infer::matmul_shape(const Node& n, const Value* a, const Value* b) {
   if (a->shape.empty() || b->shape.empty()) fail(n, "operands must have at least 1 dim");
   Shape sa = a->shape, sb = b->shape;
   bool a1 = sa.size() == 1, b1 = sb.size() == 1;
@@ -150,9 +157,10 @@ void infer_matmul(Node& n) {
   Shape out = *batch;
   if (!a1) out.push_back(sa[sa.size() - 2]);
   if (!b1) out.push_back(sb.back());
-  n.out()->dtype = a->dtype;
-  n.out()->shape = out;
+  return out;
 }
+
+namespace {
 
 // Output dims that only the plan can know (a value operand's contents are not known yet).
 Shape runtime_shape(const Node& n, int64_t rank) {
@@ -752,6 +760,15 @@ void infer_node_op(Node& n) {
   for (int i = 0; i < nin; i++) {
     if (!n.inputs[i]) throw Error(n.describe() + ": input " + std::to_string(i) + " is null");
   }
+  for (int i = 0; i < nin; i++) {
+    if (is_int8(n.inputs[i]->dtype) && !takes_int8(n, i)) {
+      fail(n,
+           "input " + std::to_string(i) + " is " + std::string(dtype_name(n.inputs[i]->dtype)) +
+               "; 8-bit integers are taken by data movement, Cast, Where and the quantization "
+               "ops only",
+           "DequantizeLinear (or Cast to i32 or f32) first");
+    }
+  }
   switch (n.op) {
 #define UBF_OP(...)
 #define UBF_MATH(name, ...) case OpKind::name:
@@ -824,6 +841,24 @@ void infer_node_op(Node& n) {
       return;
     case OpKind::GroupNorm:
       infer_group_norm(n);
+      return;
+    case OpKind::QuantizeLinear:
+      infer_quantize_linear(n);
+      return;
+    case OpKind::DequantizeLinear:
+      infer_dequantize_linear(n);
+      return;
+    case OpKind::DynamicQuantizeLinear:
+      infer_dynamic_quantize_linear(n);
+      return;
+    case OpKind::MatMulInteger:
+      infer_matmul_integer(n);
+      return;
+    case OpKind::QLinearMatMul:
+      infer_qlinear_matmul(n);
+      return;
+    case OpKind::ConvInteger:
+      infer_conv_integer(n);
       return;
     case OpKind::Pad:
       infer_pad(n);

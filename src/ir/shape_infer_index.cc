@@ -103,6 +103,12 @@ void check_reduction(Node& n) {
   if (red != "none" && n.inputs[0]->dtype == DType::boolean) {
     fail(n, "reduction " + red + " on bool data", "Cast the data to a numeric dtype");
   }
+  if (red != "none" && is_int8(n.inputs[0]->dtype)) {
+    fail(n,
+         "reduction " + red + " on " + std::string(dtype_name(n.inputs[0]->dtype)) +
+             " data (8-bit integers are moved, not computed on)",
+         "Cast the data to i32 or f32");
+  }
 }
 
 }  // namespace

@@ -19,6 +19,8 @@ int64_t norm_axis(const Node& n, int64_t axis, int64_t rank);
 int64_t operand_length(Node& n, int i, const char* what);
 // The output of a one-input elementwise op: its input's shape and dtype.
 void infer_same(Node& n);
+// The batched MatMul output shape of [..., M, K] x [..., K, N] (numpy broadcasting of the batch).
+Shape matmul_shape(const Node& n, const Value* a, const Value* b);
 
 // shape_infer_index.cc
 void infer_gather(Node& n);
@@ -32,7 +34,21 @@ void infer_topk(Node& n);
 
 // shape_infer_nn.cc
 void infer_conv(Node& n);
+// Conv's attributes and output shape; `integer`: ConvInteger (i32 output, operands checked by
+// the caller, inputs 2 and 3 zero points rather than a bias).
+void infer_conv_geometry(Node& n, bool integer);
 void infer_group_norm(Node& n);
 void infer_pad(Node& n);
+
+// shape_infer_quant.cc
+void infer_quantize_linear(Node& n);
+void infer_dequantize_linear(Node& n);
+void infer_dynamic_quantize_linear(Node& n);
+void infer_matmul_integer(Node& n);
+void infer_qlinear_matmul(Node& n);
+void infer_conv_integer(Node& n);
+// Whether input i of n may be i8 or u8 (the ops that move 8-bit values, Cast and the quantization
+// ops); other ops reject them with a hint.
+bool takes_int8(const Node& n, int i);
 
 }  // namespace ubfuse::shape_infer

@@ -37,11 +37,15 @@ std::vector<int64_t> attr_list(Node& n, const std::string& k, size_t len, int64_
 // Conv: x [N, C, spatial...] (1 or 2 spatial axes), w [M, C/group, k...], bias [M]. The attributes
 // are written back complete (strides, dilations, pads, group, auto_pad), so the kernels and the
 // reference read them as they are.
-void infer_conv(Node& n) {
+void infer_conv(Node& n) { infer_conv_geometry(n, false); }
+
+void infer_conv_geometry(Node& n, bool integer) {
   const Value* x = n.inputs[0];
   const Value* w = n.inputs[1];
-  require_float(n, x);
-  require_same_dtype(n, x, w);
+  if (!integer) {  // ConvInteger checks its operands' dtypes itself (shape_infer_quant.cc)
+    require_float(n, x);
+    require_same_dtype(n, x, w);
+  }
   const size_t r = x->shape.size();
   if (r != 3 && r != 4) {
     fail(n, "input must be [N, C, L] (1-D) or [N, C, H, W] (2-D), got rank " + std::to_string(r),
@@ -111,7 +115,7 @@ void infer_conv(Node& n) {
          "give either pads (auto_pad NOTSET) or auto_pad, not both");
   }
   n.attrs["auto_pad"] = ap;
-  if (n.inputs.size() > 2) {
+  if (n.inputs.size() > 2 && !integer) {
     const Value* b = n.inputs[2];
     require_same_dtype(n, x, b);
     if (b->shape.size() != 1 || b->shape[0] != m) {
@@ -133,7 +137,7 @@ void infer_conv(Node& n) {
     }
     out.push_back(o ? *o : runtime_dim(n, 0, int(2 + i)));
   }
-  n.out()->dtype = x->dtype;
+  n.out()->dtype = integer ? DType::i32 : x->dtype;
   n.out()->shape = out;
 }
 

@@ -95,6 +95,10 @@ double Tensor::get(int64_t i) const {
       return double(static_cast<const int32_t*>(data_)[i]);
     case DType::boolean:
       return static_cast<const uint8_t*>(data_)[i] ? 1.0 : 0.0;
+    case DType::i8:
+      return static_cast<const int8_t*>(data_)[i];
+    case DType::u8:
+      return static_cast<const uint8_t*>(data_)[i];
   }
   return 0;
 }
@@ -118,6 +122,12 @@ void Tensor::set(int64_t i, double v) {
       break;
     case DType::boolean:
       static_cast<uint8_t*>(data_)[i] = v != 0 ? 1 : 0;
+      break;
+    case DType::i8:  // wraps like the wider integers' conversions do (two's complement)
+      static_cast<int8_t*>(data_)[i] = int8_t(uint8_t(int64_t(v)));
+      break;
+    case DType::u8:
+      static_cast<uint8_t*>(data_)[i] = uint8_t(int64_t(v));
       break;
   }
 }

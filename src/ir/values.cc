@@ -56,6 +56,12 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::ScatterElements:
     case OpKind::Conv:
     case OpKind::GroupNorm:
+    case OpKind::QuantizeLinear:
+    case OpKind::DequantizeLinear:
+    case OpKind::DynamicQuantizeLinear:
+    case OpKind::MatMulInteger:
+    case OpKind::QLinearMatMul:
+    case OpKind::ConvInteger:
     case OpKind::Concat:
     case OpKind::AxesShape:  // its output's length follows from its operands' lengths
     case OpKind::Shape:      // reads sizes only

@@ -206,7 +206,9 @@ std::shared_ptr<const Plan> Executor::build_plan(
 }
 
 std::shared_ptr<const Plan> Executor::plan_for(const SymbolBindings& b,
-                                               const std::map<std::string, Tensor>& inputs) const {
+                                               const std::map<std::string, Tensor>& inputs,
+                                               bool* built) const {
+  if (built) *built = false;
   PlanKey key = key_of(b, inputs);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -221,6 +223,7 @@ std::shared_ptr<const Plan> Executor::plan_for(const SymbolBindings& b,
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = plans_.emplace(std::move(key), Cached{p, ++use_clock_});
   if (inserted) plan_builds_++;
+  if (built) *built = inserted;
   std::shared_ptr<const Plan> out = it->second.plan;
   if (plans_.size() > kMaxPlans) {
     auto oldest = plans_.begin();
@@ -236,8 +239,11 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
                    std::map<std::string, Tensor>& outputs, bool allocate_outputs,
                    RunStats* stats) const {
   const Graph& graph = exe_->graph;
+  const int64_t t_call = now_ns();
+  RunStats local;
   SymbolBindings b = bind_inputs(inputs);
-  auto plan = plan_for(b, inputs);
+  auto plan = plan_for(b, inputs, &local.plan_built);
+  const int64_t t_planned = now_ns();
   // The caller's tensors by graph input and output index, as the plan's buffers name them.
   std::vector<const Tensor*> in_t, out_t;
   for (auto* in : graph.inputs()) in_t.push_back(&inputs.at(in->name));
@@ -294,7 +300,6 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
   ctx.matmul_block_bytes = exe_->run.matmul_block_bytes;
   for (auto& u : ws->ubs) ctx.ub.push_back(u.data_as<float>());
   TraceSink* sink = active_trace_sink();
-  RunStats local;
   std::vector<Tensor> in, out;
   for (size_t k = 0; k < exe_->kernels.size(); k++) {
     const Kernel& kern = *exe_->kernels[k];
@@ -305,8 +310,10 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
     for (auto& r : ops.outputs) out.push_back(tensor(r));
     ctx.extra_bytes_read = 0;
     ctx.variant_used.clear();
-    int64_t t0 = sink ? now_ns() : 0;
+    const int64_t t0 = now_ns();
     kern.run(in, out, ctx);
+    const int64_t t1 = now_ns();
+    local.kernels_us += double(t1 - t0) * 1e-3;
     int64_t br = ctx.extra_bytes_read, bw = 0;
     for (auto& t : in) br += int64_t(t.nbytes());
     for (auto& t : out) bw += int64_t(t.nbytes());
@@ -317,7 +324,7 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
       KernelEvent e;
       e.info = &kern.info;
       e.t0_ns = t0;
-      e.t1_ns = now_ns();
+      e.t1_ns = t1;
       e.bytes_read = br;
       e.bytes_written = bw;
       for (auto& t : in) {
@@ -337,6 +344,8 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
     const Tensor& dst = *out_t[size_t(c.output)];
     if (src.data() != dst.data()) std::memcpy(dst.data(), src.data(), dst.nbytes());
   }
+  local.plan_us = double(t_planned - t_call) * 1e-3;
+  local.total_us = double(now_ns() - t_call) * 1e-3;
   if (stats) *stats = local;
 }
 

@@ -32,9 +32,11 @@ class Executor {
   // Binds the symbols of the graph inputs from the given tensors, checking rank, dims and dtype.
   SymbolBindings bind_inputs(const std::map<std::string, Tensor>& inputs) const;
   // The plan for a binding and the contents of the value inputs (graph inputs that shapes
-  // depend on), built on first use and cached under both.
+  // depend on), built on first use and cached under both; `*built` says whether this call
+  // built it.
   std::shared_ptr<const Plan> plan_for(const SymbolBindings& b,
-                                       const std::map<std::string, Tensor>& inputs = {}) const;
+                                       const std::map<std::string, Tensor>& inputs = {},
+                                       bool* built = nullptr) const;
   // A plan built afresh (not cached): for reports about shapes the model may never run.
   std::shared_ptr<const Plan> build_plan(const SymbolBindings& b,
                                          const std::map<std::string, Tensor>& inputs = {}) const;

@@ -123,3 +123,21 @@ def test_bf16_constant_from_bits():
     m = ubfuse.compile(b.build())
     out = m.run({"x": ubfuse.to_bf16(np.array([2.0, 0.5, -1.0], np.float32))})
     np.testing.assert_array_equal(ubfuse.from_bf16(out["y"]), [2.0, 1.0, -3.0])
+
+
+def test_int8_and_uint8_arrays_in_and_out():
+    b = ubfuse.GraphBuilder()
+    q = b.input("q", "u8", [2, 3])
+    b.output("t", b.transpose(q, [1, 0]))
+    b.output("f", b.cast(q, "f32"))
+    b.output("s", b.cast(b.input("x", "f32", [3]), "int8"))
+    g = b.build()
+    assert g.inputs[0]["dtype"] == "u8"
+    q_in = np.array([[0, 1, 255], [7, 128, 200]], np.uint8)
+    x_in = np.array([-300.0, 1.9, 127.5], np.float32)
+    for mode in ("graph", "eager"):
+        out = ubfuse.compile(g, mode=mode).run({"q": q_in, "x": x_in})
+        assert out["t"].dtype == np.uint8 and out["s"].dtype == np.int8
+        np.testing.assert_array_equal(out["t"], q_in.T)
+        np.testing.assert_array_equal(out["f"], q_in.astype(np.float32))
+        np.testing.assert_array_equal(out["s"], np.array([-128, 1, 127], np.int8))

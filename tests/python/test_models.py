@@ -57,3 +57,42 @@ def test_decode_step_on_the_cache_of_the_previous_step():
     out1 = step.run(feed)
     for o in step.outputs:
         near(out1[o["name"]], np.load(f1 / "ort" / f"{o['name']}.npy"), f"step 2 {o['name']}")
+
+
+def test_greedy_decode_loop_plans_each_length_once_and_matches_the_full_recompute():
+    # A prompt through the no-cache model, then 8 greedy tokens one at a time through the
+    # with-past model, each step fed the presents of the step before. The step model compiles
+    # once and builds one plan per new past length; each step's logits equal the last row of the
+    # no-cache model run over the whole sequence so far.
+    first = ubfuse.load_onnx(MODELS / "kv_decoder.onnx")
+    step = ubfuse.load_onnx(MODELS / "kv_decoder_with_past.onnx")
+    ids = np.array([[3, 141, 59, 26, 53]], dtype=np.int64)
+    out = first.run({"input_ids": ids})
+    layers = sorted({k.split(".")[1] for k in out if k.startswith("present.")})
+    runs = []
+    for t in range(8):
+        token = out["logits"][:, -1:].argmax(-1).astype(np.int64)
+        ids = np.concatenate([ids, token], axis=1)
+        feed = {"input_ids": token}
+        for l in layers:
+            for kv in ("key", "value"):
+                feed[f"past_key_values.{l}.{kv}"] = out[f"present.{l}.{kv}"]
+        stats = {}
+        out = step.run(feed, stats=stats)
+        runs.append(stats)
+        full = first.run({"input_ids": ids})
+        np.testing.assert_allclose(out["logits"][:, -1], full["logits"][:, -1], rtol=1e-4,
+                                   atol=1e-4, err_msg=f"step {t}")
+        assert out["present.0.key"].shape[2] == ids.shape[1]
+    assert step.stats["compilations"] == 1
+    assert step.stats["plan_builds"] == 8  # past lengths 5..12, one plan each
+    assert all(r["plan_built"] for r in runs)
+    for r in runs:
+        assert r["total_us"] >= r["plan_us"] + r["kernels_us"] - 1e-6
+        assert r["overhead_us"] >= -1e-6 and r["kernels_launched"] == len(step.kernels)
+    # The same length again reuses its plan.
+    again = {}
+    step.run(feed, stats=again)
+    assert not again["plan_built"] and step.stats["plan_builds"] == 8
+    with pytest.raises(ubfuse.Error, match="stats must be a dict"):
+        step.run(feed, stats=[])

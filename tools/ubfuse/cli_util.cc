@@ -1,6 +1,41 @@
 #include "cli_util.h"
 
+#include <atomic>
+#include <csignal>
+
 namespace ubfuse::cli {
+
+namespace {
+
+std::atomic<bool> g_compiling{false}, g_interrupted{false};
+
+extern "C" void on_sigint(int) {
+  if (!g_compiling.load() || g_interrupted.load()) {
+    std::signal(SIGINT, SIG_DFL);  // not compiling, or a second Ctrl-C: end as usual
+    std::raise(SIGINT);
+    return;
+  }
+  g_interrupted.store(true);
+}
+
+}  // namespace
+
+InterruptibleCompile::InterruptibleCompile() {
+  g_interrupted = false;
+  g_compiling = true;
+  std::signal(SIGINT, on_sigint);
+}
+
+InterruptibleCompile::~InterruptibleCompile() {
+  g_compiling = false;
+  std::signal(SIGINT, SIG_DFL);
+}
+
+CompileProgressFn InterruptibleCompile::callback() const {
+  return [](const CompileProgress&) {
+    if (g_interrupted.load()) throw Interrupted();
+  };
+}
 
 Sizes parse_sizes(const std::string& s, const std::string& flag) {
   Sizes out;
@@ -45,6 +80,16 @@ nlohmann::json kernels_json(const CompiledModel& m) {
         {{"name", k.name}, {"nodes", k.node_names}, {"ops", k.op_types}, {"variant", k.variant}});
   }
   return ks;
+}
+
+nlohmann::json compile_json(const CompileStats& s) {
+  const CompileProgress& k = s.kernels;
+  return {{"compile_ms", s.compile_ms},
+          {"generated_kernels", k.kernels_total},
+          {"kernels_compiled", k.kernels_total - k.kernels_cached},
+          {"kernel_cache_hits", k.kernels_cached},
+          {"compile_jobs", k.jobs},
+          {"kernel_build_ms", k.elapsed_ms}};
 }
 
 }  // namespace ubfuse::cli

@@ -1,6 +1,7 @@
 // Small helpers shared by the subcommands.
 #pragma once
 
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -15,5 +16,23 @@ Sizes parse_sizes(const std::string& s, const std::string& flag);
 Options parse_kv_options(const std::vector<std::string>& kvs);
 // The kernels of a model as JSON: name, nodes, ops, variant.
 nlohmann::json kernels_json(const CompiledModel& m);
+// Ctrl-C while fused kernels compile: their compilers run in process groups of their own, out of
+// the terminal's reach, so the CLI cancels the build itself. Hold an InterruptibleCompile around
+// compile() and pass its callback; a Ctrl-C then throws Interrupted (main exits 130). Outside
+// one, Ctrl-C ends the process as usual.
+struct Interrupted : std::exception {
+  const char* what() const noexcept override { return "interrupted"; }
+};
+class InterruptibleCompile {
+ public:
+  InterruptibleCompile();
+  ~InterruptibleCompile();
+  InterruptibleCompile(const InterruptibleCompile&) = delete;
+  InterruptibleCompile& operator=(const InterruptibleCompile&) = delete;
+  CompileProgressFn callback() const;
+};
+
+// Compile time and the generated kernels' build: compiled, from the cache, jobs, wall time.
+nlohmann::json compile_json(const CompileStats& s);
 
 }  // namespace ubfuse::cli

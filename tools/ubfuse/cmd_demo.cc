@@ -46,7 +46,10 @@ ModeResult run_mode(const std::string& mode, const Graph& g,
   ModeResult r;
   r.mode = mode;
   opts["ge.exec.enableOperatorFusion"] = mode == "graph" ? "1" : "0";
-  r.model = compile(g, opts);
+  {
+    InterruptibleCompile ctrl_c;
+    r.model = compile(g, opts, ctrl_c.callback());
+  }
   r.outputs = r.model.run(in, &r.stats);  // warm-up; also allocates the outputs reused below
   // --trace: the timed runs, one step each, to DIR/<mode>.trace.json (warm-up left out).
   std::unique_ptr<Profiler> prof;
@@ -122,6 +125,7 @@ int run_demo(const DemoArgs& a) {
     m["within_tolerance"] = r.max_abs_diff <= ref::tolerance(so.dtype) * 10;
     m["kernels"] = kernels_json(r.model);
     m["compile_ms"] = r.model.stats().compile_ms;
+    m["compile"] = compile_json(r.model.stats());
     m["compilations"] = r.model.stats().compilations;
     m["plan_builds"] = r.model.stats().plan_builds;
     m["plan_cache_hits"] = r.model.stats().plan_cache_hits;

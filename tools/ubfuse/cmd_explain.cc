@@ -81,7 +81,12 @@ int run_explain(const ExplainArgs& a) {
     throw Error("explain expects 'demo' or a MODEL.onnx path, got '" + a.target + "'");
   }
 
-  ExplainReport r = explain(g, o);
+  ExplainReport r;
+  {
+    InterruptibleCompile ctrl_c;
+    o.on_progress = ctrl_c.callback();
+    r = explain(g, o);
+  }
   DotFiles dots;
   if (!a.dot_dir.empty()) dots = write_dot_files(r, a.dot_dir);
   if (a.json) {

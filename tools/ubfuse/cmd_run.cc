@@ -166,7 +166,11 @@ int run_model(const RunArgs& a) {
   Options opts = parse_kv_options(a.options);
   if (!a.rules.empty()) opts["ge.fusion_optimizer_config_path"] = a.rules;
   opts["ge.exec.enableOperatorFusion"] = a.mode == "graph" ? "1" : "0";
-  CompiledModel m = compile(model.graph, opts);
+  CompiledModel m;
+  {
+    InterruptibleCompile ctrl_c;
+    m = compile(model.graph, opts, ctrl_c.callback());
+  }
 
   RunStats stats;
   auto outputs = m.run(inputs, &stats);  // warm-up, also allocates the outputs
@@ -219,6 +223,7 @@ int run_model(const RunArgs& a) {
                    {"kernels", kernels_json(m)},
                    {"fusion", {{"fused_kernels", fused}, {"not_fused_reasons", reasons}}},
                    {"compile_ms", m.stats().compile_ms},
+                   {"compile", compile_json(m.stats())},
                    {"iters", a.iters},
                    {"median_ms", ms[ms.size() / 2]},
                    {"min_ms", ms.front()},

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "ubfuse/error.h"
 #include "util/omp_env.h"
@@ -24,6 +25,9 @@ int main(int argc, char** argv) {
   } catch (const ubfuse::Error& e) {
     std::fprintf(stderr, "ubfuse: error: %s\n", e.what());
     return 2;
+  } catch (const ubfuse::cli::Interrupted&) {
+    std::fprintf(stderr, "\nubfuse: interrupted\n");
+    return 130;
   }
   return 0;
 }

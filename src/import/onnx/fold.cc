@@ -24,6 +24,10 @@ int64_t get_int(const Tensor& t, int64_t i) {
       return t.data_as<int32_t>()[i];
     case DType::boolean:
       return t.data_as<uint8_t>()[i];
+    case DType::i8:
+      return t.data_as<int8_t>()[i];
+    case DType::u8:
+      return t.data_as<uint8_t>()[i];
     default:
       UBF_CHECK(false, "get_int on a float tensor");
   }
@@ -39,6 +43,12 @@ void set_int(Tensor& t, int64_t i, int64_t v) {
       return;
     case DType::boolean:
       t.data_as<uint8_t>()[i] = v != 0;
+      return;
+    case DType::i8:  // wraps, as the eager kernels' integer arithmetic does
+      t.data_as<int8_t>()[i] = int8_t(uint8_t(v));
+      return;
+    case DType::u8:
+      t.data_as<uint8_t>()[i] = uint8_t(v);
       return;
     default:
       UBF_CHECK(false, "set_int on a float tensor");

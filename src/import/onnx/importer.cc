@@ -114,6 +114,15 @@ void convert_node(ImportState& st, const onnx::NodeProto& node) {
                   "' is already defined (ONNX values are assigned once)");
     }
   }
+  if (!takes_int8_inputs(node.op_type())) {
+    for (int i = 0; i < c.num_inputs(); i++) {
+      if (c.has_input(i) && is_int8(c.dtype(i))) {
+        c.unsupported("input " + std::to_string(i) + " ('" + node.input(i) + "') is " +
+                      std::string(dtype_name(c.dtype(i))) + "; int8 and uint8 tensors are taken " +
+                      "by data movement, Cast, Where and the quantization ops only");
+      }
+    }
+  }
   it->second(c);
   c.check_attrs_used();
   c.check_outputs_set();

@@ -47,6 +47,7 @@ const ConverterMap& converters() {
     add_reduce_ops(out);
     add_control_ops(out);
     add_einsum_ops(out);
+    add_quant_ops(out);
     return out;
   }();
   return m;

@@ -97,7 +97,7 @@ void check_typed_count(const onnx::TensorProto& p, int32_t type, int64_t n,
       return check_count(p.double_data(), n, what, "double_data");
     case TP::INT64:
       return check_count(p.int64_data(), n, what, "int64_data");
-    default:  // INT32, BOOL, FLOAT16, BFLOAT16 (16 bits in the low half of each int32)
+    default:  // INT32, INT8, UINT8, BOOL, FLOAT16, BFLOAT16 (each value in an int32)
       return check_count(p.int32_data(), n, what, "int32_data");
   }
 }
@@ -121,6 +121,10 @@ DType dtype_from_onnx(int32_t t, const std::string& what) {
       return DType::i64;
     case TP::INT32:
       return DType::i32;
+    case TP::INT8:
+      return DType::i8;
+    case TP::UINT8:
+      return DType::u8;
     case TP::BOOL:
       return DType::boolean;
     default:
@@ -128,7 +132,8 @@ DType dtype_from_onnx(int32_t t, const std::string& what) {
   }
   throw OnnxUnsupportedError(what + ": element type " + onnx_type_name(t) +
                              " is not supported; supported: FLOAT, FLOAT16, BFLOAT16, INT64, "
-                             "INT32, BOOL (DOUBLE initializers are converted to FLOAT)");
+                             "INT32, INT8, UINT8, BOOL (DOUBLE initializers are converted to "
+                             "FLOAT)");
 }
 
 Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadOptions& o) {
@@ -195,6 +200,12 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
         break;
       case TP::BOOL:
         for (int64_t i = 0; i < n; i++) t.data_as<uint8_t>()[i] = p.int32_data(int(i)) != 0;
+        break;
+      case TP::INT8:  // one value per int32, as ONNX stores the narrow integers
+        for (int64_t i = 0; i < n; i++) t.data_as<int8_t>()[i] = int8_t(p.int32_data(int(i)));
+        break;
+      case TP::UINT8:
+        for (int64_t i = 0; i < n; i++) t.data_as<uint8_t>()[i] = uint8_t(p.int32_data(int(i)));
         break;
       case TP::FLOAT16:
       case TP::BFLOAT16:  // the 16 bits sit in the low half of each int32

@@ -1,8 +1,10 @@
 // Cast between every pair of dtypes. Float <-> float conversions (f32/bf16/f16, rounding to nearest
 // even) are vectorized; the rest go through a 256-element staging block as f32 (from floats) or
 // i64 (from integers and bool). Semantics: float -> int truncates toward zero, saturating at the
-// target's range, NaN -> 0; int -> int wraps (two's complement, like numpy); anything -> bool is
-// (x != 0) (NaN -> true); bool -> numbers gives 0 / 1.
+// target's range (i8 and u8 included), NaN -> 0 (ONNX's Cast leaves out-of-range values
+// undefined; saturating is its float8 rule and onnxruntime's); int -> int wraps (two's complement,
+// as ONNX's Cast says for fixed point); anything -> bool is (x != 0) (NaN -> true); bool -> numbers
+// gives 0 / 1.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -126,6 +128,12 @@ void read_block(DType t, const void* p, int64_t i, int64_t n, float* f, int64_t*
     case DType::boolean:
       for (int64_t k = 0; k < n; ++k) v[k] = static_cast<const uint8_t*>(p)[i + k] != 0;
       return;
+    case DType::i8:
+      for (int64_t k = 0; k < n; ++k) v[k] = static_cast<const int8_t*>(p)[i + k];
+      return;
+    case DType::u8:
+      for (int64_t k = 0; k < n; ++k) v[k] = static_cast<const uint8_t*>(p)[i + k];
+      return;
   }
 }
 
@@ -158,6 +166,12 @@ void write_from_floats(DType t, const float* f, void* p, int64_t i, int64_t n) {
     case DType::boolean:
       for (int64_t k = 0; k < n; ++k) static_cast<uint8_t*>(p)[i + k] = f[k] != 0.0f;
       return;
+    case DType::i8:
+      for (int64_t k = 0; k < n; ++k) static_cast<int8_t*>(p)[i + k] = float_to_int<int8_t>(f[k]);
+      return;
+    case DType::u8:
+      for (int64_t k = 0; k < n; ++k) static_cast<uint8_t*>(p)[i + k] = float_to_int<uint8_t>(f[k]);
+      return;
   }
 }
 
@@ -179,6 +193,12 @@ void write_from_ints(DType t, const int64_t* v, void* p, int64_t i, int64_t n) {
       return;
     case DType::boolean:
       for (int64_t k = 0; k < n; ++k) static_cast<uint8_t*>(p)[i + k] = v[k] != 0;
+      return;
+    case DType::i8:
+      for (int64_t k = 0; k < n; ++k) static_cast<int8_t*>(p)[i + k] = int8_t(uint8_t(v[k]));
+      return;
+    case DType::u8:
+      for (int64_t k = 0; k < n; ++k) static_cast<uint8_t*>(p)[i + k] = uint8_t(v[k]);
       return;
   }
 }

@@ -299,6 +299,8 @@ class WhereKernel : public KernelBase {
                                             reinterpret_cast<const int32_t*>(rb), sc[2],
                                             reinterpret_cast<int32_t*>(ro), len);
                        case DType::boolean:
+                       case DType::i8:  // one byte: selected as bytes
+                       case DType::u8:
                          return plain_where(rc, sc[0], reinterpret_cast<const uint8_t*>(ra), sc[1],
                                             reinterpret_cast<const uint8_t*>(rb), sc[2],
                                             reinterpret_cast<uint8_t*>(ro), len);

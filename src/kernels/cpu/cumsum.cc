@@ -88,6 +88,8 @@ class CumSumKernel : public KernelBase {
         return;
       }
       case DType::boolean:
+      case DType::i8:  // shape inference keeps 8-bit integers out
+      case DType::u8:
         break;
     }
     fail("cannot sum " + tensors_str({x}), "Cast the input to an integer or float dtype");

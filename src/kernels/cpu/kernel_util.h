@@ -83,6 +83,11 @@ std::unique_ptr<OpKernel> make_cumsum_kernel(const Node& n);       // cumsum.cc
 std::unique_ptr<OpKernel> make_topk_kernel(const Node& n);         // topk.cc
 // scatter.cc: GatherND, ScatterND, ScatterElements
 std::unique_ptr<OpKernel> make_scatter_kernel(const Node& n);
+// quantize.cc: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
+std::unique_ptr<OpKernel> make_quantize_kernel(const Node& n);
+// matmul_integer.cc: MatMulInteger, QLinearMatMul; and ConvInteger (im2col and the same product)
+std::unique_ptr<OpKernel> make_matmul_integer_kernel(const Node& n);
+std::unique_ptr<OpKernel> make_conv_integer_kernel(const Node& n);
 
 // memcpy split over the pool for large sizes.
 void parallel_copy(void* dst, const void* src, size_t bytes, ThreadPool& pool);

@@ -61,6 +61,15 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
       return make_scatter_kernel(n);
     case OpKind::Conv:
       return make_conv_kernel(n);
+    case OpKind::QuantizeLinear:
+    case OpKind::DequantizeLinear:
+    case OpKind::DynamicQuantizeLinear:
+      return make_quantize_kernel(n);
+    case OpKind::MatMulInteger:
+    case OpKind::QLinearMatMul:
+      return make_matmul_integer_kernel(n);
+    case OpKind::ConvInteger:
+      return make_conv_integer_kernel(n);
     case OpKind::GroupNorm:
       return make_group_norm_kernel(n);
     case OpKind::Pad:

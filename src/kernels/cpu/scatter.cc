@@ -85,6 +85,8 @@ void apply_updates(Reduction red, Tensor& y, const Tensor& u, Each each) {
       return run([](const Tensor& t, int64_t i) { return uint32_t(t.data_as<int32_t>()[i]); },
                  [&](int64_t i, uint32_t v) { y.data_as<int32_t>()[i] = int32_t(v); });
     case DType::boolean:  // reduction none only (shape inference): a copy
+    case DType::i8:
+    case DType::u8:
       return run([](const Tensor& t, int64_t i) { return t.data_as<uint8_t>()[i]; },
                  [&](int64_t i, uint8_t v) { y.data_as<uint8_t>()[i] = v; });
   }

@@ -74,6 +74,8 @@ class TopKKernel : public KernelBase {
         return;
       }
       case DType::boolean:
+      case DType::i8:  // shape inference keeps 8-bit integers out
+      case DType::u8:
         break;
     }
     fail("cannot rank " + tensors_str({x}), "Cast the input to an integer or float dtype");

@@ -1,0 +1,260 @@
+// Shape inference of the quantization ops (ONNX opset 13 forms) and the 8-bit integer gate: which
+// ops take i8/u8 operands at all.
+#include "ir/shape_infer_internal.h"
+#include "ubfuse/error.h"
+
+namespace ubfuse::shape_infer {
+
+namespace {
+
+std::string dt(const Value* v) { return std::string(dtype_name(v->dtype)); }
+
+// Whether v holds one element by its (static) shape: [] or [1] or [1, 1].
+bool one_element(const Value* v) {
+  for (const Dim& d : v->shape) {
+    if (!d.is_static() || d.value() != 1) return false;
+  }
+  return true;
+}
+
+void require_f32_scale(const Node& n, int i, const char* what) {
+  const Value* s = n.inputs[size_t(i)];
+  if (s->dtype != DType::f32) {
+    fail(n, std::string(what) + " (input " + std::to_string(i) + ") must be f32, got " + dt(s),
+         "scales are float32 tensors, as ONNX's opset 13 quantization ops define them");
+  }
+}
+
+void require_int8(const Node& n, int i, const char* what) {
+  const Value* v = n.inputs[size_t(i)];
+  if (!is_int8(v->dtype)) {
+    fail(n, std::string(what) + " (input " + std::to_string(i) + ") must be u8 or i8, got " + dt(v),
+         "quantized tensors are uint8 or int8");
+  }
+}
+
+// A zero point (input zi) must have its data's dtype (input di).
+void require_zero_point_dtype(const Node& n, int zi, int di, const char* what) {
+  const Value* z = n.inputs[size_t(zi)];
+  const Value* d = n.inputs[size_t(di)];
+  if (z->dtype != d->dtype) {
+    fail(n,
+         std::string(what) + " (input " + std::to_string(zi) + ") is " + dt(z) + " but input " +
+             std::to_string(di) + " is " + dt(d),
+         "a zero point has the dtype of the tensor it belongs to");
+  }
+}
+
+// Scale (and zero point) of QuantizeLinear / DequantizeLinear: one element (per tensor), or 1-D of
+// the length of x's axis `axis` (per axis; the attribute is normalized in place).
+void check_axis_params(Node& n) {
+  const Value* x = n.inputs[0];
+  const Value* s = n.inputs[1];
+  if (n.inputs.size() > 2 && n.inputs[2]->shape != s->shape) {
+    fail(n,
+         "zero point shape " + shape_str(n.inputs[2]->shape) + " differs from the scale's " +
+             shape_str(s->shape),
+         "the zero point has the scale's shape: both per tensor ([]) or both per axis");
+  }
+  if (one_element(s) && s->shape.size() <= 1) return;  // per tensor
+  const int64_t r = int64_t(x->shape.size());
+  const int64_t axis = norm_axis(n, n.attr_int("axis", 1), r);
+  n.attrs["axis"] = axis;
+  if (s->shape.size() != 1 || s->shape[0] != x->shape[size_t(axis)]) {
+    fail(n,
+         "scale " + shape_str(s->shape) + " is neither one element (per tensor) nor [" +
+             x->shape[size_t(axis)].str() + "] (per axis " + std::to_string(axis) + " of " +
+             shape_str(x->shape) + ")",
+         "per-axis quantization takes a 1-D scale with one element per slice of the attribute "
+         "axis (default 1)");
+  }
+}
+
+// A MatMulInteger / QLinearMatMul parameter of operand a (per row: [M] or [M, 1]) or b (per
+// column: [N] or [1, N]), or one element.
+void check_row_col_param(const Node& n, int i, bool of_a, const char* what) {
+  const Value* v = n.inputs[size_t(i)];
+  if (one_element(v) && v->shape.size() <= 2) return;
+  const Value* op = n.inputs[of_a ? 0 : (n.op == OpKind::QLinearMatMul ? 3 : 1)];
+  const Shape& s = op->shape;
+  const Dim len =
+      of_a ? (s.size() >= 2 ? s[s.size() - 2] : Dim(1)) : (s.size() >= 2 ? s.back() : Dim(1));
+  const bool ok = (v->shape.size() == 1 && v->shape[0] == len) ||
+                  (v->shape.size() == 2 && of_a && v->shape[0] == len && v->shape[1] == Dim(1)) ||
+                  (v->shape.size() == 2 && !of_a && v->shape[0] == Dim(1) && v->shape[1] == len);
+  if (!ok) {
+    fail(n,
+         std::string(what) + " (input " + std::to_string(i) + ") has shape " + shape_str(v->shape) +
+             "; it must be one element or one per " +
+             (of_a ? "row of a: [" + len.str() + "]" : "column of b: [" + len.str() + "]"),
+         of_a ? "a's parameters are per tensor or per row (M)"
+              : "b's parameters are per tensor or per column (N)");
+  }
+}
+
+}  // namespace
+
+bool takes_int8(const Node& n, int i) {
+  switch (n.op) {
+#define UBF_OP(...)
+#define UBF_MATH(name, ...) case OpKind::name:
+#include "ubfuse/ops.def"
+    return n.op == OpKind::Where && i > 0;  // Where selects values; arithmetic is not done
+    case OpKind::Cast:
+    case OpKind::Gather:
+    case OpKind::GatherElements:
+    case OpKind::GatherND:
+    case OpKind::Reshape:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::Concat:
+    case OpKind::Expand:
+    case OpKind::Pad:
+    case OpKind::Shape:
+    case OpKind::If:
+    case OpKind::Constant:
+    case OpKind::Host:
+      return true;
+    case OpKind::ScatterND:
+    case OpKind::ScatterElements:
+      return i != 1;  // a reduction other than none is checked by check_reduction
+    case OpKind::QuantizeLinear:
+      return i == 2;
+    case OpKind::DequantizeLinear:
+      return i == 0 || i == 2;
+    case OpKind::DynamicQuantizeLinear:
+      return false;
+    case OpKind::MatMulInteger:
+    case OpKind::ConvInteger:
+      return true;
+    case OpKind::QLinearMatMul:
+      return i == 0 || i == 2 || i == 3 || i == 5 || i == 7;
+    case OpKind::Gelu:
+    case OpKind::Pow:
+    case OpKind::LayerNorm:
+    case OpKind::RMSNorm:
+    case OpKind::Softmax:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceMax:
+    case OpKind::RotateHalf:
+    case OpKind::MatMul:
+    case OpKind::ArgMax:
+    case OpKind::ArgMin:
+    case OpKind::CumSum:
+    case OpKind::TopK:
+    case OpKind::Conv:
+    case OpKind::GroupNorm:
+    case OpKind::Range:
+    case OpKind::ConstantOfShape:
+    case OpKind::AxesShape:  // shape vectors and axes: i64 or i32
+      return false;
+  }
+  return false;
+}
+
+void infer_quantize_linear(Node& n) {
+  const Value* x = n.inputs[0];
+  if (!is_float(x->dtype)) {
+    fail(n, "x must be f32, bf16 or f16, got " + dt(x), "QuantizeLinear quantizes floats");
+  }
+  require_f32_scale(n, 1, "y_scale");
+  if (n.inputs.size() > 2) require_int8(n, 2, "y_zero_point");
+  check_axis_params(n);
+  n.out()->dtype = n.inputs.size() > 2 ? n.inputs[2]->dtype : DType::u8;
+  n.out()->shape = x->shape;
+}
+
+void infer_dequantize_linear(Node& n) {
+  const Value* x = n.inputs[0];
+  if (!is_int8(x->dtype) && x->dtype != DType::i32) {
+    fail(n, "x must be u8, i8 or i32, got " + dt(x), "DequantizeLinear takes quantized integers");
+  }
+  require_f32_scale(n, 1, "x_scale");
+  if (n.inputs.size() > 2) require_zero_point_dtype(n, 2, 0, "x_zero_point");
+  check_axis_params(n);
+  n.out()->dtype = DType::f32;
+  n.out()->shape = x->shape;
+}
+
+void infer_dynamic_quantize_linear(Node& n) {
+  const Value* x = n.inputs[0];
+  if (!is_float(x->dtype)) {
+    fail(n, "x must be f32, bf16 or f16, got " + dt(x), "DynamicQuantizeLinear quantizes floats");
+  }
+  if (n.outputs.size() != 3) {
+    fail(n,
+         "has " + std::to_string(n.outputs.size()) + " outputs, not 3 (y, y_scale, y_zero_point)",
+         "build it with GraphBuilder::dynamic_quantize_linear");
+  }
+  n.outputs[0]->dtype = DType::u8;
+  n.outputs[0]->shape = x->shape;
+  n.outputs[1]->dtype = DType::f32;
+  n.outputs[1]->shape = {};
+  n.outputs[2]->dtype = DType::u8;
+  n.outputs[2]->shape = {};
+}
+
+void infer_matmul_integer(Node& n) {
+  require_int8(n, 0, "A");
+  require_int8(n, 1, "B");
+  if (n.inputs.size() > 2) {
+    require_zero_point_dtype(n, 2, 0, "a_zero_point");
+    check_row_col_param(n, 2, true, "a_zero_point");
+  }
+  if (n.inputs.size() > 3) {
+    require_zero_point_dtype(n, 3, 1, "b_zero_point");
+    check_row_col_param(n, 3, false, "b_zero_point");
+  }
+  n.out()->dtype = DType::i32;
+  n.out()->shape = matmul_shape(n, n.inputs[0], n.inputs[1]);
+}
+
+void infer_qlinear_matmul(Node& n) {
+  require_int8(n, 0, "a");
+  require_f32_scale(n, 1, "a_scale");
+  require_zero_point_dtype(n, 2, 0, "a_zero_point");
+  require_int8(n, 3, "b");
+  require_f32_scale(n, 4, "b_scale");
+  require_zero_point_dtype(n, 5, 3, "b_zero_point");
+  require_f32_scale(n, 6, "y_scale");
+  require_int8(n, 7, "y_zero_point");
+  check_row_col_param(n, 1, true, "a_scale");
+  check_row_col_param(n, 2, true, "a_zero_point");
+  check_row_col_param(n, 4, false, "b_scale");
+  check_row_col_param(n, 5, false, "b_zero_point");
+  for (int i : {6, 7}) {
+    if (!one_element(n.inputs[size_t(i)])) {
+      fail(n,
+           std::string(i == 6 ? "y_scale" : "y_zero_point") + " (input " + std::to_string(i) +
+               ") must be one element, got " + shape_str(n.inputs[size_t(i)]->shape),
+           "the output is quantized per tensor");
+    }
+  }
+  n.out()->dtype = n.inputs[7]->dtype;
+  n.out()->shape = matmul_shape(n, n.inputs[0], n.inputs[3]);
+}
+
+void infer_conv_integer(Node& n) {
+  require_int8(n, 0, "x");
+  require_int8(n, 1, "w");
+  if (n.inputs.size() > 2) {
+    require_zero_point_dtype(n, 2, 0, "x_zero_point");
+    if (!one_element(n.inputs[2])) {
+      fail(n, "x_zero_point must be one element, got " + shape_str(n.inputs[2]->shape),
+           "the input is quantized per tensor");
+    }
+  }
+  infer_conv_geometry(n, true);
+  if (n.inputs.size() > 3) {
+    require_zero_point_dtype(n, 3, 1, "w_zero_point");
+    const Value* z = n.inputs[3];
+    const Dim& m = n.inputs[1]->shape[0];
+    if (!one_element(z) && !(z->shape.size() == 1 && z->shape[0] == m)) {
+      fail(n, "w_zero_point must be one element or [" + m.str() + "], got " + shape_str(z->shape),
+           "the weights are quantized per tensor or per output channel");
+    }
+  }
+}
+
+}  // namespace ubfuse::shape_infer

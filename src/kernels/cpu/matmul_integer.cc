@@ -1,0 +1,504 @@
+// MatMulInteger, QLinearMatMul and ConvInteger on one integer product:
+//   C[m, n] = sum_k (A[m, k] - za[m]) * (B[k, n] - zb[n])   (i32, wrapping)
+// with A and B u8 or i8 and the zero points per row of A / per column of B (a scalar repeated).
+//
+// * On CPUs with VNNI (AVX512-VNNI, AVX-VNNI, AMX) the product runs on oneDNN 2.6's int8 matmul
+//   (u8 or s8 A times s8 B, s32 out), the zero points applied after as rank-1 corrections:
+//     C = A.B - zb[n] * rowsum(A)[m] - za[m] * colsum(B)[n] + K * za[m] * zb[n]
+//   A u8 B is taken as s8 B - 128 (its zero points shifted by -128 too). Without VNNI oneDNN's u8 x
+//   s8 kernels sum pairs of products in saturating 16-bit lanes (vpmaddubsw), which is not exact
+//   over the full 8-bit range, so there the plain loop below runs instead.
+// * A constant B (weights) is converted to s8, summed per column and reordered into oneDNN's
+//   preferred layout once, when the kernel is made (for a representative M; other Ms use the plain
+//   s8 copy when oneDNN wants another layout for them).
+// * Elsewhere (and for what oneDNN refuses, or with UBFUSE_INT8_NO_ONEDNN=1, which the tests use to
+//   check both paths) a loop: B - zb once per call as i16, then rows of A times it with i32
+//   accumulators.
+// * QLinearMatMul requantizes C: saturate(round(C * (a_scale * b_scale / y_scale)) + y_zp), the
+//   factor in f32 and the product in double (as ONNX's reference, numpy, computes int32 x float32).
+// * ConvInteger: per sample and group, im2col of x (pads take x's zero point, so they are zero
+//   after its subtraction, as ONNX's reference subtracts before a zero-padded conv), then W_g
+//   [M/g, C/g * k] times the columns with w's zero points per row and x's per column.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+
+#include "ir/shape_util.h"
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/kernel_util.h"
+
+namespace ubfuse::cpu {
+namespace {
+
+using ddt = dnnl::memory::data_type;
+
+bool cpu_has_vnni() {
+  static const bool v = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
+           isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni;
+  }();
+  return v;
+}
+
+int32_t load8(const void* p, DType t, int64_t i) {
+  return t == DType::i8 ? int32_t(static_cast<const int8_t*>(p)[i])
+                        : int32_t(static_cast<const uint8_t*>(p)[i]);
+}
+
+// Wrapping i32 arithmetic (signed overflow is undefined in C++).
+inline int32_t wadd(int32_t a, int32_t b) { return int32_t(uint32_t(a) + uint32_t(b)); }
+inline int32_t wsub(int32_t a, int32_t b) { return int32_t(uint32_t(a) - uint32_t(b)); }
+inline int32_t wmul(int32_t a, int32_t b) { return int32_t(uint32_t(a) * uint32_t(b)); }
+
+struct GemmPrim {
+  dnnl::matmul prim;
+  dnnl::memory::desc src, wei, dst;
+  size_t scratch_bytes = 0;
+};
+
+// A oneDNN int8 matmul [m, k] (u8 or s8) x [k, n] (s8, plain or in the layout wmd) -> s32; null
+// where oneDNN has none or (wmd) prefers another weights layout for this m.
+std::shared_ptr<GemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n,
+                                           const dnnl::memory::desc* wmd) {
+  try {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto src = dnnl_plain_md({m, k}, src_t), dst = dnnl_plain_md({m, n}, ddt::s32);
+    auto wei = wmd ? *wmd : dnnl_plain_md({k, n}, ddt::s8);
+    dnnl::matmul::desc d(src, wei, dst);
+    dnnl::matmul::primitive_desc pd(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
+    if (!pd || (wmd && pd.weights_desc() != *wmd)) return nullptr;
+    auto p = std::make_shared<GemmPrim>();
+    p->prim = dnnl::matmul(pd);
+    p->src = src;
+    p->wei = wei;
+    p->dst = dst;
+    p->scratch_bytes = pd.scratchpad_desc().get_size();
+    return p;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+// Plain-weights primitives by (src dtype, M, K, N), built once each.
+std::shared_ptr<GemmPrim> gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n) {
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, std::shared_ptr<GemmPrim>> cache;
+  const std::vector<int64_t> key{int64_t(src_t), m, k, n};
+  std::lock_guard<std::mutex> l(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() > 256) cache.clear();  // bound memory for many distinct shapes
+  return cache[key] = create_gemm_prim(src_t, m, k, n, nullptr);
+}
+
+// A constant B made ready once per kernel (oneDNN's path): as s8 (u8 shifted by -128), its column
+// sums, and, where oneDNN prefers a blocked layout for a representative M, reordered into it.
+struct PreparedB {
+  int64_t k = 0, n = 0;
+  int32_t shift = 0;  // subtracted from B (and its zero points): 128 for u8
+  std::vector<int8_t> s8;
+  std::vector<int32_t> colsum;
+  std::shared_ptr<dnnl::memory> packed;  // null: the plain s8 copy is used
+  dnnl::memory::desc packed_md;
+  mutable std::mutex mu;  // primitives for the packed layout by (src dtype, M)
+  mutable std::map<std::pair<int, int64_t>, std::shared_ptr<GemmPrim>> prims;
+};
+
+std::unique_ptr<PreparedB> prepare_b(const Tensor& b, int64_t rep_m) {
+  auto p = std::make_unique<PreparedB>();
+  p->k = b.rank() == 1 ? b.dim(0) : b.dim(-2);
+  p->n = b.rank() == 1 ? 1 : b.dim(-1);
+  p->shift = b.dtype() == DType::u8 ? 128 : 0;
+  p->s8.resize(size_t(b.numel()));
+  p->colsum.assign(size_t(p->n), 0);
+  for (int64_t i = 0; i < b.numel(); i++) {
+    p->s8[size_t(i)] = int8_t(load8(b.data(), b.dtype(), i) - p->shift);
+    p->colsum[size_t(i % p->n)] += p->s8[size_t(i)];
+  }
+  try {
+    const dnnl::memory::desc any({p->k, p->n}, ddt::s8, dnnl::memory::format_tag::any);
+    dnnl::matmul::desc d(dnnl_plain_md({rep_m, p->k}, ddt::u8), any,
+                         dnnl_plain_md({rep_m, p->n}, ddt::s32));
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
+    const auto plain = dnnl_plain_md({p->k, p->n}, ddt::s8);
+    if (pd && pd.weights_desc() != plain) {
+      p->packed_md = pd.weights_desc();
+      p->packed = std::make_shared<dnnl::memory>(p->packed_md, dnnl_cpu_engine());
+      dnnl::memory user(plain, dnnl_cpu_engine(), p->s8.data());
+      dnnl::stream s(dnnl_cpu_engine());
+      dnnl::reorder(user, *p->packed).execute(s, user, *p->packed);
+      s.wait();
+    }
+  } catch (const dnnl::error&) {
+    p->packed = nullptr;
+  }
+  return p;
+}
+
+bool use_onednn() {
+  const char* off = std::getenv("UBFUSE_INT8_NO_ONEDNN");
+  return cpu_has_vnni() && !(off && *off == '1');
+}
+
+// C [m, n] (ldc n) = (A - za) (B - zb); A [m, k] row-major (lda k), B [k, n] (ldb n); za has m
+// values, zb n. prep: B made ready beforehand (a constant), or null.
+void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* za,
+              const int32_t* zb, int32_t* c, int64_t m, int64_t k, int64_t n, ThreadPool& pool,
+              const PreparedB* prep = nullptr) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::memset(c, 0, size_t(m * n) * 4);
+    return;
+  }
+  if (use_onednn()) {
+    const ddt src_t = ta == DType::i8 ? ddt::s8 : ddt::u8;
+    std::shared_ptr<GemmPrim> p;
+    if (prep && prep->packed) {
+      std::lock_guard<std::mutex> l(prep->mu);
+      auto key = std::make_pair(int(src_t), m);
+      auto it = prep->prims.find(key);
+      if (it == prep->prims.end()) {
+        if (prep->prims.size() > 64) prep->prims.clear();
+        it = prep->prims.emplace(key, create_gemm_prim(src_t, m, k, n, &prep->packed_md)).first;
+      }
+      p = it->second;
+    }
+    const bool packed = p != nullptr;
+    if (!p) p = gemm_prim(src_t, m, k, n);
+    if (p) {
+      // B as s8 (u8 shifted by -128) and its zero points shifted alike.
+      std::vector<int8_t> b8;
+      std::vector<int32_t> zb2(zb, zb + n);
+      const int8_t* bs = prep ? prep->s8.data() : static_cast<const int8_t*>(b);
+      const int32_t shift = prep ? prep->shift : tb == DType::u8 ? 128 : 0;
+      if (!prep && tb == DType::u8) {
+        b8.resize(size_t(k * n));
+        const uint8_t* bu = static_cast<const uint8_t*>(b);
+        for (size_t i = 0; i < b8.size(); i++) b8[i] = int8_t(int32_t(bu[i]) - 128);
+        bs = b8.data();
+      }
+      for (int32_t& z : zb2) z -= shift;
+      dnnl::engine& eng = dnnl_cpu_engine();
+      dnnl::stream s(eng);
+      std::vector<uint8_t> scratch(p->scratch_bytes);
+      void* wdata = packed ? prep->packed->get_data_handle() : const_cast<int8_t*>(bs);
+      std::unordered_map<int, dnnl::memory> args = {
+          {DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<void*>(a))},
+          {DNNL_ARG_WEIGHTS, dnnl::memory(p->wei, eng, wdata)},
+          {DNNL_ARG_DST, dnnl::memory(p->dst, eng, c)},
+      };
+      if (p->scratch_bytes) {
+        args.emplace(DNNL_ARG_SCRATCHPAD,
+                     dnnl::memory(dnnl::memory::desc({int64_t(p->scratch_bytes)}, ddt::u8,
+                                                     dnnl::memory::format_tag::a),
+                                  eng, scratch.data()));
+      }
+      p->prim.execute(s, args);
+      s.wait();
+      const bool any_zb = std::any_of(zb2.begin(), zb2.end(), [](int32_t z) { return z != 0; });
+      const bool any_za = std::any_of(za, za + m, [](int32_t z) { return z != 0; });
+      if (!any_za && !any_zb) return;
+      std::vector<int32_t> colsum_own;
+      const int32_t* colsum = prep ? prep->colsum.data() : nullptr;
+      if (any_za && !prep) {
+        colsum_own.assign(size_t(n), 0);
+        for (int64_t q = 0; q < k; q++)
+          for (int64_t j = 0; j < n; j++) colsum_own[size_t(j)] += bs[q * n + j];
+        colsum = colsum_own.data();
+      }
+      pool.parallel_for(m, grain_for(n + k), [&](int64_t r0, int64_t r1, int) {
+        for (int64_t i = r0; i < r1; i++) {
+          int32_t rowsum = 0;
+          if (any_zb) {
+            for (int64_t q = 0; q < k; q++) rowsum += load8(a, ta, i * k + q);
+          }
+          const int32_t zai = za[i];
+          int32_t* ci = c + i * n;
+          for (int64_t j = 0; j < n; j++) {
+            const int32_t zbj = zb2[size_t(j)];
+            int32_t v = wsub(ci[j], wmul(zbj, rowsum));
+            if (any_za) v = wsub(v, wmul(zai, colsum[j]));
+            ci[j] = wadd(v, wmul(wmul(int32_t(k), zai), zbj));
+          }
+        }
+      });
+      return;
+    }
+  }
+  // The loop: (B - zb) as i16 once, then each row of A - za against it.
+  std::vector<int16_t> bz(size_t(k * n));
+  for (int64_t q = 0; q < k; q++) {
+    for (int64_t j = 0; j < n; j++) {
+      bz[size_t(q * n + j)] = int16_t(load8(b, tb, q * n + j) - zb[j]);
+    }
+  }
+  pool.parallel_for(m, grain_for(n * k), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t i = r0; i < r1; i++) {
+      uint32_t* ci = reinterpret_cast<uint32_t*>(c + i * n);
+      std::fill(ci, ci + n, 0u);
+      for (int64_t q = 0; q < k; q++) {
+        const int32_t av = load8(a, ta, i * k + q) - za[i];
+        const int16_t* bq = bz.data() + q * n;
+        for (int64_t j = 0; j < n; j++) ci[j] += uint32_t(av * int32_t(bq[j]));
+      }
+    }
+  });
+}
+
+// A zero point or scale tensor (one element, per row or per column) as `len` values.
+template <typename T, typename Get>
+std::vector<T> expand_param(const Tensor* t, int64_t len, Get get) {
+  std::vector<T> v(size_t(len), T(0));
+  if (!t) return v;
+  for (int64_t i = 0; i < len; i++) v[size_t(i)] = get(*t, t->numel() == 1 ? 0 : i);
+  return v;
+}
+
+int32_t zp_get(const Tensor& t, int64_t i) { return load8(t.data(), t.dtype(), i); }
+float scale_get(const Tensor& t, int64_t i) { return t.data_as<float>()[i]; }
+
+class MatMulIntegerKernel : public KernelBase {
+ public:
+  explicit MatMulIntegerKernel(const Node& n)
+      : KernelBase(n), qlinear_(n.op == OpKind::QLinearMatMul) {
+    // Constant weights (B of rank 1 or 2) are made ready for oneDNN once, for a representative M:
+    // A's rows when its dims are fixed, else 256.
+    const Value* bv = n.inputs[qlinear_ ? 3 : 1];
+    if (!use_onednn() || !bv->producer || bv->producer->op != OpKind::Constant) return;
+    const Tensor& bt = bv->producer->payload;
+    if (!bt.defined() || !is_int8(bt.dtype()) || bt.rank() < 1 || bt.rank() > 2) return;
+    int64_t rep_m = 1;
+    for (size_t d = 0; d + 1 < n.inputs[0]->shape.size(); d++) {
+      const Dim& dim = n.inputs[0]->shape[d];
+      rep_m = dim.is_static() ? rep_m * dim.value() : 256;
+    }
+    prep_ = prepare_b(bt, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)));
+    prep_sizes_ = bt.sizes();
+    prep_dtype_ = bt.dtype();
+  }
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    if (qlinear_) {
+      check_arity(in, 8, 8, out);
+    } else {
+      check_arity(in, 2, 4, out);
+    }
+    const Tensor& a = in[0];
+    const Tensor& b = qlinear_ ? in[3] : in[1];
+    const Tensor* za = qlinear_ ? &in[2] : in.size() > 2 ? &in[2] : nullptr;
+    const Tensor* zb = qlinear_ ? &in[5] : in.size() > 3 ? &in[3] : nullptr;
+    const Tensor& y = out[0];
+    const DType yt = qlinear_ ? in[7].dtype() : DType::i32;
+    if (!is_int8(a.dtype()) || !is_int8(b.dtype()) || y.dtype() != yt ||
+        (za && za->dtype() != a.dtype()) || (zb && zb->dtype() != b.dtype())) {
+      fail("needs u8 or i8 operands, zero points of their dtypes and an " +
+           std::string(dtype_name(yt)) + " output, got " + tensors_str(in) + " -> " +
+           tensors_str(out));
+    }
+    // numpy's matmul: 1-D operands become a row / a column.
+    Sizes sa = a.sizes(), sb = b.sizes();
+    if (sa.size() == 1) sa.insert(sa.begin(), 1);
+    if (sb.size() == 1) sb.push_back(1);
+    const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+    if (sb[sb.size() - 2] != k) {
+      fail("inner dims differ: " + sizes_str(a.sizes()) + " x " + sizes_str(b.sizes()));
+    }
+    const Sizes ba(sa.begin(), sa.end() - 2), bbs(sb.begin(), sb.end() - 2);
+    std::string why;
+    auto bshape = broadcast_shapes(to_shape(ba), to_shape(bbs), &why);
+    if (!bshape) fail("batch dims do not broadcast: " + why);
+    const Sizes batch = static_sizes(*bshape);
+    if (y.numel() != numel(batch) * m * n) {
+      fail("output " + tensors_str({y}) + " does not hold " + sizes_str(a.sizes()) + " x " +
+           sizes_str(b.sizes()));
+    }
+    auto check_len = [&](const Tensor* t, int64_t len, const char* what) {
+      if (t && t->numel() != 1 && t->numel() != len) {
+        fail(std::string(what) + " " + tensors_str({*t}) + " is neither one element nor " +
+             std::to_string(len));
+      }
+    };
+    check_len(za, m, "a's zero point");
+    check_len(zb, n, "b's zero point");
+    if (qlinear_) {
+      check_len(&in[1], m, "a_scale");
+      check_len(&in[4], n, "b_scale");
+    }
+    const std::vector<int32_t> zav = expand_param<int32_t>(za, m, zp_get);
+    const std::vector<int32_t> zbv = expand_param<int32_t>(zb, n, zp_get);
+    int32_t* c = qlinear_ ? nullptr : y.data_as<int32_t>();
+    std::vector<int32_t> cbuf;
+    if (qlinear_) {
+      cbuf.resize(size_t(y.numel()));
+      c = cbuf.data();
+    }
+    const char* pa = static_cast<const char*>(a.data());
+    const char* pb = static_cast<const char*>(b.data());
+    const bool b_batched = numel(bbs) > 1;
+    if (!b_batched) {
+      // B shared by every batch: A's batch folds into M (its zero points repeat per batch).
+      const int64_t nb = numel(batch), mm = nb * m;
+      std::vector<int32_t> zam(static_cast<size_t>(mm));
+      for (int64_t i = 0; i < mm; i++) zam[size_t(i)] = zav[size_t(i % m)];
+      const bool ready = prep_ && b.sizes() == prep_sizes_ && b.dtype() == prep_dtype_;
+      int_gemm(pa, a.dtype(), pb, b.dtype(), zam.data(), zbv.data(), c, mm, k, n, pool,
+               ready ? prep_.get() : nullptr);
+    } else {
+      const auto sta = broadcast_strides(ba, batch), stb = broadcast_strides(bbs, batch);
+      const int64_t nb = numel(batch);
+      for (int64_t t = 0; t < nb; t++) {
+        int64_t ia = 0, ib = 0, f = t;
+        for (size_t d = batch.size(); d-- > 0;) {
+          const int64_t cd = f % batch[d];
+          f /= batch[d];
+          ia += cd * sta[d];
+          ib += cd * stb[d];
+        }
+        int_gemm(pa + ia * m * k, a.dtype(), pb + ib * k * n, b.dtype(), zav.data(), zbv.data(),
+                 c + t * m * n, m, k, n, pool);
+      }
+    }
+    if (!qlinear_) return;
+    // Requantize: the factor per (row, column) in f32, the product in double.
+    const std::vector<float> sa_v = expand_param<float>(&in[1], m, scale_get);
+    const std::vector<float> sb_v = expand_param<float>(&in[4], n, scale_get);
+    const float ys = in[6].data_as<float>()[0];
+    const double yz = zp_get(in[7], 0);
+    const double lo = yt == DType::i8 ? -128 : 0, hi = yt == DType::i8 ? 127 : 255;
+    const int64_t total = y.numel();
+    pool.parallel_for(total, kMinParallelElems, [&](int64_t i0, int64_t i1, int) {
+      for (int64_t i = i0; i < i1; i++) {
+        const int64_t j = i % n, r = i / n % m;
+        const float f = sa_v[size_t(r)] * sb_v[size_t(j)] / ys;
+        const double q = std::min(hi, std::max(lo, std::nearbyint(double(c[i]) * double(f)) + yz));
+        if (yt == DType::i8) {
+          y.data_as<int8_t>()[i] = int8_t(q);
+        } else {
+          y.data_as<uint8_t>()[i] = uint8_t(q);
+        }
+      }
+    });
+  }
+
+ private:
+  bool qlinear_;
+  std::unique_ptr<PreparedB> prep_;  // constant B made ready for oneDNN, or null
+  Sizes prep_sizes_;
+  DType prep_dtype_ = DType::u8;
+};
+
+class ConvIntegerKernel : public KernelBase {
+ public:
+  explicit ConvIntegerKernel(const Node& n)
+      : KernelBase(n),
+        strides_(n.attr_ints("strides")),
+        dilations_(n.attr_ints("dilations")),
+        pads_(n.attr_ints("pads")),
+        group_(n.attr_int("group", 1)),
+        auto_pad_(n.attr_str("auto_pad", "NOTSET")) {}
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 2, 4, out);
+    const Tensor& x = in[0];
+    const Tensor& w = in[1];
+    const Tensor* xz = in.size() > 2 ? &in[2] : nullptr;
+    const Tensor* wz = in.size() > 3 ? &in[3] : nullptr;
+    const Tensor& y = out[0];
+    const int64_t r = x.rank();
+    const size_t sp = size_t(r - 2);
+    if (!is_int8(x.dtype()) || !is_int8(w.dtype()) || y.dtype() != DType::i32 ||
+        (xz && (xz->dtype() != x.dtype() || xz->numel() != 1)) ||
+        (wz && (wz->dtype() != w.dtype() || (wz->numel() != 1 && wz->numel() != w.dim(0)))) ||
+        (r != 3 && r != 4) || w.rank() != r || strides_.size() != sp || dilations_.size() != sp ||
+        pads_.size() != 2 * sp) {
+      fail(
+          "needs u8 or i8 x [N, C, L] or [N, C, H, W] and w of its rank, zero points of their "
+          "dtypes (x's one element, w's one or one per output channel) and an i32 output, got " +
+          tensors_str(in) + " -> " + tensors_str(out));
+    }
+    // Axis 0 the height (1 for a 1-D conv), axis 1 the width.
+    int64_t len[2] = {1, 1}, kk[2] = {1, 1}, st[2] = {1, 1}, dl[2] = {1, 1}, pb[2] = {0, 0},
+            on[2] = {1, 1};
+    for (size_t i = 0; i < sp; i++) {
+      const size_t ax = 2 - sp + i;
+      len[ax] = x.dim(int(2 + i));
+      kk[ax] = w.dim(int(2 + i));
+      st[ax] = strides_[i];
+      dl[ax] = dilations_[i];
+      const ConvAxis ca =
+          conv_axis(len[ax], kk[ax], st[ax], dl[ax], auto_pad_, pads_[i], pads_[sp + i]);
+      pb[ax] = ca.pad_begin;
+      on[ax] = ca.out;
+    }
+    const int64_t nbatch = x.dim(0), c = x.dim(1), mo = w.dim(0), g = group_;
+    const int64_t cg = c / g, mg = mo / g, rows = cg * kk[0] * kk[1], cols = on[0] * on[1];
+    Sizes want{nbatch, mo};
+    for (size_t i = 0; i < sp; i++) want.push_back(on[2 - sp + i]);
+    if (y.sizes() != want || cg * g != c || mg * g != mo || w.dim(1) != cg) {
+      fail("output " + tensors_str({y}) + " does not match the conv of " + tensors_str({x, w}));
+    }
+    if (y.numel() == 0) return;
+    const int32_t xzp = xz ? load8(xz->data(), xz->dtype(), 0) : 0;
+    const std::vector<int32_t> wzv = expand_param<int32_t>(wz, mo, zp_get);
+    const std::vector<int32_t> xzv(size_t(cols), xzp);
+    // The columns: 8-bit, x's dtype, pads holding its zero point.
+    std::vector<uint8_t> col(size_t(rows * cols));
+    const uint8_t pad_byte = uint8_t(xzp);
+    const uint8_t* px = x.data_as<uint8_t>();
+    for (int64_t nb = 0; nb < nbatch; nb++) {
+      for (int64_t gi = 0; gi < g; gi++) {
+        for (int64_t ci = 0; ci < cg; ci++) {
+          const uint8_t* xc = px + ((nb * c) + gi * cg + ci) * len[0] * len[1];
+          for (int64_t ky = 0; ky < kk[0]; ky++) {
+            for (int64_t kx = 0; kx < kk[1]; kx++) {
+              uint8_t* dst = col.data() + ((ci * kk[0] + ky) * kk[1] + kx) * cols;
+              for (int64_t oy = 0; oy < on[0]; oy++) {
+                const int64_t iy = oy * st[0] - pb[0] + ky * dl[0];
+                for (int64_t ox = 0; ox < on[1]; ox++) {
+                  const int64_t ix = ox * st[1] - pb[1] + kx * dl[1];
+                  const bool inside = iy >= 0 && iy < len[0] && ix >= 0 && ix < len[1];
+                  dst[oy * on[1] + ox] = inside ? xc[iy * len[1] + ix] : pad_byte;
+                }
+              }
+            }
+          }
+        }
+        const uint8_t* wg = w.data_as<uint8_t>() + gi * mg * rows;
+        int32_t* yg = y.data_as<int32_t>() + (nb * mo + gi * mg) * cols;
+        int_gemm(wg, w.dtype(), col.data(), x.dtype(), wzv.data() + gi * mg, xzv.data(), yg, mg,
+                 rows, cols, pool);
+      }
+    }
+  }
+
+ private:
+  std::vector<int64_t> strides_, dilations_, pads_;
+  int64_t group_;
+  std::string auto_pad_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_matmul_integer_kernel(const Node& n) {
+  UBF_CHECK(n.op == OpKind::MatMulInteger || n.op == OpKind::QLinearMatMul,
+            "make_matmul_integer_kernel: " + n.describe());
+  return std::make_unique<MatMulIntegerKernel>(n);
+}
+
+std::unique_ptr<OpKernel> make_conv_integer_kernel(const Node& n) {
+  UBF_CHECK(n.op == OpKind::ConvInteger, "make_conv_integer_kernel: " + n.describe());
+  return std::make_unique<ConvIntegerKernel>(n);
+}
+
+}  // namespace ubfuse::cpu

@@ -1,0 +1,239 @@
+// QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear (ONNX opset 13 forms), bit-exact with
+// ONNX's definitions: the quotient x / scale and the product (x - zp) * scale in f32 (as ONNX's
+// reference computes them), rounding half to even (nearbyint in the default rounding mode),
+// saturating to the 8-bit range. Per tensor or per axis; plain loops over blocks of the axis.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "kernels/cpu/kernel_util.h"
+
+namespace ubfuse::cpu {
+namespace {
+
+constexpr int64_t kBlock = 256;
+
+// The parameters of one call: scale (and zero point) per slice of `axis` (len == 1: per tensor),
+// with the elements split as outer x len x inner.
+struct AxisSplit {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+
+// Null when the scale fits neither per tensor nor per axis (shape inference rules that out).
+std::optional<AxisSplit> split(const Tensor& x, const Tensor& scale, int64_t axis) {
+  AxisSplit s;
+  if (scale.numel() == 1) {
+    s.inner = x.numel();
+    return s;
+  }
+  if (axis < 0 || axis >= x.rank() || scale.numel() != x.dim(int(axis))) return std::nullopt;
+  for (int64_t d = 0; d < axis; d++) s.outer *= x.dim(int(d));
+  s.len = x.dim(int(axis));
+  for (int64_t d = axis + 1; d < x.rank(); d++) s.inner *= x.dim(int(d));
+  return s;
+}
+
+int32_t zero_point_at(const Tensor* zp, int64_t k) {
+  if (!zp) return 0;
+  switch (zp->dtype()) {
+    case DType::i8:
+      return zp->data_as<int8_t>()[k];
+    case DType::u8:
+      return zp->data_as<uint8_t>()[k];
+    case DType::i32:
+      return zp->data_as<int32_t>()[k];
+    default:
+      return 0;  // shape inference allows no other dtype
+  }
+}
+
+template <typename Q>
+void quantize_run(const float* x, float scale, int32_t zp, Q* y, int64_t n) {
+  constexpr float lo = float(std::numeric_limits<Q>::min()),
+                  hi = float(std::numeric_limits<Q>::max());
+  for (int64_t i = 0; i < n; i++) {
+    const float q = std::nearbyint(x[i] / scale) + float(zp);
+    y[i] = Q(std::min(hi, std::max(lo, q)));  // NaN: std::max keeps lo, as the reference does
+  }
+}
+
+// Reads n elements of float dtype t at element offset i of p as f32 into buf (or points at them).
+const float* floats_at(const Tensor& x, int64_t i, int64_t n, float* buf) {
+  if (x.dtype() == DType::f32) return x.data_as<float>() + i;
+  convert_floats(x.dtype(), static_cast<const uint16_t*>(x.data()) + i, DType::f32, buf, n);
+  return buf;
+}
+
+class QuantizeKernel : public KernelBase {
+ public:
+  explicit QuantizeKernel(const Node& n) : KernelBase(n), axis_(n.attr_int("axis", 1)) {}
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 2, 3, out);
+    const Tensor& x = in[0];
+    const Tensor& s = in[1];
+    const Tensor* zp = in.size() > 2 ? &in[2] : nullptr;
+    const Tensor& y = out[0];
+    const DType qt = zp ? zp->dtype() : DType::u8;
+    if (!is_float(x.dtype()) || s.dtype() != DType::f32 || y.dtype() != qt ||
+        y.sizes() != x.sizes() || (zp && zp->numel() != s.numel())) {
+      fail(
+          "needs float x, f32 scale, zero point of the scale's size and an output of its dtype, "
+          "got " +
+          tensors_str(zp ? std::vector<Tensor>{x, s, *zp, y} : std::vector<Tensor>{x, s, y}));
+    }
+    const std::optional<AxisSplit> spo = split(x, s, axis_);
+    if (!spo) {
+      fail("scale " + tensors_str({s}) + " is neither one element nor one per slice of axis " +
+           std::to_string(axis_) + " of " + tensors_str({x}));
+    }
+    const AxisSplit sp = *spo;
+    const int64_t rows = sp.outer * sp.len;
+    const int64_t blocks = (sp.inner + kBlock - 1) / kBlock;
+    pool.parallel_for(rows * blocks, grain_for(kBlock), [&](int64_t lo, int64_t hi, int) {
+      float buf[kBlock];
+      for (int64_t t = lo; t < hi; t++) {
+        const int64_t r = t / blocks, b0 = (t % blocks) * kBlock;
+        const int64_t n = std::min(kBlock, sp.inner - b0), k = r % sp.len;
+        const int64_t at = r * sp.inner + b0;
+        const float* px = floats_at(x, at, n, buf);
+        const float sc = s.data_as<float>()[k];
+        const int32_t z = zero_point_at(zp, k);
+        if (qt == DType::i8) {
+          quantize_run(px, sc, z, y.data_as<int8_t>() + at, n);
+        } else {
+          quantize_run(px, sc, z, y.data_as<uint8_t>() + at, n);
+        }
+      }
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+template <typename Q>
+void dequantize_run(const Q* x, int32_t zp, float scale, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = float(int64_t(x[i]) - zp) * scale;
+}
+
+class DequantizeKernel : public KernelBase {
+ public:
+  explicit DequantizeKernel(const Node& n) : KernelBase(n), axis_(n.attr_int("axis", 1)) {}
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 2, 3, out);
+    const Tensor& x = in[0];
+    const Tensor& s = in[1];
+    const Tensor* zp = in.size() > 2 ? &in[2] : nullptr;
+    const Tensor& y = out[0];
+    const DType t = x.dtype();
+    if ((!is_int8(t) && t != DType::i32) || s.dtype() != DType::f32 || y.dtype() != DType::f32 ||
+        y.sizes() != x.sizes() || (zp && (zp->dtype() != t || zp->numel() != s.numel()))) {
+      fail(
+          "needs u8, i8 or i32 x, f32 scale, zero point of x's dtype and the scale's size, f32 "
+          "output, got " +
+          tensors_str(zp ? std::vector<Tensor>{x, s, *zp, y} : std::vector<Tensor>{x, s, y}));
+    }
+    const std::optional<AxisSplit> spo = split(x, s, axis_);
+    if (!spo) {
+      fail("scale " + tensors_str({s}) + " is neither one element nor one per slice of axis " +
+           std::to_string(axis_) + " of " + tensors_str({x}));
+    }
+    const AxisSplit sp = *spo;
+    const int64_t rows = sp.outer * sp.len;
+    const int64_t blocks = (sp.inner + kBlock - 1) / kBlock;
+    pool.parallel_for(rows * blocks, grain_for(kBlock), [&](int64_t lo, int64_t hi, int) {
+      for (int64_t b = lo; b < hi; b++) {
+        const int64_t r = b / blocks, b0 = (b % blocks) * kBlock;
+        const int64_t n = std::min(kBlock, sp.inner - b0), k = r % sp.len;
+        const int64_t at = r * sp.inner + b0;
+        const float sc = s.data_as<float>()[k];
+        const int32_t z = zero_point_at(zp, k);
+        float* py = y.data_as<float>() + at;
+        if (t == DType::i8) {
+          dequantize_run(x.data_as<int8_t>() + at, z, sc, py, n);
+        } else if (t == DType::u8) {
+          dequantize_run(x.data_as<uint8_t>() + at, z, sc, py, n);
+        } else {
+          dequantize_run(x.data_as<int32_t>() + at, z, sc, py, n);
+        }
+      }
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+// ONNX's DynamicQuantizeLinear: u8 over x's range widened to include 0; scale = range / 255 (an
+// all-zero x, whose range is empty, takes 1 / 255 rather than dividing by zero), zero point =
+// round(saturate(0 - min / scale)).
+class DynamicQuantizeKernel : public KernelBase {
+ public:
+  explicit DynamicQuantizeKernel(const Node& n) : KernelBase(n) {}
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    // Three outputs: check_arity's one-output rule does not apply.
+    UBF_CHECK(in.size() == 1 && out.size() == 3 && in[0].defined(),
+              who_ + ": kernel takes one input and three outputs");
+    const Tensor& x = in[0];
+    if (out.size() != 3 || !is_float(x.dtype()) || out[0].dtype() != DType::u8 ||
+        out[0].sizes() != x.sizes() || out[1].dtype() != DType::f32 || out[1].numel() != 1 ||
+        out[2].dtype() != DType::u8 || out[2].numel() != 1) {
+      fail("needs float x and outputs (u8 of x's shape, f32 [], u8 []), got " + tensors_str(in) +
+           " -> " + tensors_str(out));
+    }
+    const int64_t n = x.numel();
+    const int64_t blocks = (n + kBlock - 1) / kBlock;
+    // Per-chunk minima and maxima, combined after: min and max are exact in any order.
+    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(blocks, 64));
+    std::vector<float> lo_of(size_t(chunks), 0.0f), hi_of(size_t(chunks), 0.0f);
+    pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int) {
+      float buf[kBlock];
+      for (int64_t c = c0; c < c1; c++) {
+        float lo = 0, hi = 0;
+        for (int64_t b = c * blocks / chunks; b < (c + 1) * blocks / chunks; b++) {
+          const int64_t m = std::min(kBlock, n - b * kBlock);
+          const float* p = floats_at(x, b * kBlock, m, buf);
+          for (int64_t i = 0; i < m; i++) {
+            lo = std::min(lo, p[i]);
+            hi = std::max(hi, p[i]);
+          }
+        }
+        lo_of[size_t(c)] = lo;
+        hi_of[size_t(c)] = hi;
+      }
+    });
+    const float lo = *std::min_element(lo_of.begin(), lo_of.end());
+    const float hi = *std::max_element(hi_of.begin(), hi_of.end());
+    const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+    const float zpf = std::nearbyint(std::min(255.0f, std::max(0.0f, 0.0f - lo / scale)));
+    const int32_t zp = int32_t(zpf);
+    out[1].data_as<float>()[0] = scale;
+    out[2].data_as<uint8_t>()[0] = uint8_t(zp);
+    uint8_t* py = out[0].data_as<uint8_t>();
+    pool.parallel_for(blocks, grain_for(kBlock), [&](int64_t b0, int64_t b1, int) {
+      float buf[kBlock];
+      for (int64_t b = b0; b < b1; b++) {
+        const int64_t m = std::min(kBlock, n - b * kBlock);
+        quantize_run(floats_at(x, b * kBlock, m, buf), scale, zp, py + b * kBlock, m);
+      }
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_quantize_kernel(const Node& n) {
+  if (n.op == OpKind::QuantizeLinear) return std::make_unique<QuantizeKernel>(n);
+  if (n.op == OpKind::DequantizeLinear) return std::make_unique<DequantizeKernel>(n);
+  UBF_CHECK(n.op == OpKind::DynamicQuantizeLinear, "make_quantize_kernel: " + n.describe());
+  return std::make_unique<DynamicQuantizeKernel>(n);
+}
+
+}  // namespace ubfuse::cpu
