@@ -101,26 +101,9 @@ Record run_test(const fs::path& dir, const Options& eager, const Options& graph)
     }
     std::sort(sets.begin(), sets.end());
     if (sets.empty()) throw OnnxUnsupportedError("no test_data_set_* folders");
-    Graph g;
-    try {
-      g = import_onnx(model.string());
-    } catch (const OnnxUnsupportedError& e) {
-      // Tests feed shapes, axes and bounds as graph inputs; ubfuse needs them at import. Freeze
-      // the integer and bool inputs of the (single) data set and import again.
-      if (sets.size() != 1 ||
-          std::string(e.what()).find("must be a constant") == std::string::npos ||
-          env("UBFUSE_ONNX_NO_FREEZE") == "1")
-        throw;
-      ImportOptions o;
-      auto infos = onnx_model_inputs(model.string());
-      auto files = numbered(sets[0], "input_");
-      for (size_t k = 0; k < infos.size() && k < files.size(); k++) {
-        if (!is_float(infos[k].dtype))
-          o.constant_inputs[infos[k].name] = load_onnx_tensor(files[k].string());
-      }
-      g = import_onnx(model.string(), o);
-      r.reason = "integer inputs frozen at import";
-    }
+    // Every input is fed at run time as the test data gives it: shapes, axes, bounds and pads
+    // included (they are shape values, read when the plan for a run is built).
+    Graph g = import_onnx(model.string());
     CompiledModel modes[2] = {compile(g, eager), compile(g, graph)};
     const char* mode_names[2] = {"eager", "graph"};
     for (auto& set : sets) {
@@ -231,11 +214,14 @@ void write_doc(const std::string& path, const std::vector<Record>& records) {
        "shape or bounds are graph inputs or computed run on the host when the plan for a set "
        "of input sizes (and those inputs' contents) is built; fused kernels are compiled once. "
        "Trilu's mask over a symbolic size or with k given at run time is computed the same way, "
-       "and so is TopK's K when it is not a constant. "
-       "Not run-time values yet: axes (Reduce*, Unsqueeze, Squeeze, CumSum), Split sizes and Tile "
-       "repeats given at run time are `OnnxUnsupportedError`; splitting or tiling a symbolic "
-       "axis fails "
-       "with `OnnxNeedsStaticDimsError` naming "
+       "and so is TopK's K when it is not a constant. Axes given at run time (Unsqueeze, "
+       "Squeeze, the Reduce ops' axes input, CumSum's axis), Split's sizes, Tile's repeats and "
+       "Pad's pads are read the same way: their number (the input's static length) fixes the rank, "
+       "and "
+       "`AxesShape` computes the Reshape target, Transpose perm or Slice offsets from them when "
+       "the plan is built, checking each value against the shape (an error naming the node, "
+       "the values and the shape). Splitting or tiling a symbolic axis into constant sizes "
+       "fails with `OnnxNeedsStaticDimsError` naming "
        "the symbols, which `ImportOptions::static_dims` / `ubfuse run --dim NAME=N` fix.\n"
     << "* Ops without a ubfuse op of their own are lowered at import: Unsqueeze/Squeeze/Flatten "
        "-> Reshape, Split -> Slices, Gemm -> (Transpose) MatMul (+ Mul) + Add, "

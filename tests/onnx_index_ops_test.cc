@@ -85,6 +85,7 @@ class OneNode {
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 constexpr int kInt32 = onnx::TensorProto::INT32;
+constexpr int kInt64 = onnx::TensorProto::INT64;
 
 std::vector<double> values(const Tensor& t) {
   std::vector<double> v;
@@ -118,19 +119,28 @@ TEST(OnnxIndexOps, CumSumWithAConstantAxis) {
   }
 }
 
-TEST(OnnxIndexOps, CumSumAxisMustBeAConstantInRange) {
-  try {
-    OneNode("CumSum", 14)
-        .input("x", kFloat, {2, 3})
-        .input("axis", onnx::TensorProto::INT64, {})
-        .output("y", kFloat)
-        .import();
-    FAIL() << "expected OnnxUnsupportedError";
-  } catch (const OnnxUnsupportedError& e) {
-    std::string msg = e.what();
-    EXPECT_NE(msg.find("node 'node0' (CumSum)"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("axis"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("must be a constant"), std::string::npos) << msg;
+// The axis a graph input: read and checked when the plan for a run is built, each value its own
+// plan of one compiled model.
+TEST(OnnxIndexOps, CumSumAxisAtRunTime) {
+  Graph g = OneNode("CumSum", 14)
+                .input("x", kFloat, {2, 3})
+                .input("axis", kInt64, {})
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::from_floats(DType::f32, {2, 3}, {1, 2, 3, 10, 20, 30});
+  auto axis = [](float a) { return Tensor::from_floats(DType::i64, {}, {a}); };
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    EXPECT_EQ(values(m.run({{"x", x}, {"axis", axis(0)}}).at("y")),
+              (std::vector<double>{1, 2, 3, 11, 22, 33}));
+    EXPECT_EQ(values(m.run({{"x", x}, {"axis", axis(-1)}}).at("y")),
+              (std::vector<double>{1, 3, 6, 10, 30, 60}));
+    EXPECT_EQ(m.stats().plan_builds, 2);
+    EXPECT_TRUE(throws_with(
+        [&] {
+          m.run({{"x", x}, {"axis", axis(2)}});
+        },
+        {"node 'node0' (CumSum)", "axis 2 is out of range", "[2,3]"}));
   }
   EXPECT_TRUE(throws_with(
       [] {
@@ -141,6 +151,176 @@ TEST(OnnxIndexOps, CumSumAxisMustBeAConstantInRange) {
             .import();
       },
       {"node 'node0' (CumSum)", "axis 2 is out of range for rank 2"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("CumSum", 14)
+            .input("x", kFloat, {2, 3})
+            .input("axis", kInt64, {2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node 'node0' (CumSum)", "axis must hold one value, got the shape [2]"}));
+}
+
+// One-node models whose axes, split sizes or repeats are graph inputs: each runs from one
+// compiled model with two values against the double reference (their import goes through
+// AxesShape, read when the plan for a run is built).
+void expect_runs(const Graph& g, const std::vector<std::map<std::string, Tensor>>& runs) {
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    for (auto& in : runs) {
+      auto want = ref::run_graph(g, in);
+      auto got = m.run(in);
+      for (auto& [name, w] : want) EXPECT_TRUE(testing::close_to_ref(got.at(name), w)) << name;
+    }
+    EXPECT_EQ(m.stats().plan_builds, int(runs.size()));
+    EXPECT_EQ(m.stats().compilations, 1);
+  }
+}
+
+Tensor i64s(std::vector<float> v) {
+  return Tensor::from_floats(DType::i64, {int64_t(v.size())}, v);
+}
+
+TEST(OnnxIndexOps, UnsqueezeSqueezeAxesAtRunTime) {
+  Graph u = OneNode("Unsqueeze", 13)
+                .input("x", kFloat, {-1, 3})
+                .input("axes", kInt64, {2})
+                .output("y", kFloat)
+                .import();
+  EXPECT_EQ(u.outputs()[0].second->shape.size(), 4u);  // the number of axes gives the rank
+  Tensor x = Tensor::random(DType::f32, {2, 3}, 1);
+  expect_runs(u, {{{"x", x}, {"axes", i64s({0, 3})}}, {{"x", x}, {"axes", i64s({-1, 1})}}});
+  CompiledModel m = compile(u, testing::graph_opts());
+  EXPECT_EQ(m.run({{"x", x}, {"axes", i64s({0, 3})}}).at("y").sizes(), (Sizes{1, 2, 3, 1}));
+  EXPECT_EQ(m.run({{"x", x}, {"axes", i64s({-1, 1})}}).at("y").sizes(), (Sizes{2, 1, 3, 1}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", x}, {"axes", i64s({2, -2})}});
+      },
+      {"node0", "Unsqueeze's axes [2,-2]", "[2,3]", "axis -2 repeats"}));
+
+  Graph s = OneNode("Squeeze", 13)
+                .input("x", kFloat, {1, 3, 1})
+                .input("axes", kInt64, {1})
+                .output("y", kFloat)
+                .import();
+  Tensor x3 = Tensor::random(DType::f32, {1, 3, 1}, 2);
+  expect_runs(s, {{{"x", x3}, {"axes", i64s({0})}}, {{"x", x3}, {"axes", i64s({-1})}}});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        compile(s, testing::eager_opts()).run({{"x", x3}, {"axes", i64s({1})}});
+      },
+      {"node0", "Squeeze's axes [1]", "[1,3,1]", "axis 1 has size 3, not 1"}));
+  // Constant axes naming a symbolic dim: whether it is 1 is the plan's to check, no --dim.
+  Graph sym = OneNode("Squeeze", 13)
+                  .input("x", kFloat, {-1, 3})
+                  .ints("axes", {1}, {0})
+                  .output("y", kFloat)
+                  .import();
+  expect_runs(sym, {{{"x", Tensor::random(DType::f32, {1, 3}, 3)}}});
+}
+
+TEST(OnnxIndexOps, ReduceAxesAtRunTime) {
+  for (const char* op : {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceLogSumExp", "ReduceL2"}) {
+    for (int64_t keep : {0, 1}) {
+      Graph g = OneNode(op, 18)
+                    .input("x", kFloat, {2, 3, 4})
+                    .input("axes", kInt64, {2})
+                    .attr("keepdims", keep)
+                    .output("y", kFloat)
+                    .import();
+      EXPECT_EQ(g.outputs()[0].second->shape.size(), keep ? 3u : 1u) << op;
+      Tensor x = Tensor::random(DType::f32, {2, 3, 4}, 4);
+      expect_runs(g, {{{"x", x}, {"axes", i64s({0, 2})}}, {{"x", x}, {"axes", i64s({-2, 0})}}});
+      CompiledModel m = compile(g, testing::eager_opts());
+      EXPECT_EQ(m.run({{"x", x}, {"axes", i64s({2, 0})}}).at("y").sizes(),
+                keep ? Sizes({1, 3, 1}) : Sizes({3}));
+      EXPECT_TRUE(throws_with(
+          [&] {
+            m.run({{"x", x}, {"axes", i64s({1, 3})}});
+          },
+          {"node0", "the reduced axes [1,3]", "[2,3,4]", "out of range"}));
+    }
+  }
+  // An empty axes input (its length is known) reduces everything, or nothing with
+  // noop_with_empty_axes.
+  Graph all = OneNode("ReduceMean", 18)
+                  .input("x", kFloat, {2, 3})
+                  .input("axes", kInt64, {0})
+                  .output("y", kFloat)
+                  .import();
+  std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {2, 3}, 5)}};
+  for (const Value* v : all.inputs()) {
+    if (v->name == "axes") in["axes"] = Tensor(DType::i64, {0});
+  }
+  expect_runs(all, {in});
+  EXPECT_EQ(compile(all, testing::eager_opts()).run(in).at("y").sizes(), (Sizes{1, 1}));
+}
+
+// Pad's pads a graph input, with opset 18's axes (a constant) picking the axes they pad.
+TEST(OnnxIndexOps, PadPadsAtRunTime) {
+  Graph g = OneNode("Pad", 18)
+                .input("x", kFloat, {-1, 3, 2})
+                .input("pads", kInt64, {4})
+                .input("value", kFloat, {})
+                .ints("axes", {2}, {-1, 0})
+                .attr("mode", std::string("constant"))
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::random(DType::f32, {2, 3, 2}, 8);
+  Tensor v = Tensor::from_floats(DType::f32, {}, {-4});
+  expect_runs(g, {{{"x", x}, {"pads", i64s({1, 0, 2, 1})}, {"value", v}},
+                  {{"x", x}, {"pads", i64s({0, 2, -1, 0})}, {"value", v}}});
+  CompiledModel m = compile(g, testing::eager_opts());
+  EXPECT_EQ(m.run({{"x", x}, {"pads", i64s({1, 0, 2, 1})}, {"value", v}}).at("y").sizes(),
+            (Sizes{3, 3, 5}));
+  Graph r = OneNode("Pad", 13)
+                .input("x", kFloat, {3, 4})
+                .input("pads", kInt64, {4})
+                .attr("mode", std::string("reflect"))
+                .output("y", kFloat)
+                .import();
+  Tensor x2 = Tensor::random(DType::f32, {3, 4}, 9);
+  expect_runs(
+      r, {{{"x", x2}, {"pads", i64s({0, 2, 1, 1})}}, {{"x", x2}, {"pads", i64s({2, 0, 0, 3})}}});
+}
+
+TEST(OnnxIndexOps, SplitSizesAndTileRepeatsAtRunTime) {
+  Graph sp = OneNode("Split", 13)
+                 .input("x", kFloat, {-1, 6})
+                 .input("split", kInt64, {3})
+                 .attr("axis", int64_t(1))
+                 .output("a", kFloat)
+                 .output("b", kFloat)
+                 .output("c", kFloat)
+                 .import();
+  Tensor x = Tensor::random(DType::f32, {2, 6}, 6);
+  expect_runs(sp, {{{"x", x}, {"split", i64s({1, 2, 3})}}, {{"x", x}, {"split", i64s({4, 1, 1})}}});
+  CompiledModel m = compile(sp, testing::graph_opts());
+  EXPECT_EQ(m.run({{"x", x}, {"split", i64s({4, 1, 1})}}).at("a").sizes(), (Sizes{2, 4}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", x}, {"split", i64s({4, 1, 2})}});
+      },
+      {"node0", "Split's sizes [4,1,2]", "add up to 7, not the size 6"}));
+
+  Graph t = OneNode("Tile", 13)
+                .input("x", kFloat, {-1, 3})
+                .input("repeats", kInt64, {2})
+                .output("y", kFloat)
+                .import();
+  Tensor x2 = Tensor::random(DType::f32, {2, 3}, 7);
+  expect_runs(t, {{{"x", x2}, {"repeats", i64s({2, 1})}},
+                  {{"x", x2}, {"repeats", i64s({1, 3})}},
+                  {{"x", x2}, {"repeats", i64s({0, 2})}}});  // an empty result
+  CompiledModel mt = compile(t, testing::eager_opts());
+  EXPECT_EQ(mt.run({{"x", x2}, {"repeats", i64s({3, 2})}}).at("y").sizes(), (Sizes{6, 6}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        mt.run({{"x", x2}, {"repeats", i64s({-1, 2})}});
+      },
+      {"node0", "Tile's repeats [-1,2]", "[2,3]", "negative"}));
 }
 
 // K a graph input (opset 10 on): read when the plan for a run is built, each k its own plan.

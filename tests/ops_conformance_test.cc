@@ -251,6 +251,15 @@ std::vector<OpCase> op_conformance_cases() {
          pads[2 * s.size() - 1] = 3;
          return b.pad(in(b, "x", t, s), pads, "edge");
        }},
+      {"PadPadsOperandReflect",  // (x, value, pads): the pads a value operand (ONNX's input)
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<float> pads(2 * s.size(), 0);
+         pads[s.size() - 1] = 2;
+         pads[s.size()] = 1;
+         auto p = b.constant(Tensor::from_floats(i64, {int64_t(pads.size())}, pads));
+         auto zero = b.constant(Tensor::from_floats(t, {}, {0}));
+         return b.op(OpKind::Pad, {in(b, "x", t, s), zero, p}, {{"mode", std::string("reflect")}});
+       }},
       {"Gather",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          Tensor idx = Tensor::from_floats(i64, {3}, {0, -1, 0});
@@ -305,6 +314,59 @@ std::vector<OpCase> op_conformance_cases() {
          std::vector<float> target{2};
          for (auto& d : tail->shape) target.push_back(float(d.value()));
          return b.expand(tail, ints(target));
+       }},
+      // AxesShape with a Reshape (Unsqueeze, Squeeze) and with the value form of Transpose: the
+      // import of a ReduceSum over axes given at run time, here over the first axis.
+      {"AxesShapeUnsqueezeSqueezeReduce",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto ints = [&](std::vector<float> v) {
+           return b.constant(Tensor::from_floats(i64, {int64_t(v.size())}, v));
+         };
+         auto axes = [&](GraphBuilder::V shape, std::vector<float> v, const char* mode) {
+           return b.op(OpKind::AxesShape, {shape, ints(v)}, {{"mode", std::string(mode)}});
+         };
+         auto u = b.reshape(x, axes(b.shape_of(x), {-1}, "unsqueeze"), true);  // [s..., 1]
+         auto back = b.reshape(u, axes(b.shape_of(u), {-1}, "squeeze"), true);
+         auto moved = b.op(OpKind::Transpose, {back, axes(b.shape_of(x), {0}, "reduce_perm")});
+         auto merged = b.reshape(moved, axes(b.shape_of(x), {0}, "reduce_merged"), true);
+         auto sum = b.reshape(b.reduce_sum(merged), axes(b.shape_of(x), {0}, "reduce_keep"), true);
+         return b.add(b.mul(x, 2.0), sum);
+       }},
+      // Tile's and Split's imports: Expand to AxesShape's tile vector, Reshape to its tiled one;
+      // Slice between Split's offsets.
+      {"AxesShapeTileSplit",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         const int64_t r = int64_t(s.size());
+         auto ints = [&](std::vector<float> v) {
+           return b.constant(Tensor::from_floats(i64, {int64_t(v.size())}, v));
+         };
+         std::vector<float> reps(size_t(r), 1), ones;
+         reps[0] = 2;  // twice along the first axis
+         Sizes spread;
+         for (int64_t d : s) spread.insert(spread.end(), {1, d});
+         auto shape = b.shape_of(x);
+         auto grid = b.expand(b.reshape(x, spread),
+                              b.op(OpKind::AxesShape, {shape, ints(reps)}, {{"mode", std::string("tile")}}));
+         auto tiled = b.reshape(
+             grid, b.op(OpKind::AxesShape, {shape, ints(reps)}, {{"mode", std::string("tiled")}}), true);
+         // The two halves of the tiled axis, through offsets [0, d, 2d].
+         const float d = float(s[0]);
+         auto off = b.op(OpKind::AxesShape, {b.shape_of(tiled), ints({d, d})},
+                         {{"mode", std::string("split")}, {"axis", int64_t(0)}});
+         auto part = [&](int64_t i) {
+           auto st = b.slice(off, {i}, {i + 1}, {0}, {1});
+           auto en = b.slice(off, {i + 1}, {i + 2}, {0}, {1});
+           return b.slice(tiled, st, en, ints({0}), ints({1}));
+         };
+         return b.sub(b.mul(part(0), 3.0), part(1));
+       }},
+      {"CumSumAxisOperand",  // the axis a value operand (ONNX's axis input), here the last one
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto x = in(b, "x", t, s);
+         auto axis = b.constant(Tensor::from_floats(i64, {}, {-1}));
+         return b.op(OpKind::CumSum, {x, axis}, {{"reverse", int64_t(1)}});
        }},
       {"If",  // sigmoid(x) if x's last dim > 2 else -2x: the plan reads the condition
        [](GraphBuilder& b, DType t, const Sizes& s) {

@@ -185,3 +185,229 @@ TEST(ShapeValues, AnIfConditionFromTensorData) {
 
 }  // namespace
 }  // namespace ubfuse
+
+namespace ubfuse {
+namespace {
+
+// One compiled model run on `in`, every output checked against the double reference.
+::testing::AssertionResult runs_like_reference(const CompiledModel& m, const Graph& g,
+                                               const std::map<std::string, Tensor>& in) {
+  auto want = ref::run_graph(g, in);
+  auto got = m.run(in);
+  for (auto& [name, w] : want) {
+    auto r = testing::close_to_ref(got.at(name), w);
+    if (!r) return r << " (output '" << name << "')";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+GraphBuilder::V axes_shape(GraphBuilder& b, GraphBuilder::V x, GraphBuilder::V v,
+                           const std::string& mode, int64_t axis = 0) {
+  Attrs a{{"mode", mode}};
+  if (mode == "split") a["axis"] = axis;
+  return b.op(OpKind::AxesShape, {b.shape_of(x), v}, a);
+}
+
+// Unsqueeze then Squeeze with the axes a graph input (how ONNX's opset 13 forms import): the
+// number of axes is the input's length, so the rank is known; which dims move is each plan's.
+// One compiled model serves every value, its fused kernels compiled once.
+TEST(ShapeValuesAxes, UnsqueezeAndSqueezeAxesFromAGraphInput) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 3});
+  auto axes = b.input("axes", DType::i64, {2});
+  auto u = b.reshape(x, axes_shape(b, x, axes, "unsqueeze"), true);  // rank 4
+  auto e = b.add(b.mul(b.exp(u), 2.0), 1.0);
+  auto s = b.reshape(e, axes_shape(b, e, axes, "squeeze"), true);  // rank 2 again
+  b.output("u", e);
+  b.output("s", b.neg(s));
+  Graph g = b.build();
+  EXPECT_EQ(g.outputs()[0].second->shape.size(), 4u);
+  Tensor xv = Tensor::random(DType::f32, {2, 3}, 1);
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    const size_t kernels = m.kernels().size();
+    const std::vector<std::pair<std::vector<float>, Sizes>> cases = {{{0, 1}, {1, 1, 2, 3}},
+                                                                     {{-1, 1}, {2, 1, 3, 1}},
+                                                                     {{3, 0}, {1, 2, 3, 1}},
+                                                                     {{0, 1}, {1, 1, 2, 3}}};
+    for (auto& [a, want] : cases) {
+      std::map<std::string, Tensor> in{{"x", xv}, {"axes", ints(a)}};
+      EXPECT_EQ(m.run(in).at("u").sizes(), want);
+      EXPECT_EQ(m.run(in).at("s").sizes(), (Sizes{2, 3}));
+      EXPECT_TRUE(runs_like_reference(m, g, in)) << a[0] << "," << a[1];
+    }
+    EXPECT_EQ(m.stats().plan_builds, 3);
+    EXPECT_EQ(m.stats().compilations, 1);
+    EXPECT_EQ(m.kernels().size(), kernels);
+  }
+}
+
+// A reduction over axes given at run time: Transpose by AxesShape's perm (the value form), the
+// reduced axes merged last, a last-axis ReduceSum, and the kept dims (keepdims) or not.
+TEST(ShapeValuesAxes, ReduceAxesFromAGraphInput) {
+  for (bool keep : {true, false}) {
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {2, 3, 5});
+    auto axes = b.input("axes", DType::i64, {2});
+    auto perm = axes_shape(b, x, axes, "reduce_perm");
+    auto moved = b.op(OpKind::Transpose, {x, perm});
+    auto merged = b.reshape(moved, axes_shape(b, x, axes, "reduce_merged"), true);
+    auto red = b.reduce_sum(b.mul(merged, 0.5));
+    b.output("y",
+             b.reshape(red, axes_shape(b, x, axes, keep ? "reduce_keep" : "reduce_drop"), true));
+    Graph g = b.build();
+    Tensor xv = Tensor::random(DType::f32, {2, 3, 5}, 2);
+    for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+      CompiledModel m = compile(g, opts);
+      const size_t kernels = m.kernels().size();
+      const std::vector<std::pair<std::vector<float>, Sizes>> cases = {
+          {{0, 2}, keep ? Sizes{1, 3, 1} : Sizes{3}},
+          {{-1, 1}, keep ? Sizes{2, 1, 1} : Sizes{2}},
+          {{1, 0}, keep ? Sizes{1, 1, 5} : Sizes{5}}};
+      for (auto& [a, want] : cases) {
+        std::map<std::string, Tensor> in{{"x", xv}, {"axes", ints(a)}};
+        EXPECT_EQ(m.run(in).at("y").sizes(), want);
+        EXPECT_TRUE(runs_like_reference(m, g, in)) << a[0] << "," << a[1] << " keep=" << keep;
+      }
+      EXPECT_EQ(m.stats().plan_builds, 3);
+      EXPECT_EQ(m.kernels().size(), kernels);
+    }
+  }
+}
+
+// Tile's repeats and Split's sizes as graph inputs, and CumSum's axis.
+TEST(ShapeValuesAxes, TileRepeatsSplitSizesAndCumSumAxisFromGraphInputs) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"n", 3});
+  auto reps = b.input("repeats", DType::i64, {2});
+  auto sizes = b.input("sizes", DType::i64, {2});
+  auto axis = b.input("axis", DType::i64, {});
+  auto grid = b.expand(b.reshape(x, {1, -1, 1, 3}), axes_shape(b, x, reps, "tile"));
+  auto tiled = b.reshape(grid, axes_shape(b, x, reps, "tiled"), true);
+  auto off = axes_shape(b, x, sizes, "split", 1);
+  auto part = [&](int64_t i) {
+    auto st = b.slice(off, {i}, {i + 1}, {0}, {1});
+    auto en = b.slice(off, {i + 1}, {i + 2}, {0}, {1});
+    return b.slice(x, st, en, b.constant(ints({1})), b.constant(ints({1})));
+  };
+  b.output("tiled", b.mul(tiled, 3.0));
+  b.output("p0", part(0));
+  b.output("p1", b.add(part(1), 1.0));
+  b.output("c", b.op(OpKind::CumSum, {x, axis}, {{"exclusive", int64_t(1)}}));
+  Graph g = b.build();
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    for (int64_t n : {2, 5}) {
+      Tensor xv = Tensor::random(DType::f32, {n, 3}, uint64_t(n));
+      for (auto [r0, r1, s0, ax] :
+           std::vector<std::array<float, 4>>{{2, 1, 1, 0}, {1, 3, 3, 1}, {3, 2, 0, -1}}) {
+        std::map<std::string, Tensor> in{{"x", xv},
+                                         {"repeats", ints({r0, r1})},
+                                         {"sizes", ints({s0, 3 - s0})},
+                                         {"axis", Tensor::from_floats(DType::i64, {}, {ax})}};
+        auto got = m.run(in);
+        EXPECT_EQ(got.at("tiled").sizes(), (Sizes{n * int64_t(r0), 3 * int64_t(r1)}));
+        EXPECT_EQ(got.at("p0").sizes(), (Sizes{n, int64_t(s0)}));
+        EXPECT_EQ(got.at("p1").sizes(), (Sizes{n, 3 - int64_t(s0)}));
+        EXPECT_TRUE(runs_like_reference(m, g, in)) << n << ": " << r0 << "," << r1 << " " << s0;
+      }
+    }
+  }
+}
+
+// Pad's pads a graph input ((x, value, pads)): each value its own plan, a crop below 0 an error
+// naming the node, the pads and the shape.
+TEST(ShapeValuesAxes, PadPadsFromAGraphInput) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"n", 3});
+  auto pads = b.input("pads", DType::i64, {4});
+  auto v = b.constant(Tensor::from_floats(DType::f32, {}, {1.5}));
+  b.output("y", b.mul(b.op(OpKind::Pad, {x, v, pads}, {{"mode", std::string("constant")}}), 2.0));
+  b.name_last("y");
+  Graph g = b.build();
+  Tensor xv = Tensor::random(DType::f32, {4, 3}, 9);
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    for (auto p : std::vector<std::vector<float>>{{1, 0, 0, 2}, {0, -1, 2, 1}, {1, 0, 0, 2}}) {
+      std::map<std::string, Tensor> in{{"x", xv}, {"pads", ints(p)}};
+      EXPECT_EQ(m.run(in).at("y").sizes(),
+                (Sizes{4 + int64_t(p[0] + p[2]), 3 + int64_t(p[1] + p[3])}));
+      EXPECT_TRUE(runs_like_reference(m, g, in));
+    }
+    EXPECT_EQ(m.stats().plan_builds, 2);
+    EXPECT_TRUE(throws_with(
+        [&] {
+          m.run({{"x", xv}, {"pads", ints({0, -2, 0, -2})}});
+        },
+        {"(Pad)", "pads [0,-2,0,-2] crop axis 1 of length 3 below 0"}));
+  }
+}
+
+// Values that make a shape invalid are errors when the plan is built, naming the node, the
+// values and the shape, in both modes (the same kernel checks them).
+TEST(ShapeValuesAxes, InvalidAxesSizesAndRepeatsNameTheNodeTheValueAndTheShape) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2, 3});
+  auto axes = b.input("axes", DType::i64, {2});
+  auto one = b.input("one_axis", DType::i64, {1});
+  auto reps = b.input("repeats", DType::i64, {2});
+  auto sizes = b.input("sizes", DType::i64, {2});
+  auto axis = b.input("axis", DType::i64, {1});
+  b.output("u", b.reshape(x, axes_shape(b, x, axes, "unsqueeze"), true));
+  b.name_last("unsq");
+  auto x1 = b.reshape(x, {2, 1, 3});
+  b.output("s", b.reshape(x1, axes_shape(b, x1, one, "squeeze"), true));
+  b.output("t", b.expand(b.reshape(x, {1, 2, 1, 3}), axes_shape(b, x, reps, "tile")));
+  auto off = axes_shape(b, x, sizes, "split", 1);
+  b.output("p", b.slice(x, b.slice(off, {0}, {1}, {0}, {1}), b.slice(off, {1}, {2}, {0}, {1}),
+                        b.constant(ints({1})), b.constant(ints({1}))));
+  b.output("c", b.op(OpKind::CumSum, {x, axis}, {}, "scan"));
+  Graph g = b.build();
+  const std::map<std::string, Tensor> ok{{"x", Tensor::random(DType::f32, {2, 3}, 1)},
+                                         {"axes", ints({0, 1})},
+                                         {"one_axis", ints({1})},
+                                         {"repeats", ints({1, 2})},
+                                         {"sizes", ints({1, 2})},
+                                         {"axis", ints({1})}};
+  auto with = [&](const std::string& k, Tensor v) {
+    auto in = ok;
+    in[k] = std::move(v);
+    return in;
+  };
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, opts);
+    auto run = [&m](std::map<std::string, Tensor> in) { return [&m, in] { m.run(in); }; };
+    EXPECT_TRUE(throws_with(run(with("axes", ints({1, 1}))),
+                            {"(AxesShape)", "Unsqueeze's axes [1,1]", "[2,3]", "axis 1 repeats"}));
+    EXPECT_TRUE(throws_with(run(with("axes", ints({0, 4}))),
+                            {"Unsqueeze's axes [0,4]", "[2,3]", "out of range for rank 4"}));
+    EXPECT_TRUE(throws_with(run(with("one_axis", ints({0}))),
+                            {"Squeeze's axes [0]", "[2,1,3]", "axis 0 has size 2, not 1"}));
+    EXPECT_TRUE(throws_with(run(with("repeats", ints({1, -2}))),
+                            {"Tile's repeats [1,-2]", "[2,3]", "axis 1 is negative"}));
+    EXPECT_TRUE(
+        throws_with(run(with("repeats", ints({1, 4e18f}))),
+                    {"Tile's repeats [1,", "[2,3]", "the repeat of axis 1 overflows its size"}));
+    EXPECT_TRUE(throws_with(run(with("sizes", ints({1, 1}))),
+                            {"Split's sizes [1,1]", "[2,3]", "add up to 2, not the size 3"}));
+    EXPECT_TRUE(
+        throws_with(run(with("axis", ints({2}))), {"node 'scan' (CumSum)", "axis 2", "[2,3]"}));
+  }
+  // Known when the model is built, the same checks are compile errors.
+  GraphBuilder c;
+  auto cx = c.input("x", DType::f32, {2, 3});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        c.op(OpKind::AxesShape, {c.shape_of(cx), c.constant(ints({1, -3}))},
+             {{"mode", std::string("unsqueeze")}});
+      },
+      {"(AxesShape)", "Unsqueeze's axes [1,-3]", "axis -3 repeats"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        c.op(OpKind::CumSum, {cx, c.constant(ints({-3}))});
+      },
+      {"(CumSum)", "axis -3 is out of range for the input shape [2,3]"}));
+}
+
+}  // namespace
+}  // namespace ubfuse

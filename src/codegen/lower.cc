@@ -397,6 +397,7 @@ class Lowerer {
       case OpKind::Shape:
       case OpKind::Range:
       case OpKind::ConstantOfShape:
+      case OpKind::AxesShape:
       case OpKind::If:
       case OpKind::Reshape:
       case OpKind::Slice:

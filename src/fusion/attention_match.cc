@@ -120,7 +120,7 @@ std::optional<AttentionMatch> match_attention(
   // K^T = Transpose(K) swapping the last two axes, read by the scores alone.
   const Value* kt = m.scores->inputs[1];
   const Node* tr = kt->producer;
-  if (tr && tr->op == OpKind::Transpose && only_reader(kt, m.scores)) {
+  if (tr && tr->op == OpKind::Transpose && tr->has_attr("perm") && only_reader(kt, m.scores)) {
     const auto perm = tr->attr_ints("perm");
     const int64_t r = int64_t(perm.size());
     bool swap = r >= 2 && perm[size_t(r - 1)] == r - 2 && perm[size_t(r - 2)] == r - 1;

@@ -197,7 +197,22 @@ void infer_transpose(Node& n) {
   const Value* x = n.inputs[0];
   int64_t r = int64_t(x->shape.size());
   std::vector<int64_t> perm;
-  if (n.has_attr("perm")) {
+  n.out()->dtype = x->dtype;
+  if (n.inputs.size() == 2) {
+    // (x, perm): the perm a value operand, never an attribute (fusion and views read the
+    // attribute; this form runs as its own kernel).
+    if (n.has_attr("perm")) fail(n, "takes perm as an attribute or as input 1, not both");
+    if (operand_length(n, 1, "perm") != r) {
+      fail(n, "perm must have one entry per axis of the input, got the shape " +
+                  shape_str(n.inputs[1]->shape));
+    }
+    auto known = operand_static_ints(n, 1);
+    if (!known) {
+      n.out()->shape = runtime_shape(n, r);
+      return;
+    }
+    perm = *known;
+  } else if (n.has_attr("perm")) {
     perm = n.attr_ints("perm");
   } else {
     for (int64_t i = r - 1; i >= 0; i--) perm.push_back(i);
@@ -211,7 +226,6 @@ void infer_transpose(Node& n) {
     fail(n, "perm " + sizes_str(perm) + " is not a permutation of rank " + std::to_string(r));
   Shape s;
   for (auto p : perm) s.push_back(x->shape[size_t(p)]);
-  n.out()->dtype = x->dtype;
   n.out()->shape = s;
 }
 
@@ -243,8 +257,9 @@ void infer_slice(Node& n) {
       }
     }
     n.out()->dtype = x->dtype;
-    auto st = operand_ints(n, 1), en = operand_ints(n, 2), ax = operand_ints(n, 3),
-         sp = operand_ints(n, 4);
+    // Known as constants or as known dims (Split's offsets computed from static sizes).
+    auto st = operand_static_ints(n, 1), en = operand_static_ints(n, 2),
+         ax = operand_static_ints(n, 3), sp = operand_static_ints(n, 4);
     if (!ax) {  // which axes are sliced is not known yet: every dim is the plan's to know
       n.out()->shape = runtime_shape(n, r);
       return;
@@ -362,6 +377,37 @@ void infer_shape_op(Node& n) {
   n.out()->dtype = DType::i64;
   n.out()->shape = {Dim(int64_t(d.size()))};
   n.out()->known = d;
+}
+
+// AxesShape(shape, values): an i64 vector whose length the mode gives from the two operands'
+// lengths; its elements are known (Value::known) when both operands are, and an invalid value
+// known here is an error now rather than when a plan is built.
+void infer_axes_shape(Node& n) {
+  const std::string mode = n.attr_str("mode", "");
+  const int64_t r = operand_length(n, 0, "the shape");
+  const int64_t k = operand_length(n, 1, "the values");
+  if (n.inputs[0]->shape.empty()) fail(n, "the shape must be a vector");
+  if (n.inputs[1]->shape.empty()) fail(n, "the values must be a vector");
+  if (axes_shape_length(mode, 0, 0) < 0) {
+    fail(n, "unknown mode '" + mode + "'",
+         "unsqueeze, squeeze, reduce_perm, reduce_merged, reduce_keep, reduce_drop, split, tile "
+         "or tiled");
+  }
+  const int64_t len = axes_shape_length(mode, r, k);
+  if (len < 0) {
+    fail(n, std::to_string(k) + " axes for an input of rank " + std::to_string(r) +
+                ": one repeats or is out of range");
+  }
+  n.out()->dtype = DType::i64;
+  n.out()->shape = {Dim(len)};
+  n.out()->known.reset();
+  auto s = operand_dims(n, 0);
+  auto v = operand_static_ints(n, 1);
+  if (!s || !v) return;
+  std::string why;
+  auto out = axes_shape(mode, *s, *v, n.attr_int("axis", 0), &why);
+  if (!why.empty()) fail(n, why);
+  if (out) n.out()->known = *out;
 }
 
 // Range(start, limit, delta): max(0, ceil((limit - start) / delta)) elements.
@@ -688,7 +734,8 @@ void infer_node_op(Node& n);
 
 void infer_node(Node& n) {
   infer_node_op(n);
-  if (n.op == OpKind::Shape) return;  // set by infer_shape_op
+  // Set by infer_shape_op and infer_axes_shape.
+  if (n.op == OpKind::Shape || n.op == OpKind::AxesShape) return;
   for (Value* o : n.outputs) o->known.reset();
   if (n.op == OpKind::Constant) {
     set_known_from_constant(*n.out(), n.payload);
@@ -839,6 +886,9 @@ void infer_node_op(Node& n) {
       return;
     case OpKind::ConstantOfShape:
       infer_constant_of_shape(n);
+      return;
+    case OpKind::AxesShape:
+      infer_axes_shape(n);
       return;
     case OpKind::If:
       infer_if(n);

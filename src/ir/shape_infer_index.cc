@@ -220,7 +220,24 @@ void infer_cumsum(Node& n) {
   }
   const int64_t r = int64_t(x->shape.size());
   if (r == 0) fail(n, "needs at least 1 dim", "Reshape a scalar to [1] first");
-  n.attrs["axis"] = norm_axis(n, n.attr_int("axis", 0), r);
+  if (n.inputs.size() == 2) {
+    // (x, axis): the axis a value operand, checked here when known, else by each plan.
+    if (n.has_attr("axis")) fail(n, "takes axis as an attribute or as input 1, not both");
+    if (operand_length(n, 1, "axis") != 1) {
+      fail(n, "axis must hold one value, got the shape " + shape_str(n.inputs[1]->shape));
+    }
+    if (auto a = operand_dims(n, 1); a && a->at(0).is_static()) {
+      const int64_t v = a->at(0).value();
+      if (v < -r || v >= r) {
+        fail(n,
+             "axis " + std::to_string(v) + " is out of range for the input shape " +
+                 shape_str(x->shape),
+             "an axis lies in [-rank, rank); a negative one counts from the end");
+      }
+    }
+  } else {
+    n.attrs["axis"] = norm_axis(n, n.attr_int("axis", 0), r);
+  }
   for (const char* a : {"exclusive", "reverse"}) {
     const int64_t v = n.attr_int(a, 0);
     if (v != 0 && v != 1) {

@@ -181,9 +181,25 @@ void infer_group_norm(Node& n) {
 void infer_pad(Node& n) {
   const Value* x = n.inputs[0];
   const size_t r = x->shape.size();
-  if (!n.has_attr("pads")) fail(n, "missing attribute 'pads'");
-  const auto pads = n.attr_ints("pads");
-  if (pads.size() != 2 * r) {
+  std::vector<int64_t> pads;
+  bool known = true;
+  if (n.inputs.size() == 3) {
+    // (x, value, pads): the pads a value operand, checked here when known, else by each plan.
+    if (n.has_attr("pads")) fail(n, "takes pads as an attribute or as input 2, not both");
+    if (operand_length(n, 2, "pads") != int64_t(2 * r)) {
+      fail(n,
+           "pads must hold " + std::to_string(2 * r) + " values for rank " + std::to_string(r) +
+               ", got the shape " + shape_str(n.inputs[2]->shape),
+           "pads lists every axis' begin pad, then every axis' end pad");
+    }
+    auto p = operand_static_ints(n, 2);
+    known = p.has_value();
+    if (p) pads = *p;
+  } else {
+    if (!n.has_attr("pads")) fail(n, "missing attribute 'pads'");
+    pads = n.attr_ints("pads");
+  }
+  if (known && pads.size() != 2 * r) {
     fail(n,
          "pads " + sizes_str(pads) + " has " + std::to_string(pads.size()) + " values, expected " +
              std::to_string(2 * r) + " for rank " + std::to_string(r),
@@ -199,6 +215,13 @@ void infer_pad(Node& n) {
     if (v->shape.size() > 1 || (v->shape.size() == 1 && v->shape[0] != Dim(int64_t(1)))) {
       fail(n, "the fill value must have one element, got " + shape_str(v->shape));
     }
+  }
+  n.out()->dtype = x->dtype;
+  if (!known) {
+    Shape s;  // each dim the plan's to know
+    for (size_t d = 0; d < r; d++) s.push_back(runtime_dim(n, 0, int(d)));
+    n.out()->shape = s;
+    return;
   }
   Shape out;
   for (size_t i = 0; i < r; i++) {

@@ -147,6 +147,7 @@ bool takes_int8(const Node& n, int i) {
     case OpKind::GroupNorm:
     case OpKind::Range:
     case OpKind::ConstantOfShape:
+    case OpKind::AxesShape:  // shape vectors and axes: i64 or i32
       return false;
   }
   return false;

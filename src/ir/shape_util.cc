@@ -1,6 +1,7 @@
 #include "ir/shape_util.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace ubfuse {
 
@@ -90,6 +91,11 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<Dim>& tar
     known.push_back(d);
     out.push_back(d);
   }
+  auto has_zero = [](const Shape& s) {
+    return std::any_of(s.begin(), s.end(), [](const Dim& d) { return d == Dim(int64_t(0)); });
+  };
+  // Both empty: equal counts, whatever the other dims (cancelling the 0s would compare them).
+  if (infer_at < 0 && has_zero(in) && has_zero(known)) return out;
   Dim total = product_without(in, known), part = product_without(known, in);
   if (infer_at >= 0) {
     bool zero =
@@ -227,6 +233,116 @@ int64_t pad_source(int64_t i, int64_t n, PadMode mode) {
     }
   }
   return -1;
+}
+
+int64_t axes_shape_length(const std::string& mode, int64_t r, int64_t k) {
+  if (mode == "unsqueeze") return r + k;
+  if (mode == "squeeze" || mode == "reduce_drop") return r - k;
+  if (mode == "reduce_perm" || mode == "reduce_keep" || mode == "tiled") return r;
+  if (mode == "reduce_merged") return r - k + 1;
+  if (mode == "split") return k + 1;
+  if (mode == "tile") return 2 * r;
+  return -1;
+}
+
+std::optional<Shape> axes_shape(const std::string& mode, const Shape& s,
+                                const std::vector<int64_t>& v, int64_t axis, std::string* why) {
+  const int64_t r = int64_t(s.size()), k = int64_t(v.size());
+  const bool reduce = mode.rfind("reduce_", 0) == 0;
+  const std::string what = mode == "unsqueeze" ? "Unsqueeze's axes"
+                           : mode == "squeeze" ? "Squeeze's axes"
+                           : reduce            ? "the reduced axes"
+                           : mode == "split"   ? "Split's sizes"
+                                               : "Tile's repeats";
+  const std::string ctx = what + " " + sizes_str(v) + " for the input shape " + shape_str(s);
+  auto fail = [&](const std::string& m) -> std::optional<Shape> {
+    *why = ctx + ": " + m;
+    return std::nullopt;
+  };
+  why->clear();
+  if (axes_shape_length(mode, 0, 0) < 0) {
+    *why = "unknown mode '" + mode + "'";
+    return std::nullopt;
+  }
+  if (axes_shape_length(mode, r, k) < 0) return fail("more axes than the input has");
+  Shape out;
+  if (mode == "split") {
+    if (axis < 0 || axis >= r) return fail("axis " + std::to_string(axis) + " is out of range");
+    int64_t total = 0;
+    out.push_back(Dim(int64_t(0)));
+    for (int64_t x : v) {
+      if (x < 0) return fail("a size is negative");
+      if (x > std::numeric_limits<int64_t>::max() - total) return fail("their sum overflows");
+      total += x;
+      out.push_back(Dim(total));
+    }
+    const Dim& d = s[size_t(axis)];
+    if (!d.is_static()) return std::nullopt;  // the plan knows the axis' size
+    if (total != d.value()) {
+      return fail("they add up to " + std::to_string(total) + ", not the size " + d.str() +
+                  " of axis " + std::to_string(axis));
+    }
+    return out;
+  }
+  if (mode == "tile" || mode == "tiled") {
+    if (k != r) return fail("one repeat per axis is needed");
+    for (int64_t i = 0; i < r; i++) {
+      const int64_t rep = v[size_t(i)];
+      if (rep < 0) return fail("the repeat of axis " + std::to_string(i) + " is negative");
+      const Dim& d = s[size_t(i)];
+      if (d.is_static() && d.value() > 0 && rep > std::numeric_limits<int64_t>::max() / d.value()) {
+        return fail("the repeat of axis " + std::to_string(i) + " overflows its size");
+      }
+      if (mode == "tile") out.push_back(Dim(v[size_t(i)]));
+      out.push_back(mode == "tile" ? s[size_t(i)] : Dim::mul(s[size_t(i)], Dim(v[size_t(i)])));
+    }
+    return out;
+  }
+  // Axes: in [-n, n) for the rank n they index (the output's for Unsqueeze), each at most once.
+  const int64_t n = mode == "unsqueeze" ? r + k : r;
+  std::vector<bool> hit(size_t(n), false);
+  for (int64_t a : v) {
+    if (a < -n || a >= n) {
+      return fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(n));
+    }
+    const int64_t na = a < 0 ? a + n : a;
+    if (hit[size_t(na)]) return fail("axis " + std::to_string(a) + " repeats");
+    hit[size_t(na)] = true;
+  }
+  bool open = false;
+  size_t next = 0;
+  Dim merged(int64_t(1));
+  for (int64_t i = 0; i < n; i++) {
+    const bool h = hit[size_t(i)];
+    if (mode == "unsqueeze") {
+      out.push_back(h ? Dim(int64_t(1)) : s[next++]);
+      continue;
+    }
+    const Dim& d = s[size_t(i)];
+    if (mode == "squeeze" && h) {
+      if (!d.is_static()) open = true;
+      if (d.is_static() && d.value() != 1) {
+        return fail("axis " + std::to_string(i) + " has size " + d.str() + ", not 1");
+      }
+    }
+    if (reduce && h && d == Dim(int64_t(0))) {
+      return fail("reducing axis " + std::to_string(i) + " of size 0 is not supported");
+    }
+    if (h) merged = Dim::mul(merged, d);
+    if (mode == "reduce_keep") out.push_back(h ? Dim(int64_t(1)) : d);
+    if ((mode == "squeeze" || mode == "reduce_drop" || mode == "reduce_merged") && !h) {
+      out.push_back(d);
+    }
+    if (mode == "reduce_perm" && !h) out.push_back(Dim(i));
+  }
+  if (mode == "reduce_perm") {
+    for (int64_t i = 0; i < n; i++) {
+      if (hit[size_t(i)]) out.push_back(Dim(i));
+    }
+  }
+  if (mode == "reduce_merged") out.push_back(merged);
+  if (open) return std::nullopt;
+  return out;
 }
 
 }  // namespace ubfuse

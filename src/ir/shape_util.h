@@ -52,6 +52,16 @@ enum class PadMode { Constant, Reflect, Edge };
 std::optional<PadMode> parse_pad_mode(const std::string& s);
 int64_t pad_source(int64_t i, int64_t n, PadMode mode);
 
+// AxesShape (ops.def): the vector `mode` makes of an input's shape `s` and the values `v` (axes,
+// split sizes or repeats) an ONNX op takes as an input, each value checked against the shape.
+// axes_shape_length is its length for rank r and k values (-1: no such mode). axes_shape returns
+// nullopt with *why naming the op, the values and the shape when a value is invalid, and with
+// *why empty when a symbolic dim leaves it open (a squeezed dim of "seq" may be 1); the plan,
+// which knows every size, decides then.
+int64_t axes_shape_length(const std::string& mode, int64_t r, int64_t k);
+std::optional<Shape> axes_shape(const std::string& mode, const Shape& s,
+                                const std::vector<int64_t>& v, int64_t axis, std::string* why);
+
 // Element strides of a contiguous tensor of `sizes`, with 0 where the dim is 1 and broadcast to
 // `out` (sizes right-aligned to out's rank).
 std::vector<int64_t> broadcast_strides(const Sizes& sizes, const Sizes& out);

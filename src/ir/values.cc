@@ -24,10 +24,15 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::ConstantOfShape:
       return i == 0;
     case OpKind::If:
-      return i == 0;
+      return i == 0;  // the condition picks the branch, whose outputs may differ in shape
     case OpKind::TopK:
-      return i == 1;  // k sets the length of the outputs' axis  // the condition picks the branch,
-                      // whose outputs may differ in shape
+      return i == 1;  // k sets the length of the outputs' axis
+    case OpKind::Transpose:
+      return i == 1;  // the perm sets the output's dims
+    case OpKind::CumSum:
+      return i == 1;  // the axis: read by its kernel, checked against the shape by the plan
+    case OpKind::Pad:
+      return i == 2;  // the pads of (x, value, pads); the fill value is data
 #define UBF_OP(...)
 #define UBF_MATH(name, ...) case OpKind::name:
 #include "ubfuse/ops.def"
@@ -46,7 +51,6 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::GatherElements:
     case OpKind::ArgMax:
     case OpKind::ArgMin:
-    case OpKind::CumSum:
     case OpKind::GatherND:
     case OpKind::ScatterND:
     case OpKind::ScatterElements:
@@ -58,10 +62,9 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::MatMulInteger:
     case OpKind::QLinearMatMul:
     case OpKind::ConvInteger:
-    case OpKind::Pad:  // its fill value is data
-    case OpKind::Transpose:
     case OpKind::Concat:
-    case OpKind::Shape:  // reads sizes only
+    case OpKind::AxesShape:  // its output's length follows from its operands' lengths
+    case OpKind::Shape:      // reads sizes only
     case OpKind::Constant:
     case OpKind::Host:
       return false;
@@ -96,6 +99,17 @@ std::optional<std::vector<Dim>> operand_dims(const Node& n, int i) {
     return d;
   }
   return n.inputs[size_t(i)]->known;
+}
+
+std::optional<std::vector<int64_t>> operand_static_ints(const Node& n, int i) {
+  auto d = operand_dims(n, i);
+  if (!d) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const Dim& x : *d) {
+    if (!x.is_static()) return std::nullopt;
+    out.push_back(x.value());
+  }
+  return out;
 }
 
 void set_known_from_constant(Value& v, const Tensor& t) {

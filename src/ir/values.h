@@ -20,6 +20,8 @@ bool is_value_operand(const Node& n, int i);
 const Tensor* operand_value(const Node& n, int i);
 // Its elements as int64 (integer dtypes, or float ones holding integers), when known.
 std::optional<std::vector<int64_t>> operand_ints(const Node& n, int i);
+// Its elements as int64 from a constant or from known dims that are all static, when known.
+std::optional<std::vector<int64_t>> operand_static_ints(const Node& n, int i);
 // Its elements as dims: the constant's values or the value's known dims, when known.
 std::optional<std::vector<Dim>> operand_dims(const Node& n, int i);
 // Sets v's known dims from a constant payload (small integer tensors of rank 0 or 1).

@@ -7,6 +7,7 @@ bool runs_as_view(const Graph& g, const Node& n) {
 }
 
 bool transpose_keeps_rows(const Node& n) {
+  // A Transpose whose perm is a value operand ((x, perm)) has no attribute: not a row map.
   if (n.op != OpKind::Transpose || !n.has_attr("perm")) return false;
   const std::vector<int64_t> perm = n.attr_ints("perm");
   return perm.size() >= 2 && perm.back() == int64_t(perm.size()) - 1;

@@ -78,7 +78,7 @@ bool merge_reshapes(Node* n) {
 
 bool merge_transposes(Node* n) {
   Node* inner = producer_if(n->inputs[0], OpKind::Transpose);
-  if (!inner) return false;
+  if (!inner || inner->inputs.size() != 1) return false;  // a perm given at run time stays
   auto p1 = inner->attr_ints("perm"), p2 = n->attr_ints("perm");
   std::vector<int64_t> q;
   for (int64_t i : p2) q.push_back(p1.at(size_t(i)));  // out[i] = inner[p2[i]] = x[p1[p2[i]]]
@@ -145,7 +145,7 @@ bool simplify_data_movement(Graph& g, Node* n) {
     if (bypass(g, n, n->inputs[0])) return true;
     return n->op == OpKind::Reshape && (merge_reshapes(n) || sink_row_op_reshapes(g, n));
   }
-  if (n->op == OpKind::Transpose) {
+  if (n->op == OpKind::Transpose && n->inputs.size() == 1) {
     auto perm = n->attr_ints("perm");
     std::vector<int64_t> iota(perm.size());
     std::iota(iota.begin(), iota.end(), 0);

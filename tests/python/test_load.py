@@ -129,13 +129,14 @@ def test_unsupported_op_raises_onnx_unsupported_error():
 
 
 def test_model_needing_static_dims_names_them_and_loads_with_dims():
-    # Squeezing a symbolic dim: only a size of 1 can be squeezed, so the importer needs it.
+    # Tiling a symbolic axis by constant repeats: a Concat of copies, so the importer needs its
+    # size. (Repeats given at run time would not need it.)
     nodes = [
-        helper.make_node("Constant", [], ["axes"], name="axes",
-                         value=helper.make_tensor("a", TensorProto.INT64, [1], [0])),
-        helper.make_node("Squeeze", ["x", "axes"], ["y"], name="squeeze"),
+        helper.make_node("Constant", [], ["reps"], name="reps",
+                         value=helper.make_tensor("r", TensorProto.INT64, [2], [2, 1])),
+        helper.make_node("Tile", ["x", "reps"], ["y"], name="tile"),
     ]
-    b = model_bytes(nodes, [("x", "f32", ["n", 2])], [("y", "f32", [2])])
+    b = model_bytes(nodes, [("x", "f32", ["n", 2])], [("y", "f32", [2, 2])])
     try:
         ubfuse.load_onnx(b)
     except ubfuse.OnnxNeedsStaticDimsError as e:
@@ -144,7 +145,7 @@ def test_model_needing_static_dims_names_them_and_loads_with_dims():
         assert "'n'" in str(e)
         m = ubfuse.load_onnx(b, dims={"n": 1})
         np.testing.assert_array_equal(m.run({"x": np.array([[1.5, 2.5]], np.float32)})["y"],
-                                      [1.5, 2.5])
+                                      [[1.5, 2.5], [1.5, 2.5]])
     else:
         pytest.fail("the model loaded without static dims; pick a graph that needs them")
 

@@ -1,6 +1,7 @@
 // Data movement: Reshape, Flatten, Squeeze, Unsqueeze (all -> Reshape), Concat, Split (-> Slices),
 // Slice, Transpose, Expand, Gather, Tile, Pad. Each also works on shape vectors with symbolic dims,
-// which is how exporters compute the sizes they reshape to.
+// which is how exporters compute the sizes they reshape to. Axes, split sizes and repeats given at
+// run time go through AxesShape (ops.def), which the plan computes and checks.
 #include <algorithm>
 #include <limits>
 
@@ -128,7 +129,26 @@ std::vector<int64_t> axes_arg(NodeCtx& c, int input, bool* given) {
   return c.const_ints(input, "axes");
 }
 
-void squeeze(NodeCtx& c) {
+// Unsqueeze or Squeeze whose axes arrive at run time (or name a symbolic dim that must be 1): a
+// Reshape to AxesShape's vector, which checks the axes against the sizes when the plan is built.
+// The number of axes is known, so the rank is.
+void squeeze_runtime(NodeCtx& c, const char* mode) {
+  Value* axes = nullptr;
+  if (c.opset() < 13) {
+    const std::vector<int64_t> a = c.attr_ints("axes");
+    Tensor t(DType::i64, {int64_t(a.size())});
+    std::copy(a.begin(), a.end(), t.data_as<int64_t>());
+    axes = c.constant(t);
+  } else {
+    runtime_values_length(c, 1, "axes");
+    axes = c.value(1);
+  }
+  Value* x = c.value(0);
+  c.set_output(
+      0, c.emit(OpKind::Reshape, {x, axes_shape(c, x, axes, mode)}, {{"allowzero", int64_t(1)}}));
+}
+
+void squeeze_known(NodeCtx& c) {
   bool given = false;
   auto axes = axes_arg(c, 1, &given);
   const Shape& s = c.shape(0);
@@ -153,7 +173,23 @@ void squeeze(NodeCtx& c) {
   c.set_output(0, c.reshape_to(c.value(0), out));
 }
 
+void squeeze(NodeCtx& c) {
+  const bool axes_input = c.opset() >= 13 && c.has_input(1);
+  if (axes_input && !c.is_const(1)) return squeeze_runtime(c, "squeeze");
+  try {
+    squeeze_known(c);
+  } catch (const OnnxNeedsStaticDimsError&) {
+    // A symbolic dim to squeeze: whether it is 1 is the plan's to check. (A shape vector's own
+    // symbolic dims cannot be squeezed this way: they have no size to read.)
+    if (c.input(0).dims || (!axes_input && !c.has_attr("axes"))) throw;
+    squeeze_runtime(c, "squeeze");
+  }
+}
+
 void unsqueeze(NodeCtx& c) {
+  if (c.opset() >= 13 && c.has_input(1) && !c.is_const(1)) {
+    return squeeze_runtime(c, "unsqueeze");
+  }
   bool given = false;
   auto axes = axes_arg(c, 1, &given);
   if (!given) c.invalid("axes are required");
@@ -210,9 +246,39 @@ void slice_static(NodeCtx& c, Value* x, int64_t ax, int64_t start, int64_t end, 
                             {"steps", std::vector<int64_t>{step}}}));
 }
 
+// Split whose sizes arrive at run time: each output a Slice between two of AxesShape's offsets,
+// which checks the sizes against the axis when the plan is built.
+void split_runtime(NodeCtx& c, int64_t ax) {
+  if (c.has_attr("num_outputs")) c.invalid("takes split or num_outputs, not both");
+  const int64_t k = runtime_values_length(c, 1, "split");
+  if (k != c.num_outputs()) {
+    c.invalid("split has " + std::to_string(k) + " sizes for " + std::to_string(c.num_outputs()) +
+              " outputs");
+  }
+  Value* x = c.value(0);
+  Value* off = axes_shape(c, x, c.value(1), "split", ax);
+  auto one = [&](int64_t v) {
+    Tensor t(DType::i64, {1});
+    t.data_as<int64_t>()[0] = v;
+    return c.constant(t);
+  };
+  auto at = [&](int64_t i) {
+    return c.emit(OpKind::Slice, {off},
+                  {{"starts", std::vector<int64_t>{i}},
+                   {"ends", std::vector<int64_t>{i + 1}},
+                   {"axes", std::vector<int64_t>{0}},
+                   {"steps", std::vector<int64_t>{1}}});
+  };
+  for (int i = 0; i < c.num_outputs(); i++) {
+    if (!c.output_used(i)) continue;
+    c.set_output(i, c.emit(OpKind::Slice, {x, at(i), at(i + 1), one(ax), one(1)}));
+  }
+}
+
 void split(NodeCtx& c) {
   const Shape& s = c.shape(0);
   int64_t ax = c.norm_axis(c.attr_int("axis", 0), int64_t(s.size()), "axis");
+  if (c.opset() >= 13 && c.has_input(1) && !c.is_const(1)) return split_runtime(c, ax);
   const Dim& d = s[size_t(ax)];
   if (!d.is_static()) c.needs_static({d}, "splitting a symbolic axis");
   std::vector<int64_t> sizes;
@@ -448,7 +514,25 @@ void gather(NodeCtx& c) {
   c.set_output(0, c.emit(OpKind::Gather, {c.value(0), c.value(1)}, {{"axis", ax}}));
 }
 
+// Tile whose repeats arrive at run time: x viewed as [1, d0, 1, d1, ...], expanded to
+// [r0, d0, r1, d1, ...] and viewed as [r0*d0, r1*d1, ...], both vectors AxesShape's, which
+// checks the repeats when the plan is built.
+void tile_runtime(NodeCtx& c) {
+  const Shape& s = c.shape(0);
+  if (runtime_values_length(c, 1, "repeats") != int64_t(s.size())) {
+    c.invalid("repeats must have one entry per axis of the input " + shape_str(s));
+  }
+  Value* x = c.value(0);
+  Shape spread;
+  for (const Dim& d : s) spread.insert(spread.end(), {Dim(int64_t(1)), d});
+  Value* reps = c.value(1);
+  Value* grid = c.emit(OpKind::Expand, {c.reshape_to(x, spread), axes_shape(c, x, reps, "tile")});
+  c.set_output(0, c.emit(OpKind::Reshape, {grid, axes_shape(c, x, reps, "tiled")},
+                         {{"allowzero", int64_t(1)}}));
+}
+
 void tile(NodeCtx& c) {
+  if (!c.is_const(1)) return tile_runtime(c);
   auto reps = c.const_ints(1, "repeats");
   Value* y = c.value(0);
   if (int64_t(reps.size()) != int64_t(y->shape.size()))
@@ -465,8 +549,55 @@ void tile(NodeCtx& c) {
   c.set_output(0, y);
 }
 
-// Pad: pads (and opset 18's axes) must be known at import; the fill value may be a run-time
-// scalar. Before opset 11 pads and value are attributes.
+// Pad whose pads arrive at run time: Pad's (x, value, pads) form, the pads read when the plan is
+// built. Opset 18's axes (constant) pick the axes they pad: a Gather spreads them over every axis,
+// 0 for the others.
+void pad_runtime(NodeCtx& c, const std::string& mode) {
+  const int64_t r = c.rank(0);
+  const int64_t n = runtime_values_length(c, 1, "pads");
+  Value* pads = c.value(1);
+  if (c.has_input(3)) {
+    std::vector<int64_t> axes;
+    for (int64_t a : c.const_ints(3, "axes (with pads given at run time)")) {
+      axes.push_back(c.norm_axis(a, r, "axes"));
+    }
+    const int64_t k = int64_t(axes.size());
+    if (n != 2 * k) {
+      c.invalid("pads has " + std::to_string(n) + " values for " + std::to_string(k) +
+                " axes (two per axis: begins, then ends)");
+    }
+    Tensor zero(DType::i64, {1});
+    zero.data_as<int64_t>()[0] = 0;
+    Value* padded = c.emit(OpKind::Concat, {pads, c.constant(zero)}, {{"axis", int64_t(0)}});
+    Tensor idx(DType::i64, {2 * r});
+    for (int64_t j = 0; j < 2 * r; j++) idx.data_as<int64_t>()[j] = 2 * k;  // the appended 0
+    for (int64_t i = 0; i < k; i++) {
+      for (int64_t j = 0; j < i; j++) {
+        if (axes[size_t(j)] == axes[size_t(i)]) {
+          c.invalid("axis " + std::to_string(axes[size_t(i)]) + " repeats in axes");
+        }
+      }
+      idx.data_as<int64_t>()[axes[size_t(i)]] = i;
+      idx.data_as<int64_t>()[r + axes[size_t(i)]] = k + i;
+    }
+    pads = c.emit(OpKind::Gather, {padded, c.constant(idx)}, {{"axis", int64_t(0)}});
+  } else if (n != 2 * r) {
+    c.invalid("pads has " + std::to_string(n) + " values for rank " + std::to_string(r) +
+              " (two per axis: begins, then ends)");
+  }
+  Value* value = nullptr;
+  if (c.has_input(2) && mode == "constant") {
+    if (c.dtype(2) != c.dtype(0)) c.invalid("constant_value's dtype differs from the data's");
+    value = c.value(2);
+  } else {
+    value = scalar_like(c, 0.0, c.value(0));  // the form takes a value; only constant mode reads it
+  }
+  c.set_output(0, c.emit(OpKind::Pad, {c.value(0), value, pads}, {{"mode", mode}}));
+}
+
+// Pad: pads known at import become the attribute, else an input (pad_runtime); opset 18's axes
+// must be known at import; the fill value may be a run-time scalar. Before opset 11 pads and
+// value are attributes.
 void pad(NodeCtx& c) {
   const int64_t r = c.rank(0);
   const std::string mode = c.attr_str("mode", "constant");
@@ -480,6 +611,7 @@ void pad(NodeCtx& c) {
     const double v = c.attr_float("value", 0.0);
     if (v != 0.0 && mode == "constant") value = scalar_like(c, v, c.value(0));
   } else {
+    if (!c.is_const(1)) return pad_runtime(c, mode);
     auto given = c.const_ints(1, "pads");
     std::vector<int64_t> axes;
     if (c.has_input(3)) {

@@ -40,18 +40,42 @@ Value* reduce_last(NodeCtx& c, Red kind, Value* x) {
   UBF_CHECK(false, "reduce_last: unhandled kind");
 }
 
+// The reduction over axes given at run time: as below, with the Transpose's perm and the
+// Reshapes' targets AxesShape's vectors, computed and checked when the plan is built.
+void reduce_runtime(NodeCtx& c, Red kind, bool keep) {
+  Value* x = c.value(0);
+  if (x->shape.empty()) c.unsupported("reducing a scalar");
+  for (const Dim& d : x->shape) {
+    if (d == Dim(int64_t(0))) {
+      c.unsupported("reducing a tensor with an empty dim " + shape_str(x->shape) +
+                    " over axes given at run time");
+    }
+  }
+  Value* axes = c.value(1);
+  Value* t = c.emit(OpKind::Transpose, {x, axes_shape(c, x, axes, "reduce_perm")});
+  Attrs exact{{"allowzero", int64_t(1)}};
+  t = c.emit(OpKind::Reshape, {t, axes_shape(c, x, axes, "reduce_merged")}, exact);
+  Value* y = reduce_last(c, kind, t);  // kept dims + [1]
+  c.set_output(0, c.emit(OpKind::Reshape,
+                         {y, axes_shape(c, x, axes, keep ? "reduce_keep" : "reduce_drop")}, exact));
+}
+
 template <Red kKind>
 void reduce(NodeCtx& c) {
   require_float(c, 0);
   bool axes_as_input = (c.opset() >= 13 && kKind == Red::Sum) || c.opset() >= 18;
+  bool keep = c.attr_int("keepdims", 1) != 0;
+  bool noop_empty = c.attr_int("noop_with_empty_axes", 0) != 0;
   std::vector<int64_t> axes;
   if (axes_as_input) {
-    if (c.has_input(1)) axes = c.const_ints(1, "axes");
+    // Axes given at run time; an empty list (its length is known) reduces all or nothing.
+    if (c.has_input(1) && !c.is_const(1) && runtime_values_length(c, 1, "axes") > 0) {
+      return reduce_runtime(c, kKind, keep);
+    }
+    if (c.is_const(1)) axes = c.const_ints(1, "axes");
   } else {
     axes = c.attr_ints("axes");
   }
-  bool keep = c.attr_int("keepdims", 1) != 0;
-  bool noop_empty = c.attr_int("noop_with_empty_axes", 0) != 0;
   Value* x = c.value(0);
   const Shape s = x->shape;
   int64_t r = int64_t(s.size());
@@ -100,14 +124,26 @@ void arg(NodeCtx& c) {
   c.set_output(0, c.emit(K, {c.value(0)}, a));
 }
 
-// CumSum(x, axis): the axis must be known at import (ubfuse's CumSum takes it as an attribute).
+// CumSum(x, axis): an axis known at import becomes the attribute; one given at run time stays an
+// input, a value operand that the plan reads and checks against x's shape.
 void cumsum(NodeCtx& c) {
   if (c.dtype(0) == DType::boolean) c.invalid("CumSum does not take bool input");
+  Attrs a{{"exclusive", c.attr_int("exclusive", 0) != 0 ? int64_t(1) : int64_t(0)},
+          {"reverse", c.attr_int("reverse", 0) != 0 ? int64_t(1) : int64_t(0)}};
+  if (!c.is_const(1)) {
+    if (c.dtype(1) != DType::i64 && c.dtype(1) != DType::i32) {
+      c.invalid("axis must be int64 or int32, got " + std::string(dtype_name(c.dtype(1))));
+    }
+    const Shape& s = c.shape(1);
+    if (!(s.empty() || (s.size() == 1 && s[0] == Dim(int64_t(1))))) {
+      c.invalid("axis must hold one value, got the shape " + shape_str(s));
+    }
+    c.set_output(0, c.emit(OpKind::CumSum, {c.value(0), c.value(1)}, a));
+    return;
+  }
   const std::vector<int64_t> ax = c.const_ints(1, "axis");
   if (ax.size() != 1) c.invalid("axis must hold one value, got " + std::to_string(ax.size()));
-  Attrs a{{"axis", c.norm_axis(ax[0], c.rank(0), "axis")},
-          {"exclusive", c.attr_int("exclusive", 0) != 0 ? int64_t(1) : int64_t(0)},
-          {"reverse", c.attr_int("reverse", 0) != 0 ? int64_t(1) : int64_t(0)}};
+  a["axis"] = c.norm_axis(ax[0], c.rank(0), "axis");
   c.set_output(0, c.emit(OpKind::CumSum, {c.value(0)}, a));
 }
 

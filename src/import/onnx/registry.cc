@@ -65,6 +65,26 @@ Value* binary(NodeCtx& c, OpKind k, Value* a, Value* b) { return c.emit(k, {a, b
 
 Value* scalar_like(NodeCtx& c, double v, Value* like) { return c.scalar(v, like->dtype); }
 
+int64_t runtime_values_length(NodeCtx& c, int i, const std::string& what) {
+  if (c.dtype(i) != DType::i64 && c.dtype(i) != DType::i32) {
+    c.invalid(what + " must be int64, got " + std::string(dtype_name(c.dtype(i))));
+  }
+  const Shape& s = c.shape(i);
+  if (s.size() != 1 || !s[0].is_static()) {
+    c.unsupported(what +
+                  " given at run time must be a 1-D tensor of a known length, got the "
+                  "shape " +
+                  shape_str(s) + " (their number sets the rank of the result)");
+  }
+  return s[0].value();
+}
+
+Value* axes_shape(NodeCtx& c, Value* x, Value* values, const std::string& mode, int64_t axis) {
+  Attrs a{{"mode", mode}};
+  if (mode == "split") a["axis"] = axis;
+  return c.emit(OpKind::AxesShape, {c.emit(OpKind::Shape, {x}), values}, a);
+}
+
 }  // namespace ubfuse::onnx_import
 
 namespace ubfuse {

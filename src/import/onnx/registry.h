@@ -39,5 +39,11 @@ void require_float(NodeCtx& c, int input);
 Value* binary(NodeCtx& c, OpKind k, Value* a, Value* b);
 // A scalar constant of v's dtype.
 Value* scalar_like(NodeCtx& c, double v, Value* like);
+// Axes, split sizes or repeats given at run time (input i, named `what`): the number of values,
+// which must be a known length of an integer vector, since it sets the result's rank or outputs.
+int64_t runtime_values_length(NodeCtx& c, int i, const std::string& what);
+// AxesShape (ops.def) of x's shape vector and those values: computed and checked when the plan for
+// a run is built.
+Value* axes_shape(NodeCtx& c, Value* x, Value* values, const std::string& mode, int64_t axis = 0);
 
 }  // namespace ubfuse::onnx_import

@@ -24,15 +24,28 @@ class CumSumKernel : public KernelBase {
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
-    check_arity(in, 1, 1, out);
+    check_arity(in, 1, 2, out);
     const Tensor& x = in[0];
     Tensor& y = out[0];
-    if (axis_ < 0 || axis_ >= x.rank() || y.sizes() != x.sizes() || y.dtype() != x.dtype()) {
+    int64_t axis = axis_;
+    if (in.size() == 2) {  // (x, axis): the axis a one-element value operand
+      const Tensor& a = in[1];
+      if (a.numel() != 1 || (a.dtype() != DType::i64 && a.dtype() != DType::i32)) {
+        fail("axis must be one i64 or i32 value, got " + tensors_str({a}));
+      }
+      const int64_t v = a.dtype() == DType::i64 ? a.data_as<int64_t>()[0] : a.data_as<int32_t>()[0];
+      if (v < -x.rank() || v >= x.rank()) {
+        fail("axis " + std::to_string(v) + " is out of range for the input " + tensors_str({x}),
+             "an axis lies in [-rank, rank); a negative one counts from the end");
+      }
+      axis = v < 0 ? v + x.rank() : v;
+    }
+    if (axis < 0 || axis >= x.rank() || y.sizes() != x.sizes() || y.dtype() != x.dtype()) {
       fail("output " + tensors_str({y}) + " does not hold the running sums of " + tensors_str({x}) +
-           " along axis " + std::to_string(axis_));
+           " along axis " + std::to_string(axis));
     }
     if (x.numel() == 0) return;
-    const AxisView v(x.sizes(), axis_);
+    const AxisView v(x.sizes(), axis);
     switch (x.dtype()) {
       case DType::f32: {
         const float* px = x.data_as<float>();

@@ -238,12 +238,28 @@ class TransposeKernel : public KernelBase {
       : KernelBase(n), perm_(std::move(perm)) {}
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
-    check_arity(in, 1, 1, out);
+    check_arity(in, 1, 2, out);
     const Tensor& x = in[0];
     const Tensor& y = out[0];
     const size_t r = size_t(x.rank());
     std::vector<int64_t> perm = perm_;
-    if (perm.empty()) {
+    if (in.size() == 2) {  // (x, perm): the perm a value operand, read per run
+      perm.clear();
+      for (int64_t i = 0; i < in[1].numel(); i++) {
+        perm.push_back(in[1].dtype() == DType::i64 ? in[1].data_as<int64_t>()[i]
+                                                   : int64_t(in[1].get(i)));
+      }
+      std::vector<bool> seen(r, false);
+      bool is_perm = perm.size() == r;
+      for (size_t i = 0; is_perm && i < r; i++) {
+        is_perm = perm[i] >= 0 && perm[i] < int64_t(r) && !seen[size_t(perm[i])];
+        if (is_perm) seen[size_t(perm[i])] = true;
+      }
+      if (!is_perm) {
+        fail("perm " + sizes_str(perm) + " is not a permutation of the axes of " +
+             tensors_str({x}));
+      }
+    } else if (perm.empty()) {
       for (size_t i = r; i-- > 0;) perm.push_back(int64_t(i));
     }
     bool ok = perm.size() == r && size_t(y.rank()) == r && x.dtype() == y.dtype();

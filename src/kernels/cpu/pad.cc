@@ -28,18 +28,26 @@ class PadKernel : public KernelBase {
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
-    check_arity(in, 1, 2, out);
+    check_arity(in, 1, 3, out);
+    std::vector<int64_t> pads = pads_;
+    if (in.size() == 3) {  // (x, value, pads): the pads a value operand, read per run
+      pads.clear();
+      for (int64_t i = 0; i < in[2].numel(); i++) {
+        pads.push_back(in[2].dtype() == DType::i64 ? in[2].data_as<int64_t>()[i]
+                                                   : int64_t(in[2].get(i)));
+      }
+    }
     const Tensor& x = in[0];
     const Tensor& y = out[0];
     const int64_t r = x.rank();
-    if (int64_t(pads_.size()) != 2 * r) {
-      fail("pads " + sizes_str(pads_) + " do not have two values per axis of " + tensors_str({x}));
+    if (int64_t(pads.size()) != 2 * r) {
+      fail("pads " + sizes_str(pads) + " do not have two values per axis of " + tensors_str({x}));
     }
     Sizes want(size_t(r), 0);
     for (int64_t a = 0; a < r; a++) {
-      want[size_t(a)] = x.dim(int(a)) + pads_[size_t(a)] + pads_[size_t(r + a)];
+      want[size_t(a)] = x.dim(int(a)) + pads[size_t(a)] + pads[size_t(r + a)];
       if (want[size_t(a)] < 0) {
-        fail("pads " + sizes_str(pads_) + " crop axis " + std::to_string(a) + " of " +
+        fail("pads " + sizes_str(pads) + " crop axis " + std::to_string(a) + " of " +
              tensors_str({x}) + " below 0");
       }
       if (mode_ != PadMode::Constant && x.dim(int(a)) == 0 && want[size_t(a)] > 0) {
@@ -50,7 +58,7 @@ class PadKernel : public KernelBase {
     }
     if (y.sizes() != want || y.dtype() != x.dtype()) {
       fail("output " + tensors_str({y}) + " does not match " + tensors_str({x}) + " padded by " +
-           sizes_str(pads_));
+           sizes_str(pads));
     }
     const size_t es = dtype_size(x.dtype());
     std::vector<char> fill(es, 0);
@@ -68,7 +76,7 @@ class PadKernel : public KernelBase {
       std::memcpy(py, px, es);
       return;
     }
-    const int64_t L = x.dim(-1), Lo = y.dim(-1), b = pads_[size_t(r - 1)];
+    const int64_t L = x.dim(-1), Lo = y.dim(-1), b = pads[size_t(r - 1)];
     const int64_t rows = y.numel() / Lo;
     // Rows of x per step along each outer axis.
     std::vector<int64_t> xrows(size_t(r), 1);
@@ -82,7 +90,7 @@ class PadKernel : public KernelBase {
         for (int64_t a = r - 2; a >= 0; a--) {
           const int64_t c = t % want[size_t(a)];
           t /= want[size_t(a)];
-          const int64_t s = pad_source(c - pads_[size_t(a)], x.dim(int(a)), mode_);
+          const int64_t s = pad_source(c - pads[size_t(a)], x.dim(int(a)), mode_);
           if (s < 0) {
             filled = true;
             break;
@@ -123,7 +131,8 @@ std::unique_ptr<OpKernel> make_pad_kernel(const Node& n) {
   auto pm = parse_pad_mode(mode);
   if (!pm)
     kernel_fail(n.describe(), "mode must be constant, reflect or edge, got \"" + mode + "\"");
-  return std::make_unique<PadKernel>(n, n.attr_ints("pads"), *pm);
+  return std::make_unique<PadKernel>(
+      n, n.has_attr("pads") ? n.attr_ints("pads") : std::vector<int64_t>{}, *pm);
 }
 
 }  // namespace ubfuse::cpu

@@ -83,6 +83,7 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
     case OpKind::Shape:
     case OpKind::Range:
     case OpKind::ConstantOfShape:
+    case OpKind::AxesShape:
       return make_shape_value_kernel(n);
     case OpKind::Constant:
     case OpKind::Host:

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ir/shape_util.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/op_kernel.h"
 
@@ -83,9 +84,36 @@ class ConstantOfShapeKernel : public KernelBase {
   Tensor fill_;
 };
 
+// AxesShape: the shape vector an axes-taking op makes, its values checked (ir/shape_util.h).
+class AxesShapeKernel : public KernelBase {
+ public:
+  AxesShapeKernel(const Node& n)
+      : KernelBase(n), mode_(n.attr_str("mode", "")), axis_(n.attr_int("axis", 0)) {}
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out, ThreadPool&) const override {
+    check_arity(in, 2, 2, out);
+    Shape s;
+    std::vector<int64_t> v;
+    for (int64_t i = 0; i < in[0].numel(); i++) s.push_back(Dim(int_at(in[0], i)));
+    for (int64_t i = 0; i < in[1].numel(); i++) v.push_back(int_at(in[1], i));
+    std::string why;
+    auto got = axes_shape(mode_, s, v, axis_, &why);
+    if (!got) fail(why);
+    Tensor& y = out[0];
+    if (y.dtype() != DType::i64 || y.numel() != int64_t(got->size())) {
+      fail("output " + tensors_str({y}) + " cannot hold " + shape_str(*got));
+    }
+    for (size_t i = 0; i < got->size(); i++) y.data_as<int64_t>()[i] = (*got)[i].value();
+  }
+
+ private:
+  std::string mode_;
+  int64_t axis_;
+};
+
 }  // namespace
 
 std::unique_ptr<OpKernel> make_shape_value_kernel(const Node& n) {
+  if (n.op == OpKind::AxesShape) return std::make_unique<AxesShapeKernel>(n);
   if (n.op == OpKind::Shape) return std::make_unique<ShapeKernel>(n);
   if (n.op == OpKind::Range) return std::make_unique<RangeKernel>(n);
   if (n.op == OpKind::ConstantOfShape) return std::make_unique<ConstantOfShapeKernel>(n);

@@ -768,7 +768,14 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
     }
     case OpKind::CumSum: {
       const RefTensor& x = in[0];
-      const int64_t ax = n.attr_int("axis", 0), len = x.sizes[size_t(ax)];
+      const int64_t r = int64_t(x.sizes.size());
+      int64_t ax = in.size() > 1 ? ints_of(in[1]).at(0) : n.attr_int("axis", 0);
+      if (ax < -r || ax >= r) {
+        throw Error(n.describe() + ": axis " + std::to_string(ax) +
+                    " is out of range for the input shape " + sizes_str(x.sizes));
+      }
+      if (ax < 0) ax += r;
+      const int64_t len = x.sizes[size_t(ax)];
       const bool excl = n.attr_int("exclusive", 0) != 0, rev = n.attr_int("reverse", 0) != 0;
       int64_t inner = 1;
       for (size_t d = size_t(ax) + 1; d < x.sizes.size(); d++) inner *= x.sizes[d];
@@ -856,7 +863,15 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return {y};
     }
     case OpKind::Transpose: {
-      auto perm = n.attr_ints("perm");
+      auto perm = in.size() > 1 ? ints_of(in[1]) : n.attr_ints("perm");
+      Sizes sorted = perm;
+      std::sort(sorted.begin(), sorted.end());
+      bool is_perm = sorted.size() == in[0].sizes.size();
+      for (size_t i = 0; is_perm && i < sorted.size(); i++) is_perm = sorted[i] == int64_t(i);
+      if (!is_perm) {
+        throw Error(n.describe() + ": perm " + sizes_str(perm) +
+                    " is not a permutation of the axes of " + sizes_str(in[0].sizes));
+      }
       Sizes os;
       for (auto p : perm) os.push_back(in[0].sizes[size_t(p)]);
       return {remap(n, in[0], os, [&](const Sizes& c) {
@@ -925,12 +940,16 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return {y};
     }
     case OpKind::Pad: {  // exact in every dtype: moves and the fill value
-      const auto pads = n.attr_ints("pads");
+      const auto pads = in.size() > 2 ? ints_of(in[2]) : n.attr_ints("pads");
       const PadMode mode = *parse_pad_mode(n.attr_str("mode", "constant"));
       const double fill = in.size() > 1 ? in[1].data.at(0) : 0.0;
       const Sizes& xs = in[0].sizes;
       const size_t r = xs.size();
       Sizes os(r);
+      if (pads.size() != 2 * r) {
+        throw Error(n.describe() + ": pads " + sizes_str(pads) +
+                    " do not have two values per axis of " + sizes_str(xs));
+      }
       for (size_t i = 0; i < r; i++) os[i] = xs[i] + pads[i] + pads[r + i];
       for (size_t i = 0; i < r; i++) {
         if (os[i] < 0 || (mode != PadMode::Constant && xs[i] == 0 && os[i] > 0)) {
@@ -977,6 +996,15 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       const int64_t len = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
       RefTensor y = make(n, {len});
       for (int64_t i = 0; i < len; i++) y.data[size_t(i)] = round(start + double(i) * delta);
+      return {y};
+    }
+    case OpKind::AxesShape: {
+      std::string why;
+      auto out = axes_shape(n.attr_str("mode", ""), to_shape(ints_of(in[0])), ints_of(in[1]),
+                            n.attr_int("axis", 0), &why);
+      if (!out) throw Error(n.describe() + ": " + why);
+      RefTensor y = make(n, {int64_t(out->size())});
+      for (size_t i = 0; i < out->size(); i++) y.data[i] = double((*out)[i].value());
       return {y};
     }
     case OpKind::ConstantOfShape: {
