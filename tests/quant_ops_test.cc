@@ -179,6 +179,40 @@ TEST(Int8, DynamicQuantizeLinearOnnxExample) {
   EXPECT_EQ(out.at("s").data_as<float>()[0], 1.0f / 255.0f);
 }
 
+// The vector path (f32, whole vectors plus a tail): ties of x / scale round to even, NaN
+// quantizes to 0 and is left out of the range, values at the range's ends saturate exactly.
+TEST(Int8, DynamicQuantizeLinearVectorsRoundTiesToEvenAndSkipNaN) {
+  GraphBuilder b;
+  auto q = b.dynamic_quantize_linear(b.input("x", f32, {"n"}));
+  b.output("y", q[0]);
+  b.output("s", q[1]);
+  b.output("z", q[2]);
+  Graph g = b.build();
+  for (int64_t n : {int64_t(1), int64_t(15), int64_t(16), int64_t(1027), int64_t(70001)}) {
+    // Range [-2.55, 2.55] -> scale 0.02, zero point 128 (x / scale ties at odd multiples of 0.01).
+    Tensor x = Tensor::random(f32, {n}, 11, -2.5, 2.5);
+    float* p = x.data_as<float>();
+    for (int64_t i = 0; i < n; i += 3) p[i] = float(int64_t(i % 255) - 127) * 0.02f + 0.01f;
+    if (n > 2) {
+      p[0] = -2.55f;
+      p[n - 1] = 2.55f;
+      p[n / 2] = std::nanf("");
+    }
+    std::map<std::string, Tensor> in = {{"x", x}};
+    auto want = ref::run_graph(g, in);
+    for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+      auto out = compile(g, opts).run(in);
+      for (const char* o : {"y", "s", "z"}) {
+        ASSERT_EQ(out.at(o).numel(), int64_t(want.at(o).data.size())) << o;
+        for (int64_t i = 0; i < out.at(o).numel(); i++) {
+          ASSERT_EQ(out.at(o).get(i), want.at(o).data[size_t(i)])
+              << o << "[" << i << "] of n=" << n << ", x=" << (*o == 'y' ? p[i] : 0.0f);
+        }
+      }
+    }
+  }
+}
+
 // ONNX's MatMulInteger example.
 TEST(Int8, MatMulIntegerOnnxExample) {
   GraphBuilder b;

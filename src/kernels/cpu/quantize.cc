@@ -2,6 +2,74 @@
 // ONNX's definitions: the quotient x / scale and the product (x - zp) * scale in f32 (as ONNX's
 // reference computes them), rounding half to even (nearbyint in the default rounding mode),
 // saturating to the 8-bit range. Per tensor or per axis; plain loops over blocks of the axis.
+// DynamicQuantizeLinear of f32 runs on vectors (it is the per-MatMul pass of onnxruntime's
+// dynamic-quantizer form): the same division, rounding and clamping lane by lane.
+// clang-format off
+#include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
+#include <algorithm>
+#include <cmath>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/quantize.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// min(0, x...) and max(0, x...) of n floats; NaNs are skipped (as the scalar std::min/max that
+// start from 0 skip them). Tails are scalar.
+void DqlMinMax(const float* HWY_RESTRICT x, size_t n, float* lo, float* hi) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto vlo = hn::Zero(d), vhi = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto v = hn::LoadU(d, x + i);
+    v = hn::IfThenElseZero(hn::Eq(v, v), v);  // NaN -> 0, which the range holds anyway
+    vlo = hn::Min(vlo, v);
+    vhi = hn::Max(vhi, v);
+  }
+  float l = hn::GetLane(hn::MinOfLanes(d, vlo)), h = hn::GetLane(hn::MaxOfLanes(d, vhi));
+  for (; i < n; i++) {
+    l = std::min(l, x[i]);
+    h = std::max(h, x[i]);
+  }
+  *lo = l;
+  *hi = h;
+}
+
+// y = saturate_u8(round_half_even(x / scale) + zp), NaN -> 0: quantize_run<uint8_t> on vectors.
+void DqlQuantize(const float* HWY_RESTRICT x, size_t n, float scale, float zp,
+                 uint8_t* HWY_RESTRICT y) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<uint8_t, decltype(d)> du8;
+  const size_t N = hn::Lanes(d);
+  const auto vs = hn::Set(d, scale), vz = hn::Set(d, zp), v0 = hn::Zero(d),
+             v255 = hn::Set(d, 255.0f);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto q = hn::Add(hn::Round(hn::Div(hn::LoadU(d, x + i), vs)), vz);
+    q = hn::IfThenElse(hn::Eq(q, q), q, v0);
+    q = hn::Min(hn::Max(q, v0), v255);
+    hn::StoreU(hn::DemoteTo(du8, hn::ConvertTo(di, q)), du8, y + i);
+  }
+  for (; i < n; i++) {
+    const float q = std::nearbyint(x[i] / scale) + zp;
+    y[i] = uint8_t(std::min(255.0f, std::max(0.0f, q)));
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,7 +77,11 @@
 
 #include "kernels/cpu/kernel_util.h"
 
-namespace ubfuse::cpu {
+namespace ubfuse {
+HWY_EXPORT(DqlMinMax);
+HWY_EXPORT(DqlQuantize);
+
+namespace cpu {
 namespace {
 
 constexpr int64_t kBlock = 256;
@@ -193,10 +265,21 @@ class DynamicQuantizeKernel : public KernelBase {
     // Per-chunk minima and maxima, combined after: min and max are exact in any order.
     const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(blocks, 64));
     std::vector<float> lo_of(size_t(chunks), 0.0f), hi_of(size_t(chunks), 0.0f);
+    const bool f32 = x.dtype() == DType::f32;
     pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int) {
       float buf[kBlock];
       for (int64_t c = c0; c < c1; c++) {
         float lo = 0, hi = 0;
+        if (f32) {
+          const int64_t b0 = c * blocks / chunks, b1 = (c + 1) * blocks / chunks;
+          const int64_t e = std::min(n, b1 * kBlock);
+          HWY_DYNAMIC_DISPATCH(DqlMinMax)
+          (x.data_as<float>() + b0 * kBlock, size_t(std::max<int64_t>(0, e - b0 * kBlock)), &lo,
+           &hi);
+          lo_of[size_t(c)] = lo;
+          hi_of[size_t(c)] = hi;
+          continue;
+        }
         for (int64_t b = c * blocks / chunks; b < (c + 1) * blocks / chunks; b++) {
           const int64_t m = std::min(kBlock, n - b * kBlock);
           const float* p = floats_at(x, b * kBlock, m, buf);
@@ -221,7 +304,12 @@ class DynamicQuantizeKernel : public KernelBase {
       float buf[kBlock];
       for (int64_t b = b0; b < b1; b++) {
         const int64_t m = std::min(kBlock, n - b * kBlock);
-        quantize_run(floats_at(x, b * kBlock, m, buf), scale, zp, py + b * kBlock, m);
+        if (f32) {
+          HWY_DYNAMIC_DISPATCH(DqlQuantize)
+          (x.data_as<float>() + b * kBlock, size_t(m), scale, float(zp), py + b * kBlock);
+        } else {
+          quantize_run(floats_at(x, b * kBlock, m, buf), scale, zp, py + b * kBlock, m);
+        }
       }
     });
   }
@@ -236,4 +324,6 @@ std::unique_ptr<OpKernel> make_quantize_kernel(const Node& n) {
   return std::make_unique<DynamicQuantizeKernel>(n);
 }
 
-}  // namespace ubfuse::cpu
+}  // namespace cpu
+}  // namespace ubfuse
+#endif  // HWY_ONCE
