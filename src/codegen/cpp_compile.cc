@@ -271,7 +271,6 @@ namespace {
 struct UnitBuild {
   std::string key, so;
   bool cached = false;        // the .so was on disk (or loaded) already
-  std::shared_ptr<void> lib;  // set when ready
   std::atomic<pid_t> pid{0};  // the compiler process while it runs
 };
 

@@ -11,6 +11,13 @@ ProgressLine::ProgressLine(const std::string& mode, std::FILE* out) : out_(out) 
   enabled_ = always_ || (mode == "auto" && tty_);
 }
 
+ProgressLine::~ProgressLine() {
+  if (open_) {
+    std::fputs("\n", out_);
+    std::fflush(out_);
+  }
+}
+
 void ProgressLine::update(const CompileProgress& p) {
   if (!enabled_) return;
   const bool compiling = p.kernels_total > p.kernels_cached;
@@ -33,11 +40,14 @@ void ProgressLine::update(const CompileProgress& p) {
     line =
         fmt::format("[ubfuse] compiling fused kernels {}/{} ({} cached, {} job{})", p.kernels_done,
                     p.kernels_total, p.kernels_cached, p.jobs, p.jobs == 1 ? "" : "s");
-    if (tty_ && p.elapsed_ms >= 1000) line += fmt::format(" {:.0f} s", p.elapsed_ms / 1000);
+    if (tty_ && p.elapsed_ms >= 1000) line += fmt::format(" {} s", int(p.elapsed_ms / 1000));
   }
   last_done_ = p.kernels_done;
+  if (tty_ && line == last_) return;
+  last_ = line;
   if (tty_) {
     std::fputs(("\r\x1b[K" + line + (p.finished ? "\n" : "")).c_str(), out_);
+    open_ = !p.finished;
   } else {
     std::fputs((line + "\n").c_str(), out_);
   }

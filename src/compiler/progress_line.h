@@ -15,12 +15,17 @@ namespace ubfuse {
 class ProgressLine {
  public:
   ProgressLine(const std::string& mode, std::FILE* out);
+  ~ProgressLine();  // ends a line left open on a terminal (a cancelled or failed build)
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
   void update(const CompileProgress& p);
 
  private:
   std::FILE* out_;
   bool enabled_ = false, tty_ = false, always_ = false;
   int last_done_ = -1;
+  bool open_ = false;  // a redrawn line without its newline yet
+  std::string last_;   // what the terminal shows: not redrawn unchanged
 };
 
 }  // namespace ubfuse

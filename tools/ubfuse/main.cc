@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ubfuse: error: %s\n", e.what());
     return 2;
   } catch (const ubfuse::cli::Interrupted&) {
-    std::fprintf(stderr, "\nubfuse: interrupted\n");
+    std::fprintf(stderr, "ubfuse: interrupted\n");
     return 130;
   }
   return 0;
