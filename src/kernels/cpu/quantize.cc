@@ -20,12 +20,12 @@ namespace ubfuse {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// min(0, x...) and max(0, x...) of n floats; NaNs are skipped (as the scalar std::min/max that
-// start from 0 skip them). Tails are scalar.
-void DqlMinMax(const float* HWY_RESTRICT x, size_t n, float* lo, float* hi) {
+// The whole vectors of n floats: folds them into *lo and *hi (min and max, NaNs skipped, as the
+// scalar std::min/max from 0 skip them); returns how many it read (the caller does the tail).
+size_t DqlMinMax(const float* HWY_RESTRICT x, size_t n, float* lo, float* hi) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  auto vlo = hn::Zero(d), vhi = hn::Zero(d);
+  auto vlo = hn::Set(d, *lo), vhi = hn::Set(d, *hi);
   size_t i = 0;
   for (; i + N <= n; i += N) {
     auto v = hn::LoadU(d, x + i);
@@ -33,18 +33,15 @@ void DqlMinMax(const float* HWY_RESTRICT x, size_t n, float* lo, float* hi) {
     vlo = hn::Min(vlo, v);
     vhi = hn::Max(vhi, v);
   }
-  float l = hn::GetLane(hn::MinOfLanes(d, vlo)), h = hn::GetLane(hn::MaxOfLanes(d, vhi));
-  for (; i < n; i++) {
-    l = std::min(l, x[i]);
-    h = std::max(h, x[i]);
-  }
-  *lo = l;
-  *hi = h;
+  *lo = hn::GetLane(hn::MinOfLanes(d, vlo));
+  *hi = hn::GetLane(hn::MaxOfLanes(d, vhi));
+  return i;
 }
 
-// y = saturate_u8(round_half_even(x / scale) + zp), NaN -> 0: quantize_run<uint8_t> on vectors.
-void DqlQuantize(const float* HWY_RESTRICT x, size_t n, float scale, float zp,
-                 uint8_t* HWY_RESTRICT y) {
+// quantize_run<uint8_t> on the whole vectors of n floats: y = saturate_u8(round_half_even(x /
+// scale) + zp), NaN -> 0. Returns how many it wrote (the caller does the tail).
+size_t DqlQuantize(const float* HWY_RESTRICT x, size_t n, float scale, float zp,
+                   uint8_t* HWY_RESTRICT y) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<uint8_t, decltype(d)> du8;
@@ -58,10 +55,7 @@ void DqlQuantize(const float* HWY_RESTRICT x, size_t n, float scale, float zp,
     q = hn::Min(hn::Max(q, v0), v255);
     hn::StoreU(hn::DemoteTo(du8, hn::ConvertTo(di, q)), du8, y + i);
   }
-  for (; i < n; i++) {
-    const float q = std::nearbyint(x[i] / scale) + zp;
-    y[i] = uint8_t(std::min(255.0f, std::max(0.0f, q)));
-  }
+  return i;
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -270,20 +264,11 @@ class DynamicQuantizeKernel : public KernelBase {
       float buf[kBlock];
       for (int64_t c = c0; c < c1; c++) {
         float lo = 0, hi = 0;
-        if (f32) {
-          const int64_t b0 = c * blocks / chunks, b1 = (c + 1) * blocks / chunks;
-          const int64_t e = std::min(n, b1 * kBlock);
-          HWY_DYNAMIC_DISPATCH(DqlMinMax)
-          (x.data_as<float>() + b0 * kBlock, size_t(std::max<int64_t>(0, e - b0 * kBlock)), &lo,
-           &hi);
-          lo_of[size_t(c)] = lo;
-          hi_of[size_t(c)] = hi;
-          continue;
-        }
         for (int64_t b = c * blocks / chunks; b < (c + 1) * blocks / chunks; b++) {
           const int64_t m = std::min(kBlock, n - b * kBlock);
           const float* p = floats_at(x, b * kBlock, m, buf);
-          for (int64_t i = 0; i < m; i++) {
+          int64_t i = f32 ? int64_t(HWY_DYNAMIC_DISPATCH(DqlMinMax)(p, size_t(m), &lo, &hi)) : 0;
+          for (; i < m; i++) {
             lo = std::min(lo, p[i]);
             hi = std::max(hi, p[i]);
           }
@@ -304,12 +289,11 @@ class DynamicQuantizeKernel : public KernelBase {
       float buf[kBlock];
       for (int64_t b = b0; b < b1; b++) {
         const int64_t m = std::min(kBlock, n - b * kBlock);
-        if (f32) {
-          HWY_DYNAMIC_DISPATCH(DqlQuantize)
-          (x.data_as<float>() + b * kBlock, size_t(m), scale, float(zp), py + b * kBlock);
-        } else {
-          quantize_run(floats_at(x, b * kBlock, m, buf), scale, zp, py + b * kBlock, m);
-        }
+        const float* p = floats_at(x, b * kBlock, m, buf);
+        uint8_t* q = py + b * kBlock;
+        const int64_t i =
+            f32 ? int64_t(HWY_DYNAMIC_DISPATCH(DqlQuantize)(p, size_t(m), scale, float(zp), q)) : 0;
+        quantize_run(p + i, scale, zp, q + i, m - i);
       }
     });
   }
