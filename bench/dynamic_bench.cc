@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "runtime/executor.h"
+#include "ubfuse/onnx.h"
 #include "ubfuse/ubfuse.h"
 
 namespace {
@@ -45,6 +46,23 @@ void BM_PlanLookupCachedShape(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(impl.plan_for(b));
 }
 BENCHMARK(BM_PlanLookupCachedShape)->Unit(benchmark::kMicrosecond);
+
+// A decode step's new past length: the test decoder with a KV cache (tests/models), whose plan
+// runs its shape arithmetic (Shape -> Gather -> Range over the past) and places 45 kernels.
+void BM_PlanBuildDecoderStep(benchmark::State& st) {
+  static CompiledModel m = compile(
+      import_onnx(std::string(UBFUSE_SOURCE_DIR) + "/tests/models/kv_decoder_with_past.onnx"),
+      {{"num_threads", "1"}});
+  auto& impl = m.executor();
+  int64_t past = 1;
+  for (auto _ : st) {
+    auto p = impl.build_plan(
+        {{"batch_size", 1}, {"sequence_length", 1}, {"past_sequence_length", past++}});
+    benchmark::DoNotOptimize(p);
+  }
+  st.counters["kernels"] = double(m.kernels().size());
+}
+BENCHMARK(BM_PlanBuildDecoderStep)->Unit(benchmark::kMicrosecond);
 
 void BM_Seed(benchmark::State& st) {
   bool fusion = st.range(0) != 0;

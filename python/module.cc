@@ -596,8 +596,10 @@ PYBIND11_MODULE(_ubfuse, mod) {
             CompileStats s = m.compiled.stats();
             const CompileProgress& k = s.kernels;
             return py::dict("compilations"_a = s.compilations, "plan_builds"_a = s.plan_builds,
-                            "plan_cache_hits"_a = s.plan_cache_hits, "compile_ms"_a = s.compile_ms,
-                            "generated_kernels"_a = k.kernels_total,
+                            "plan_cache_hits"_a = s.plan_cache_hits,
+                            "plan_nodes_reused"_a = s.plan_nodes_reused,
+                            "plan_nodes_inferred"_a = s.plan_nodes_inferred,
+                            "compile_ms"_a = s.compile_ms, "generated_kernels"_a = k.kernels_total,
                             "kernels_compiled"_a = k.kernels_total - k.kernels_cached,
                             "kernel_cache_hits"_a = k.kernels_cached, "compile_jobs"_a = k.jobs,
                             "kernel_build_ms"_a = k.elapsed_ms);

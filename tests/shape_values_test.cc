@@ -1,7 +1,10 @@
 // Shape values at run time (ir/values.h, compiler/shape_values.h): targets and bounds that are
 // graph inputs or computed, run on the host while a plan is built, the plan cache keyed on
 // their contents, and errors that name the node, the value and the shape.
+#include "plan/plan.h"
+#include "runtime/executor.h"
 #include "test_util.h"
+#include "ubfuse/onnx.h"
 
 namespace ubfuse {
 namespace {
@@ -146,6 +149,83 @@ TEST(ShapeValues, ThePlanCacheKeepsTheMostRecentPlans) {
   EXPECT_EQ(m.stats().plan_builds, 300);
   run(1);  // evicted: built again
   EXPECT_EQ(m.stats().plan_builds, 301);
+}
+
+// Plans reuse what earlier plans inferred per node (PlanMemo): a decode loop's plans for past
+// lengths 1..80 and back, built through the memo, equal plans built from nothing in every size,
+// symbol, shape value and operand. Nodes that never see the past are reused; the others (which
+// miss every time, and are then tried only now and then) are inferred afresh.
+TEST(PlanMemo, ReusedInferenceEqualsAFreshPlanAtEveryDecodeLength) {
+  CompiledModel m = compile(
+      import_onnx(std::string(UBFUSE_SOURCE_DIR) + "/tests/models/kv_decoder_with_past.onnx"),
+      testing::eager_opts());
+  const Executor& exe = m.executor();
+  auto same_ref = [](const BufferRef& a, const BufferRef& b) {
+    return a.kind == b.kind && a.index == b.index && a.offset == b.offset && a.dtype == b.dtype &&
+           a.sizes == b.sizes &&
+           (a.kind != BufferRef::Kind::Constant || a.constant->sizes() == b.constant->sizes());
+  };
+  std::vector<int64_t> pasts;
+  for (int64_t p = 1; p <= 80; p++) pasts.push_back(p);
+  for (int64_t p : {3, 50, 3, 1, 79}) pasts.push_back(p);
+  for (int64_t past : pasts) {
+    SCOPED_TRACE("past " + std::to_string(past));
+    SymbolBindings b{
+        {"batch_size", 1}, {"sequence_length", past % 3 ? 1 : 2}, {"past_sequence_length", past}};
+    auto memo = exe.build_plan(b);
+    auto fresh = build_plan(exe.plan_spec(), b, {}, nullptr);
+    ASSERT_EQ(memo->symbols, fresh->symbols);
+    ASSERT_EQ(memo->sizes, fresh->sizes);
+    ASSERT_EQ(memo->arena_bytes, fresh->arena_bytes);
+    ASSERT_EQ(memo->values.size(), fresh->values.size());
+    for (auto& [v, t] : fresh->values) {
+      const Tensor& u = memo->values.at(v);
+      ASSERT_EQ(u.sizes(), t.sizes()) << v->name;
+      for (int64_t i = 0; i < t.numel(); i++) ASSERT_EQ(u.get(i), t.get(i)) << v->name;
+    }
+    ASSERT_EQ(memo->steps.size(), fresh->steps.size());
+    for (size_t k = 0; k < fresh->steps.size(); k++) {
+      for (size_t i = 0; i < fresh->steps[k].inputs.size(); i++) {
+        ASSERT_TRUE(same_ref(memo->steps[k].inputs[i], fresh->steps[k].inputs[i])) << k;
+      }
+      for (size_t i = 0; i < fresh->steps[k].outputs.size(); i++) {
+        ASSERT_TRUE(same_ref(memo->steps[k].outputs[i], fresh->steps[k].outputs[i])) << k;
+      }
+    }
+  }
+  CompileStats st = m.stats();
+  const int64_t nodes = int64_t(exe.plan_spec().order.size());
+  EXPECT_EQ(st.plan_nodes_reused + st.plan_nodes_inferred, nodes * int64_t(pasts.size()));
+  EXPECT_GT(st.plan_nodes_reused, st.plan_nodes_inferred);   // most nodes never see the past
+  EXPECT_GT(st.plan_nodes_inferred, int64_t(pasts.size()));  // the ones that do, every time
+}
+
+// The memo compares the contents of the values a node reads, not just their sizes: one Reshape
+// node fed targets of equal size and different contents infers each, and a binding that breaks
+// an op is still an error after the memo has seen good ones.
+TEST(PlanMemo, ContentsAndBadBindingsAreNeverReusedWrongly) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"n"});
+  auto t = b.input("target", DType::i64, {2});
+  b.output("y", b.reshape(b.add(x, b.constant(Tensor::random(DType::f32, {12}, 2))), t));
+  b.name_last("to_target");
+  Graph g = b.build();
+  CompiledModel m = compile(g, testing::eager_opts());
+  Tensor xv = Tensor::random(DType::f32, {12}, 1);
+  for (auto target : {std::vector<float>{3, 4}, {4, 3}, {2, 6}, {6, 2}, {3, 4}, {12, 1}}) {
+    auto y = m.run({{"x", xv}, {"target", ints(target)}}).at("y");
+    ASSERT_EQ(y.sizes(), (Sizes{int64_t(target[0]), int64_t(target[1])}));
+  }
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", Tensor::random(DType::f32, {5}, 1)}, {"target", ints({3, 4})}});
+      },
+      {"cannot broadcast", "[5]", "[12]"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", xv}, {"target", ints({5, 5})}});
+      },
+      {"node 'to_target' (Reshape)", "[5,5]"}));
 }
 
 }  // namespace

@@ -39,6 +39,9 @@ struct CompileStats {
   int compilations = 0;  // times the graph was compiled (1 per CompiledModel)
   int plan_builds = 0;   // run-time plans built for new concrete shapes
   int plan_cache_hits = 0;
+  // Over those plans' nodes: shape inference reused from an earlier plan whose node saw the same
+  // input sizes and values (a decode step re-infers only what sees the past), or run afresh.
+  int64_t plan_nodes_reused = 0, plan_nodes_inferred = 0;
   double compile_ms = 0;
   CompileProgress kernels;  // the generated kernels' build (all zero without any)
   std::vector<std::pair<std::string, double>> pass_ms;  // per pass

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "ubfuse/error.h"
 #include "ubfuse/shape.h"
@@ -361,9 +362,26 @@ std::optional<int64_t> eval_poly(const Dim& d, const Poly& p, const SymbolBindin
 
 }  // namespace
 
+namespace {
+// Plans evaluate the same few compound dims ("past+seq") for every new shape: each is parsed once
+// per thread (a bounded cache; cleared when full).
+const Poly& parsed(const Dim& d) {
+  thread_local std::unordered_map<std::string, Poly> cache;
+  auto it = cache.find(d.symbol());
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 1024) cache.clear();
+  return cache.emplace(d.symbol(), poly_of(d)).first->second;
+}
+}  // namespace
+
 std::optional<int64_t> eval_dim(const Dim& d, const SymbolBindings& b) {
   if (d.is_static()) return d.value();
-  return eval_poly(d, poly_of(d), b, nullptr);
+  // Most symbolic dims are one name ("seq"); plans evaluate every value's dims per new shape.
+  if (d.is_symbol()) {
+    auto it = b.find(d.symbol());
+    return it == b.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
+  return eval_poly(d, parsed(d), b, nullptr);
 }
 
 std::optional<DimSolution> solve_dim(const Dim& d, int64_t value, const SymbolBindings& b,

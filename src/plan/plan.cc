@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "ubfuse/error.h"
 
@@ -37,36 +38,95 @@ void check_bytes(const Value* v, const Sizes& s, const SymbolBindings& b) {
 // Infers node n on concrete input sizes, its operands' values known where the plan knows them
 // (constants, shape values, value inputs), so ops whose output sizes depend on values see them.
 // This also catches symbol bindings that break an op (a symbol bound to 5 broadcast against a
-// fixed 4, say).
+// fixed 4, say). It runs shape inference on `s`, a copy of n over stand-in values, made once per
+// node (a memo keeps it) and refilled per call.
 std::vector<Sizes> concrete_infer(const Node& n, const Plan& plan,
-                                  const std::function<const Tensor*(const Value*)>& known) {
-  Node copy;
-  copy.op = n.op;
-  copy.name = n.name;
-  copy.attrs = n.attrs;
-  copy.payload = n.payload;
-  copy.host = n.host;
-  copy.branches = n.branches;
-  std::vector<Value> ins(n.inputs.size()), outs(n.outputs.size());
-  std::vector<Node> consts(n.inputs.size());
-  for (size_t i = 0; i < n.inputs.size(); i++) {
-    ins[i].name = n.inputs[i]->name;
-    ins[i].dtype = n.inputs[i]->dtype;
-    ins[i].shape = to_shape(plan.sizes.at(n.inputs[i]));
-    if (const Tensor* t = known(n.inputs[i])) {
-      consts[i].op = OpKind::Constant;
-      consts[i].name = n.inputs[i]->name;
-      consts[i].payload = *t;
-      consts[i].outputs = {&ins[i]};
-      ins[i].producer = &consts[i];
+                                  const std::function<const Tensor*(const Value*)>& known,
+                                  InferScratch& s) {
+  const size_t nin = n.inputs.size();
+  if (!s.ready) {
+    s.node.op = n.op;
+    s.node.name = n.name;
+    s.node.attrs = n.attrs;
+    s.node.payload = n.payload;
+    s.node.host = n.host;
+    s.node.branches = n.branches;
+    s.ins.resize(nin);
+    s.outs.resize(n.outputs.size());
+    s.consts.resize(nin);
+    for (size_t i = 0; i < nin; i++) {
+      s.ins[i].name = n.inputs[i]->name;
+      s.ins[i].dtype = n.inputs[i]->dtype;
+      s.consts[i].op = OpKind::Constant;
+      s.consts[i].name = n.inputs[i]->name;
+      s.consts[i].outputs = {&s.ins[i]};
+      s.node.inputs.push_back(&s.ins[i]);
     }
-    copy.inputs.push_back(&ins[i]);
+    for (auto& o : s.outs) s.node.outputs.push_back(&o);
+    s.ready = true;
   }
-  for (auto& o : outs) copy.outputs.push_back(&o);
-  infer_node(copy);
+  for (size_t i = 0; i < nin; i++) {
+    s.ins[i].shape = to_shape(plan.sizes.at(n.inputs[i]));
+    const Tensor* t = known(n.inputs[i]);
+    s.consts[i].payload = t ? *t : Tensor();
+    s.ins[i].producer = t ? &s.consts[i] : nullptr;
+  }
+  for (auto& o : s.outs) o = Value();
+  infer_node(s.node);
   std::vector<Sizes> out;
-  for (auto& o : outs) out.push_back(static_sizes(o.shape));
+  for (auto& o : s.outs) out.push_back(static_sizes(o.shape));
   return out;
+}
+
+bool same_contents(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.sizes() == b.sizes() &&
+         (a.nbytes() == 0 || std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
+}
+
+// The contents of input v that the memo's key includes: what the plan knows of it, except a
+// constant's (which never changes); null when none.
+const Tensor* keyed_value(const Value* v, const std::function<const Tensor*(const Value*)>& known) {
+  return v->producer && v->producer->op == OpKind::Constant ? nullptr : known(v);
+}
+
+// The entry of `list` that node n's inputs in this plan match (moved to the front), or null.
+const PlanMemo::Entry* memo_find(std::vector<PlanMemo::Entry>& list, const Node& n,
+                                 const Plan& plan,
+                                 const std::function<const Tensor*(const Value*)>& known) {
+  for (size_t e = 0; e < list.size(); e++) {
+    const PlanMemo::Entry& c = list[e];
+    bool same = true;
+    for (size_t i = 0; i < n.inputs.size() && same; i++) {
+      const Tensor* t = keyed_value(n.inputs[i], known);
+      same = c.in_sizes[i] == plan.sizes.at(n.inputs[i]) && c.in_known[i] == (t != nullptr) &&
+             (!t || same_contents(c.in_values[i], *t));
+    }
+    if (!same) continue;
+    std::rotate(list.begin(), list.begin() + long(e), list.begin() + long(e) + 1);
+    return &list.front();
+  }
+  return nullptr;
+}
+
+// A new entry's key: node n's input sizes and the contents the plan knows (value inputs are the
+// caller's memory, so copied; shape values belong to the plan and never change). False when a
+// known input is too large to compare.
+bool memo_key(const Node& n, const Plan& plan,
+              const std::function<const Tensor*(const Value*)>& known,
+              const std::map<const Value*, Tensor>& value_inputs, PlanMemo::Entry& key) {
+  for (const Value* v : n.inputs) {
+    const Tensor* t = keyed_value(v, known);
+    if (t && int64_t(t->nbytes()) > PlanMemo::kMaxKeyBytes) return false;
+    key.in_sizes.push_back(plan.sizes.at(v));
+    key.in_known.push_back(t != nullptr);
+    key.in_values.push_back(!t ? Tensor() : value_inputs.count(v) ? t->clone() : *t);
+  }
+  return true;
+}
+
+void memo_store(std::vector<PlanMemo::Entry>& list, PlanMemo::Entry e) {
+  if (list.size() >= PlanMemo::kPerNode) list.pop_back();
+  list.insert(list.begin(), std::move(e));
 }
 
 // Ops that read only their input's sizes, not its data.
@@ -165,9 +225,18 @@ void bind_operands(const PlanSpec& spec, Plan& plan) {
 }  // namespace
 
 std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBindings& b,
-                                       const std::map<const Value*, Tensor>& value_inputs) {
+                                       const std::map<const Value*, Tensor>& value_inputs,
+                                       PlanMemo* memo) {
   const Graph& graph = *spec.graph;
+  std::unique_lock<std::mutex> lock;
+  if (memo) lock = std::unique_lock<std::mutex>(memo->mu);
+  std::vector<const Node*> computed_order;
+  if (spec.order.empty()) {
+    for (const Node* n : graph.topo_order()) computed_order.push_back(n);
+  }
+  const std::vector<const Node*>& nodes = spec.order.empty() ? computed_order : spec.order;
   auto plan = std::make_shared<Plan>();
+  plan->sizes.reserve(graph.inputs().size() + 2 * nodes.size());
   plan->symbols = b;
   SymbolBindings& syms = plan->symbols;
   for (auto* in : graph.inputs()) {
@@ -181,15 +250,39 @@ std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBinding
     auto vi = value_inputs.find(v);
     return vi != value_inputs.end() ? &vi->second : nullptr;
   };
-  for (Node* n : graph.topo_order()) {
-    std::vector<Sizes> got = concrete_infer(*n, *plan, known);
+  const bool use_memo = memo && !spec.order.empty();
+  if (use_memo) memo->nodes.resize(nodes.size());
+  for (size_t k = 0; k < nodes.size(); k++) {
+    const Node* n = nodes[k];
+    PlanMemo::PerNode* pm = use_memo ? &memo->nodes[k] : nullptr;
+    if (pm && pm->misses_in_a_row >= PlanMemo::kGiveUp && ++pm->skipped % PlanMemo::kRetry) {
+      pm = nullptr;  // keeps its scratch below, skips the lookup
+    }
+    const PlanMemo::Entry* hit = pm ? memo_find(pm->entries, *n, *plan, known) : nullptr;
+    if (pm) pm->misses_in_a_row = hit ? 0 : pm->misses_in_a_row + 1;
+    if (use_memo) ++(hit ? memo->reused : memo->inferred);
+    InferScratch local;
+    std::vector<Sizes> got =
+        hit ? hit->out_sizes
+            : concrete_infer(*n, *plan, known, use_memo ? memo->nodes[k].scratch : local);
     for (size_t i = 0; i < n->outputs.size(); i++) {
       const Value* v = n->outputs[i];
       unify(*n, v, got[i], syms);
       check_bytes(v, got[i], syms);
       plan->sizes[v] = got[i];
     }
-    if (!spec.shape_nodes.count(n)) continue;
+    const bool shape_node = spec.shape_nodes.count(n) != 0;
+    if (hit && shape_node) {
+      for (size_t i = 0; i < n->outputs.size(); i++)
+        plan->values[n->outputs[i]] = hit->out_values[i];
+    }
+    PlanMemo::Entry key;
+    const bool keyed = pm && !hit && memo_key(*n, *plan, known, value_inputs, key);
+    if (keyed) key.out_sizes = got;
+    if (hit || !shape_node) {
+      if (keyed) memo_store(pm->entries, std::move(key));
+      continue;
+    }
     // A shape node: run it now, on the values it reads (a Shape node reads only sizes).
     std::vector<Tensor> in;
     for (const Value* v : n->inputs) {
@@ -205,6 +298,10 @@ std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBinding
     for (const Value* v : n->outputs) out.emplace_back(v->dtype, plan->sizes.at(v));
     spec.run_shape_node(*n, in, out);
     for (size_t i = 0; i < out.size(); i++) plan->values[n->outputs[i]] = out[i];
+    if (keyed) {
+      key.out_values = out;
+      memo_store(pm->entries, std::move(key));
+    }
   }
   // Live ranges of intermediates over kernel indices.
   struct Buf {

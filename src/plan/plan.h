@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -53,8 +54,53 @@ struct PlanSpec {
   std::function<void(const Node&, const std::vector<Tensor>& in, std::vector<Tensor>& out)>
       run_shape_node;
 
+  // The graph's nodes in topological order; computed by build_plan when empty.
+  std::vector<const Node*> order;
+
   // The value whose buffer holds v's bytes: v itself unless v is a view (of a view...).
   const Value* storage_of(const Value* v) const;
+};
+
+// A node's copy over stand-in input values, on which a plan runs shape inference with concrete
+// sizes (plan.cc); made once per node, refilled per plan.
+struct InferScratch {
+  bool ready = false;
+  Node node;
+  std::vector<Value> ins, outs;
+  std::vector<Node> consts;  // Constant producers of the inputs whose contents the plan knows
+};
+
+// What planning learned about each node on concrete inputs: its output sizes and, for a shape
+// node, its output values. A node's inference is a function of its input sizes and of the
+// contents of the inputs the plan knows (shape values, value inputs; constants never change), so
+// a later plan whose node sees the same reuses it: a decode step's new past length re-infers
+// only the nodes that see the past. Shared by the plans of one model (build_plan locks it);
+// indexed like PlanSpec::order, so used only with a spec whose order is set.
+class PlanMemo {
+ public:
+  struct Entry {
+    std::vector<Sizes> in_sizes;
+    std::vector<bool> in_known;     // per input: whether the plan knew its contents
+    std::vector<Tensor> in_values;  // those contents (constants excepted: they never change)
+    std::vector<Sizes> out_sizes;
+    std::vector<Tensor> out_values;  // a shape node's results
+  };
+  // Entries kept per node, the most recently used first.
+  static constexpr size_t kPerNode = 4;
+  // Known inputs larger than this are not compared (the node is inferred afresh instead).
+  static constexpr int64_t kMaxKeyBytes = 4096;
+  // A node that missed this many plans in a row (it sees a size that changes every time, like a
+  // decoder's past length) is inferred without the memo, and tried again every kRetry plans.
+  static constexpr uint32_t kGiveUp = 8, kRetry = 64;
+
+  struct PerNode {
+    std::vector<Entry> entries;
+    InferScratch scratch;
+    uint32_t misses_in_a_row = 0, skipped = 0;
+  };
+  std::mutex mu;
+  std::vector<PerNode> nodes;
+  int64_t reused = 0, inferred = 0;  // nodes, over every plan built with this memo
 };
 
 struct Plan {
@@ -82,6 +128,7 @@ struct Plan {
 // `value_inputs`: the contents of the graph inputs that shape nodes read. Throws Error when a
 // binding or a value breaks an op's shape rules, or the plan exceeds the memory limit.
 std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBindings& b,
-                                       const std::map<const Value*, Tensor>& value_inputs = {});
+                                       const std::map<const Value*, Tensor>& value_inputs = {},
+                                       PlanMemo* memo = nullptr);
 
 }  // namespace ubfuse

@@ -30,6 +30,7 @@ Executor::Executor(std::shared_ptr<const Executable> exe) : exe_(std::move(exe))
   spec_.memory_limit = exe_->run.memory_limit;
   for (auto& k : exe_->kernels) spec_.steps.push_back({k->inputs, k->outputs});
   for (auto& [n, k] : exe_->shape_kernels) spec_.shape_nodes.insert(n);
+  for (const Node* n : exe_->graph.topo_order()) spec_.order.push_back(n);
   spec_.run_shape_node = [this](const Node& n, const std::vector<Tensor>& in,
                                 std::vector<Tensor>& out) {
     const Kernel* k = nullptr;
@@ -202,7 +203,7 @@ std::shared_ptr<const Plan> Executor::build_plan(
     }
     values[v] = it->second;
   }
-  return ubfuse::build_plan(spec_, b, values);
+  return ubfuse::build_plan(spec_, b, values, &memo_);
 }
 
 std::shared_ptr<const Plan> Executor::plan_for(const SymbolBindings& b,
@@ -353,6 +354,9 @@ CompileStats Executor::stats() const {
   CompileStats s = exe_->compile_stats;
   s.plan_builds = plan_builds_.load();
   s.plan_cache_hits = plan_hits_.load();
+  std::lock_guard<std::mutex> lock(memo_.mu);
+  s.plan_nodes_reused = memo_.reused;
+  s.plan_nodes_inferred = memo_.inferred;
   return s;
 }
 

@@ -37,6 +37,7 @@ class Executor {
   std::shared_ptr<const Plan> plan_for(const SymbolBindings& b,
                                        const std::map<std::string, Tensor>& inputs = {},
                                        bool* built = nullptr) const;
+  const PlanSpec& plan_spec() const { return spec_; }
   // A plan built afresh (not cached): for reports about shapes the model may never run.
   std::shared_ptr<const Plan> build_plan(const SymbolBindings& b,
                                          const std::map<std::string, Tensor>& inputs = {}) const;
@@ -56,6 +57,7 @@ class Executor {
 
   std::shared_ptr<const Executable> exe_;
   PlanSpec spec_;
+  mutable PlanMemo memo_;  // what earlier plans inferred, per node (plan/plan.h)
   mutable std::mutex mu_;
   // At most kMaxPlans, the least recently used evicted first: a decoding loop makes a plan per
   // past length, and a model fed ever new shape values would otherwise grow without bound.
