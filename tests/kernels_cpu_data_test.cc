@@ -8,6 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/matmul_info.h"
+#include "kernels/cpu/matmul_small.h"
 #include "kernels/cpu/op_kernel.h"
 #include "kernels/reference/reference.h"
 #include "kernels_cpu_util.h"
@@ -45,6 +47,43 @@ TEST(KernelsCpu, MatMulShapesAndDtypes) {
           << dtype_name(dt) << " " << sizes_str(c.a) << " x " << sizes_str(c.b);
     }
   }
+}
+
+// Up to kSmallMatMulRows f32 rows run our own loop (matmul_small.h), more run oneDNN: both
+// against the reference at every row count around the switch, odd K and N (vector tails), and
+// a B large enough to be split over the pool.
+TEST(KernelsCpu, MatMulWithFewRowsRunsItsOwnLoop) {
+  uint64_t seed = 970;
+  struct Case {
+    int64_t K, N;
+  };
+  for (Case c : {Case{1, 1}, Case{3, 5}, Case{64, 16}, Case{64, 33}, Case{257, 100}, Case{17, 1031},
+                 Case{512, 4096}}) {
+    Tensor w = Tensor::random(DType::f32, {c.K, c.N}, seed++, -1, 1);
+    GraphBuilder b;
+    V x = b.input("x", DType::f32, {"m", c.K});
+    V y = b.matmul(x, b.constant(w, "w"));
+    b.output("y", y);
+    Graph g = b.build();
+    const Node& n = *y->producer;
+    auto k = cpu::make_op_kernel(n);
+    for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), int64_t(4), int64_t(5), int64_t(7),
+                      cpu::kSmallMatMulRows, cpu::kSmallMatMulRows + 1}) {
+      SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(c.K) + " x " + std::to_string(c.N));
+      const std::string impl = cpu::matmul_call_info(*k, {m, c.K}, {c.K, c.N}, DType::f32).impl;
+      EXPECT_EQ(impl == "ubfuse:small_rows_f32", m <= cpu::kSmallMatMulRows) << impl;
+      Tensor a = Tensor::random(DType::f32, {m, c.K}, seed++, -1, 1);
+      auto want = ref::eval_node(n, {ref::from_tensor(a), ref::from_tensor(w)}).at(0);
+      Tensor got(DType::f32, {m, c.N});
+      std::vector<Tensor> outs{got};
+      k->run({a, w}, outs, pool2());
+      EXPECT_TRUE(close_to_ref(got, want, 1.0 + double(c.K) / 16.0));
+    }
+  }
+  // A batched A folds into the rows: [2, 3, K] is 6 rows.
+  EXPECT_TRUE(check_op(
+      {Tensor::random(DType::f32, {2, 3, 40}, 5), Tensor::random(DType::f32, {40, 24}, 6)},
+      [](GraphBuilder& b, std::vector<V>& v) { return b.matmul(v[0], v[1]); }, 4.0));
 }
 
 TEST(KernelsCpu, MatMulConstantWeightsArePrepacked) {

@@ -270,7 +270,13 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
     ~Release() { e->release_workspace(std::move(*ws)); }
   } release{this, &ws};
   if (ws->arena.nbytes() < size_t(plan->arena_bytes)) {
-    ws->arena = Tensor(DType::boolean, {plan->arena_bytes});
+    // Grown by half again at least, so that a decode loop whose plans need a little more each
+    // step reallocates now and then, not every step (never past the memory limit for it).
+    int64_t grow = std::max(plan->arena_bytes, int64_t(ws->arena.nbytes() * 3 / 2));
+    if (exe_->run.memory_limit > 0) {
+      grow = std::max(plan->arena_bytes, std::min(grow, exe_->run.memory_limit));
+    }
+    ws->arena = Tensor(DType::boolean, {grow});
     std::memset(ws->arena.data(), 0, ws->arena.nbytes());  // fault pages in now, not mid-kernel
   }
   char* arena = static_cast<char*>(ws->arena.data());

@@ -7,6 +7,8 @@
 //   whenever oneDNN accepts that layout for the concrete M (else the plain copy).
 // * f32 runs in f32; bf16 x bf16 runs natively (AVX512-BF16 / AMX when present, f32 accumulate,
 //   bf16 output); f16 (and bf16 where the CPU lacks a bf16 kernel) converts through f32.
+// * f32 with at most kSmallMatMulRows rows of A (decode steps) and an unbatched B runs our own
+//   loop (matmul_small.h) instead: oneDNN's per-call setup would cost more than the product.
 // * Primitives are cached per concrete shape under a mutex; each call has its own stream and a
 //   user-provided scratchpad, so concurrent run() calls are safe.
 // oneDNN threads with its own OpenMP runtime (Debian's build), not with the ThreadPool.
@@ -19,6 +21,7 @@
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/matmul_info.h"
+#include "kernels/cpu/matmul_small.h"
 
 namespace ubfuse::cpu {
 namespace {
@@ -118,6 +121,11 @@ class MatMulKernel : public KernelBase {
       std::memset(y.data(), 0, y.nbytes());
       return;
     }
+    if (small(g, dta)) {
+      small_matmul_f32(a.data_as<float>(), b.data_as<float>(), y.data_as<float>(), g.a[0], g.a[1],
+                       g.b[1], pool);
+      return;
+    }
     std::shared_ptr<Prim> p = select(g, dta, b.sizes());
     if (!p) fail("oneDNN has no matmul for " + tensors_str({a, b}));
     const bool f32_path = p->src.data_type() == dt::f32;
@@ -163,15 +171,24 @@ class MatMulKernel : public KernelBase {
       fail(m + " (operands " + sizes_str(sa) + " x " + sizes_str(sb) + ")");
     };
     const Geometry g = geometry(sa, sb, out, f);
+    MatMulCallInfo info;
+    if (small(g, dt)) {
+      info.impl = "ubfuse:small_rows_f32";
+      return info;
+    }
     std::shared_ptr<Prim> p = select(g, dt, sb);
     if (!p) fail("oneDNN has no matmul for " + sizes_str(sa) + " x " + sizes_str(sb));
-    MatMulCallInfo info;
     info.impl = p->impl;
     info.repacks_weights = p->impl.rfind("gemm:", 0) == 0;
     return info;
   }
 
  private:
+  // A few f32 rows times an unbatched B: our own loop (matmul_small.h), not oneDNN.
+  static bool small(const Geometry& g, DType dt) {
+    return dt == DType::f32 && g.two_d && small_matmul_applies(g.a[0], g.a[1], g.b[1]);
+  }
+
   // The primitive a call with geometry g, dtype dta and B of sizes sb runs: the prepacked weights
   // where they apply, bf16 where oneDNN has a bf16 kernel, else f32; null if none.
   std::shared_ptr<Prim> select(const Geometry& g, DType dta, const Sizes& sb) const {
