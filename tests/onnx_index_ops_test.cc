@@ -323,6 +323,66 @@ TEST(OnnxIndexOps, SplitSizesAndTileRepeatsAtRunTime) {
       {"node0", "Tile's repeats [-1,2]", "[2,3]", "negative"}));
 }
 
+// Constant sizes on a symbolic axis need no --dim: a Split's sizes are checked against the axis,
+// and a Tile of a symbolic axis repeats it, when the plan is built.
+TEST(OnnxIndexOps, SplitAndTileOfASymbolicAxisWithConstantSizes) {
+  Graph sp = OneNode("Split", 13)
+                 .input("x", kFloat, {-1, 2})
+                 .ints("split", {2}, {3, 5})
+                 .output("a", kFloat)
+                 .output("b", kFloat)
+                 .import();
+  Tensor x = Tensor::random(DType::f32, {8, 2}, 6);
+  expect_runs(sp, {{{"x", x}}});
+  CompiledModel m = compile(sp, testing::graph_opts());
+  EXPECT_EQ(m.run({{"x", x}}).at("b").sizes(), (Sizes{5, 2}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", Tensor::random(DType::f32, {7, 2}, 1)}});
+      },
+      {"node0", "Split's sizes [3,5]", "add up to 8, not the size 7"}));
+  Graph t = OneNode("Tile", 13)
+                .input("x", kFloat, {-1, 3})
+                .ints("repeats", {2}, {3, 2})
+                .output("y", kFloat)
+                .import();
+  Tensor x2 = Tensor::random(DType::f32, {2, 3}, 7);
+  expect_runs(t, {{{"x", x2}}, {{"x", Tensor::random(DType::f32, {5, 3}, 8)}}});
+  EXPECT_EQ(compile(t, testing::eager_opts()).run({{"x", x2}}).at("y").sizes(), (Sizes{6, 6}));
+}
+
+// Opset 18 Pad with its axes a graph input as well as its pads: AxesShape spreads them over the
+// axes when the plan is built, and checks them.
+TEST(OnnxIndexOps, PadAxesAndPadsAtRunTime) {
+  Graph g = OneNode("Pad", 18)
+                .input("x", kFloat, {-1, 3, 2})
+                .input("pads", kInt64, {4})
+                .input("value", kFloat, {})
+                .input("axes", kInt64, {2})
+                .attr("mode", std::string("constant"))
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::random(DType::f32, {2, 3, 2}, 8);
+  Tensor v = Tensor::from_floats(DType::f32, {}, {-4});
+  expect_runs(g, {{{"x", x}, {"pads", i64s({1, 0, 2, 1})}, {"value", v}, {"axes", i64s({-1, 0})}},
+                  {{"x", x}, {"pads", i64s({0, 2, -1, 0})}, {"value", v}, {"axes", i64s({1, 2})}}});
+  CompiledModel m = compile(g, testing::graph_opts());
+  EXPECT_EQ(m.run({{"x", x}, {"pads", i64s({1, 0, 2, 1})}, {"value", v}, {"axes", i64s({-1, 0})}})
+                .at("y")
+                .sizes(),
+            (Sizes{3, 3, 5}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", x}, {"pads", i64s({1, 0, 2, 1})}, {"value", v}, {"axes", i64s({3, 0})}});
+      },
+      {"Pad's axes, begins and ends", "axis 3 is out of range for rank 3"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run({{"x", x}, {"pads", i64s({1, 0, 2, 1})}, {"value", v}, {"axes", i64s({2, -1})}});
+      },
+      {"axis -1 repeats"}));
+}
+
 // K a graph input (opset 10 on): read when the plan for a run is built, each k its own plan.
 TEST(OnnxIndexOps, TopKWithKAtRunTime) {
   Graph g = OneNode("TopK", 11)

@@ -390,8 +390,8 @@ void infer_axes_shape(Node& n) {
   if (n.inputs[1]->shape.empty()) fail(n, "the values must be a vector");
   if (axes_shape_length(mode, 0, 0) < 0) {
     fail(n, "unknown mode '" + mode + "'",
-         "unsqueeze, squeeze, reduce_perm, reduce_merged, reduce_keep, reduce_drop, split, tile "
-         "or tiled");
+         "unsqueeze, squeeze, reduce_perm, reduce_merged, reduce_keep, reduce_drop, split, tile, "
+         "tiled or pad");
   }
   const int64_t len = axes_shape_length(mode, r, k);
   if (len < 0) {

@@ -242,6 +242,7 @@ int64_t axes_shape_length(const std::string& mode, int64_t r, int64_t k) {
   if (mode == "reduce_merged") return r - k + 1;
   if (mode == "split") return k + 1;
   if (mode == "tile") return 2 * r;
+  if (mode == "pad") return k % 3 == 0 ? 2 * r : -1;
   return -1;
 }
 
@@ -253,6 +254,7 @@ std::optional<Shape> axes_shape(const std::string& mode, const Shape& s,
                            : mode == "squeeze" ? "Squeeze's axes"
                            : reduce            ? "the reduced axes"
                            : mode == "split"   ? "Split's sizes"
+                           : mode == "pad"     ? "Pad's axes, begins and ends"
                                                : "Tile's repeats";
   const std::string ctx = what + " " + sizes_str(v) + " for the input shape " + shape_str(s);
   auto fail = [&](const std::string& m) -> std::optional<Shape> {
@@ -264,8 +266,29 @@ std::optional<Shape> axes_shape(const std::string& mode, const Shape& s,
     *why = "unknown mode '" + mode + "'";
     return std::nullopt;
   }
-  if (axes_shape_length(mode, r, k) < 0) return fail("more axes than the input has");
+  if (axes_shape_length(mode, r, k) < 0) {
+    return fail(mode == "pad" ? "they are not three lists of one length"
+                              : "more axes than the input has");
+  }
   Shape out;
+  if (mode == "pad") {
+    // [axes, begins, ends]: each axis' two pads into the all-axes form, 0 for the others.
+    const int64_t na = k / 3;
+    out.assign(size_t(2 * r), Dim(int64_t(0)));
+    std::vector<bool> seen(size_t(r), false);
+    for (int64_t i = 0; i < na; i++) {
+      const int64_t a = v[size_t(i)];
+      if (a < -r || a >= r) {
+        return fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
+      }
+      const int64_t x = a < 0 ? a + r : a;
+      if (seen[size_t(x)]) return fail("axis " + std::to_string(a) + " repeats");
+      seen[size_t(x)] = true;
+      out[size_t(x)] = Dim(v[size_t(na + i)]);
+      out[size_t(r + x)] = Dim(v[size_t(2 * na + i)]);
+    }
+    return out;
+  }
   if (mode == "split") {
     if (axis < 0 || axis >= r) return fail("axis " + std::to_string(axis) + " is out of range");
     int64_t total = 0;

@@ -248,15 +248,17 @@ void slice_static(NodeCtx& c, Value* x, int64_t ax, int64_t start, int64_t end, 
 
 // Split whose sizes arrive at run time: each output a Slice between two of AxesShape's offsets,
 // which checks the sizes against the axis when the plan is built.
-void split_runtime(NodeCtx& c, int64_t ax) {
+// Constant sizes on a symbolic axis take the same way (`sizes` a constant), so that the plan
+// checks they add up to the axis.
+void split_runtime(NodeCtx& c, int64_t ax, Value* sizes = nullptr) {
   if (c.has_attr("num_outputs")) c.invalid("takes split or num_outputs, not both");
-  const int64_t k = runtime_values_length(c, 1, "split");
+  const int64_t k = sizes ? sizes->shape[0].value() : runtime_values_length(c, 1, "split");
   if (k != c.num_outputs()) {
     c.invalid("split has " + std::to_string(k) + " sizes for " + std::to_string(c.num_outputs()) +
               " outputs");
   }
   Value* x = c.value(0);
-  Value* off = axes_shape(c, x, c.value(1), "split", ax);
+  Value* off = axes_shape(c, x, sizes ? sizes : c.value(1), "split", ax);
   auto one = [&](int64_t v) {
     Tensor t(DType::i64, {1});
     t.data_as<int64_t>()[0] = v;
@@ -280,7 +282,14 @@ void split(NodeCtx& c) {
   int64_t ax = c.norm_axis(c.attr_int("axis", 0), int64_t(s.size()), "axis");
   if (c.opset() >= 13 && c.has_input(1) && !c.is_const(1)) return split_runtime(c, ax);
   const Dim& d = s[size_t(ax)];
-  if (!d.is_static()) c.needs_static({d}, "splitting a symbolic axis");
+  const bool given = (c.opset() < 13 && c.has_attr("split")) || (c.opset() >= 13 && c.has_input(1));
+  if (!d.is_static() && given) {
+    auto v = c.opset() < 13 ? c.attr_ints("split") : c.const_ints(1, "split");
+    Tensor t(DType::i64, {int64_t(v.size())});
+    std::copy(v.begin(), v.end(), t.data_as<int64_t>());
+    return split_runtime(c, ax, c.constant(t));
+  }
+  if (!d.is_static()) c.needs_static({d}, "splitting a symbolic axis into equal parts");
   std::vector<int64_t> sizes;
   if (c.opset() < 13 && c.has_attr("split")) {
     sizes = c.attr_ints("split");
@@ -537,10 +546,14 @@ void tile(NodeCtx& c) {
   Value* y = c.value(0);
   if (int64_t(reps.size()) != int64_t(y->shape.size()))
     c.invalid("repeats must have one entry per axis");
+  // Repeating a symbolic axis: copies would be a Concat of a run-time count of pieces; the
+  // run-time form (an Expand and a Reshape) takes any size.
+  for (size_t ax = 0; ax < reps.size(); ax++) {
+    if (reps[ax] > 1 && !y->shape[ax].is_static()) return tile_runtime(c);
+  }
   for (size_t ax = 0; ax < reps.size(); ax++) {
     if (reps[ax] < 0) c.invalid("repeats must be >= 0");
     if (reps[ax] == 1) continue;
-    if (!y->shape[ax].is_static()) c.needs_static({y->shape[ax]}, "tiling a symbolic axis");
     if (reps[ax] == 0) c.unsupported("tiling to an empty tensor");
     std::vector<Value*> copies(size_t(reps[ax]), y);
     y = c.emit(OpKind::Concat, copies, {{"axis", int64_t(ax)}});
@@ -549,14 +562,27 @@ void tile(NodeCtx& c) {
   c.set_output(0, y);
 }
 
-// Pad whose pads arrive at run time: Pad's (x, value, pads) form, the pads read when the plan is
-// built. Opset 18's axes (constant) pick the axes they pad: a Gather spreads them over every axis,
-// 0 for the others.
+// Pad whose pads (or opset 18's axes) arrive at run time: Pad's (x, value, pads) form, the pads
+// read when the plan is built. Constant axes pick the axes they pad: a Gather spreads them over
+// every axis, 0 for the others.
 void pad_runtime(NodeCtx& c, const std::string& mode) {
   const int64_t r = c.rank(0);
   const int64_t n = runtime_values_length(c, 1, "pads");
   Value* pads = c.value(1);
-  if (c.has_input(3)) {
+  if (c.has_input(3) && !c.is_const(3)) {
+    // Axes at run time too: AxesShape spreads [axes, begins, ends] over every axis and checks
+    // the axes (in range, none twice) when the plan is built.
+    const int64_t k = runtime_values_length(c, 3, "axes");
+    if (n != 2 * k) {
+      c.invalid("pads has " + std::to_string(n) + " values for " + std::to_string(k) +
+                " axes (two per axis: begins, then ends)");
+    }
+    auto i64 = [&](Value* v) {
+      return v->dtype == DType::i64 ? v : c.emit(OpKind::Cast, {v}, {{"to", std::string("i64")}});
+    };
+    Value* both = c.emit(OpKind::Concat, {i64(c.value(3)), i64(pads)}, {{"axis", int64_t(0)}});
+    pads = axes_shape(c, c.value(0), both, "pad");
+  } else if (c.has_input(3)) {
     std::vector<int64_t> axes;
     for (int64_t a : c.const_ints(3, "axes (with pads given at run time)")) {
       axes.push_back(c.norm_axis(a, r, "axes"));
@@ -595,8 +621,8 @@ void pad_runtime(NodeCtx& c, const std::string& mode) {
   c.set_output(0, c.emit(OpKind::Pad, {c.value(0), value, pads}, {{"mode", mode}}));
 }
 
-// Pad: pads known at import become the attribute, else an input (pad_runtime); opset 18's axes
-// must be known at import; the fill value may be a run-time scalar. Before opset 11 pads and
+// Pad: pads and axes known at import become the attribute, else an input (pad_runtime); the fill
+// value may be a run-time scalar. Before opset 11 pads and
 // value are attributes.
 void pad(NodeCtx& c) {
   const int64_t r = c.rank(0);
@@ -611,7 +637,7 @@ void pad(NodeCtx& c) {
     const double v = c.attr_float("value", 0.0);
     if (v != 0.0 && mode == "constant") value = scalar_like(c, v, c.value(0));
   } else {
-    if (!c.is_const(1)) return pad_runtime(c, mode);
+    if (!c.is_const(1) || (c.has_input(3) && !c.is_const(3))) return pad_runtime(c, mode);
     auto given = c.const_ints(1, "pads");
     std::vector<int64_t> axes;
     if (c.has_input(3)) {

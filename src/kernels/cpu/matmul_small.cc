@@ -92,7 +92,9 @@ HWY_EXPORT(SmallMatMulColumns);
 HWY_EXPORT(LanesF32);
 
 bool small_matmul_applies(int64_t M, int64_t K, int64_t N) {
-  return M >= 1 && M <= kSmallMatMulRows && K >= 1 && N >= 1;
+  if (M < 1 || M > kSmallMatMulRows || K < 1 || N < 1) return false;
+  // Past four rows B is read once per four: only while it stays in the core's L2.
+  return M <= 4 || K * N <= (int64_t(1) << 18);
 }
 
 void small_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N,

@@ -10,6 +10,7 @@ namespace ubfuse::cpu {
 
 inline constexpr int64_t kSmallMatMulRows = 8;
 
+// Up to 4 rows always; up to kSmallMatMulRows while B (read once per four rows) fits in L2.
 bool small_matmul_applies(int64_t M, int64_t K, int64_t N);
 
 // c[M, N] = a[M, K] b[K, N], all row-major f32; sums in f32 in k order per output.
