@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-hardening fuzz bench bench-models format clean
+.PHONY: all deps build demo test test-hardening fuzz bench bench-models bench-decode format clean
 
 all: build
 
@@ -39,6 +39,12 @@ bench: build
 PYTHON ?= /usr/bin/python3
 bench-models: build
 	$(PYTHON) bench/models_bench.py --build $(BUILD) $(BENCH_MODELS_ARGS)
+
+# Per-token decode latency at batch 1 of the examples' greedy loops (the test decoder and the
+# Whisper-shaped model): ubfuse graph and eager against onnxruntime-node (all, disabled), 2 and 1
+# threads, tokens checked against tests/models/refs. Needs node and npm. Not part of `make test`.
+bench-decode: build
+	$(PYTHON) bench/decode_bench.py --build $(BUILD) $(BENCH_DECODE_ARGS)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
