@@ -82,6 +82,25 @@ TEST(KernelsCpu, MatMulWithFewRowsRunsItsOwnLoop) {
       EXPECT_TRUE(close_to_ref(got, want, 1.0 + double(c.K) / 16.0));
     }
   }
+  // Small batched products (a decode step's attention scores in eager mode) loop per matrix,
+  // batch dims broadcast either way.
+  {
+    GraphBuilder b;
+    V x = b.input("x", DType::f32, {2, 3, 1, 16});
+    V y = b.matmul(x, b.input("w", DType::f32, {2, 3, 16, 7}));
+    b.output("y", y);
+    Graph g = b.build();
+    auto k = cpu::make_op_kernel(*y->producer);
+    EXPECT_EQ(cpu::matmul_call_info(*k, {2, 3, 1, 16}, {2, 3, 16, 7}, DType::f32).impl,
+              "ubfuse:small_rows_f32");
+  }
+  for (MM c : {MM{{2, 3, 1, 16}, {2, 3, 16, 7}}, MM{{1, 3, 2, 16}, {2, 1, 16, 5}},
+               MM{{4, 2, 8}, {4, 8, 9}}, MM{{2, 1, 3, 33}, {3, 33, 17}}}) {
+    EXPECT_TRUE(check_op(
+        {Tensor::random(DType::f32, c.a, seed++), Tensor::random(DType::f32, c.b, seed++)},
+        [](GraphBuilder& b, std::vector<V>& v) { return b.matmul(v[0], v[1]); }, 4.0))
+        << sizes_str(c.a) << " x " << sizes_str(c.b);
+  }
   // A batched A folds into the rows: [2, 3, K] is 6 rows.
   EXPECT_TRUE(check_op(
       {Tensor::random(DType::f32, {2, 3, 40}, 5), Tensor::random(DType::f32, {40, 24}, 6)},

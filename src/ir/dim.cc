@@ -391,10 +391,14 @@ std::optional<DimSolution> solve_dim(const Dim& d, int64_t value, const SymbolBi
     return std::nullopt;
   };
   if (d.is_static()) return no("it is a fixed size");
-  std::vector<std::string> unbound;
-  for (auto& s : d.symbols()) {
-    if (!b.count(s)) unbound.push_back(s);
+  const Poly& p = parsed(d);
+  std::set<std::string> unbound_set;
+  for (auto& [f, k] : p) {
+    for (auto& s : f) {
+      if (!b.count(s)) unbound_set.insert(s);
+    }
   }
+  std::vector<std::string> unbound(unbound_set.begin(), unbound_set.end());
   if (unbound.empty()) return no("every symbol of it is bound already");
   if (unbound.size() > 1) {
     std::string list;
@@ -402,7 +406,6 @@ std::optional<DimSolution> solve_dim(const Dim& d, int64_t value, const SymbolBi
     return no("its symbols " + list + " are all unbound, one value cannot give them all");
   }
   const std::string& u = unbound[0];
-  Poly p = poly_of(d);
   int64_t c = 0;
   for (auto& [f, k] : p) {
     if (std::find(f.begin(), f.end(), u) == f.end()) continue;

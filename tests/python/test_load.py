@@ -129,23 +129,20 @@ def test_unsupported_op_raises_onnx_unsupported_error():
 
 
 def test_model_needing_static_dims_names_them_and_loads_with_dims():
-    # Tiling a symbolic axis by constant repeats: a Concat of copies, so the importer needs its
-    # size. (Repeats given at run time would not need it.)
-    nodes = [
-        helper.make_node("Constant", [], ["reps"], name="reps",
-                         value=helper.make_tensor("r", TensorProto.INT64, [2], [2, 1])),
-        helper.make_node("Tile", ["x", "reps"], ["y"], name="tile"),
-    ]
-    b = model_bytes(nodes, [("x", "f32", ["n", 2])], [("y", "f32", [2, 2])])
+    # Splitting a symbolic axis into equal parts: the parts' sizes are the axis' size over two,
+    # so the importer needs it. (Sizes given, as constants or at run time, would not need it.)
+    nodes = [helper.make_node("Split", ["x"], ["y", "z"], name="split", axis=0)]
+    b = model_bytes(nodes, [("x", "f32", ["n", 2])], [("y", "f32", [1, 2]), ("z", "f32", [1, 2])])
     try:
         ubfuse.load_onnx(b)
     except ubfuse.OnnxNeedsStaticDimsError as e:
         assert isinstance(e, ubfuse.OnnxUnsupportedError)
         assert e.symbols == ["n"]
         assert "'n'" in str(e)
-        m = ubfuse.load_onnx(b, dims={"n": 1})
-        np.testing.assert_array_equal(m.run({"x": np.array([[1.5, 2.5]], np.float32)})["y"],
-                                      [[1.5, 2.5], [1.5, 2.5]])
+        m = ubfuse.load_onnx(b, dims={"n": 2})
+        out = m.run({"x": np.array([[1.5, 2.5], [3.5, 4.5]], np.float32)})
+        np.testing.assert_array_equal(out["y"], [[1.5, 2.5]])
+        np.testing.assert_array_equal(out["z"], [[3.5, 4.5]])
     else:
         pytest.fail("the model loaded without static dims; pick a graph that needs them")
 

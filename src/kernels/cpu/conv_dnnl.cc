@@ -122,8 +122,12 @@ class ConvKernel : public KernelBase {
                                                    dnnl::memory::format_tag::a),
                                 eng, scratch.data()));
     }
-    p->prim.execute(s, args);
-    s.wait();
+    {
+      // Each output element sums over its window: in channels / groups times the kernel's taps.
+      DnnlThreads threads(y.numel() * (w.numel() / std::max<int64_t>(1, w.dim(0))), pool.size());
+      p->prim.execute(s, args);
+      s.wait();
+    }
     if (py != y.data()) convert_floats(DType::f32, py, t, y.data(), y.numel(), pool);
   }
 

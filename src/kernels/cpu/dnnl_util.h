@@ -36,4 +36,20 @@ inline float* dnnl_staging(int slot, int64_t n) {
   return bufs[slot].get();
 }
 
+// oneDNN parallelizes with OpenMP (Debian's build links libgomp), not with the ThreadPool. A call
+// runs on at most the pool's threads (the model's num_threads), and on one when it has fewer than
+// kDnnlOneThreadMacs multiply-adds: waking OpenMP threads, which then spin on the cores the pool
+// needs, costs more than such a product. Restores the calling thread's setting on exit.
+inline constexpr int64_t kDnnlOneThreadMacs = int64_t(1) << 18;
+class DnnlThreads {
+ public:
+  DnnlThreads(int64_t macs, int pool_threads);
+  ~DnnlThreads();
+  DnnlThreads(const DnnlThreads&) = delete;
+  DnnlThreads& operator=(const DnnlThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace ubfuse::cpu

@@ -8,7 +8,9 @@
 // * f32 runs in f32; bf16 x bf16 runs natively (AVX512-BF16 / AMX when present, f32 accumulate,
 //   bf16 output); f16 (and bf16 where the CPU lacks a bf16 kernel) converts through f32.
 // * f32 with at most kSmallMatMulRows rows of A (decode steps) and an unbatched B runs our own
-//   loop (matmul_small.h) instead: oneDNN's per-call setup would cost more than the product.
+//   loop (matmul_small.h) instead: oneDNN's per-call setup would cost more than the product; so
+//   do small batched products of a few rows each (a decode step's attention in eager mode).
+// * oneDNN runs on at most the model's threads, one for small products (DnnlThreads).
 // * Primitives are cached per concrete shape under a mutex; each call has its own stream and a
 //   user-provided scratchpad, so concurrent run() calls are safe.
 // oneDNN threads with its own OpenMP runtime (Debian's build), not with the ThreadPool.
@@ -126,6 +128,10 @@ class MatMulKernel : public KernelBase {
                        g.b[1], pool);
       return;
     }
+    if (small_batched(g, dta)) {
+      run_small_batched(g, a.data_as<float>(), b.data_as<float>(), y.data_as<float>(), pool);
+      return;
+    }
     std::shared_ptr<Prim> p = select(g, dta, b.sizes());
     if (!p) fail("oneDNN has no matmul for " + tensors_str({a, b}));
     const bool f32_path = p->src.data_type() == dt::f32;
@@ -159,8 +165,11 @@ class MatMulKernel : public KernelBase {
                                                    dnnl::memory::format_tag::a),
                                 eng, scratch.data()));
     }
-    p->prim.execute(s, args);
-    s.wait();
+    {
+      DnnlThreads threads(y.numel() * g.a.back(), pool.size());
+      p->prim.execute(s, args);
+      s.wait();
+    }
     if (pc != y.data()) convert_floats(DType::f32, pc, dta, y.data(), y.numel(), pool);
   }
 
@@ -172,7 +181,7 @@ class MatMulKernel : public KernelBase {
     };
     const Geometry g = geometry(sa, sb, out, f);
     MatMulCallInfo info;
-    if (small(g, dt)) {
+    if (small(g, dt) || small_batched(g, dt)) {
       info.impl = "ubfuse:small_rows_f32";
       return info;
     }
@@ -187,6 +196,38 @@ class MatMulKernel : public KernelBase {
   // A few f32 rows times an unbatched B: our own loop (matmul_small.h), not oneDNN.
   static bool small(const Geometry& g, DType dt) {
     return dt == DType::f32 && g.two_d && small_matmul_applies(g.a[0], g.a[1], g.b[1]);
+  }
+
+  // Batched products of a few rows each (attention scores of a decode step, [b, h, 1, d] x
+  // [b, h, d, past]), small in all: one small loop per matrix, batch dims broadcast.
+  static bool small_batched(const Geometry& g, DType dt) {
+    if (dt != DType::f32 || g.two_d) return false;
+    const size_t r = g.c.size();
+    int64_t batch = 1;
+    for (size_t i = 0; i + 2 < r; i++) batch *= g.c[i];
+    const int64_t M = g.a[r - 2], K = g.a[r - 1], N = g.b[r - 1];
+    return small_matmul_applies(M, K, N) && batch * M * K * N < kDnnlOneThreadMacs;
+  }
+
+  static void run_small_batched(const Geometry& g, const float* a, const float* b, float* c,
+                                ThreadPool& pool) {
+    const size_t r = g.c.size();
+    const int64_t M = g.a[r - 2], K = g.a[r - 1], N = g.b[r - 1];
+    int64_t batch = 1;
+    for (size_t i = 0; i + 2 < r; i++) batch *= g.c[i];
+    for (int64_t t = 0; t < batch; t++) {
+      // The operands' matrix indices for output matrix t (a dim of 1 broadcasts).
+      int64_t ia = 0, ib = 0, rest = t, sa = 1, sb = 1;
+      for (size_t i = r - 2; i-- > 0;) {
+        const int64_t x = rest % g.c[i];
+        rest /= g.c[i];
+        ia += (g.a[i] == 1 ? 0 : x) * sa;
+        ib += (g.b[i] == 1 ? 0 : x) * sb;
+        sa *= g.a[i];
+        sb *= g.b[i];
+      }
+      small_matmul_f32(a + ia * M * K, b + ib * K * N, c + t * M * N, M, K, N, pool);
+    }
   }
 
   // The primitive a call with geometry g, dtype dta and B of sizes sb runs: the prepacked weights

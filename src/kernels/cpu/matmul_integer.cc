@@ -202,8 +202,11 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
                                                      dnnl::memory::format_tag::a),
                                   eng, scratch.data()));
       }
-      p->prim.execute(s, args);
-      s.wait();
+      {
+        DnnlThreads threads(m * k * n, pool.size());
+        p->prim.execute(s, args);
+        s.wait();
+      }
       const bool any_zb = std::any_of(zb2.begin(), zb2.end(), [](int32_t z) { return z != 0; });
       const bool any_za = std::any_of(za, za + m, [](int32_t z) { return z != 0; });
       if (!any_za && !any_zb) return;
