@@ -14,11 +14,10 @@ import os as _os
 # parallel region unless OMP_WAIT_POLICY says otherwise; they then take the cores ubfuse's own
 # pool needs (docs/performance.md). libgomp reads the variable once, when it is loaded, so it must
 # be set before the extension (which links it) is imported. A value the user set is kept.
-# GOMP_SPINCOUNT keeps a short spin (libgomp takes it over the passive policy's none): back-to-back
-# MatMuls need it (src/util/omp_env.h).
+# GOMP_SPINCOUNT=0: no spin at all before sleeping (src/util/omp_env.h).
 if "OMP_WAIT_POLICY" not in _os.environ:
     _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+    _os.environ.setdefault("GOMP_SPINCOUNT", "0")
 
 from ._ubfuse import (  # noqa: E402
     Error,

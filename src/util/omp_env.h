@@ -8,10 +8,10 @@
 
 namespace ubfuse {
 
-// libgomp's spin before it sleeps (GOMP_SPINCOUNT, which it takes over the passive policy's 0):
-// long enough for back-to-back MatMuls, short enough to leave the pool its cores
+// libgomp's spin before it sleeps (GOMP_SPINCOUNT): none. Small oneDNN calls run on one OpenMP
+// thread (kernels/cpu/dnnl_util.h), and any spin of the others takes the cores the pool needs
 // (docs/performance.md, "What limits these numbers").
-inline constexpr const char* kGompSpinCount = "10000";
+inline constexpr const char* kGompSpinCount = "0";
 
 // In main(): when OMP_WAIT_POLICY is unset, sets it to PASSIVE (and GOMP_SPINCOUNT to
 // kGompSpinCount unless set) and execs this program again with the same arguments (once;
