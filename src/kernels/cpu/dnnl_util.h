@@ -38,9 +38,11 @@ inline float* dnnl_staging(int slot, int64_t n) {
 
 // oneDNN parallelizes with OpenMP (Debian's build links libgomp), not with the ThreadPool. A call
 // runs on at most the pool's threads (the model's num_threads), and on one when it has fewer than
-// kDnnlOneThreadMacs multiply-adds: waking OpenMP threads, which then spin on the cores the pool
-// needs, costs more than such a product. Restores the calling thread's setting on exit.
-inline constexpr int64_t kDnnlOneThreadMacs = int64_t(1) << 18;
+// kDnnlOneThreadMacs multiply-adds (about 100 us on one core): waking a sleeping OpenMP thread
+// costs tens of microseconds, and spinning ones take the cores the pool needs (the bench speech
+// encoder at 16 frames: 10.1 -> 6.3 ms from 2^18 to 2^22, Zen 4). Restores the calling thread's
+// setting on exit.
+inline constexpr int64_t kDnnlOneThreadMacs = int64_t(1) << 22;
 class DnnlThreads {
  public:
   DnnlThreads(int64_t macs, int pool_threads);
