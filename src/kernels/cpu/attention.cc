@@ -414,7 +414,11 @@ void run_attention(const AttentionProblem& p, ThreadPool& pool) {
   const int64_t want = 4 * int64_t(pool.size());
   while (rows > 4 && p.batches * ((p.lq + rows - 1) / rows) < want) rows /= 2;
   const int64_t per = (p.lq + rows - 1) / rows;
-  pool.parallel_for(p.batches * per, 1, [&](int64_t begin, int64_t end, int) {
+  // Chunks of at least ~32K multiply-adds: a decode step's few heads of one query row each run
+  // on the calling thread, where waking a worker would cost more than they do.
+  const int64_t chunk_macs = std::max<int64_t>(1, std::min(rows, p.lq) * p.lk * (p.d + p.dv));
+  const int64_t grain = std::max<int64_t>(1, (int64_t(32) << 10) / chunk_macs);
+  pool.parallel_for(p.batches * per, grain, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; t++) {
       const int64_t b = t / per, i0 = (t % per) * rows;
       HWY_DYNAMIC_DISPATCH(AttentionChunk)(p, b, i0, std::min(p.lq, i0 + rows));
