@@ -63,6 +63,14 @@ void require_float(NodeCtx& c, int input) {
 
 Value* binary(NodeCtx& c, OpKind k, Value* a, Value* b) { return c.emit(k, {a, b}); }
 
+Value* slice_axis(NodeCtx& c, Value* x, int64_t axis, int64_t start, int64_t end) {
+  return c.emit(OpKind::Slice, {x},
+                {{"starts", std::vector<int64_t>{start}},
+                 {"ends", std::vector<int64_t>{end}},
+                 {"axes", std::vector<int64_t>{axis}},
+                 {"steps", std::vector<int64_t>{1}}});
+}
+
 Value* scalar_like(NodeCtx& c, double v, Value* like) { return c.scalar(v, like->dtype); }
 
 int64_t runtime_values_length(NodeCtx& c, int i, const std::string& what) {
