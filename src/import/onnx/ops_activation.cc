@@ -144,8 +144,7 @@ void hardmax(NodeCtx& c) {
   for (size_t i = 0; i < iota.size(); i++) iota[i] = float(i);
   Value* pos = c.constant(Tensor::from_floats(DType::i64, pos_sizes, iota));
   Value* arg = c.emit(OpKind::ArgMax, {v}, {{"axis", axis}, {"keepdims", int64_t(1)}});
-  Value* y = c.emit(OpKind::Cast, {c.emit(OpKind::Equal, {arg, pos})},
-                    {{"to", std::string(dtype_name(x->dtype))}});
+  Value* y = cast_value(c, c.emit(OpKind::Equal, {arg, pos}), x->dtype);
   c.set_output(0, coerce ? c.reshape_to(y, s) : y);
 }
 

@@ -700,11 +700,8 @@ void one_hot(NodeCtx& c) {
   }
   const DType dt = depth->dtype;
   if (!depth->shape.empty()) depth = c.reshape_to(depth, {});
-  auto cast = [&](Value* v, DType to) {
-    return v->dtype == to ? v : c.emit(OpKind::Cast, {v}, {{"to", std::string(dtype_name(to))}});
-  };
-  if (is_float(idx->dtype)) idx = cast(idx, DType::i64);
-  idx = cast(idx, dt);
+  if (is_float(idx->dtype)) idx = cast_value(c, idx, DType::i64);
+  idx = cast_value(c, idx, dt);
   idx = c.emit(OpKind::Where, {c.emit(OpKind::Less, {idx, c.scalar(0, dt)}),
                                c.emit(OpKind::Add, {idx, depth}), idx});
   const Shape s = idx->shape;

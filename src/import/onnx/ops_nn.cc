@@ -332,7 +332,7 @@ Value* per_channel(NodeCtx& c, int i, const Value* x, const std::string& what) {
   }
   if (p->dtype != x->dtype) {
     if (!is_float(p->dtype)) c.invalid(what + " must be float");
-    p = c.emit(OpKind::Cast, {p}, {{"to", std::string(dtype_name(x->dtype))}});
+    p = cast_value(c, p, x->dtype);
   }
   Shape s{x->shape[1]};
   for (size_t k = 2; k < x->shape.size(); k++) s.push_back(Dim(1));

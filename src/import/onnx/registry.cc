@@ -63,6 +63,11 @@ void require_float(NodeCtx& c, int input) {
 
 Value* binary(NodeCtx& c, OpKind k, Value* a, Value* b) { return c.emit(k, {a, b}); }
 
+Value* cast_value(NodeCtx& c, Value* v, DType to) {
+  if (v->dtype == to) return v;
+  return c.emit(OpKind::Cast, {v}, {{"to", std::string(dtype_name(to))}});
+}
+
 Value* slice_axis(NodeCtx& c, Value* x, int64_t axis, int64_t start, int64_t end) {
   return c.emit(OpKind::Slice, {x},
                 {{"starts", std::vector<int64_t>{start}},
