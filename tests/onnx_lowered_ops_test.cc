@@ -175,9 +175,12 @@ TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
             .input("var", kFloat, {3})
             .attr("training_mode", 1)
             .output("y", kFloat)
+            .output("m", kFloat)
+            .output("v", kFloat)
+            .output("saved_mean", kFloat)
             .import();
       },
-      {"node0", "BatchNormalization", "training_mode = 1"}));
+      {"node0", "BatchNormalization", "output 3 (the saved statistics of opsets before 14)"}));
   EXPECT_TRUE(throws_with(
       [] {
         OneNode("BatchNormalization", 15)

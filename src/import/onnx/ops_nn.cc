@@ -339,26 +339,49 @@ Value* per_channel(NodeCtx& c, int i, const Value* x, const std::string& what) {
   return s == p->shape ? p : c.reshape_to(p, s);
 }
 
-// BatchNormalization in inference form: (x - mean) * scale / sqrt(var + epsilon) + bias, per
-// channel (elementwise ops, which fuse). Training mode (batch statistics, running-mean outputs) is
-// unsupported.
+// BatchNormalization: (x - mean) * scale / sqrt(var + epsilon) + bias per channel (elementwise
+// ops, which fuse). Inference uses the given mean and variance; training mode the batch's, over
+// every axis but the channels (the population variance, as ONNX's reference), and outputs the
+// running statistics updated by momentum: given * momentum + batch * (1 - momentum).
 void batch_norm(NodeCtx& c) {
   require_float(c, 0);
-  if (c.attr_int("training_mode", 0) != 0) {
-    c.unsupported("training_mode = 1 (only the inference form, with the given mean and variance)");
-  }
+  const bool training = c.attr_int("training_mode", 0) != 0;
   if (c.opset() < 9 && c.attr_int("spatial", 1) != 1) c.unsupported("spatial = 0");
-  c.attr_float("momentum", 0.9);  // only updates the running statistics of training mode
-  for (int i = 1; i < c.num_outputs(); i++) {
-    if (c.output_used(i)) c.unsupported("output " + std::to_string(i) + " (training mode's)");
+  const double momentum = c.attr_float("momentum", 0.9);
+  for (int i = training ? 3 : 1; i < c.num_outputs(); i++) {
+    if (c.output_used(i)) {
+      c.unsupported(
+          "output " + std::to_string(i) +
+          (training ? " (the saved statistics of opsets before 14)" : " (training mode's)"));
+    }
   }
   Value* x = c.value(0);
-  if (x->shape.size() < 2) c.invalid("X must be [N, C, ...] (rank >= 2)");
+  const size_t r = x->shape.size();
+  if (r < 2) c.invalid("X must be [N, C, ...] (rank >= 2)");
   const double eps = c.attr_float("epsilon", 1e-5);
   Value* scale = per_channel(c, 1, x, "scale");
   Value* bias = per_channel(c, 2, x, "B");
   Value* mean = per_channel(c, 3, x, "input_mean");
   Value* var = per_channel(c, 4, x, "input_var");
+  if (training) {
+    std::vector<int64_t> axes{0};
+    for (size_t i = 2; i < r; i++) axes.push_back(int64_t(i));
+    Value* bmean = reduce_axes(c, Red::Mean, x, axes, true);  // [1, C, 1, ...]
+    Value* dev = c.emit(OpKind::Sub, {x, bmean});
+    Value* bvar = reduce_axes(c, Red::Mean, c.emit(OpKind::Mul, {dev, dev}), axes, true);
+    auto running = [&](int out, Value* given, Value* batch) {
+      if (!c.output_used(out)) return;
+      Value* b = c.reshape_to(batch, {x->shape[1]});
+      Value* g = c.reshape_to(given, {x->shape[1]});
+      c.set_output(
+          out, c.emit(OpKind::Add, {c.emit(OpKind::Mul, {g, scalar_like(c, momentum, g)}),
+                                    c.emit(OpKind::Mul, {b, scalar_like(c, 1 - momentum, b)})}));
+    };
+    running(1, mean, bmean);
+    running(2, var, bvar);
+    mean = bmean;
+    var = bvar;
+  }
   Value* inv = c.emit(OpKind::Rsqrt, {c.emit(OpKind::Add, {var, scalar_like(c, eps, var)})});
   Value* y =
       c.emit(OpKind::Mul, {c.emit(OpKind::Sub, {x, mean}), c.emit(OpKind::Mul, {scale, inv})});
