@@ -223,6 +223,16 @@ TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
       {"node0", "OneHot", "values must be [off_value, on_value], got the shape [3]"}));
   EXPECT_TRUE(throws_with(
       [] {
+        OneNode("ReverseSequence", 10)
+            .input("x", kFloat, {4, 3})
+            .input("lens", kInt64, {4})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "ReverseSequence",
+       "sequence_lens must be int64 [3] (one per batch entry), got [4]"}));
+  EXPECT_TRUE(throws_with(
+      [] {
         OneNode("LRN", 13)
             .input("x", kFloat, {1, 4, 3})
             .attr("size", 0)

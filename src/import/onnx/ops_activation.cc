@@ -140,9 +140,7 @@ void hardmax(NodeCtx& c) {
   // The positions 0..len-1 along the axis, 1s after it, so they broadcast against ArgMax's result.
   Sizes pos_sizes{len.value()};
   for (size_t i = size_t(axis) + 1; i < v->shape.size(); i++) pos_sizes.push_back(1);
-  std::vector<float> iota(size_t(len.value()));
-  for (size_t i = 0; i < iota.size(); i++) iota[i] = float(i);
-  Value* pos = c.constant(Tensor::from_floats(DType::i64, pos_sizes, iota));
+  Value* pos = positions(c, pos_sizes);
   Value* arg = c.emit(OpKind::ArgMax, {v}, {{"axis", axis}, {"keepdims", int64_t(1)}});
   Value* y = cast_value(c, c.emit(OpKind::Equal, {arg, pos}), x->dtype);
   c.set_output(0, coerce ? c.reshape_to(y, s) : y);

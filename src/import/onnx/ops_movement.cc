@@ -716,7 +716,43 @@ void one_hot(NodeCtx& c) {
                          {hit, slice_axis(c, values, 0, 1, 2), slice_axis(c, values, 0, 0, 1)}));
 }
 
+// ReverseSequence(x, sequence_lens): each batch entry's first len elements along the time axis
+// reversed: GatherElements along time with index len - 1 - t below len, t from there on, the
+// index broadcast over the other axes. The lengths may arrive at run time.
+void reverse_sequence(NodeCtx& c) {
+  Value* x = c.value(0);
+  Value* lens = c.value(1);
+  const Shape s = x->shape;
+  const int64_t r = int64_t(s.size());
+  if (r < 2) c.invalid("input must have rank >= 2, got " + shape_str(s));
+  const int64_t bax = c.norm_axis(c.attr_int("batch_axis", 1), r, "batch_axis");
+  const int64_t tax = c.norm_axis(c.attr_int("time_axis", 0), r, "time_axis");
+  if (bax == tax) c.invalid("batch_axis and time_axis are both " + std::to_string(bax));
+  if (lens->dtype != DType::i64 || lens->shape.size() != 1 || lens->shape[0] != s[size_t(bax)]) {
+    c.invalid("sequence_lens must be int64 [" + s[size_t(bax)].str() +
+              "] (one per batch entry), got " + shape_str(lens->shape) + " " +
+              std::string(dtype_name(lens->dtype)));
+  }
+  std::vector<int64_t> expand;
+  for (const Dim& d : s) {
+    if (!d.is_static()) c.needs_static({d}, "reversing sequences of a symbolic size");
+    expand.push_back(d.value());
+  }
+  const int64_t T = s[size_t(tax)].value();
+  Sizes t_sizes(size_t(r), 1);
+  t_sizes[size_t(tax)] = T;
+  Value* t = positions(c, t_sizes);
+  Shape l_shape(size_t(r), Dim(1));
+  l_shape[size_t(bax)] = s[size_t(bax)];
+  Value* len = c.reshape_to(lens, l_shape);
+  Value* rev = c.emit(OpKind::Sub, {c.emit(OpKind::Sub, {len, c.scalar(1, DType::i64)}), t});
+  Value* idx = c.emit(OpKind::Where, {c.emit(OpKind::Less, {t, len}), rev, t});
+  idx = c.emit(OpKind::Expand, {idx}, {{"shape", expand}});
+  c.set_output(0, c.emit(OpKind::GatherElements, {x, idx}, {{"axis", tax}}));
+}
+
 void add_movement_ops(ConverterMap& m) {
+  m["ReverseSequence"] = reverse_sequence;
   m["DepthToSpace"] = depth_space<true>;
   m["SpaceToDepth"] = depth_space<false>;
   m["OneHot"] = one_hot;

@@ -68,6 +68,12 @@ Value* cast_value(NodeCtx& c, Value* v, DType to) {
   return c.emit(OpKind::Cast, {v}, {{"to", std::string(dtype_name(to))}});
 }
 
+Value* positions(NodeCtx& c, const Sizes& sizes) {
+  Tensor t(DType::i64, sizes);
+  for (int64_t i = 0; i < t.numel(); i++) t.data_as<int64_t>()[i] = i;
+  return c.constant(t);
+}
+
 Value* slice_axis(NodeCtx& c, Value* x, int64_t axis, int64_t start, int64_t end) {
   return c.emit(OpKind::Slice, {x},
                 {{"starts", std::vector<int64_t>{start}},
