@@ -233,6 +233,16 @@ TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
        "sequence_lens must be int64 [3] (one per batch entry), got [4]"}));
   EXPECT_TRUE(throws_with(
       [] {
+        OneNode("MaxUnpool", 11)
+            .input("x", kFloat, {1, 1, 2, 2})
+            .input("i", kFloat, {1, 1, 2, 2})
+            .attr("kernel_shape", std::vector<int64_t>{2, 2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "MaxUnpool", "indices must be int64 of X's shape [1,1,2,2], got [1,1,2,2] f32"}));
+  EXPECT_TRUE(throws_with(
+      [] {
         OneNode("LRN", 13)
             .input("x", kFloat, {1, 4, 3})
             .attr("size", 0)

@@ -181,6 +181,57 @@ void pool(NodeCtx& c) {
   c.set_output(0, c.emit(K, {c.value(0)}, a));
 }
 
+// MaxUnpool(x, indices, output_shape?): zeros with each x value at its index, which MaxPool's
+// Indices give flat over the whole output of the default shape [N, C, (in - 1) s - pads + k ...]:
+// a ScatterElements into flattened zeros. A larger output_shape (at run time too) pads the
+// result at the end of each axis, as ONNX's reference places the values by their coordinates.
+void max_unpool(NodeCtx& c) {
+  require_float(c, 0);
+  Value* x = c.value(0);
+  Value* idx = c.value(1);
+  const Shape s = x->shape;
+  if (idx->dtype != DType::i64 || idx->shape != s) {
+    c.invalid("indices must be int64 of X's shape " + shape_str(s) + ", got " +
+              shape_str(idx->shape) + " " + std::string(dtype_name(idx->dtype)));
+  }
+  if (s.size() < 3) c.invalid("X must be [N, C, spatial...] (rank >= 3)");
+  const size_t sp = s.size() - 2;
+  const std::vector<int64_t> k = c.attr_ints("kernel_shape");
+  const std::vector<int64_t> st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  const std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  if (k.size() != sp || st.size() != sp || pads.size() != 2 * sp) {
+    c.invalid("kernel_shape, strides and pads must give 1, 1 and 2 values per spatial axis");
+  }
+  Sizes out;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (!s[i].is_static()) c.needs_static({s[i]}, "unpooling a symbolic size");
+    const size_t a = i - 2;
+    out.push_back(i < 2 ? s[i].value()
+                        : (s[i].value() - 1) * st[a] - pads[a] - pads[sp + a] + k[a]);
+  }
+  const Attrs flat{{"shape", std::vector<int64_t>{-1}}};
+  Value* y = c.emit(OpKind::ScatterElements,
+                    {c.constant(Tensor::zeros(x->dtype, {numel(out)})),
+                     c.emit(OpKind::Reshape, {idx}, flat), c.emit(OpKind::Reshape, {x}, flat)},
+                    {{"axis", int64_t(0)}, {"reduction", std::string("none")}});
+  y = c.reshape_to(y, to_shape(out));
+  if (c.has_input(2)) {
+    Value* shape = c.value(2);
+    const int64_t r = int64_t(s.size());
+    if (shape->dtype != DType::i64 || shape->shape.size() != 1 || shape->shape[0] != Dim(r)) {
+      c.invalid("output_shape must be int64 [" + std::to_string(r) + "]");
+    }
+    // pads: 0 before each axis, output_shape - default after it
+    std::vector<float> dflt(out.begin(), out.end());
+    Value* ends =
+        c.emit(OpKind::Sub, {shape, c.constant(Tensor::from_floats(DType::i64, {r}, dflt))});
+    Value* begins = c.constant(Tensor::zeros(DType::i64, {r}));
+    Value* p = c.emit(OpKind::Concat, {begins, ends}, {{"axis", int64_t(0)}});
+    y = c.emit(OpKind::Pad, {y, c.scalar(0, x->dtype), p}, {{"mode", std::string("constant")}});
+  }
+  c.set_output(0, y);
+}
+
 // GlobalMaxPool and GlobalAveragePool: ReduceMax and ReduceMean over the spatial axes, kept.
 template <OpKind K>
 void global_pool(NodeCtx& c) {
@@ -489,6 +540,7 @@ void add_nn_ops(ConverterMap& m) {
   m["LRN"] = lrn;
   m["MeanVarianceNormalization"] = mvn;
   m["MaxPool"] = pool<OpKind::MaxPool>;
+  m["MaxUnpool"] = max_unpool;
   m["AveragePool"] = pool<OpKind::AveragePool>;
   m["GlobalMaxPool"] = global_pool<OpKind::ReduceMax>;
   m["GlobalAveragePool"] = global_pool<OpKind::ReduceMean>;
