@@ -13,7 +13,8 @@
 
 namespace ubfuse::testing {
 
-// A model of one node: inputs (a dim of -1 is the symbol "N"), int64 initializers, attributes.
+// A model of one node: inputs (a dim of -1 is the symbol "N"), initializers (int64, or 8-bit,
+// int and float ones in typed or raw data), attributes.
 class OneNode {
  public:
   OneNode(const std::string& op, int64_t opset) {
@@ -52,6 +53,29 @@ class OneNode {
     t->set_data_type(onnx::TensorProto::INT64);
     for (int64_t d : dims) t->add_dims(d);
     for (int64_t x : v) t->add_int64_data(x);
+    return *this;
+  }
+  // An initializer in int32_data (8-bit and int types) or float_data; raw: in raw_data.
+  OneNode& init(const std::string& name, int elem, const std::vector<int64_t>& dims,
+                const std::vector<float>& v, bool raw = false) {
+    n_->add_input(name);
+    auto* t = g_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(elem);
+    for (int64_t d : dims) t->add_dims(d);
+    if (raw) {
+      std::string bytes;
+      for (float x : v) bytes.push_back(char(int(x)));
+      t->set_raw_data(bytes);
+    } else if (elem == onnx::TensorProto::FLOAT) {
+      for (float x : v) t->add_float_data(x);
+    } else {
+      for (float x : v) t->add_int32_data(int32_t(x));
+    }
+    return *this;
+  }
+  OneNode& skip() {
+    n_->add_input("");
     return *this;
   }
   OneNode& attr(const std::string& name, int64_t v) {
