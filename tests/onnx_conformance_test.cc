@@ -248,7 +248,7 @@ void write_doc(const std::string& path, const std::vector<Record>& records) {
        "cosines of a Range over the size (given at run time too), ReverseSequence -> "
        "GatherElements along the time axis with indices from the lengths, MaxUnpool -> "
        "ScatterElements into flattened zeros, padded at the end to output_shape (given at run "
-       "time too). "
+       "time too), Det (up to 3x3) -> its cofactor expansion. "
        "Decomposed LayerNorm/RMSNorm/GELU/SiLU/Softmax and RoPE's "
        "rotate_half (Slice, Neg, Slice, Concat) are recovered by the canonicalize pass, not "
        "here.\n"

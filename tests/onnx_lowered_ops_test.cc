@@ -146,6 +146,24 @@ TEST(OnnxLoweredOps, OneHotDepthAtRunTime) {
   }
 }
 
+TEST(OnnxLoweredOps, DetOfOneToThreeByThree) {
+  Graph g3 = OneNode("Det", 11).input("x", kFloat, {2, 3, 3}).output("y", kFloat).import();
+  Tensor x3 = Tensor::from_floats(f32, {2, 3, 3},
+                                  {2, -3, 1, 2, 0, -1, 1, 4, 5,  // 2 * 4 + 3 * 11 + 8 = 49
+                                   2, 0, 0, 0, 2, 0, 0, 0, 2});
+  Graph g1 = OneNode("Det", 11).input("x", kFloat, {1, 1}).output("y", kFloat).import();
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    expect_near_all(compile(g3, o).run({{"x", x3}}).at("y"), {49, 8}, {2});
+    expect_near_all(compile(g1, o).run({{"x", Tensor::from_floats(f32, {1, 1}, {-7})}}).at("y"),
+                    {-7}, {});
+  }
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("Det", 11).input("x", kFloat, {4, 4}).output("y", kFloat).import();
+      },
+      {"node0", "Det", "4x4 matrices (1x1 to 3x3 are supported)"}));
+}
+
 TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(throws_with(
       [] {

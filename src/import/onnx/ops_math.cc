@@ -337,9 +337,47 @@ void window(NodeCtx& c) {
   c.set_output(0, cast_value(c, y, out));
 }
 
+// Det of [..., M, M] for M up to 3, by its cofactor expansion over the matrix's elements (Slices):
+// exact arithmetic on a handful of products, where a factorization would bring pivoting.
+void det(NodeCtx& c) {
+  require_float(c, 0);
+  Value* x = c.value(0);
+  const Shape s = x->shape;
+  const size_t r = s.size();
+  if (r < 2 || s[r - 1] != s[r - 2] || !s[r - 1].is_static()) {
+    c.invalid("X must be [..., M, M] with a fixed M, got " + shape_str(s));
+  }
+  const int64_t m = s[r - 1].value();
+  if (m < 1 || m > 3) {
+    c.unsupported("Det of " + std::to_string(m) + "x" + std::to_string(m) +
+                  " matrices (1x1 to 3x3 are supported)");
+  }
+  const int64_t rows = int64_t(r) - 2, cols = int64_t(r) - 1;
+  auto e = [&](int64_t i, int64_t j) {
+    return slice_axis(c, slice_axis(c, x, rows, i, i + 1), cols, j, j + 1);
+  };
+  auto mul = [&](Value* a, Value* b) { return c.emit(OpKind::Mul, {a, b}); };
+  auto minor2 = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {  // a d - b c
+    return c.emit(OpKind::Sub, {mul(e(i0, j0), e(i1, j1)), mul(e(i0, j1), e(i1, j0))});
+  };
+  Value* d = nullptr;
+  if (m == 1) {
+    d = x;
+  } else if (m == 2) {
+    d = minor2(0, 1, 0, 1);
+  } else {
+    d = c.emit(
+        OpKind::Add,
+        {c.emit(OpKind::Sub, {mul(e(0, 0), minor2(1, 2, 1, 2)), mul(e(0, 1), minor2(1, 2, 0, 2))}),
+         mul(e(0, 2), minor2(1, 2, 0, 1))});
+  }
+  c.set_output(0, c.reshape_to(d, Shape(s.begin(), s.end() - 2)));
+}
+
 }  // namespace
 
 void add_math_ops(ConverterMap& m) {
+  m["Det"] = det;
   m["HannWindow"] = window<0>;
   m["HammingWindow"] = window<1>;
   m["BlackmanWindow"] = window<2>;
