@@ -1,87 +1,14 @@
 // ONNX import of the index and scan ops through one-node models built here with ONNX's protobuf
 // classes: what the backend node tests cannot reach (their CumSum tests are all float64, which
 // ubfuse does not have) and the errors a converter gives.
-#define ONNX_ML 1
-#define ONNX_NAMESPACE onnx
-#include <onnx/onnx_pb.h>
-
+#include "onnx_one_node.h"
 #include "test_util.h"
-#include "ubfuse/onnx.h"
 
 namespace ubfuse {
 namespace {
 
+using testing::OneNode;
 using testing::throws_with;
-
-// A model of one node: inputs (a dim of -1 is the symbol "N"), int64 initializers, attributes.
-class OneNode {
- public:
-  OneNode(const std::string& op, int64_t opset) {
-    m_.set_ir_version(8);
-    auto* o = m_.add_opset_import();
-    o->set_domain("");
-    o->set_version(opset);
-    g_ = m_.mutable_graph();
-    g_->set_name("g");
-    n_ = g_->add_node();
-    n_->set_op_type(op);
-    n_->set_name("node0");
-  }
-  OneNode& input(const std::string& name, int elem, const std::vector<int64_t>& dims) {
-    n_->add_input(name);
-    auto* t = g_->add_input();
-    t->set_name(name);
-    auto* tt = t->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(elem);
-    auto* s = tt->mutable_shape();
-    for (int64_t d : dims) {
-      auto* dim = s->add_dim();
-      if (d < 0) {
-        dim->set_dim_param("N");
-      } else {
-        dim->set_dim_value(d);
-      }
-    }
-    return *this;
-  }
-  OneNode& ints(const std::string& name, const std::vector<int64_t>& dims,
-                const std::vector<int64_t>& v) {
-    n_->add_input(name);
-    auto* t = g_->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT64);
-    for (int64_t d : dims) t->add_dims(d);
-    for (int64_t x : v) t->add_int64_data(x);
-    return *this;
-  }
-  OneNode& attr(const std::string& name, int64_t v) {
-    auto* a = n_->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(v);
-    return *this;
-  }
-  OneNode& attr(const std::string& name, const std::string& v) {
-    auto* a = n_->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::STRING);
-    a->set_s(v);
-    return *this;
-  }
-  OneNode& output(const std::string& name, int elem) {
-    n_->add_output(name);
-    auto* t = g_->add_output();
-    t->set_name(name);
-    t->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
-    return *this;
-  }
-  Graph import() const { return import_onnx_from_bytes(m_.SerializeAsString()); }
-
- private:
-  onnx::ModelProto m_;
-  onnx::GraphProto* g_;
-  onnx::NodeProto* n_;
-};
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 constexpr int kInt32 = onnx::TensorProto::INT32;

@@ -50,6 +50,26 @@ std::vector<OpCase> op_conformance_cases() {
          return b.add(b.sin(x), b.cos(x));
        },
        -5000, 5000},
+      un(OpKind::Tan, -1.5, 1.5),
+      un(OpKind::Asin, -1, 1),
+      un(OpKind::Acos, -1, 1),
+      un(OpKind::Atan, -4, 4),
+      un(OpKind::Sinh, -6, 6),
+      un(OpKind::Cosh, -6, 6),
+      un(OpKind::Asinh, -6, 6),
+      un(OpKind::Acosh, 1, 8),
+      un(OpKind::Atanh, -0.99, 0.99),
+      // Past |x| = 9 sinh and cosh take e^|x| / 2, finite up to their own overflow (f32: ~89.4).
+      {"SinhLarge", [](GraphBuilder& b, DType t, const Sizes& s) { return b.sinh(in(b, "x", t, s)); },
+       -89, 89},
+      {"CoshLarge", [](GraphBuilder& b, DType t, const Sizes& s) { return b.cosh(in(b, "x", t, s)); },
+       -89, 89},
+      {"AtanAsinhLarge",  // 1 / x of tiny x: atan near +-pi/2, asinh through its log(2x) branch
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         auto r = b.reciprocal(in(b, "x", t, s));
+         return b.add(b.atan(r), b.asinh(r));
+       },
+       -0.01, 0.01},
       un(OpKind::Floor, -4, 4),
       un(OpKind::Ceil, -4, 4),
       un(OpKind::Round, -4, 4),
@@ -134,6 +154,17 @@ std::vector<OpCase> op_conformance_cases() {
                               const Sizes& s) { return b.reduce_mean(in(b, "x", t, s), false); }},
       {"ReduceMax",
        [](GraphBuilder& b, DType t, const Sizes& s) { return b.reduce_max(in(b, "x", t, s)); }},
+      // Products of values near 1, so long rows neither vanish nor overflow.
+      {"ReduceProd",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.op(OpKind::ReduceProd, {in(b, "x", t, s)}, {{"keepdims", int64_t(1)}});
+       },
+       0.8, 1.22},
+      {"ReduceProdNoKeep",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.op(OpKind::ReduceProd, {in(b, "x", t, s)}, {{"keepdims", int64_t(0)}});
+       },
+       -1.2, 1.2},
       {"MatMul",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          return b.matmul(in(b, "a", t, s), in(b, "w", t, {s.back(), 5}));
@@ -208,6 +239,64 @@ std::vector<OpCase> op_conformance_cases() {
          o.auto_pad = "VALID";
          Tensor w = Tensor::random(t, {5, 3, 1}, 7, -1, 1);
          return b.conv(in(b, "x", t, {1, 3, s.back()}), b.constant(w), nullptr, o);
+       }},
+      // Pooling: N from the shape's first dim (rank 3 and up), W its last, H the one before.
+      {"MaxPool2dPadsStridesDilations",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t n = s.size() > 2 ? s[0] : 1, h = s.size() > 1 ? s[s.size() - 2] : 1;
+         return b.op(OpKind::MaxPool, {in(b, "x", t, {n, 2, h, s.back()})},
+                     {{"kernel_shape", std::vector<int64_t>{2, 3}},
+                      {"strides", std::vector<int64_t>{2, 1}},
+                      {"dilations", std::vector<int64_t>{1, 2}},
+                      {"pads", std::vector<int64_t>{1, 2, 1, 2}}});
+       }},
+      {"MaxPool1dCeilIndices",  // values and flat indices; ceil_mode drops a window of pads
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t n = s.size() > 1 ? s[0] : 1;
+         auto vi = b.op_outputs(OpKind::MaxPool, {in(b, "x", t, {n, 3, s.back()})},
+                                {{"kernel_shape", std::vector<int64_t>{2}},
+                                 {"strides", std::vector<int64_t>{2}},
+                                 {"pads", std::vector<int64_t>{1, 1}},
+                                 {"ceil_mode", int64_t(1)}},
+                                2);
+         return b.add(vi[0], b.mul(b.cast(vi[1], t), 0.001));
+       }},
+      {"MaxPool3dSameLowerColumnMajorIndices",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t d = s.size() > 2 ? s[0] : 1, h = s.size() > 1 ? s[s.size() - 2] : 1;
+         auto vi = b.op_outputs(OpKind::MaxPool, {in(b, "x", t, {1, 2, d, h, s.back()})},
+                                {{"kernel_shape", std::vector<int64_t>{2, 1, 3}},
+                                 {"strides", std::vector<int64_t>{1, 1, 2}},
+                                 {"auto_pad", std::string("SAME_LOWER")},
+                                 {"storage_order", int64_t(1)}},
+                                2);
+         return b.add(vi[0], b.mul(b.cast(vi[1], t), 0.001));
+       }},
+      {"AveragePool2dCeilExcludePad",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t n = s.size() > 2 ? s[0] : 1, h = s.size() > 1 ? s[s.size() - 2] : 1;
+         return b.op(OpKind::AveragePool, {in(b, "x", t, {n, 3, h, s.back()})},
+                     {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                      {"strides", std::vector<int64_t>{2, 2}},
+                      {"pads", std::vector<int64_t>{1, 1, 1, 1}},
+                      {"ceil_mode", int64_t(1)}});
+       }},
+      {"AveragePool1dSameUpperIncludePad",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         return b.op(OpKind::AveragePool, {in(b, "x", t, {2, 1, s.back()})},
+                     {{"kernel_shape", std::vector<int64_t>{4}},
+                      {"strides", std::vector<int64_t>{3}},
+                      {"auto_pad", std::string("SAME_UPPER")},
+                      {"count_include_pad", int64_t(1)}});
+       }},
+      {"AveragePool3dDilated",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t d = s.size() > 2 ? s[0] : 1, h = s.size() > 1 ? s[s.size() - 2] : 1;
+         // the dilated axis unpadded and long enough for one window
+         return b.op(OpKind::AveragePool, {in(b, "x", t, {1, 1, d, h, s.back() + 3})},
+                     {{"kernel_shape", std::vector<int64_t>{2, 2, 2}},
+                      {"dilations", std::vector<int64_t>{1, 1, 2}},
+                      {"pads", std::vector<int64_t>{1, 0, 0, 0, 1, 0}}});
        }},
       // GroupNorm: x [N, C, positions...] from the shape (N its first dim at rank 2 and up).
       {"GroupNorm",

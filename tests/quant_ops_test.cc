@@ -2,13 +2,10 @@
 // initializers and one-node models, the ops' values against ONNX's definitions (round half to even,
 // saturation), the integer products on both of their paths, fusion keeping 8-bit values out, and
 // the errors for bad zero points and scales.
-#define ONNX_ML 1
-#define ONNX_NAMESPACE onnx
-#include <onnx/onnx_pb.h>
-
 #include <cstdlib>
 
 #include "kernels/reference/reference.h"
+#include "onnx_one_node.h"
 #include "test_util.h"
 #include "ubfuse/explain.h"
 #include "ubfuse/npy.h"
@@ -358,66 +355,7 @@ TEST(Int8, FusionKeepsInt8ValuesOut) {
   EXPECT_TRUE(testing::matches_reference(g, {{"x", xv}}, testing::graph_opts()));
 }
 
-// A one-node ONNX model with 8-bit initializers (typed and raw data), inputs and outputs.
-class OneNode {
- public:
-  explicit OneNode(const std::string& op) {
-    m_.set_ir_version(8);
-    auto* o = m_.add_opset_import();
-    o->set_domain("");
-    o->set_version(13);
-    g_ = m_.mutable_graph();
-    g_->set_name("g");
-    n_ = g_->add_node();
-    n_->set_op_type(op);
-    n_->set_name("node0");
-  }
-  OneNode& input(const std::string& name, int elem, const std::vector<int64_t>& dims) {
-    n_->add_input(name);
-    auto* t = g_->add_input();
-    t->set_name(name);
-    auto* tt = t->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(elem);
-    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-    return *this;
-  }
-  // An initializer in int32_data (8-bit and int types) or float_data; raw: in raw_data.
-  OneNode& init(const std::string& name, int elem, const std::vector<int64_t>& dims,
-                const std::vector<float>& v, bool raw = false) {
-    n_->add_input(name);
-    auto* t = g_->add_initializer();
-    t->set_name(name);
-    t->set_data_type(elem);
-    for (int64_t d : dims) t->add_dims(d);
-    if (raw) {
-      std::string bytes;
-      for (float x : v) bytes.push_back(char(int(x)));
-      t->set_raw_data(bytes);
-    } else if (elem == onnx::TensorProto::FLOAT) {
-      for (float x : v) t->add_float_data(x);
-    } else {
-      for (float x : v) t->add_int32_data(int32_t(x));
-    }
-    return *this;
-  }
-  OneNode& skip() {
-    n_->add_input("");
-    return *this;
-  }
-  OneNode& output(const std::string& name, int elem) {
-    n_->add_output(name);
-    auto* t = g_->add_output();
-    t->set_name(name);
-    t->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
-    return *this;
-  }
-  Graph import() const { return import_onnx_from_bytes(m_.SerializeAsString()); }
-
- private:
-  onnx::ModelProto m_;
-  onnx::GraphProto* g_;
-  onnx::NodeProto* n_;
-};
+using testing::OneNode;
 
 constexpr int kU8 = onnx::TensorProto::UINT8;
 constexpr int kI8 = onnx::TensorProto::INT8;
@@ -426,7 +364,7 @@ constexpr int kI32 = onnx::TensorProto::INT32;
 
 TEST(Int8, OnnxMatMulIntegerWithOnlyBZeroPoint) {
   // a_zero_point absent ("") but b_zero_point given: a zero of A's dtype fills the slot.
-  Graph g = OneNode("MatMulInteger")
+  Graph g = OneNode("MatMulInteger", 13)
                 .input("a", kU8, {2, 2})
                 .init("b", kI8, {2, 2}, {-1, 2, 3, -4}, true)
                 .skip()
@@ -439,14 +377,14 @@ TEST(Int8, OnnxMatMulIntegerWithOnlyBZeroPoint) {
 }
 
 TEST(Int8, OnnxDequantizeInt8InitializerAndInt8Output) {
-  Graph g = OneNode("DequantizeLinear")
+  Graph g = OneNode("DequantizeLinear", 13)
                 .init("x", kI8, {4}, {-128, -1, 0, 127})
                 .init("s", kF32, {}, {0.5f})
                 .init("z", kI8, {}, {-1})
                 .output("y", kF32)
                 .import();
   expect_both_modes(g, {}, f32, {-63.5, 0, 0.5, 64});
-  Graph q = OneNode("QuantizeLinear")
+  Graph q = OneNode("QuantizeLinear", 13)
                 .input("x", kF32, {3})
                 .init("s", kF32, {}, {1})
                 .init("z", kI8, {}, {0})
@@ -457,7 +395,7 @@ TEST(Int8, OnnxDequantizeInt8InitializerAndInt8Output) {
 
 TEST(Int8, OnnxArithmeticOnInt8IsUnsupported) {
   try {
-    OneNode("Add").input("a", kU8, {2}).input("b", kU8, {2}).output("y", kU8).import();
+    OneNode("Add", 13).input("a", kU8, {2}).input("b", kU8, {2}).output("y", kU8).import();
     FAIL() << "expected OnnxUnsupportedError";
   } catch (const OnnxUnsupportedError& e) {
     const std::string msg = e.what();

@@ -115,6 +115,8 @@ class GraphBuilder {
 
   // Generic form used by importers: any op with attributes.
   V op(OpKind kind, std::vector<V> inputs, Attrs attrs = {}, const std::string& name = "");
+  // The same for an op of several outputs (MaxPool's values and indices); returns them all.
+  std::vector<V> op_outputs(OpKind kind, std::vector<V> inputs, Attrs attrs, int outputs);
   // Names the most recently added node (names must be unique).
   void name_last(const std::string& name);
 

@@ -377,6 +377,9 @@ class Lowerer {
         break;
       case OpKind::MatMul:  // the group's MatMul is read as an input (run())
       case OpKind::Conv:    // as MatMul
+      case OpKind::MaxPool:
+      case OpKind::AveragePool:
+      case OpKind::ReduceProd:
       case OpKind::Gather:
       case OpKind::GatherElements:
       case OpKind::ArgMax:

@@ -40,6 +40,13 @@ GraphBuilder::V GraphBuilder::op(OpKind kind, std::vector<V> inputs, Attrs attrs
   return finish(graph_->add_node(kind, std::move(inputs), std::move(attrs), name));
 }
 
+std::vector<GraphBuilder::V> GraphBuilder::op_outputs(OpKind kind, std::vector<V> inputs,
+                                                      Attrs attrs, int outputs) {
+  Node* n = graph_->add_node(kind, std::move(inputs), std::move(attrs), "", outputs);
+  finish(n);
+  return n->outputs;
+}
+
 GraphBuilder::V GraphBuilder::finish(Node* n) {
   try {
     infer_node(*n);

@@ -803,6 +803,7 @@ void infer_node_op(Node& n) {
     case OpKind::ReduceSum:
     case OpKind::ReduceMean:
     case OpKind::ReduceMax:
+    case OpKind::ReduceProd:
       infer_reduce(n);
       return;
     case OpKind::RotateHalf:
@@ -838,6 +839,10 @@ void infer_node_op(Node& n) {
       return;
     case OpKind::Conv:
       infer_conv(n);
+      return;
+    case OpKind::MaxPool:
+    case OpKind::AveragePool:
+      infer_pool(n);
       return;
     case OpKind::GroupNorm:
       infer_group_norm(n);

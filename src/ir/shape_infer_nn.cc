@@ -32,6 +32,33 @@ std::vector<int64_t> attr_list(Node& n, const std::string& k, size_t len, int64_
   return v;
 }
 
+// A window's strides, dilations, pads and auto_pad (Conv's and the pools'), checked and written
+// back complete.
+struct Window {
+  std::vector<int64_t> strides, dilations, pads;
+  std::string auto_pad;
+};
+
+Window window_attrs(Node& n, size_t sp, const std::string& hint) {
+  Window w;
+  w.strides = attr_list(n, "strides", sp, 1, 1, hint);
+  w.dilations = attr_list(n, "dilations", sp, 1, 1, hint);
+  const bool had_pads = n.has_attr("pads");
+  w.pads = attr_list(n, "pads", 2 * sp, 0, 0, hint);
+  w.auto_pad = n.attr_str("auto_pad", "NOTSET");
+  const std::string& ap = w.auto_pad;
+  if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID") {
+    fail(n, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got \"" + ap + "\"");
+  }
+  if (ap != "NOTSET" && had_pads &&
+      std::any_of(w.pads.begin(), w.pads.end(), [](int64_t p) { return p != 0; })) {
+    fail(n, "explicit pads " + sizes_str(w.pads) + " with auto_pad " + ap,
+         "give either pads (auto_pad NOTSET) or auto_pad, not both");
+  }
+  n.attrs["auto_pad"] = ap;
+  return w;
+}
+
 }  // namespace
 
 // Conv: x [N, C, spatial...] (1 or 2 spatial axes), w [M, C/group, k...], bias [M]. The attributes
@@ -101,20 +128,9 @@ void infer_conv_geometry(Node& n, bool integer) {
              shape_str(w->shape) + ")",
          "kernel_shape is optional; when given it must equal W's trailing dims");
   }
-  const auto strides = attr_list(n, "strides", sp, 1, 1, kHint);
-  const auto dil = attr_list(n, "dilations", sp, 1, 1, kHint);
-  const bool had_pads = n.has_attr("pads");
-  const auto pads = attr_list(n, "pads", 2 * sp, 0, 0, kHint);
-  const std::string ap = n.attr_str("auto_pad", "NOTSET");
-  if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID") {
-    fail(n, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got \"" + ap + "\"");
-  }
-  if (ap != "NOTSET" && had_pads &&
-      std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p != 0; })) {
-    fail(n, "explicit pads " + sizes_str(pads) + " with auto_pad " + ap,
-         "give either pads (auto_pad NOTSET) or auto_pad, not both");
-  }
-  n.attrs["auto_pad"] = ap;
+  const Window win = window_attrs(n, sp, kHint);
+  const auto &strides = win.strides, &dil = win.dilations, &pads = win.pads;
+  const std::string& ap = win.auto_pad;
   if (n.inputs.size() > 2 && !integer) {
     const Value* b = n.inputs[2];
     require_same_dtype(n, x, b);
@@ -139,6 +155,77 @@ void infer_conv_geometry(Node& n, bool integer) {
   }
   n.out()->dtype = integer ? DType::i32 : x->dtype;
   n.out()->shape = out;
+}
+
+// MaxPool, AveragePool: x [N, C, spatial...] with 1 to 3 spatial axes, a window per output over
+// each channel. MaxPool takes floats and 8-bit integers (a max is exact in any dtype); its second
+// output, when the node has one, holds each max's flat index into x (i64).
+void infer_pool(Node& n) {
+  const Value* x = n.inputs[0];
+  const bool max = n.op == OpKind::MaxPool;
+  if (!is_float(x->dtype) && !(max && (x->dtype == DType::u8 || x->dtype == DType::i8))) {
+    fail(n,
+         "input must be f32, bf16 or f16" + std::string(max ? ", u8 or i8" : "") + ", got " +
+             std::string(dtype_name(x->dtype)),
+         "Cast the input to a float dtype");
+  }
+  if (n.outputs.size() > (max ? 2u : 1u)) {
+    fail(n, "has " + std::to_string(n.outputs.size()) + " outputs",
+         "MaxPool gives the pooled values and, optionally, their indices; AveragePool one output");
+  }
+  const size_t r = x->shape.size();
+  if (r < 3 || r > 5) {
+    fail(n, "input must be [N, C, spatial...] with 1 to 3 spatial axes, got rank " +
+                std::to_string(r));
+  }
+  const size_t sp = r - 2;
+  const std::string kHint =
+      "pooling attributes: kernel_shape >= 1, strides and dilations >= 1, pads >= 0, one per "
+      "spatial axis (pads: begins then ends)";
+  if (!n.has_attr("kernel_shape")) fail(n, "missing attribute 'kernel_shape'", kHint);
+  const auto k = attr_list(n, "kernel_shape", sp, 1, 1, kHint);
+  const Window win = window_attrs(n, sp, kHint);
+  const auto &strides = win.strides, &dil = win.dilations, &pads = win.pads;
+  const std::string& ap = win.auto_pad;
+  for (size_t i = 0; i < sp; i++) {
+    // ONNX requires pads smaller than the window; a larger pad would give windows of pads only.
+    if (pads[i] >= dil[i] * (k[i] - 1) + 1 || pads[sp + i] >= dil[i] * (k[i] - 1) + 1) {
+      fail(n,
+           "pads " + sizes_str(pads) + " reach past the window " + sizes_str(k) +
+               " along spatial axis " + std::to_string(i),
+           "each pad must be smaller than the (dilated) kernel size");
+    }
+  }
+  for (const char* flag : {"ceil_mode", "count_include_pad", "storage_order"}) {
+    const int64_t v = n.attr_int(flag, 0);
+    if (v != 0 && v != 1) fail(n, std::string(flag) + " must be 0 or 1, got " + std::to_string(v));
+    n.attrs[flag] = v;
+  }
+  const bool ceil = n.attr_int("ceil_mode", 0) != 0;
+  Shape out{x->shape[0], x->shape[1]};
+  for (size_t i = 0; i < sp; i++) {
+    const Dim& in = x->shape[2 + i];
+    std::optional<Dim> o;
+    if (in.is_static()) {
+      o = Dim(pool_axis(in.value(), k[i], strides[i], dil[i], ap, pads[i], pads[sp + i], ceil).out);
+    } else if (!ceil) {
+      o = conv_out_dim(in, k[i], strides[i], dil[i], ap, pads[i], pads[sp + i]);
+    }
+    if (o && o->is_static() && o->value() < 1) {
+      fail(n,
+           "spatial axis " + std::to_string(i) + " of length " + in.str() +
+               " gives no output: the window spans " + std::to_string(dil[i] * (k[i] - 1) + 1) +
+               " (size " + std::to_string(k[i]) + ", dilation " + std::to_string(dil[i]) + ")",
+           "pad the input or use a smaller kernel or dilation");
+    }
+    out.push_back(o ? *o : runtime_dim(n, 0, int(2 + i)));
+  }
+  n.out()->dtype = x->dtype;
+  n.out()->shape = out;
+  if (n.outputs.size() == 2) {
+    n.outputs[1]->dtype = DType::i64;
+    n.outputs[1]->shape = out;
+  }
 }
 
 // GroupNorm: x [N, C, ...]; each sample's C channels in `groups` groups, normalized over each

@@ -126,6 +126,7 @@ bool takes_int8(const Node& n, int i) {
       return false;
     case OpKind::MatMulInteger:
     case OpKind::ConvInteger:
+    case OpKind::MaxPool:  // a max moves one of its inputs
       return true;
     case OpKind::QLinearMatMul:
       return i == 0 || i == 2 || i == 3 || i == 5 || i == 7;
@@ -144,6 +145,8 @@ bool takes_int8(const Node& n, int i) {
     case OpKind::CumSum:
     case OpKind::TopK:
     case OpKind::Conv:
+    case OpKind::AveragePool:
+    case OpKind::ReduceProd:
     case OpKind::GroupNorm:
     case OpKind::Range:
     case OpKind::ConstantOfShape:

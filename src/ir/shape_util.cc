@@ -199,6 +199,17 @@ ConvAxis conv_axis(int64_t in, int64_t k, int64_t s, int64_t d, const std::strin
   return a;
 }
 
+ConvAxis pool_axis(int64_t in, int64_t k, int64_t s, int64_t d, const std::string& auto_pad,
+                   int64_t pb, int64_t pe, bool ceil_mode) {
+  ConvAxis a = conv_axis(in, k, s, d, auto_pad, pb, pe);
+  if (!ceil_mode || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return a;
+  const int64_t span = in + a.pad_begin + a.pad_end - (d * (k - 1) + 1);
+  if (span < 0) return a;
+  a.out = (span + s - 1) / s + 1;
+  if ((a.out - 1) * s >= in + a.pad_begin) a.out--;
+  return a;
+}
+
 std::optional<Dim> conv_out_dim(const Dim& in, int64_t k, int64_t s, int64_t d,
                                 const std::string& auto_pad, int64_t pb, int64_t pe) {
   if (in.is_static()) return Dim(conv_axis(in.value(), k, s, d, auto_pad, pb, pe).out);

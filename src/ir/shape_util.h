@@ -44,6 +44,11 @@ ConvAxis conv_axis(int64_t in, int64_t k, int64_t s, int64_t d, const std::strin
 // else nullopt, and the dim is the plan's to know.
 std::optional<Dim> conv_out_dim(const Dim& in, int64_t k, int64_t s, int64_t d,
                                 const std::string& auto_pad, int64_t pb, int64_t pe);
+// A pooling window's axis: conv_axis, and with ceil_mode (auto_pad NOTSET or VALID) the output
+// rounded up to take a last, partial window, less one that would start past the input and its
+// begin pad (ONNX's and PyTorch's rule).
+ConvAxis pool_axis(int64_t in, int64_t k, int64_t s, int64_t d, const std::string& auto_pad,
+                   int64_t pb, int64_t pe, bool ceil_mode);
 
 // ONNX Pad's modes, and the input index output index o - pad_begin (i) reads along an axis of
 // length n: -1 where constant mode fills; reflect mirrors about the end elements, repeatedly past

@@ -55,6 +55,9 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::ScatterND:
     case OpKind::ScatterElements:
     case OpKind::Conv:
+    case OpKind::MaxPool:
+    case OpKind::AveragePool:
+    case OpKind::ReduceProd:
     case OpKind::GroupNorm:
     case OpKind::QuantizeLinear:
     case OpKind::DequantizeLinear:

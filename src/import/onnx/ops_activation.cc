@@ -108,7 +108,47 @@ void thresholded_relu(NodeCtx& c) {
 
 }  // namespace
 
+// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+void shrink(NodeCtx& c) {
+  E e{c};
+  Value* x = in0(c);
+  const double l = c.attr_float("lambd", 0.5), b = c.attr_float("bias", 0.0);
+  Value* inner = e.where(e.greater(x, e.k(l, x)), e.sub(x, e.k(b, x)), e.k(0, x));
+  c.set_output(0, e.where(e.less(x, e.k(-l, x)), e.add(x, e.k(b, x)), inner));
+}
+
+// Hardmax: 1 at the first maximum along the axis, 0 elsewhere: ArgMax compared with the axis'
+// positions. Before opset 13 the input is viewed as 2-D [before axis, from axis on].
+void hardmax(NodeCtx& c) {
+  Value* x = in0(c);
+  const Shape s = x->shape;
+  const int64_t r = int64_t(s.size());
+  if (r == 0) c.invalid("X must have rank >= 1");
+  const bool coerce = c.opset() < 13;
+  int64_t axis = c.norm_axis(c.attr_int("axis", coerce ? 1 : -1), r, "axis");
+  Value* v = x;
+  if (coerce) {
+    Dim rows(int64_t(1)), cols(int64_t(1));
+    for (int64_t i = 0; i < r; i++) {
+      (i < axis ? rows : cols) = Dim::mul(i < axis ? rows : cols, s[size_t(i)]);
+    }
+    v = c.reshape_to(x, {rows, cols});
+    axis = 1;
+  }
+  const Dim& len = v->shape[size_t(axis)];
+  if (!len.is_static()) c.needs_static({len}, "marking the maximum along a symbolic axis");
+  // The positions 0..len-1 along the axis, 1s after it, so they broadcast against ArgMax's result.
+  Sizes pos_sizes{len.value()};
+  for (size_t i = size_t(axis) + 1; i < v->shape.size(); i++) pos_sizes.push_back(1);
+  Value* pos = positions(c, pos_sizes);
+  Value* arg = c.emit(OpKind::ArgMax, {v}, {{"axis", axis}, {"keepdims", int64_t(1)}});
+  Value* y = cast_value(c, c.emit(OpKind::Equal, {arg, pos}), x->dtype);
+  c.set_output(0, coerce ? c.reshape_to(y, s) : y);
+}
+
 void add_activation_ops(ConverterMap& m) {
+  m["Shrink"] = shrink;
+  m["Hardmax"] = hardmax;
   m["LeakyRelu"] = leaky_relu;
   m["PRelu"] = prelu;
   m["Elu"] = elu;

@@ -3,6 +3,7 @@
 // The unary math ops that import 1:1 need no converter here (ops.def's Onnx column Direct,
 // registry.cc).
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -225,11 +226,6 @@ std::optional<double> scalar_exponent(NodeCtx& c) {
   return v;
 }
 
-Value* cast_value(NodeCtx& c, Value* v, DType to) {
-  if (v->dtype == to) return v;
-  return c.emit(OpKind::Cast, {v}, {{"to", std::string(dtype_name(to))}});
-}
-
 // Pow(x, y): the result has x's dtype, y may have another (ONNX's T and T1); ubfuse's PowTensor
 // takes one. Two dtypes, one of them float, compute in f32 and cast to x's: a float x rounds
 // once, as PowTensor of its own dtype does (an integer y is exact below 2^24, and larger powers
@@ -308,9 +304,83 @@ void clip(NodeCtx& c) {
   c.set_output(0, y);
 }
 
+// HannWindow, HammingWindow, BlackmanWindow(size): a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N)
+// for n < size, N = size (periodic) or size - 1, computed in f32 from a Range over the size, which
+// may arrive at run time.
+template <int kWindow>  // 0 Hann, 1 Hamming, 2 Blackman
+void window(NodeCtx& c) {
+  if (c.dtype(0) != DType::i64 && c.dtype(0) != DType::i32)
+    c.invalid("size must be int32 or int64");
+  const DType out = dtype_from_onnx(int32_t(c.attr_int("output_datatype", 1)),
+                                    c.where() + ": attribute 'output_datatype'");
+  if (!is_float(out)) c.unsupported("output_datatype " + std::string(dtype_name(out)));
+  const bool periodic = c.attr_int("periodic", 1) != 0;
+  Value* size = c.value(0);
+  if (!size->shape.empty()) size = c.reshape_to(size, {});
+  const DType it = size->dtype;
+  Value* n =
+      cast_value(c, c.emit(OpKind::Range, {c.scalar(0, it), size, c.scalar(1, it)}), DType::f32);
+  Value* len = cast_value(c, size, DType::f32);
+  if (!periodic) len = c.emit(OpKind::Sub, {len, c.scalar(1, DType::f32)});
+  Value* angle =
+      c.emit(OpKind::Mul,
+             {n, c.emit(OpKind::Div, {c.scalar(2 * 3.14159265358979323846, DType::f32), len})});
+  const double a0 = kWindow == 0 ? 0.5 : kWindow == 1 ? 25.0 / 46 : 0.42;
+  const double a1 = kWindow == 0 ? 0.5 : kWindow == 1 ? 21.0 / 46 : 0.5;
+  auto term = [&](double a, Value* v) {
+    return c.emit(OpKind::Mul, {c.scalar(a, DType::f32), c.emit(OpKind::Cos, {v})});
+  };
+  Value* y = c.emit(OpKind::Sub, {c.scalar(a0, DType::f32), term(a1, angle)});
+  if (kWindow == 2) {
+    y = c.emit(OpKind::Add, {y, term(0.08, c.emit(OpKind::Add, {angle, angle}))});
+  }
+  c.set_output(0, cast_value(c, y, out));
+}
+
+// Det of [..., M, M] for M up to 3, by its cofactor expansion over the matrix's elements (Slices):
+// exact arithmetic on a handful of products, where a factorization would bring pivoting.
+void det(NodeCtx& c) {
+  require_float(c, 0);
+  Value* x = c.value(0);
+  const Shape s = x->shape;
+  const size_t r = s.size();
+  if (r < 2 || s[r - 1] != s[r - 2] || !s[r - 1].is_static()) {
+    c.invalid("X must be [..., M, M] with a fixed M, got " + shape_str(s));
+  }
+  const int64_t m = s[r - 1].value();
+  if (m < 1 || m > 3) {
+    c.unsupported("Det of " + std::to_string(m) + "x" + std::to_string(m) +
+                  " matrices (1x1 to 3x3 are supported)");
+  }
+  const int64_t rows = int64_t(r) - 2, cols = int64_t(r) - 1;
+  auto e = [&](int64_t i, int64_t j) {
+    return slice_axis(c, slice_axis(c, x, rows, i, i + 1), cols, j, j + 1);
+  };
+  auto mul = [&](Value* a, Value* b) { return c.emit(OpKind::Mul, {a, b}); };
+  auto minor2 = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {  // a d - b c
+    return c.emit(OpKind::Sub, {mul(e(i0, j0), e(i1, j1)), mul(e(i0, j1), e(i1, j0))});
+  };
+  Value* d = nullptr;
+  if (m == 1) {
+    d = x;
+  } else if (m == 2) {
+    d = minor2(0, 1, 0, 1);
+  } else {
+    d = c.emit(
+        OpKind::Add,
+        {c.emit(OpKind::Sub, {mul(e(0, 0), minor2(1, 2, 1, 2)), mul(e(0, 1), minor2(1, 2, 0, 2))}),
+         mul(e(0, 2), minor2(1, 2, 0, 1))});
+  }
+  c.set_output(0, c.reshape_to(d, Shape(s.begin(), s.end() - 2)));
+}
+
 }  // namespace
 
 void add_math_ops(ConverterMap& m) {
+  m["Det"] = det;
+  m["HannWindow"] = window<0>;
+  m["HammingWindow"] = window<1>;
+  m["BlackmanWindow"] = window<2>;
   m["Add"] = arith<OpKind::Add>;
   m["Sub"] = arith<OpKind::Sub>;
   m["Mul"] = arith<OpKind::Mul>;

@@ -264,13 +264,7 @@ void split_runtime(NodeCtx& c, int64_t ax, Value* sizes = nullptr) {
     t.data_as<int64_t>()[0] = v;
     return c.constant(t);
   };
-  auto at = [&](int64_t i) {
-    return c.emit(OpKind::Slice, {off},
-                  {{"starts", std::vector<int64_t>{i}},
-                   {"ends", std::vector<int64_t>{i + 1}},
-                   {"axes", std::vector<int64_t>{0}},
-                   {"steps", std::vector<int64_t>{1}}});
-  };
+  auto at = [&](int64_t i) { return slice_axis(c, off, 0, i, i + 1); };
   for (int i = 0; i < c.num_outputs(); i++) {
     if (!c.output_used(i)) continue;
     c.set_output(i, c.emit(OpKind::Slice, {x, at(i), at(i + 1), one(ax), one(1)}));
@@ -669,7 +663,125 @@ void pad(NodeCtx& c) {
 
 }  // namespace
 
+// DepthToSpace (DCR: [N, b, b, C/b^2, H, W]; CRD: [N, C/b^2, b, b, H, W]) and SpaceToDepth
+// ([N, C, H/b, b, W/b, b]): a Reshape to six axes, a Transpose and a Reshape back to four.
+template <bool kToSpace>
+void depth_space(NodeCtx& c) {
+  Value* x = c.value(0);
+  const Shape s = x->shape;
+  if (s.size() != 4) c.invalid("input must be [N, C, H, W], got " + shape_str(s));
+  const int64_t b = c.attr_int("blocksize", 0);
+  if (b < 1) c.invalid("blocksize must be >= 1, got " + std::to_string(b));
+  for (size_t i = 1; i < 4; i++) {
+    if (!s[i].is_static()) c.needs_static({s[i]}, "moving blocks of a symbolic dim");
+  }
+  const int64_t C = s[1].value(), H = s[2].value(), W = s[3].value();
+  Shape six, out;
+  std::vector<int64_t> perm;
+  if (kToSpace) {
+    if (C % (b * b) != 0) {
+      c.invalid("the " + std::to_string(C) +
+                " channels do not divide by blocksize^2 = " + std::to_string(b * b));
+    }
+    const std::string mode = c.attr_str("mode", "DCR");
+    const Dim cb(C / (b * b));
+    if (mode == "DCR") {
+      six = {s[0], Dim(b), Dim(b), cb, s[2], s[3]};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else if (mode == "CRD") {
+      six = {s[0], cb, Dim(b), Dim(b), s[2], s[3]};
+      perm = {0, 1, 4, 2, 5, 3};
+    } else {
+      c.invalid("mode must be DCR or CRD, got \"" + mode + "\"");
+    }
+    out = {s[0], cb, Dim(H * b), Dim(W * b)};
+  } else {
+    if (H % b != 0 || W % b != 0) {
+      c.invalid("H " + std::to_string(H) + " and W " + std::to_string(W) +
+                " must divide by blocksize " + std::to_string(b));
+    }
+    six = {s[0], s[1], Dim(H / b), Dim(b), Dim(W / b), Dim(b)};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {s[0], Dim(C * b * b), Dim(H / b), Dim(W / b)};
+  }
+  Value* t = c.emit(OpKind::Transpose, {c.reshape_to(x, six)}, {{"perm", perm}});
+  c.set_output(0, c.reshape_to(t, out));
+}
+
+// OneHot(indices, depth, values [off, on]): on where an index (negative ones counting from
+// depth) equals the position along the new axis, off elsewhere. Positions are a Range over depth,
+// which may arrive at run time; floats among the indices are truncated as ONNX casts them.
+void one_hot(NodeCtx& c) {
+  Value* idx = c.value(0);
+  Value* depth = c.value(1);
+  Value* values = c.value(2);
+  if (c.dtype(0) == DType::boolean || c.dtype(1) == DType::boolean) {
+    c.invalid("indices and depth must be numbers");
+  }
+  if (values->shape.size() != 1 || values->shape[0] != Dim(2)) {
+    c.invalid("values must be [off_value, on_value], got the shape " + shape_str(values->shape));
+  }
+  if (!depth->shape.empty() && (depth->shape.size() != 1 || depth->shape[0] != Dim(1))) {
+    c.invalid("depth must hold one value, got the shape " + shape_str(depth->shape));
+  }
+  const DType dt = depth->dtype;
+  if (!depth->shape.empty()) depth = c.reshape_to(depth, {});
+  if (is_float(idx->dtype)) idx = cast_value(c, idx, DType::i64);
+  idx = cast_value(c, idx, dt);
+  idx = c.emit(OpKind::Where, {c.emit(OpKind::Less, {idx, c.scalar(0, dt)}),
+                               c.emit(OpKind::Add, {idx, depth}), idx});
+  const Shape s = idx->shape;
+  const int64_t r = int64_t(s.size());
+  const int64_t axis = c.norm_axis(c.attr_int("axis", -1), r + 1, "axis");
+  Value* pos = c.emit(OpKind::Range, {c.scalar(0, dt), depth, c.scalar(1, dt)});
+  Shape pos_shape{pos->shape[0]}, idx_shape = s;
+  for (int64_t i = axis; i < r; i++) pos_shape.push_back(Dim(1));
+  idx_shape.insert(idx_shape.begin() + axis, Dim(1));
+  Value* hit = c.emit(OpKind::Equal, {c.reshape_to(idx, idx_shape), c.reshape_to(pos, pos_shape)});
+  c.set_output(0, c.emit(OpKind::Where,
+                         {hit, slice_axis(c, values, 0, 1, 2), slice_axis(c, values, 0, 0, 1)}));
+}
+
+// ReverseSequence(x, sequence_lens): each batch entry's first len elements along the time axis
+// reversed: GatherElements along time with index len - 1 - t below len, t from there on, the
+// index broadcast over the other axes. The lengths may arrive at run time.
+void reverse_sequence(NodeCtx& c) {
+  Value* x = c.value(0);
+  Value* lens = c.value(1);
+  const Shape s = x->shape;
+  const int64_t r = int64_t(s.size());
+  if (r < 2) c.invalid("input must have rank >= 2, got " + shape_str(s));
+  const int64_t bax = c.norm_axis(c.attr_int("batch_axis", 1), r, "batch_axis");
+  const int64_t tax = c.norm_axis(c.attr_int("time_axis", 0), r, "time_axis");
+  if (bax == tax) c.invalid("batch_axis and time_axis are both " + std::to_string(bax));
+  if (lens->dtype != DType::i64 || lens->shape.size() != 1 || lens->shape[0] != s[size_t(bax)]) {
+    c.invalid("sequence_lens must be int64 [" + s[size_t(bax)].str() +
+              "] (one per batch entry), got " + shape_str(lens->shape) + " " +
+              std::string(dtype_name(lens->dtype)));
+  }
+  std::vector<int64_t> expand;
+  for (const Dim& d : s) {
+    if (!d.is_static()) c.needs_static({d}, "reversing sequences of a symbolic size");
+    expand.push_back(d.value());
+  }
+  const int64_t T = s[size_t(tax)].value();
+  Sizes t_sizes(size_t(r), 1);
+  t_sizes[size_t(tax)] = T;
+  Value* t = positions(c, t_sizes);
+  Shape l_shape(size_t(r), Dim(1));
+  l_shape[size_t(bax)] = s[size_t(bax)];
+  Value* len = c.reshape_to(lens, l_shape);
+  Value* rev = c.emit(OpKind::Sub, {c.emit(OpKind::Sub, {len, c.scalar(1, DType::i64)}), t});
+  Value* idx = c.emit(OpKind::Where, {c.emit(OpKind::Less, {t, len}), rev, t});
+  idx = c.emit(OpKind::Expand, {idx}, {{"shape", expand}});
+  c.set_output(0, c.emit(OpKind::GatherElements, {x, idx}, {{"axis", tax}}));
+}
+
 void add_movement_ops(ConverterMap& m) {
+  m["ReverseSequence"] = reverse_sequence;
+  m["DepthToSpace"] = depth_space<true>;
+  m["SpaceToDepth"] = depth_space<false>;
+  m["OneHot"] = one_hot;
   m["Reshape"] = reshape;
   m["Flatten"] = flatten;
   m["Squeeze"] = squeeze;

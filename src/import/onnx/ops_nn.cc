@@ -1,6 +1,7 @@
 // MatMul, Gemm (-> Transpose + MatMul + Mul + Add), Softmax / LogSoftmax over any axis (a
 // Transpose moves it last), LayerNormalization (-> LayerNorm, with its Mean / InvStdDev outputs).
 #include <algorithm>
+#include <limits>
 
 #include "import/onnx/registry.h"
 
@@ -153,6 +154,335 @@ void conv(NodeCtx& c) {
   c.set_output(0, c.emit(OpKind::Conv, in, a));
 }
 
+// MaxPool and AveragePool over 1 to 3 spatial axes; shape inference checks the attributes.
+template <OpKind K>
+void pool(NodeCtx& c) {
+  if (K == OpKind::AveragePool) require_float(c, 0);
+  const int64_t r = c.rank(0);
+  if (r < 3 || r > 5) {
+    c.unsupported("pooling over " + std::to_string(r - 2) +
+                  " spatial axes (1-D, 2-D and 3-D are supported)");
+  }
+  std::string ap = c.attr_str("auto_pad", "NOTSET");
+  if (ap.empty()) ap = "NOTSET";
+  Attrs a{{"auto_pad", ap}};
+  for (const char* k : {"kernel_shape", "strides", "pads", "dilations"}) {
+    if (c.has_attr(k)) a[k] = c.attr_ints(k);
+  }
+  for (const char* k : {"ceil_mode", "count_include_pad", "storage_order"}) {
+    if (c.has_attr(k)) a[k] = c.attr_int(k, 0);
+  }
+  if (K == OpKind::MaxPool && c.output_used(1)) {
+    std::vector<Value*> out = c.emit_outputs(K, {c.value(0)}, a, 2);
+    c.set_output(0, out[0]);
+    c.set_output(1, out[1]);
+    return;
+  }
+  c.set_output(0, c.emit(K, {c.value(0)}, a));
+}
+
+// MaxUnpool(x, indices, output_shape?): zeros with each x value at its index, which MaxPool's
+// Indices give flat over the whole output of the default shape [N, C, (in - 1) s - pads + k ...]:
+// a ScatterElements into flattened zeros. A larger output_shape (at run time too) pads the
+// result at the end of each axis, as ONNX's reference places the values by their coordinates.
+void max_unpool(NodeCtx& c) {
+  require_float(c, 0);
+  Value* x = c.value(0);
+  Value* idx = c.value(1);
+  const Shape s = x->shape;
+  if (idx->dtype != DType::i64 || idx->shape != s) {
+    c.invalid("indices must be int64 of X's shape " + shape_str(s) + ", got " +
+              shape_str(idx->shape) + " " + std::string(dtype_name(idx->dtype)));
+  }
+  if (s.size() < 3) c.invalid("X must be [N, C, spatial...] (rank >= 3)");
+  const size_t sp = s.size() - 2;
+  const std::vector<int64_t> k = c.attr_ints("kernel_shape");
+  const std::vector<int64_t> st = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  const std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  if (k.size() != sp || st.size() != sp || pads.size() != 2 * sp) {
+    c.invalid("kernel_shape, strides and pads must give 1, 1 and 2 values per spatial axis");
+  }
+  Sizes out;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (!s[i].is_static()) c.needs_static({s[i]}, "unpooling a symbolic size");
+    const size_t a = i - 2;
+    out.push_back(i < 2 ? s[i].value()
+                        : (s[i].value() - 1) * st[a] - pads[a] - pads[sp + a] + k[a]);
+  }
+  const Attrs flat{{"shape", std::vector<int64_t>{-1}}};
+  Value* y = c.emit(OpKind::ScatterElements,
+                    {c.constant(Tensor::zeros(x->dtype, {numel(out)})),
+                     c.emit(OpKind::Reshape, {idx}, flat), c.emit(OpKind::Reshape, {x}, flat)},
+                    {{"axis", int64_t(0)}, {"reduction", std::string("none")}});
+  y = c.reshape_to(y, to_shape(out));
+  if (c.has_input(2)) {
+    Value* shape = c.value(2);
+    const int64_t r = int64_t(s.size());
+    if (shape->dtype != DType::i64 || shape->shape.size() != 1 || shape->shape[0] != Dim(r)) {
+      c.invalid("output_shape must be int64 [" + std::to_string(r) + "]");
+    }
+    // pads: 0 before each axis, output_shape - default after it
+    std::vector<float> dflt(out.begin(), out.end());
+    Value* ends =
+        c.emit(OpKind::Sub, {shape, c.constant(Tensor::from_floats(DType::i64, {r}, dflt))});
+    Value* begins = c.constant(Tensor::zeros(DType::i64, {r}));
+    Value* p = c.emit(OpKind::Concat, {begins, ends}, {{"axis", int64_t(0)}});
+    y = c.emit(OpKind::Pad, {y, c.scalar(0, x->dtype), p}, {{"mode", std::string("constant")}});
+  }
+  c.set_output(0, y);
+}
+
+// GlobalMaxPool and GlobalAveragePool: ReduceMax and ReduceMean over the spatial axes, kept.
+template <OpKind K>
+void global_pool(NodeCtx& c) {
+  require_float(c, 0);
+  Value* x = c.value(0);
+  const Shape s = x->shape;
+  if (s.size() < 3) c.invalid("X must be [N, C, spatial...] (rank >= 3)");
+  Shape rows{s[0], s[1]}, out{s[0], s[1]};
+  Dim window(int64_t(1));
+  for (size_t i = 2; i < s.size(); i++) {
+    window = Dim::mul(window, s[i]);
+    out.push_back(Dim(1));
+  }
+  if (window == Dim(int64_t(0))) c.unsupported("pooling an empty spatial extent");
+  rows.push_back(window);
+  Value* y = c.emit(K, {c.reshape_to(x, rows)}, {{"keepdims", int64_t(1)}});
+  c.set_output(0, c.reshape_to(y, out));
+}
+
+// ConvTranspose over 1 or 2 spatial axes as the Conv it equals: x with s - 1 zeros after each
+// element along each axis (a Reshape, a zero Pad, a Reshape), padded by d (k - 1) less the pads on
+// each side (output_padding more at the end; a negative amount crops), convolved at stride 1 with
+// the kernel flipped and its in and out channels swapped per group. The zeros add exact zero
+// products, so the result is ConvTranspose's; the work grows with the stride.
+void conv_transpose(NodeCtx& c) {
+  require_float(c, 0);
+  Value* x = c.value(0);
+  Value* w = c.value(1);
+  const int64_t r = c.rank(0);
+  if (r != 3 && r != 4) {
+    c.unsupported("ConvTranspose over " + std::to_string(r - 2) +
+                  " spatial axes (1-D and 2-D are supported)");
+  }
+  if (c.rank(1) != r) c.invalid("W must be [C, M/group, k...] of X's rank " + std::to_string(r));
+  const size_t sp = size_t(r - 2);
+  for (size_t i = 1; i < size_t(r); i++) {
+    for (const Value* v : {x, w}) {
+      if (!v->shape[i].is_static()) c.needs_static({v->shape[i]}, "a transposed convolution");
+    }
+  }
+  const int64_t group = c.attr_int("group", 1);
+  const int64_t C = x->shape[1].value(), Mg = w->shape[1].value();
+  if (group < 1 || C % group != 0 || w->shape[0].value() != C) {
+    c.invalid("W " + shape_str(w->shape) + " must be [C, M/group, k...] for X " +
+              shape_str(x->shape) + " and group " + std::to_string(group) + " (group dividing C)");
+  }
+  auto list = [&](const char* k, size_t n, int64_t dflt, int64_t min) {
+    std::vector<int64_t> v = c.attr_ints(k, std::vector<int64_t>(n, dflt));
+    if (v.size() != n) {
+      c.invalid(std::string(k) + " has " + std::to_string(v.size()) + " values, expected " +
+                std::to_string(n));
+    }
+    for (int64_t e : v) {
+      if (e < min) c.invalid(std::string(k) + " has a value below " + std::to_string(min));
+    }
+    return v;
+  };
+  std::vector<int64_t> k(sp);
+  for (size_t i = 0; i < sp; i++) k[i] = w->shape[2 + i].value();
+  if (c.has_attr("kernel_shape") && c.attr_ints("kernel_shape") != k) {
+    c.invalid("kernel_shape " + sizes_str(c.attr_ints("kernel_shape")) +
+              " does not match W's kernel dims " + sizes_str(k));
+  }
+  const auto st = list("strides", sp, 1, 1), dl = list("dilations", sp, 1, 1),
+             op = list("output_padding", sp, 0, 0);
+  std::vector<int64_t> pads = list("pads", 2 * sp, 0, 0);
+  std::string ap = c.attr_str("auto_pad", "NOTSET");
+  if (ap.empty()) ap = "NOTSET";
+  if (ap != "NOTSET" && ap != "SAME_UPPER" && ap != "SAME_LOWER" && ap != "VALID") {
+    c.invalid("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got \"" + ap + "\"");
+  }
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape", {});
+  if (out_shape.size() > sp) out_shape.erase(out_shape.begin(), out_shape.end() - long(sp));
+  if (!out_shape.empty() && out_shape.size() != sp) {
+    c.invalid("output_shape must give the " + std::to_string(sp) + " spatial sizes");
+  }
+  for (size_t i = 0; i < sp; i++) {
+    const int64_t in = x->shape[2 + i].value(), dk = dl[i] * (k[i] - 1) + 1;
+    if (ap == "VALID") pads[i] = pads[sp + i] = 0;
+    const bool same = ap == "SAME_UPPER" || ap == "SAME_LOWER";
+    if (!out_shape.empty() || same) {
+      // ONNX's rule: the total padding that gives the requested size, split as auto_pad says
+      // (rounding down, as its reference does: an output larger than the natural one grows at
+      // the end).
+      const int64_t want = out_shape.empty() ? in * st[i] : out_shape[i];
+      const int64_t total = st[i] * (in - 1) + op[i] + dk - want;
+      const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2)
+      pads[i] = ap == "SAME_UPPER" ? half : total - half;
+      pads[sp + i] = total - pads[i];
+    }
+  }
+  // x spread by the strides: [N, C, L] -> [N, C, L, 1] -> [N, C, L, s] -> [N, C, L s].
+  Shape spread{x->shape[0], x->shape[1]}, flat{x->shape[0], x->shape[1]};
+  std::vector<int64_t> spread_pads(2 * (2 + 2 * sp), 0), final_pads(size_t(2 * r), 0);
+  for (size_t i = 0; i < sp; i++) {
+    const int64_t in = x->shape[2 + i].value(), dk = dl[i] * (k[i] - 1) + 1;
+    spread.push_back(Dim(in));
+    spread.push_back(Dim(1));
+    flat.push_back(Dim(in * st[i]));
+    spread_pads[2 + 2 * sp + 3 + 2 * i] = st[i] - 1;
+    final_pads[2 + i] = dk - 1 - pads[i];
+    final_pads[size_t(r) + 2 + i] = dk - 1 - pads[sp + i] + op[i] - (st[i] - 1);
+    if (in * st[i] + final_pads[2 + i] + final_pads[size_t(r) + 2 + i] - dk + 1 < 1) {
+      c.invalid("spatial axis " + std::to_string(i) + " gives no output (pads " + sizes_str(pads) +
+                ")");
+    }
+  }
+  const Attrs zero{{"mode", std::string("constant")}};
+  Value* u = x;
+  if (std::any_of(st.begin(), st.end(), [](int64_t s) { return s > 1; })) {
+    Attrs a = zero;
+    a["pads"] = spread_pads;
+    u = c.reshape_to(c.emit(OpKind::Pad, {c.reshape_to(x, spread)}, a), flat);
+  }
+  Attrs a = zero;
+  a["pads"] = final_pads;
+  u = c.emit(OpKind::Pad, {u}, a);
+  // W [C, M/g, k...] -> [g, C/g, M/g, k...] -> [g, M/g, C/g, k...] -> [M, C/g, k...], flipped.
+  Shape grouped{Dim(group), Dim(C / group), Dim(Mg)}, conv_w{Dim(group * Mg), Dim(C / group)};
+  std::vector<int64_t> perm{0, 2, 1};
+  for (size_t i = 0; i < sp; i++) {
+    grouped.push_back(w->shape[2 + i]);
+    conv_w.push_back(w->shape[2 + i]);
+    perm.push_back(int64_t(3 + i));
+  }
+  Value* wt = c.emit(OpKind::Transpose, {c.reshape_to(w, grouped)}, {{"perm", perm}});
+  wt = c.reshape_to(wt, conv_w);
+  std::vector<int64_t> axes, starts, ends, steps;
+  for (size_t i = 0; i < sp; i++) {
+    axes.push_back(int64_t(2 + i));
+    starts.push_back(-1);
+    ends.push_back(std::numeric_limits<int64_t>::min());
+    steps.push_back(-1);
+  }
+  wt = c.emit(OpKind::Slice, {wt},
+              {{"starts", starts}, {"ends", ends}, {"axes", axes}, {"steps", steps}});
+  std::vector<Value*> in{u, wt};
+  if (c.has_input(2)) in.push_back(c.value(2));
+  c.set_output(0, c.emit(OpKind::Conv, in, {{"group", group}, {"dilations", dl}}));
+}
+
+// A per-channel vector [C] (input i) shaped [C, 1, ...] to broadcast against x [N, C, ...], in
+// x's dtype.
+Value* per_channel(NodeCtx& c, int i, const Value* x, const std::string& what) {
+  Value* p = c.value(i);
+  if (p->shape.size() != 1 || p->shape[0] != x->shape[1]) {
+    c.invalid(what + " must have shape [" + x->shape[1].str() + "] (one per channel), got " +
+              shape_str(p->shape));
+  }
+  if (p->dtype != x->dtype) {
+    if (!is_float(p->dtype)) c.invalid(what + " must be float");
+    p = cast_value(c, p, x->dtype);
+  }
+  Shape s{x->shape[1]};
+  for (size_t k = 2; k < x->shape.size(); k++) s.push_back(Dim(1));
+  return s == p->shape ? p : c.reshape_to(p, s);
+}
+
+// BatchNormalization: (x - mean) * scale / sqrt(var + epsilon) + bias per channel (elementwise
+// ops, which fuse). Inference uses the given mean and variance; training mode the batch's, over
+// every axis but the channels (the population variance, as ONNX's reference), and outputs the
+// running statistics updated by momentum: given * momentum + batch * (1 - momentum).
+void batch_norm(NodeCtx& c) {
+  require_float(c, 0);
+  const bool training = c.attr_int("training_mode", 0) != 0;
+  if (c.opset() < 9 && c.attr_int("spatial", 1) != 1) c.unsupported("spatial = 0");
+  const double momentum = c.attr_float("momentum", 0.9);
+  for (int i = training ? 3 : 1; i < c.num_outputs(); i++) {
+    if (c.output_used(i)) {
+      c.unsupported(
+          "output " + std::to_string(i) +
+          (training ? " (the saved statistics of opsets before 14)" : " (training mode's)"));
+    }
+  }
+  Value* x = c.value(0);
+  const size_t r = x->shape.size();
+  if (r < 2) c.invalid("X must be [N, C, ...] (rank >= 2)");
+  const double eps = c.attr_float("epsilon", 1e-5);
+  Value* scale = per_channel(c, 1, x, "scale");
+  Value* bias = per_channel(c, 2, x, "B");
+  Value* mean = per_channel(c, 3, x, "input_mean");
+  Value* var = per_channel(c, 4, x, "input_var");
+  if (training) {
+    std::vector<int64_t> axes{0};
+    for (size_t i = 2; i < r; i++) axes.push_back(int64_t(i));
+    Value* bmean = reduce_axes(c, Red::Mean, x, axes, true);  // [1, C, 1, ...]
+    Value* dev = c.emit(OpKind::Sub, {x, bmean});
+    Value* bvar = reduce_axes(c, Red::Mean, c.emit(OpKind::Mul, {dev, dev}), axes, true);
+    auto running = [&](int out, Value* given, Value* batch) {
+      if (!c.output_used(out)) return;
+      Value* b = c.reshape_to(batch, {x->shape[1]});
+      Value* g = c.reshape_to(given, {x->shape[1]});
+      c.set_output(
+          out, c.emit(OpKind::Add, {c.emit(OpKind::Mul, {g, scalar_like(c, momentum, g)}),
+                                    c.emit(OpKind::Mul, {b, scalar_like(c, 1 - momentum, b)})}));
+    };
+    running(1, mean, bmean);
+    running(2, var, bvar);
+    mean = bmean;
+    var = bvar;
+  }
+  Value* inv = c.emit(OpKind::Rsqrt, {c.emit(OpKind::Add, {var, scalar_like(c, eps, var)})});
+  Value* y =
+      c.emit(OpKind::Mul, {c.emit(OpKind::Sub, {x, mean}), c.emit(OpKind::Mul, {scale, inv})});
+  c.set_output(0, c.emit(OpKind::Add, {y, bias}));
+}
+
+// LRN: x / (bias + alpha / size * s)^beta, s the sum of squares over a window of `size` channels
+// (floor((size - 1) / 2) before, the rest after): zero-padded channels, one Slice per tap.
+void lrn(NodeCtx& c) {
+  require_float(c, 0);
+  Value* x = c.value(0);
+  const size_t r = x->shape.size();
+  if (r < 3) c.invalid("X must be [N, C, spatial...] (rank >= 3)");
+  const int64_t size = c.attr_int("size", 0);
+  if (size < 1) c.invalid("size must be >= 1, got " + std::to_string(size));
+  const double alpha = c.attr_float("alpha", 1e-4), beta = c.attr_float("beta", 0.75),
+               bias = c.attr_float("bias", 1.0);
+  const Dim& ch = x->shape[1];
+  if (!ch.is_static()) c.needs_static({ch}, "summing over a window of a symbolic channel count");
+  const int64_t before = (size - 1) / 2, after = size - 1 - before;
+  Value* sq = c.emit(OpKind::Mul, {x, x});
+  std::vector<int64_t> pads(2 * r, 0);
+  pads[1] = before;
+  pads[r + 1] = after;
+  Value* padded = c.emit(OpKind::Pad, {sq}, {{"pads", pads}, {"mode", std::string("constant")}});
+  Value* sum = nullptr;
+  for (int64_t t = 0; t < size; t++) {
+    Value* tap = slice_axis(c, padded, 1, t, t + ch.value());
+    sum = sum ? c.emit(OpKind::Add, {sum, tap}) : tap;
+  }
+  Value* base =
+      c.emit(OpKind::Add, {c.emit(OpKind::Mul, {sum, scalar_like(c, alpha / double(size), x)}),
+                           scalar_like(c, bias, x)});
+  c.set_output(0, c.emit(OpKind::Mul, {x, c.emit(OpKind::Pow, {base}, {{"exponent", -beta}})}));
+}
+
+// MeanVarianceNormalization: (x - mean) / (sqrt(variance) + 1e-9) over `axes` (default N, H, W),
+// as ONNX's function body, with the variance as the mean squared deviation.
+void mvn(NodeCtx& c) {
+  require_float(c, 0);
+  Value* x = c.value(0);
+  const std::vector<int64_t> axes = c.attr_ints("axes", {0, 2, 3});
+  if (axes.empty()) c.invalid("axes must not be empty");
+  if (x->shape.empty()) c.invalid("X must have rank >= 1");
+  Value* d = c.emit(OpKind::Sub, {x, reduce_axes(c, Red::Mean, x, axes, true)});
+  Value* var = reduce_axes(c, Red::Mean, c.emit(OpKind::Mul, {d, d}), axes, true);
+  Value* sd = c.emit(OpKind::Add, {c.emit(OpKind::Sqrt, {var}), scalar_like(c, 1e-9, x)});
+  c.set_output(0, c.emit(OpKind::Div, {d, sd}));
+}
+
 // InstanceNormalization (groups = channels) and GroupNormalization -> GroupNorm, whose scale and
 // bias are per channel: opset 18's per-group ones are repeated over each group's channels.
 template <bool kInstance>
@@ -205,6 +535,15 @@ void add_nn_ops(ConverterMap& m) {
   m["LogSoftmax"] = softmax<true>;
   m["LayerNormalization"] = layer_norm;
   m["Conv"] = conv;
+  m["ConvTranspose"] = conv_transpose;
+  m["BatchNormalization"] = batch_norm;
+  m["LRN"] = lrn;
+  m["MeanVarianceNormalization"] = mvn;
+  m["MaxPool"] = pool<OpKind::MaxPool>;
+  m["MaxUnpool"] = max_unpool;
+  m["AveragePool"] = pool<OpKind::AveragePool>;
+  m["GlobalMaxPool"] = global_pool<OpKind::ReduceMax>;
+  m["GlobalAveragePool"] = global_pool<OpKind::ReduceMean>;
   m["InstanceNormalization"] = group_norm<true>;
   m["GroupNormalization"] = group_norm<false>;
 }

@@ -102,6 +102,8 @@ bool takes_int8_inputs(const std::string& op_type) {
       "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Transpose",
       "Expand", "Tile", "Pad", "Gather", "GatherElements", "GatherND", "ScatterND",
       "ScatterElements", "Scatter", "Shape", "Size", "Identity", "If", "Where", "Cast", "CastLike",
+      // a max moves one of its inputs
+      "MaxPool",
       // quantization
       "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
       "QLinearMatMul", "ConvInteger"};

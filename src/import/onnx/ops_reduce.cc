@@ -9,8 +9,6 @@ namespace ubfuse::onnx_import {
 
 namespace {
 
-enum class Red { Mean, Sum, Max, Min, L1, L2, SumSquare, LogSum, LogSumExp };
-
 Value* reduce_last(NodeCtx& c, Red kind, Value* x) {
   Attrs keep{{"keepdims", int64_t(1)}};
   auto sum = [&](Value* v) { return c.emit(OpKind::ReduceSum, {v}, keep); };
@@ -21,6 +19,8 @@ Value* reduce_last(NodeCtx& c, Red kind, Value* x) {
       return sum(x);
     case Red::Max:
       return c.emit(OpKind::ReduceMax, {x}, keep);
+    case Red::Prod:
+      return c.emit(OpKind::ReduceProd, {x}, keep);
     case Red::Min:
       return c.emit(OpKind::Neg, {c.emit(OpKind::ReduceMax, {c.emit(OpKind::Neg, {x})}, keep)});
     case Red::L1:
@@ -60,32 +60,15 @@ void reduce_runtime(NodeCtx& c, Red kind, bool keep) {
                          {y, axes_shape(c, x, axes, keep ? "reduce_keep" : "reduce_drop")}, exact));
 }
 
-template <Red kKind>
-void reduce(NodeCtx& c) {
-  require_float(c, 0);
-  bool axes_as_input = (c.opset() >= 13 && kKind == Red::Sum) || c.opset() >= 18;
-  bool keep = c.attr_int("keepdims", 1) != 0;
-  bool noop_empty = c.attr_int("noop_with_empty_axes", 0) != 0;
-  std::vector<int64_t> axes;
-  if (axes_as_input) {
-    // Axes given at run time; an empty list (its length is known) reduces all or nothing.
-    if (c.has_input(1) && !c.is_const(1) && runtime_values_length(c, 1, "axes") > 0) {
-      return reduce_runtime(c, kKind, keep);
-    }
-    if (c.is_const(1)) axes = c.const_ints(1, "axes");
-  } else {
-    axes = c.attr_ints("axes");
-  }
-  Value* x = c.value(0);
+}  // namespace
+
+// x reduced over `axes` (all when empty): a Transpose moves them last, a Reshape merges them, the
+// last-axis op runs, and a Reshape drops them or keeps 1s.
+Value* reduce_axes(NodeCtx& c, Red kind, Value* x, const std::vector<int64_t>& axes, bool keep) {
   const Shape s = x->shape;
-  int64_t r = int64_t(s.size());
-  if (axes.empty() && noop_empty) {
-    c.set_output(0, c.reshape_to(x, s));
-    return;
-  }
+  const int64_t r = int64_t(s.size());
   std::vector<bool> red(size_t(r), axes.empty());
   for (auto a : axes) red[size_t(c.norm_axis(a, r, "axes entry"))] = true;
-  if (r == 0) c.unsupported("reducing a scalar");
   std::vector<int64_t> perm;
   Shape kept, out_keep = s;
   Dim merged(int64_t(1));
@@ -109,9 +92,38 @@ void reduce(NodeCtx& c) {
   Shape merged_shape = kept;
   merged_shape.push_back(merged);
   if (t->shape != merged_shape) t = c.reshape_to(t, merged_shape);
-  Value* y = reduce_last(c, kKind, t);  // shape kept + [1]
+  Value* y = reduce_last(c, kind, t);  // shape kept + [1]
   const Shape& want = keep ? out_keep : kept;
-  c.set_output(0, y->shape == want ? y : c.reshape_to(y, want));
+  return y->shape == want ? y : c.reshape_to(y, want);
+}
+
+namespace {
+
+template <Red kKind>
+void reduce(NodeCtx& c) {
+  require_float(c, 0);
+  bool axes_as_input = (c.opset() >= 13 && kKind == Red::Sum) || c.opset() >= 18;
+  bool keep = c.attr_int("keepdims", 1) != 0;
+  bool noop_empty = c.attr_int("noop_with_empty_axes", 0) != 0;
+  std::vector<int64_t> axes;
+  if (axes_as_input) {
+    // Axes given at run time; an empty list (its length is known) reduces all or nothing.
+    if (c.has_input(1) && !c.is_const(1) && runtime_values_length(c, 1, "axes") > 0) {
+      return reduce_runtime(c, kKind, keep);
+    }
+    if (c.is_const(1)) axes = c.const_ints(1, "axes");
+  } else {
+    axes = c.attr_ints("axes");
+  }
+  Value* x = c.value(0);
+  const Shape s = x->shape;
+  int64_t r = int64_t(s.size());
+  if (axes.empty() && noop_empty) {
+    c.set_output(0, c.reshape_to(x, s));
+    return;
+  }
+  if (r == 0) c.unsupported("reducing a scalar");
+  c.set_output(0, reduce_axes(c, kKind, x, axes, keep));
 }
 
 template <OpKind K>
@@ -180,6 +192,7 @@ void add_reduce_ops(ConverterMap& m) {
   m["ReduceMean"] = reduce<Red::Mean>;
   m["ReduceSum"] = reduce<Red::Sum>;
   m["ReduceMax"] = reduce<Red::Max>;
+  m["ReduceProd"] = reduce<Red::Prod>;
   m["ReduceMin"] = reduce<Red::Min>;
   m["ReduceL1"] = reduce<Red::L1>;
   m["ReduceL2"] = reduce<Red::L2>;

@@ -63,6 +63,25 @@ void require_float(NodeCtx& c, int input) {
 
 Value* binary(NodeCtx& c, OpKind k, Value* a, Value* b) { return c.emit(k, {a, b}); }
 
+Value* cast_value(NodeCtx& c, Value* v, DType to) {
+  if (v->dtype == to) return v;
+  return c.emit(OpKind::Cast, {v}, {{"to", std::string(dtype_name(to))}});
+}
+
+Value* positions(NodeCtx& c, const Sizes& sizes) {
+  Tensor t(DType::i64, sizes);
+  for (int64_t i = 0; i < t.numel(); i++) t.data_as<int64_t>()[i] = i;
+  return c.constant(t);
+}
+
+Value* slice_axis(NodeCtx& c, Value* x, int64_t axis, int64_t start, int64_t end) {
+  return c.emit(OpKind::Slice, {x},
+                {{"starts", std::vector<int64_t>{start}},
+                 {"ends", std::vector<int64_t>{end}},
+                 {"axes", std::vector<int64_t>{axis}},
+                 {"steps", std::vector<int64_t>{1}}});
+}
+
 Value* scalar_like(NodeCtx& c, double v, Value* like) { return c.scalar(v, like->dtype); }
 
 int64_t runtime_values_length(NodeCtx& c, int i, const std::string& what) {

@@ -45,5 +45,16 @@ int64_t runtime_values_length(NodeCtx& c, int i, const std::string& what);
 // AxesShape (ops.def) of x's shape vector and those values: computed and checked when the plan for
 // a run is built.
 Value* axes_shape(NodeCtx& c, Value* x, Value* values, const std::string& mode, int64_t axis = 0);
+// v as dtype `to` (a Cast node unless it is of that dtype already).
+Value* cast_value(NodeCtx& c, Value* v, DType to);
+// An i64 constant of `sizes` (one dim above 1) holding 0, 1, 2, ... along that dim: the positions
+// along an axis, shaped to broadcast against a tensor.
+Value* positions(NodeCtx& c, const Sizes& sizes);
+// x[start:end] along one axis (a Slice node).
+Value* slice_axis(NodeCtx& c, Value* x, int64_t axis, int64_t start, int64_t end);
+// The ONNX reductions (ops_reduce.cc), and x reduced by one over `axes` (all when empty), 1s kept
+// at the reduced axes or not.
+enum class Red { Mean, Sum, Max, Min, L1, L2, SumSquare, LogSum, LogSumExp, Prod };
+Value* reduce_axes(NodeCtx& c, Red kind, Value* x, const std::vector<int64_t>& axes, bool keep);
 
 }  // namespace ubfuse::onnx_import

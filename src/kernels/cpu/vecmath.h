@@ -11,12 +11,13 @@
 // Accuracy (f32 vs exact, max over dense sweeps; bounds asserted in tests/kernels_cpu_test.cc):
 // ExpF 0.9 ulp (also for subnormal results), ExpNonPositiveF 1.3, ExpInRangeF 0.9 (1.3 on AVX-512),
 // LogF 0.9, TanhF 2.6, SigmoidF 2.1, SiluF 2.4, ErfF 5.5, RsqrtF 1.5, PowF about 2 + |e ln x| ulp,
-// SinF and CosF 0.94 for every finite x, PowTensorF 4 + 2 |y ln x| (exact for integral |y| <= 64
-// where the power is representable). FmodF is exact; ModF adds b where the signs differ, which
-// rounds as numpy's mod does. Floor, Ceil and Round (Highway's; Round ties to even) are exact.
-// GeluTanhF 12 ulp for x > -3, 147 for x in [-9, -3] (x sigmoid(2u): relative accuracy where GELU
-// is tiny). GeluErfF computes 1 + erf, so for x < -3 only its absolute error is small (~1e-7 |x|),
-// as in PyTorch. NaN in gives NaN out unless stated.
+// SinF and CosF 0.94 for every finite x, TanF < 3, AsinF and AcosF 2, AtanF 3, SinhF 4, CoshF 3,
+// AsinhF and AcoshF 3 (the inverse and hyperbolic ones mostly Highway's contrib math), PowTensorF 4
+// + 2 |y ln x| (exact for integral |y| <= 64 where the power is representable). FmodF is exact;
+// ModF adds b where the signs differ, which rounds as numpy's mod does. Floor, Ceil and Round
+// (Highway's; Round ties to even) are exact. GeluTanhF 12 ulp for x > -3, 147 for x in [-9, -3] (x
+// sigmoid(2u): relative accuracy where GELU is tiny). GeluErfF computes 1 + erf, so for x < -3 only
+// its absolute error is small (~1e-7 |x|), as in PyTorch. NaN in gives NaN out unless stated.
 
 // Per-target include guard (Highway idiom): toggled each time foreach_target re-includes us.
 #if defined(UBFUSE_KERNELS_CPU_VECMATH_H_) == defined(HWY_TARGET_TOGGLE)
@@ -511,6 +512,77 @@ HWY_INLINE V SinF(D d, V x) {
 template <class D, class V>
 HWY_INLINE V CosF(D d, V x) {
   return detail::SinCosF<true>(d, x);
+}
+
+// tan x = sin x / cos x, each < 1 ulp and one rounded divide (< 3 ulp); NaN for +-inf.
+template <class D, class V>
+HWY_INLINE V TanF(D d, V x) {
+  return hn::Div(SinF(d, x), CosF(d, x));
+}
+
+namespace detail {
+template <class D>
+HWY_INLINE hn::Vec<D> QuietNaNF(D d) {
+  return hn::Set(d, std::numeric_limits<float>::quiet_NaN());
+}
+}  // namespace detail
+
+// asin x and acos x (Highway's, 2 ulp); NaN outside [-1, 1].
+template <class D, class V>
+HWY_INLINE V AsinF(D d, V x) {
+  return hn::IfThenElse(hn::Gt(hn::Abs(x), hn::Set(d, 1.0f)), detail::QuietNaNF(d), hn::Asin(d, x));
+}
+template <class D, class V>
+HWY_INLINE V AcosF(D d, V x) {
+  return hn::IfThenElse(hn::Gt(hn::Abs(x), hn::Set(d, 1.0f)), detail::QuietNaNF(d), hn::Acos(d, x));
+}
+// atan x (Highway's, 3 ulp); +-pi/2 for +-inf.
+template <class D, class V>
+HWY_INLINE V AtanF(D d, V x) {
+  return hn::Atan(d, x);
+}
+
+namespace detail {
+// e^|x| / 2 as (e^(|x|/2) / 2) e^(|x|/2) (< 3 ulp): finite up to sinh's and cosh's own overflow,
+// past e^|x|'s.
+template <class D, class V>
+HWY_INLINE V HalfExpAbsF(D d, V x) {
+  const V h = ExpF(d, hn::Mul(hn::Abs(x), hn::Set(d, 0.5f)));
+  return hn::Mul(hn::Mul(h, hn::Set(d, 0.5f)), h);
+}
+}  // namespace detail
+
+// sinh x: Highway's (4 ulp, through expm1: exact near 0) for |x| <= 9; beyond, e^-|x| is below
+// half an ulp of e^|x| and sinh is +-e^|x| / 2.
+template <class D, class V>
+HWY_INLINE V SinhF(D d, V x) {
+  const V big = hn::CopySign(detail::HalfExpAbsF(d, x), x);
+  return hn::IfThenElse(hn::Gt(hn::Abs(x), hn::Set(d, 9.0f)), big, hn::Sinh(d, x));
+}
+// cosh x = e^|x| / 2 + 1 / (2 e^|x|) (< 3 ulp, a sum of positives) for |x| <= 9, beyond e^|x| / 2.
+template <class D, class V>
+HWY_INLINE V CoshF(D d, V x) {
+  const V half = hn::Set(d, 0.5f);
+  const V e = ExpF(d, hn::Abs(x));
+  const V small = hn::MulAdd(e, half, hn::Div(half, e));
+  return hn::IfThenElse(hn::Gt(hn::Abs(x), hn::Set(d, 9.0f)), detail::HalfExpAbsF(d, x), small);
+}
+// asinh x (Highway's, 3 ulp); acosh x (3 ulp) NaN below 1; atanh x (Highway's, through log1p)
+// NaN outside [-1, 1] and +-inf at +-1.
+template <class D, class V>
+HWY_INLINE V AsinhF(D d, V x) {
+  return hn::Asinh(d, x);
+}
+template <class D, class V>
+HWY_INLINE V AcoshF(D d, V x) {
+  return hn::IfThenElse(hn::Lt(x, hn::Set(d, 1.0f)), detail::QuietNaNF(d), hn::Acosh(d, x));
+}
+template <class D, class V>
+HWY_INLINE V AtanhF(D d, V x) {
+  const V a = hn::Abs(x), one = hn::Set(d, 1.0f);
+  const V pole = hn::CopySign(hn::Set(d, std::numeric_limits<float>::infinity()), x);
+  const V r = hn::IfThenElse(hn::Eq(a, one), pole, hn::Atanh(d, x));
+  return hn::IfThenElse(hn::Gt(a, one), detail::QuietNaNF(d), r);
 }
 
 // The sign of x: 1, -1, or x itself for +-0 and NaN.

@@ -143,6 +143,75 @@ RefTensor reduce_max(const Node& n, const RefTensor& x) {
   });
 }
 
+RefTensor reduce_prod(const Node& n, const RefTensor& x) {
+  return rows(n, x, true, [&](const double* xr, double* yr, int64_t c) {
+    double p = 1;
+    for (int64_t j = 0; j < c; j++) p *= xr[j];
+    yr[0] = p;
+  });
+}
+
+// MaxPool and AveragePool, written out per spatial rank: each output's window visited tap by tap
+// over a flat index of the window, the divisor counted as ONNX defines it.
+std::vector<RefTensor> pool(const Node& n, const RefTensor& x) {
+  const size_t sp = x.sizes.size() - 2;
+  const auto k = n.attr_ints("kernel_shape"), st = n.attr_ints("strides"),
+             dl = n.attr_ints("dilations"), pd = n.attr_ints("pads");
+  const bool ceil = n.attr_int("ceil_mode", 0) != 0, incl = n.attr_int("count_include_pad", 0) != 0,
+             colmajor = n.attr_int("storage_order", 0) != 0, max = n.op == OpKind::MaxPool;
+  std::vector<ConvAxis> ax;
+  Sizes os{x.sizes[0], x.sizes[1]};
+  for (size_t i = 0; i < sp; i++) {
+    ax.push_back(pool_axis(x.sizes[2 + i], k[i], st[i], dl[i], n.attr_str("auto_pad", "NOTSET"),
+                           pd[i], pd[sp + i], ceil));
+    if (ax.back().out < 1) throw Error(n.describe() + ": a spatial axis gives no output");
+    os.push_back(ax.back().out);
+  }
+  RefTensor y = make(n, os), idx = make(n, os, n.outputs.size() > 1 ? 1 : 0);
+  const Sizes in_sp(x.sizes.begin() + 2, x.sizes.end()), out_sp(os.begin() + 2, os.end());
+  const int64_t isz = numel(in_sp), osz = numel(out_sp), taps = numel(Sizes(k.begin(), k.end()));
+  for (int64_t p = 0; p < x.sizes[0] * x.sizes[1]; p++) {
+    for (int64_t o = 0; o < osz; o++) {
+      double acc = max ? -INFINITY : 0, count = 0;
+      int64_t best = -1;
+      for (int64_t t = 0; t < taps; t++) {
+        // Output and tap coordinates from their flat indices (last axis fastest).
+        int64_t oi = o, ti = t, flat = 0, colflat = 0, colstride = 1;
+        bool inside = true, in_padded = true;
+        std::vector<int64_t> pos(sp);
+        for (size_t a = sp; a-- > 0;) {
+          const int64_t oc = oi % out_sp[a], tc = ti % k[a];
+          oi /= out_sp[a];
+          ti /= k[a];
+          pos[a] = oc * st[a] - ax[a].pad_begin + tc * dl[a];
+          inside = inside && pos[a] >= 0 && pos[a] < in_sp[a];
+          in_padded = in_padded && pos[a] >= -ax[a].pad_begin && pos[a] < in_sp[a] + ax[a].pad_end;
+        }
+        for (size_t a = 0; a < sp; a++) {
+          flat = flat * in_sp[a] + pos[a];
+          colflat += pos[a] * colstride;
+          colstride *= in_sp[a];
+        }
+        if (max) {
+          if (!inside) continue;
+          const double v = x.data[size_t(p * isz + flat)];
+          if (best < 0 || v > acc || (std::isnan(v) && !std::isnan(acc))) {
+            acc = v;
+            best = colmajor ? colflat : flat;
+          }
+        } else {
+          if (inside) acc += x.data[size_t(p * isz + flat)];
+          count += incl ? in_padded : inside;
+        }
+      }
+      y.data[size_t(p * osz + o)] = max ? acc : acc / count;
+      idx.data[size_t(p * osz + o)] = best < 0 ? -1.0 : double(p * isz + best);
+    }
+  }
+  if (n.outputs.size() > 1) return {y, idx};
+  return {y};
+}
+
 RefTensor matmul(const Node& n, const std::vector<RefTensor>& in) {
   Sizes sa = in[0].sizes, sb = in[1].sizes;
   bool a1 = sa.size() == 1, b1 = sb.size() == 1;
@@ -627,6 +696,24 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return unary([](double x) { return std::sin(x); });
     case OpKind::Cos:
       return unary([](double x) { return std::cos(x); });
+    case OpKind::Tan:
+      return unary([](double x) { return std::tan(x); });
+    case OpKind::Asin:
+      return unary([](double x) { return std::asin(x); });
+    case OpKind::Acos:
+      return unary([](double x) { return std::acos(x); });
+    case OpKind::Atan:
+      return unary([](double x) { return std::atan(x); });
+    case OpKind::Sinh:
+      return unary([](double x) { return std::sinh(x); });
+    case OpKind::Cosh:
+      return unary([](double x) { return std::cosh(x); });
+    case OpKind::Asinh:
+      return unary([](double x) { return std::asinh(x); });
+    case OpKind::Acosh:
+      return unary([](double x) { return std::acosh(x); });
+    case OpKind::Atanh:
+      return unary([](double x) { return std::atanh(x); });
     case OpKind::Floor:
       return unary([](double x) { return std::floor(x); });
     case OpKind::Ceil:
@@ -714,6 +801,8 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return stored(reduce_sum(n, in[0], true));
     case OpKind::ReduceMax:
       return stored(reduce_max(n, in[0]));
+    case OpKind::ReduceProd:
+      return stored(reduce_prod(n, in[0]));
     case OpKind::MatMul:
       return stored(matmul(n, in));
     case OpKind::GatherElements: {
@@ -806,6 +895,14 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return stored(scatter(n, in));
     case OpKind::Conv:
       return stored(conv(n, in));
+    case OpKind::MaxPool:
+    case OpKind::AveragePool: {
+      std::vector<RefTensor> r = pool(n, in[0]);
+      if (!exact) {
+        for (double& v : r[0].data) v = round_to(out_dtype, v);
+      }
+      return r;
+    }
     case OpKind::QuantizeLinear:
       return {quantize_linear(n, in)};
     case OpKind::DequantizeLinear:
@@ -1089,10 +1186,10 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     // A MatMul or Conv writes its result in its dtype in graph mode too (oneDNN's destination,
     // which a fused epilogue then reads), as the own kernels of GroupNorm, CumSum and the Scatters
     // do, so CastsOnly rounds it as EveryOp does.
-    const bool stored = op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul ||
-                        n->op == OpKind::Conv || n->op == OpKind::GroupNorm ||
-                        n->op == OpKind::CumSum || n->op == OpKind::ScatterND ||
-                        n->op == OpKind::ScatterElements;
+    const bool stored =
+        op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul || n->op == OpKind::Conv ||
+        n->op == OpKind::GroupNorm || n->op == OpKind::AveragePool || n->op == OpKind::ReduceProd ||
+        n->op == OpKind::CumSum || n->op == OpKind::ScatterND || n->op == OpKind::ScatterElements;
     for (size_t i = 0; i < outs.size(); i++) {
       const bool is_f = is_float(n->outputs[i]->dtype);
       if (jittered && is_f) {

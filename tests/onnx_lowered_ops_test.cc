@@ -1,0 +1,274 @@
+// ONNX ops that import as compositions of ubfuse ops (src/import/onnx): what the backend node
+// tests do not reach. ConvTranspose with groups, dilations, output_padding, SAME_LOWER and an
+// output_shape larger than the natural one, against a direct evaluation of ONNX's definition;
+// OneHot with its depth given at run time; and the errors the converters give.
+#include "onnx_one_node.h"
+#include "test_util.h"
+
+namespace ubfuse {
+namespace {
+
+using testing::OneNode;
+using testing::throws_with;
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int kInt64 = onnx::TensorProto::INT64;
+
+// ConvTranspose by its definition, in double: each input element scatters its kernel into the
+// output, y[n, m, i * s + j * d - pad_begin] += x[n, c, i] w[c, m % (M / g), j]. Spatial axes are
+// 1 or 2 (a leading axis of length 1 for 1-D).
+std::vector<double> conv_transpose_ref(const Tensor& x, const Tensor& w, const Tensor* bias,
+                                       int64_t group, std::vector<int64_t> s,
+                                       std::vector<int64_t> d, std::vector<int64_t> pb,
+                                       const Sizes& out) {
+  const size_t sp = size_t(x.rank() - 2);
+  int64_t len[2] = {1, 1}, k[2] = {1, 1}, ol[2] = {1, 1}, st[2] = {1, 1}, dl[2] = {1, 1},
+          pad[2] = {0, 0};
+  for (size_t i = 0; i < sp; i++) {
+    const size_t a = 2 - sp + i;
+    len[a] = x.dim(int(2 + i));
+    k[a] = w.dim(int(2 + i));
+    ol[a] = out[2 + i];
+    st[a] = s[i];
+    dl[a] = d[i];
+    pad[a] = pb[i];
+  }
+  const int64_t N = x.dim(0), C = x.dim(1), Mg = w.dim(1), M = Mg * group, Cg = C / group;
+  std::vector<double> y(size_t(N * M * ol[0] * ol[1]), 0.0);
+  for (int64_t n = 0; n < N; n++) {
+    for (int64_t m = 0; m < M; m++) {
+      for (int64_t o = 0; o < ol[0] * ol[1]; o++) {
+        y[size_t((n * M + m) * ol[0] * ol[1] + o)] = bias ? bias->get(m) : 0.0;
+      }
+      const int64_t g = m / Mg;
+      for (int64_t c = g * Cg; c < (g + 1) * Cg; c++) {
+        for (int64_t i0 = 0; i0 < len[0]; i0++) {
+          for (int64_t i1 = 0; i1 < len[1]; i1++) {
+            const double xv = x.get(((n * C + c) * len[0] + i0) * len[1] + i1);
+            for (int64_t j0 = 0; j0 < k[0]; j0++) {
+              for (int64_t j1 = 0; j1 < k[1]; j1++) {
+                const int64_t o0 = i0 * st[0] + j0 * dl[0] - pad[0];
+                const int64_t o1 = i1 * st[1] + j1 * dl[1] - pad[1];
+                if (o0 < 0 || o0 >= ol[0] || o1 < 0 || o1 >= ol[1]) continue;
+                y[size_t(((n * M + m) * ol[0] + o0) * ol[1] + o1)] +=
+                    xv * w.get(((c * Mg + m % Mg) * k[0] + j0) * k[1] + j1);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return y;
+}
+
+void expect_near_all(const Tensor& got, const std::vector<double>& want, const Sizes& sizes) {
+  ASSERT_EQ(got.sizes(), sizes);
+  for (int64_t i = 0; i < got.numel(); i++) {
+    ASSERT_NEAR(got.get(i), want[size_t(i)], 1e-4 * (1 + std::fabs(want[size_t(i)]))) << i;
+  }
+}
+
+TEST(OnnxLoweredOps, ConvTransposeGroupedDilatedPaddedAgainstItsDefinition) {
+  // 2-D, 2 groups, strides (2, 3), dilations (2, 1), pads (1, 0 | 0, 2), output_padding (1, 0).
+  Graph g = OneNode("ConvTranspose", 17)
+                .input("x", kFloat, {2, 4, 3, 4})
+                .input("w", kFloat, {4, 3, 2, 3})
+                .input("b", kFloat, {6})
+                .attr("group", 2)
+                .attr("strides", std::vector<int64_t>{2, 3})
+                .attr("dilations", std::vector<int64_t>{2, 1})
+                .attr("pads", std::vector<int64_t>{1, 0, 0, 2})
+                .attr("output_padding", std::vector<int64_t>{1, 0})
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::random(f32, {2, 4, 3, 4}, 1), w = Tensor::random(f32, {4, 3, 2, 3}, 2),
+         b = Tensor::random(f32, {6}, 3);
+  // (3 - 1) 2 + 1 + 2 (2 - 1) + 1 - 1 - 0 = 7 rows, (4 - 1) 3 + 0 + 3 - 0 - 2 = 10 columns
+  const Sizes out{2, 6, 7, 10};
+  const auto want = conv_transpose_ref(x, w, &b, 2, {2, 3}, {2, 1}, {1, 0}, out);
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    expect_near_all(compile(g, o).run({{"x", x}, {"w", w}, {"b", b}}).at("y"), want, out);
+  }
+}
+
+TEST(OnnxLoweredOps, ConvTransposeAutoPadAndOutputShape) {
+  Tensor x = Tensor::random(f32, {1, 2, 5}, 4), w = Tensor::random(f32, {2, 3, 3}, 5);
+  // SAME_LOWER: 10 outputs; total padding 2 * 4 + 3 - 10 = 1, its larger half first.
+  Graph same = OneNode("ConvTranspose", 17)
+                   .input("x", kFloat, {1, 2, 5})
+                   .input("w", kFloat, {2, 3, 3})
+                   .attr("strides", std::vector<int64_t>{2})
+                   .attr("auto_pad", std::string("SAME_LOWER"))
+                   .output("y", kFloat)
+                   .import();
+  // output_shape 12, one past the natural 11: padding -1, the extra output at the end.
+  Graph shaped = OneNode("ConvTranspose", 17)
+                     .input("x", kFloat, {1, 2, 5})
+                     .input("w", kFloat, {2, 3, 3})
+                     .attr("strides", std::vector<int64_t>{2})
+                     .attr("output_shape", std::vector<int64_t>{12})
+                     .output("y", kFloat)
+                     .import();
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    expect_near_all(compile(same, o).run({{"x", x}, {"w", w}}).at("y"),
+                    conv_transpose_ref(x, w, nullptr, 1, {2}, {1}, {1}, {1, 3, 10}), {1, 3, 10});
+    expect_near_all(compile(shaped, o).run({{"x", x}, {"w", w}}).at("y"),
+                    conv_transpose_ref(x, w, nullptr, 1, {2}, {1}, {0}, {1, 3, 12}), {1, 3, 12});
+  }
+}
+
+// depth a graph input: each value plans its own run of one compiled model.
+TEST(OnnxLoweredOps, OneHotDepthAtRunTime) {
+  Graph g = OneNode("OneHot", 11)
+                .input("indices", kInt64, {3})
+                .input("depth", kInt64, {})
+                .input("values", kFloat, {2})
+                .attr("axis", 0)
+                .output("y", kFloat)
+                .import();
+  Tensor idx = Tensor::from_floats(i64, {3}, {1, -1, 7}), v = Tensor::from_floats(f32, {2}, {0, 5});
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, o);
+    // depth 4: -1 is 3, 7 is out of range (a column of off values)
+    Tensor y4 =
+        m.run({{"indices", idx}, {"depth", Tensor::from_floats(i64, {}, {4})}, {"values", v}})
+            .at("y");
+    std::vector<double> want4(12, 0.0);
+    want4[1 * 3 + 0] = want4[3 * 3 + 1] = 5;
+    expect_near_all(y4, want4, {4, 3});
+    Tensor y8 =
+        m.run({{"indices", idx}, {"depth", Tensor::from_floats(i64, {}, {8})}, {"values", v}})
+            .at("y");
+    std::vector<double> want8(24, 0.0);
+    want8[1 * 3 + 0] = want8[7 * 3 + 1] = want8[7 * 3 + 2] = 5;
+    expect_near_all(y8, want8, {8, 3});
+  }
+}
+
+TEST(OnnxLoweredOps, DetOfOneToThreeByThree) {
+  Graph g3 = OneNode("Det", 11).input("x", kFloat, {2, 3, 3}).output("y", kFloat).import();
+  Tensor x3 = Tensor::from_floats(f32, {2, 3, 3},
+                                  {2, -3, 1, 2, 0, -1, 1, 4, 5,  // 2 * 4 + 3 * 11 + 8 = 49
+                                   2, 0, 0, 0, 2, 0, 0, 0, 2});
+  Graph g1 = OneNode("Det", 11).input("x", kFloat, {1, 1}).output("y", kFloat).import();
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    expect_near_all(compile(g3, o).run({{"x", x3}}).at("y"), {49, 8}, {2});
+    expect_near_all(compile(g1, o).run({{"x", Tensor::from_floats(f32, {1, 1}, {-7})}}).at("y"),
+                    {-7}, {});
+  }
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("Det", 11).input("x", kFloat, {4, 4}).output("y", kFloat).import();
+      },
+      {"node0", "Det", "4x4 matrices (1x1 to 3x3 are supported)"}));
+}
+
+TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("ConvTranspose", 17)
+            .input("x", kFloat, {1, 1, 2, 2, 2})
+            .input("w", kFloat, {1, 1, 2, 2, 2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "ConvTranspose", "over 3 spatial axes (1-D and 2-D are supported)"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("ConvTranspose", 17)
+            .input("x", kFloat, {1, 4, 5})
+            .input("w", kFloat, {3, 2, 3})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "ConvTranspose", "W [3,2,3] must be [C, M/group, k...] for X [1,4,5]"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("BatchNormalization", 15)
+            .input("x", kFloat, {2, 3, 4})
+            .input("s", kFloat, {3})
+            .input("b", kFloat, {3})
+            .input("mean", kFloat, {3})
+            .input("var", kFloat, {3})
+            .attr("training_mode", 1)
+            .output("y", kFloat)
+            .output("m", kFloat)
+            .output("v", kFloat)
+            .output("saved_mean", kFloat)
+            .import();
+      },
+      {"node0", "BatchNormalization", "output 3 (the saved statistics of opsets before 14)"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("BatchNormalization", 15)
+            .input("x", kFloat, {2, 3, 4})
+            .input("s", kFloat, {4})
+            .input("b", kFloat, {3})
+            .input("mean", kFloat, {3})
+            .input("var", kFloat, {3})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "BatchNormalization", "scale must have shape [3] (one per channel), got [4]"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("DepthToSpace", 13)
+            .input("x", kFloat, {1, 8, 2, 2})
+            .attr("blocksize", 3)
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "DepthToSpace", "8 channels do not divide by blocksize^2 = 9"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("SpaceToDepth", 13)
+            .input("x", kFloat, {1, 2, 4, 5})
+            .attr("blocksize", 2)
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "SpaceToDepth", "W 5 must divide by blocksize 2"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("OneHot", 11)
+            .input("indices", kInt64, {3})
+            .input("depth", kInt64, {})
+            .input("values", kFloat, {3})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "OneHot", "values must be [off_value, on_value], got the shape [3]"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("ReverseSequence", 10)
+            .input("x", kFloat, {4, 3})
+            .input("lens", kInt64, {4})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "ReverseSequence",
+       "sequence_lens must be int64 [3] (one per batch entry), got [4]"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("MaxUnpool", 11)
+            .input("x", kFloat, {1, 1, 2, 2})
+            .input("i", kFloat, {1, 1, 2, 2})
+            .attr("kernel_shape", std::vector<int64_t>{2, 2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "MaxUnpool", "indices must be int64 of X's shape [1,1,2,2], got [1,1,2,2] f32"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("LRN", 13)
+            .input("x", kFloat, {1, 4, 3})
+            .attr("size", 0)
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "LRN", "size must be >= 1, got 0"}));
+}
+
+}  // namespace
+}  // namespace ubfuse
