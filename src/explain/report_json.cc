@@ -1,4 +1,6 @@
 // The explain report as one JSON object (ubfuse explain --json).
+#include "explain/report_json.h"
+
 #include <nlohmann/json.hpp>
 
 #include "ubfuse/explain.h"
@@ -33,8 +35,9 @@ json decision_json(const FusionDecision& d) {
           {"hint", d.hint}};
 }
 
-// The same fields as `ubfuse run --json` reports under "compile".
-json compile_json(const CompileStats& s) {
+}  // namespace
+
+json compile_stats_json(const CompileStats& s) {
   const CompileProgress& k = s.kernels;
   return {{"compile_ms", s.compile_ms},
           {"generated_kernels", k.kernels_total},
@@ -44,8 +47,6 @@ json compile_json(const CompileStats& s) {
           {"kernel_build_ms", k.elapsed_ms}};
 }
 
-}  // namespace
-
 std::string explain_json(const ExplainReport& r) {
   json j;
   j["model"] = r.model_name;
@@ -53,10 +54,10 @@ std::string explain_json(const ExplainReport& r) {
   j["ub_bytes"] = r.ub_bytes;
   j["eager"] = {{"kernels", kernels_json(r.eager_kernels)},
                 {"bytes", r.eager_bytes},
-                {"compile", compile_json(r.eager.stats())}};
+                {"compile", compile_stats_json(r.eager.stats())}};
   j["graph"] = {{"kernels", kernels_json(r.graph_kernels)},
                 {"bytes", r.graph_bytes},
-                {"compile", compile_json(r.graph.stats())}};
+                {"compile", compile_stats_json(r.graph.stats())}};
   j["speedup_bound"] = r.speedup_bound;
   j["boundaries"] = json::array();
   for (auto& b : r.boundaries) {

@@ -82,14 +82,4 @@ nlohmann::json kernels_json(const CompiledModel& m) {
   return ks;
 }
 
-nlohmann::json compile_json(const CompileStats& s) {
-  const CompileProgress& k = s.kernels;
-  return {{"compile_ms", s.compile_ms},
-          {"generated_kernels", k.kernels_total},
-          {"kernels_compiled", k.kernels_total - k.kernels_cached},
-          {"kernel_cache_hits", k.kernels_cached},
-          {"compile_jobs", k.jobs},
-          {"kernel_build_ms", k.elapsed_ms}};
-}
-
 }  // namespace ubfuse::cli

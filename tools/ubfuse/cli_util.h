@@ -32,7 +32,4 @@ class InterruptibleCompile {
   CompileProgressFn callback() const;
 };
 
-// Compile time and the generated kernels' build: compiled, from the cache, jobs, wall time.
-nlohmann::json compile_json(const CompileStats& s);
-
 }  // namespace ubfuse::cli

@@ -10,6 +10,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "explain/report_json.h"
 #include "ubfuse/npy.h"
 #include "ubfuse/onnx.h"
 #include "ubfuse/profiler.h"
@@ -223,7 +224,7 @@ int run_model(const RunArgs& a) {
                    {"kernels", kernels_json(m)},
                    {"fusion", {{"fused_kernels", fused}, {"not_fused_reasons", reasons}}},
                    {"compile_ms", m.stats().compile_ms},
-                   {"compile", compile_json(m.stats())},
+                   {"compile", compile_stats_json(m.stats())},
                    {"iters", a.iters},
                    {"median_ms", ms[ms.size() / 2]},
                    {"min_ms", ms.front()},

@@ -131,9 +131,39 @@ const float* floats_at(const Tensor& x, int64_t i, int64_t n, float* buf) {
   return buf;
 }
 
-class QuantizeKernel : public KernelBase {
+// QuantizeLinear and DequantizeLinear: a scale (and zero point) per tensor or per slice of
+// attr axis, applied over blocks of kBlock elements of one slice row, in parallel.
+class PerAxisKernel : public KernelBase {
  public:
-  explicit QuantizeKernel(const Node& n) : KernelBase(n), axis_(n.attr_int("axis", 1)) {}
+  explicit PerAxisKernel(const Node& n) : KernelBase(n), axis_(n.attr_int("axis", 1)) {}
+
+ protected:
+  // Calls fn(at, n, k) for each block: n elements from flat offset `at`, all of slice k.
+  template <typename F>
+  void for_each_block(const Tensor& x, const Tensor& s, ThreadPool& pool, F&& fn) const {
+    const std::optional<AxisSplit> spo = split(x, s, axis_);
+    if (!spo) {
+      fail("scale " + tensors_str({s}) + " is neither one element nor one per slice of axis " +
+           std::to_string(axis_) + " of " + tensors_str({x}));
+    }
+    const AxisSplit sp = *spo;
+    const int64_t rows = sp.outer * sp.len;
+    const int64_t blocks = (sp.inner + kBlock - 1) / kBlock;
+    pool.parallel_for(rows * blocks, grain_for(kBlock), [&](int64_t lo, int64_t hi, int) {
+      for (int64_t t = lo; t < hi; t++) {
+        const int64_t r = t / blocks, b0 = (t % blocks) * kBlock;
+        fn(r * sp.inner + b0, std::min(kBlock, sp.inner - b0), r % sp.len);
+      }
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+class QuantizeKernel : public PerAxisKernel {
+ public:
+  explicit QuantizeKernel(const Node& n) : PerAxisKernel(n) {}
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
@@ -150,34 +180,18 @@ class QuantizeKernel : public KernelBase {
           "got " +
           tensors_str(zp ? std::vector<Tensor>{x, s, *zp, y} : std::vector<Tensor>{x, s, y}));
     }
-    const std::optional<AxisSplit> spo = split(x, s, axis_);
-    if (!spo) {
-      fail("scale " + tensors_str({s}) + " is neither one element nor one per slice of axis " +
-           std::to_string(axis_) + " of " + tensors_str({x}));
-    }
-    const AxisSplit sp = *spo;
-    const int64_t rows = sp.outer * sp.len;
-    const int64_t blocks = (sp.inner + kBlock - 1) / kBlock;
-    pool.parallel_for(rows * blocks, grain_for(kBlock), [&](int64_t lo, int64_t hi, int) {
+    for_each_block(x, s, pool, [&](int64_t at, int64_t n, int64_t k) {
       float buf[kBlock];
-      for (int64_t t = lo; t < hi; t++) {
-        const int64_t r = t / blocks, b0 = (t % blocks) * kBlock;
-        const int64_t n = std::min(kBlock, sp.inner - b0), k = r % sp.len;
-        const int64_t at = r * sp.inner + b0;
-        const float* px = floats_at(x, at, n, buf);
-        const float sc = s.data_as<float>()[k];
-        const int32_t z = zero_point_at(zp, k);
-        if (qt == DType::i8) {
-          quantize_run(px, sc, z, y.data_as<int8_t>() + at, n);
-        } else {
-          quantize_run(px, sc, z, y.data_as<uint8_t>() + at, n);
-        }
+      const float* px = floats_at(x, at, n, buf);
+      const float sc = s.data_as<float>()[k];
+      const int32_t z = zero_point_at(zp, k);
+      if (qt == DType::i8) {
+        quantize_run(px, sc, z, y.data_as<int8_t>() + at, n);
+      } else {
+        quantize_run(px, sc, z, y.data_as<uint8_t>() + at, n);
       }
     });
   }
-
- private:
-  int64_t axis_;
 };
 
 template <typename Q>
@@ -185,9 +199,9 @@ void dequantize_run(const Q* x, int32_t zp, float scale, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = float(int64_t(x[i]) - zp) * scale;
 }
 
-class DequantizeKernel : public KernelBase {
+class DequantizeKernel : public PerAxisKernel {
  public:
-  explicit DequantizeKernel(const Node& n) : KernelBase(n), axis_(n.attr_int("axis", 1)) {}
+  explicit DequantizeKernel(const Node& n) : PerAxisKernel(n) {}
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
@@ -204,35 +218,19 @@ class DequantizeKernel : public KernelBase {
           "output, got " +
           tensors_str(zp ? std::vector<Tensor>{x, s, *zp, y} : std::vector<Tensor>{x, s, y}));
     }
-    const std::optional<AxisSplit> spo = split(x, s, axis_);
-    if (!spo) {
-      fail("scale " + tensors_str({s}) + " is neither one element nor one per slice of axis " +
-           std::to_string(axis_) + " of " + tensors_str({x}));
-    }
-    const AxisSplit sp = *spo;
-    const int64_t rows = sp.outer * sp.len;
-    const int64_t blocks = (sp.inner + kBlock - 1) / kBlock;
-    pool.parallel_for(rows * blocks, grain_for(kBlock), [&](int64_t lo, int64_t hi, int) {
-      for (int64_t b = lo; b < hi; b++) {
-        const int64_t r = b / blocks, b0 = (b % blocks) * kBlock;
-        const int64_t n = std::min(kBlock, sp.inner - b0), k = r % sp.len;
-        const int64_t at = r * sp.inner + b0;
-        const float sc = s.data_as<float>()[k];
-        const int32_t z = zero_point_at(zp, k);
-        float* py = y.data_as<float>() + at;
-        if (t == DType::i8) {
-          dequantize_run(x.data_as<int8_t>() + at, z, sc, py, n);
-        } else if (t == DType::u8) {
-          dequantize_run(x.data_as<uint8_t>() + at, z, sc, py, n);
-        } else {
-          dequantize_run(x.data_as<int32_t>() + at, z, sc, py, n);
-        }
+    for_each_block(x, s, pool, [&](int64_t at, int64_t n, int64_t k) {
+      const float sc = s.data_as<float>()[k];
+      const int32_t z = zero_point_at(zp, k);
+      float* py = y.data_as<float>() + at;
+      if (t == DType::i8) {
+        dequantize_run(x.data_as<int8_t>() + at, z, sc, py, n);
+      } else if (t == DType::u8) {
+        dequantize_run(x.data_as<uint8_t>() + at, z, sc, py, n);
+      } else {
+        dequantize_run(x.data_as<int32_t>() + at, z, sc, py, n);
       }
     });
   }
-
- private:
-  int64_t axis_;
 };
 
 // ONNX's DynamicQuantizeLinear: u8 over x's range widened to include 0; scale = range / 255 (an
