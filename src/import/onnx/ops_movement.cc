@@ -571,10 +571,9 @@ void pad_runtime(NodeCtx& c, const std::string& mode) {
       c.invalid("pads has " + std::to_string(n) + " values for " + std::to_string(k) +
                 " axes (two per axis: begins, then ends)");
     }
-    auto i64 = [&](Value* v) {
-      return v->dtype == DType::i64 ? v : c.emit(OpKind::Cast, {v}, {{"to", std::string("i64")}});
-    };
-    Value* both = c.emit(OpKind::Concat, {i64(c.value(3)), i64(pads)}, {{"axis", int64_t(0)}});
+    Value* both = c.emit(OpKind::Concat,
+                         {cast_value(c, c.value(3), DType::i64), cast_value(c, pads, DType::i64)},
+                         {{"axis", int64_t(0)}});
     pads = axes_shape(c, c.value(0), both, "pad");
   } else if (c.has_input(3)) {
     std::vector<int64_t> axes;

@@ -138,17 +138,7 @@ void layer_norm(NodeCtx& c) {
 // Conv over 1 or 2 spatial axes; shape inference checks the attributes against the operands.
 void conv(NodeCtx& c) {
   require_float(c, 0);
-  const int64_t r = c.rank(0);
-  if (r != 3 && r != 4) {
-    c.unsupported("Conv over " + std::to_string(r - 2) +
-                  " spatial axes (1-D and 2-D are supported)");
-  }
-  std::string ap = c.attr_str("auto_pad", "NOTSET");
-  if (ap.empty()) ap = "NOTSET";
-  Attrs a{{"group", c.attr_int("group", 1)}, {"auto_pad", ap}};
-  for (const char* k : {"kernel_shape", "strides", "pads", "dilations"}) {
-    if (c.has_attr(k)) a[k] = c.attr_ints(k);
-  }
+  const Attrs a = conv_window_attrs(c, "Conv");
   std::vector<Value*> in{c.value(0), c.value(1)};
   if (c.has_input(2)) in.push_back(c.value(2));
   c.set_output(0, c.emit(OpKind::Conv, in, a));

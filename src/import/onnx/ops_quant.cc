@@ -66,17 +66,7 @@ void qlinear_matmul(NodeCtx& c) {
 }
 
 void conv_integer(NodeCtx& c) {
-  const int64_t r = c.rank(0);
-  if (r != 3 && r != 4) {
-    c.unsupported("ConvInteger over " + std::to_string(r - 2) +
-                  " spatial axes (1-D and 2-D are supported)");
-  }
-  std::string ap = c.attr_str("auto_pad", "NOTSET");
-  if (ap.empty()) ap = "NOTSET";
-  Attrs a{{"group", c.attr_int("group", 1)}, {"auto_pad", ap}};
-  for (const char* k : {"kernel_shape", "strides", "pads", "dilations"}) {
-    if (c.has_attr(k)) a[k] = c.attr_ints(k);
-  }
+  const Attrs a = conv_window_attrs(c, "ConvInteger");
   std::vector<Value*> in{c.value(0), c.value(1)};
   Value* zw = zero_point(c, 3, 1, false);
   Value* zx = zero_point(c, 2, 0, zw != nullptr);

@@ -63,6 +63,21 @@ void require_float(NodeCtx& c, int input) {
 
 Value* binary(NodeCtx& c, OpKind k, Value* a, Value* b) { return c.emit(k, {a, b}); }
 
+Attrs conv_window_attrs(NodeCtx& c, const std::string& op) {
+  const int64_t r = c.rank(0);
+  if (r != 3 && r != 4) {
+    c.unsupported(op + " over " + std::to_string(r - 2) +
+                  " spatial axes (1-D and 2-D are supported)");
+  }
+  std::string ap = c.attr_str("auto_pad", "NOTSET");
+  if (ap.empty()) ap = "NOTSET";
+  Attrs a{{"group", c.attr_int("group", 1)}, {"auto_pad", ap}};
+  for (const char* k : {"kernel_shape", "strides", "pads", "dilations"}) {
+    if (c.has_attr(k)) a[k] = c.attr_ints(k);
+  }
+  return a;
+}
+
 Value* cast_value(NodeCtx& c, Value* v, DType to) {
   if (v->dtype == to) return v;
   return c.emit(OpKind::Cast, {v}, {{"to", std::string(dtype_name(to))}});

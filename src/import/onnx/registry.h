@@ -45,6 +45,9 @@ int64_t runtime_values_length(NodeCtx& c, int i, const std::string& what);
 // AxesShape (ops.def) of x's shape vector and those values: computed and checked when the plan for
 // a run is built.
 Value* axes_shape(NodeCtx& c, Value* x, Value* values, const std::string& mode, int64_t axis = 0);
+// Conv's and ConvInteger's window attributes (group, auto_pad, kernel_shape, strides, pads,
+// dilations) as ubfuse's Conv takes them; `op` over other than 1 or 2 spatial axes is unsupported.
+Attrs conv_window_attrs(NodeCtx& c, const std::string& op);
 // v as dtype `to` (a Cast node unless it is of that dtype already).
 Value* cast_value(NodeCtx& c, Value* v, DType to);
 // An i64 constant of `sizes` (one dim above 1) holding 0, 1, 2, ... along that dim: the positions
