@@ -162,7 +162,7 @@ TEST(PlanMemo, ReusedInferenceEqualsAFreshPlanAtEveryDecodeLength) {
   const Executor& exe = m.executor();
   auto same_ref = [](const BufferRef& a, const BufferRef& b) {
     return a.kind == b.kind && a.index == b.index && a.offset == b.offset && a.dtype == b.dtype &&
-           a.sizes == b.sizes &&
+           *a.sizes == *b.sizes &&
            (a.kind != BufferRef::Kind::Constant || a.constant->sizes() == b.constant->sizes());
   };
   std::vector<int64_t> pasts;

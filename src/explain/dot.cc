@@ -33,9 +33,8 @@ std::string bytes_of(const Value* v, const Plan& plan) {
 }
 
 std::string typed(const Value* v, const Plan& plan) {
-  auto it = plan.sizes.find(v);
-  return std::string(dtype_name(v->dtype)) +
-         (it != plan.sizes.end() ? sizes_str(it->second) : shape_str(v->shape));
+  const Sizes* s = plan.find_sizes(v);
+  return std::string(dtype_name(v->dtype)) + (s ? sizes_str(*s) : shape_str(v->shape));
 }
 
 std::string render(const ExplainReport& r, bool after) {

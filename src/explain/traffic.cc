@@ -49,8 +49,8 @@ SymbolBindings bind_dims(const Graph& g, const SymbolBindings& dims) {
 }
 
 int64_t value_bytes(const Value* v, const Plan& plan) {
-  auto it = plan.sizes.find(v);
-  Sizes s = it != plan.sizes.end() ? it->second : static_sizes(v->shape);
+  const Sizes* ps = plan.find_sizes(v);
+  Sizes s = ps ? *ps : static_sizes(v->shape);
   return numel(s) * int64_t(dtype_size(v->dtype));
 }
 

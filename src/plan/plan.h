@@ -34,7 +34,8 @@ struct BufferRef {
   int64_t offset = 0;                // Arena: byte offset
   const Tensor* constant = nullptr;  // Constant: the node's payload
   DType dtype = DType::f32;
-  Sizes sizes;  // the operand's own sizes (a view's differ from its storage's)
+  // The operand's own sizes (a view's differ from its storage's): an entry of its plan's sizes.
+  const Sizes* sizes = nullptr;
 };
 
 // What a plan is built over: the graph, the operands of its kernels in launch order, and the
@@ -56,10 +57,27 @@ struct PlanSpec {
 
   // The graph's nodes in topological order; computed by build_plan when empty.
   std::vector<const Node*> order;
+  // Its values numbered (index_plan_spec); computed by build_plan when null.
+  std::shared_ptr<const struct PlanIndex> index;
 
   // The value whose buffer holds v's bytes: v itself unless v is a view (of a view...).
   const Value* storage_of(const Value* v) const;
 };
+
+// A spec's operands and node edges as value ids (Value::id, dense in a graph), so that building
+// a plan indexes arrays instead of hashing pointers: a decode step builds one per new length.
+struct PlanIndex {
+  std::vector<const Value*> value;  // by id; null for ids the graph no longer uses
+  std::vector<int> storage;         // by id: the id holding its bytes (PlanSpec::storage_of)
+  std::vector<const Tensor*> constant;  // by id: a Constant node's payload, else null
+  std::vector<int> output_of;           // by id: the first graph output it is, else -1
+  std::vector<std::vector<char>> lone;  // by id, per declared dim: a lone symbol ("seq")
+  std::vector<std::vector<int>> node_in, node_out;  // by position in PlanSpec::order
+  std::vector<std::vector<int>> step_in, step_out;  // by kernel
+  std::vector<int> inputs, outputs;                 // graph inputs, graph outputs
+};
+// Numbers spec's values; spec.order must be set. Executors call it once per spec.
+std::shared_ptr<const PlanIndex> index_plan_spec(const PlanSpec& spec);
 
 // A node's copy over stand-in input values, on which a plan runs shape inference with concrete
 // sizes (plan.cc); made once per node, refilled per plan.
@@ -75,7 +93,7 @@ struct InferScratch {
 // contents of the inputs the plan knows (shape values, value inputs; constants never change), so
 // a later plan whose node sees the same reuses it: a decode step's new past length re-infers
 // only the nodes that see the past. Shared by the plans of one model (build_plan locks it);
-// indexed like PlanSpec::order, so used only with a spec whose order is set.
+// indexed like PlanSpec::order, so used only with a spec whose order and index are set.
 class PlanMemo {
  public:
   struct Entry {
@@ -105,9 +123,9 @@ class PlanMemo {
 
 struct Plan {
   SymbolBindings symbols;  // the input sizes' symbols and those bound while planning
-  std::unordered_map<const Value*, Sizes> sizes;
-  std::unordered_map<const Value*, int64_t> offset;  // arena byte offset of intermediates
-  std::unordered_map<const Value*, Tensor> values;   // shape values, owned by the plan
+  std::shared_ptr<const PlanIndex> index;
+  std::vector<Sizes> sizes;                         // by value id (index->value)
+  std::unordered_map<const Value*, Tensor> values;  // shape values, owned by the plan
   int64_t arena_bytes = 0;
   int64_t naive_bytes = 0;  // what the intermediates would take without reuse
   // Per step, its operands in the order the kernel takes them.
@@ -123,6 +141,9 @@ struct Plan {
     int output = -1;
   };
   std::vector<Copy> output_copies;
+
+  // v's sizes in this plan; null for a value the plan does not size.
+  const Sizes* find_sizes(const Value* v) const;
 };
 
 // `value_inputs`: the contents of the graph inputs that shape nodes read. Throws Error when a

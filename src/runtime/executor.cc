@@ -31,6 +31,7 @@ Executor::Executor(std::shared_ptr<const Executable> exe) : exe_(std::move(exe))
   for (auto& k : exe_->kernels) spec_.steps.push_back({k->inputs, k->outputs});
   for (auto& [n, k] : exe_->shape_kernels) spec_.shape_nodes.insert(n);
   for (const Node* n : exe_->graph.topo_order()) spec_.order.push_back(n);
+  spec_.index = index_plan_spec(spec_);
   spec_.run_shape_node = [this](const Node& n, const std::vector<Tensor>& in,
                                 std::vector<Tensor>& out) {
     const Kernel* k = nullptr;
@@ -47,20 +48,32 @@ Executor::Executor(std::shared_ptr<const Executable> exe) : exe_(std::move(exe))
 SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs) const {
   const Graph& graph = exe_->graph;
   SymbolBindings b;
-  std::map<std::string, std::string> bound_by;  // symbol -> "input 'x' dim 0"
-  for (auto& [name, _] : inputs) {
+  // Where each symbol was bound, for errors; the text is made only when one is thrown (this runs
+  // on every call).
+  auto where = [](const Value* in, int d) {
+    return "input '" + in->name + "' dim " + std::to_string(d);
+  };
+  std::map<std::string, std::pair<const Value*, int>> bound_at;
+  auto bound_by = [&](const std::string& sym) {
+    auto it = bound_at.find(sym);
+    return it == bound_at.end() ? std::string("?") : where(it->second.first, it->second.second);
+  };
+  size_t found = 0;  // every name given is a graph input when all of them are found
+  for (auto* in : graph.inputs()) found += inputs.count(in->name);
+  for (auto it = inputs.begin(); found != inputs.size() && it != inputs.end(); ++it) {
     bool known = false;
-    for (auto* in : graph.inputs()) known |= in->name == name;
+    for (auto* in : graph.inputs()) known |= in->name == it->first;
     if (!known) {
       std::string names;
       for (auto* in : graph.inputs()) names += (names.empty() ? "" : ", ") + in->name;
-      throw Error("unknown input '" + name + "'; the model's inputs are: " + names);
+      throw Error("unknown input '" + it->first + "'; the model's inputs are: " + names);
     }
   }
   struct Compound {
     const Dim* dim;
     int64_t got;
-    std::string where;
+    const Value* in;
+    int d;
   };
   std::vector<Compound> compound;  // dims like "past+1" or "batch*seq"
   for (auto* in : graph.inputs()) {
@@ -82,26 +95,25 @@ SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs
     for (int d = 0; d < t.rank(); d++) {
       const Dim& want = in->shape[size_t(d)];
       int64_t got = t.sizes()[size_t(d)];
-      std::string here = "input '" + in->name + "' dim " + std::to_string(d);
       if (want.is_static()) {
         if (want.value() != got) {
-          throw Error(here + " is " + std::to_string(got) + " but the model expects " +
+          throw Error(where(in, d) + " is " + std::to_string(got) + " but the model expects " +
                       std::to_string(want.value()) + " (shape " + shape_str(in->shape) + ")");
         }
         continue;
       }
       if (!want.is_symbol()) {
-        compound.push_back({&want, got, here});
+        compound.push_back({&want, got, in, d});
         continue;
       }
       const std::string& sym = want.symbol();
       auto [bit, fresh] = b.emplace(sym, got);
       if (!fresh && bit->second != got) {
         throw Error("symbol '" + sym + "' is " + std::to_string(bit->second) + " in " +
-                    bound_by[sym] + " but " + std::to_string(got) + " in " + here +
+                    bound_by(sym) + " but " + std::to_string(got) + " in " + where(in, d) +
                     "; inputs that share a symbol must agree");
       }
-      if (fresh) bound_by[sym] = here;
+      if (fresh) bound_at[sym] = {in, d};
     }
   }
   // Once the lone symbols are bound, a dim with one unknown left ("past+1") binds it; the others
@@ -111,7 +123,7 @@ SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs
     for (auto& c : compound) {
       if (auto sol = solve_dim(*c.dim, c.got, b)) {
         b[sol->symbol] = sol->value;
-        bound_by[sol->symbol] = c.where;
+        bound_at[sol->symbol] = {c.in, c.d};
         progress = true;
       }
     }
@@ -122,16 +134,17 @@ SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs
     if (!v && std::count_if(syms.begin(), syms.end(), [&](auto& s) { return !b.count(s); }) == 1) {
       std::string why;  // one unknown left, yet the loop above could not solve it
       solve_dim(*c.dim, c.got, b, &why);
-      throw Error(c.where + " is " + std::to_string(c.got) + " but the model declares '" +
+      throw Error(where(c.in, c.d) + " is " + std::to_string(c.got) +
+                  " but the model declares '" +
                   c.dim->symbol() + "': " + why);
     }
     if (v && *v != c.got) {
       std::string vals;
       for (auto& s : syms) {
         vals += (vals.empty() ? "" : ", ") + s + "=" + std::to_string(b.at(s)) + " (from " +
-                bound_by[s] + ")";
+                bound_by(s) + ")";
       }
-      throw Error(c.where + " is " + std::to_string(c.got) + " but the model expects '" +
+      throw Error(where(c.in, c.d) + " is " + std::to_string(c.got) + " but the model expects '" +
                   c.dim->symbol() + "' = " + std::to_string(*v) + " with " + vals +
                   "; inputs that share a symbol must agree");
     }
@@ -290,14 +303,14 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
         base = out_t[size_t(r.index)]->data();
         break;
       case BufferRef::Kind::Constant:
-        if (r.constant->sizes() == r.sizes) return *r.constant;
+        if (r.constant->sizes() == *r.sizes) return *r.constant;
         base = r.constant->data();
         break;
       case BufferRef::Kind::Arena:
         base = arena + r.offset;
         break;
     }
-    return Tensor::view(r.dtype, r.sizes, base);
+    return Tensor::view(r.dtype, *r.sizes, base);
   };
 
   ExecContext ctx;
