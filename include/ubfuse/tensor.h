@@ -19,6 +19,9 @@ class Tensor {
   Tensor(DType dtype, Sizes sizes);
   // Views `data`, which must outlive every use of the tensor.
   static Tensor view(DType dtype, Sizes sizes, void* data);
+  // Makes this tensor a view of `data`, as view() would, reusing the storage of its sizes (the
+  // executor rebinds its kernels' operands this way on every call without allocating).
+  void assign_view(DType dtype, const Sizes& sizes, void* data);
   static Tensor zeros(DType dtype, Sizes sizes);
   // From f32 values, converted to `dtype` (rounding to nearest even for bf16/f16).
   static Tensor from_floats(DType dtype, Sizes sizes, const std::vector<float>& values);

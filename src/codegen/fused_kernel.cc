@@ -65,7 +65,7 @@ void FusedKernel::run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
                       ExecContext& ctx) const {
   if (out.empty()) return;  // a group of dead nodes (no DCE ran): nothing to compute
   RowArgs ra;
-  make_row_args(*lg_.prog, in, out, ra);
+  make_row_args(*lg_.prog, lg_.reads, in, out, ra);
   int64_t out_bytes = 0;
   for (auto& t : out) out_bytes += int64_t(t.nbytes());
   choose_variant(lg_, ra, in, out_bytes, ctx);

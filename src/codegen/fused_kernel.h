@@ -36,6 +36,7 @@ struct LoweredGroup {
   bool force_reread = false;   // FusedGroup::reread
   bool pipelined = false;      // the engine has the pipelined UB variant (generated code)
   bool compute_bound = false;  // a transcendental or a divide per element (store_policy.h)
+  RowReads reads;              // row_reads(*prog)
 };
 
 // Picks the variant of a bound call from its row length and ctx's UB (recording a re-read in

@@ -152,6 +152,7 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
     p.lowered.reread = kir::schedule(*prog, false);
     p.lowered.force_reread = g.reread;
     p.lowered.compute_bound = kir::has_expensive_column_op(*prog);
+    p.lowered.reads = row_reads(*prog);
     if (dump_kernels()) {
       std::fprintf(stderr, "[ubfuse] kernel IR of %s:\n%s%s%s", g.name.c_str(),
                    kir::to_string(*prog).c_str(), kir::to_string(*prog, p.lowered.ub).c_str(),

@@ -108,7 +108,7 @@ class MatMulEpilogueKernel : public Kernel {
       matmul_->run(operands, mo, *ctx.pool);
       ins.push_back(m);
       RowArgs ra;
-      make_row_args(*lg_.prog, ins, out, ra);
+      make_row_args(*lg_.prog, lg_.reads, ins, out, ra);
       choose_variant(lg_, ra, ins, out_bytes, ctx);
       run_rows(eng_, ra, 0, ra.args.rows, ctx);
       return;
@@ -129,7 +129,7 @@ class MatMulEpilogueKernel : public Kernel {
     }
     ins.push_back(Tensor::view(dt, D, base ? base : scratch.data()));
     RowArgs ra;
-    make_row_args(*lg_.prog, ins, out, ra);
+    make_row_args(*lg_.prog, lg_.reads, ins, out, ra);
     choose_variant(lg_, ra, ins, out_bytes, ctx);
     const size_t blk = ra.in.size() - 1;
     const char* a_data = static_cast<const char*>(A.data());

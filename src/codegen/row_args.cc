@@ -101,22 +101,32 @@ UbfTensorArg row_map(const kir::Program& p, const std::string& name, Sizes lead,
 
 }  // namespace
 
-void make_row_args(const kir::Program& p, const std::vector<Tensor>& in,
-                   const std::vector<Tensor>& out, RowArgs& ra) {
-  UBF_CHECK(in.size() == p.inputs.size() && out.size() == p.outputs.size(),
-            "fused kernel " + p.name + ": tensor count");
-  const size_t n = size_t(p.domain_rank);
-  // How each input is read: per-row base only (drop form) or with a row of its own.
-  std::vector<int> drop(in.size(), -1);  // -1 unread, 0 col/keep, 1 drop
-  int col_input = -1;
-  bool rot_half = false;
+RowReads row_reads(const kir::Program& p) {
+  RowReads r;
+  r.drop.assign(p.inputs.size(), -1);
+  r.columns.assign(p.inputs.size(), 0);
   for (size_t e = 0; e < p.exprs.size(); e++) {
     const kir::Expr& x = p.exprs[e];
     if (x.op != kir::Op::Load || !p.needed[e]) continue;
-    drop[size_t(x.arg)] = x.align == kir::Align::RowDrop ? 1 : 0;
-    if (kir::reads_row_columns(x.align) && col_input < 0) col_input = x.arg;
-    rot_half = rot_half || x.align == kir::Align::RotHalf;
+    r.drop[size_t(x.arg)] = x.align == kir::Align::RowDrop ? 1 : 0;
+    if (kir::reads_row_columns(x.align)) {
+      r.columns[size_t(x.arg)] = 1;
+      if (r.col_input < 0) r.col_input = x.arg;
+    }
+    r.rot_half = r.rot_half || x.align == kir::Align::RotHalf;
   }
+  return r;
+}
+
+void make_row_args(const kir::Program& p, const RowReads& r, const std::vector<Tensor>& in,
+                   const std::vector<Tensor>& out, RowArgs& ra) {
+  UBF_CHECK(in.size() == p.inputs.size() && out.size() == p.outputs.size() &&
+                r.drop.size() == in.size(),
+            "fused kernel " + p.name + ": tensor count");
+  const size_t n = size_t(p.domain_rank);
+  const std::vector<int8_t>& drop = r.drop;
+  const int col_input = r.col_input;
+  const bool rot_half = r.rot_half;
   // The domain: a column output has its sizes; else row outputs give the leading dims and a
   // column input the row length.
   Sizes& D = ra.domain;
@@ -162,12 +172,7 @@ void make_row_args(const kir::Program& p, const std::vector<Tensor>& in,
     if (drop[i] == 0 && !lead.empty()) {
       inner = lead.back();
       lead.pop_back();
-      bool col = false;
-      for (size_t e = 0; e < p.exprs.size(); e++) {
-        const kir::Expr& x = p.exprs[e];
-        col = col || (p.needed[e] && x.op == kir::Op::Load && x.arg == int(i) &&
-                      kir::reads_row_columns(x.align));
-      }
+      const bool col = r.columns[i] != 0;
       if (col && inner != cols && n > 0) {
         fail(p, "input '" + name + "' " + sizes_str(t.sizes()) + " has rows of " +
                     std::to_string(inner) + " but the domain " + sizes_str(D) + " has " +

@@ -42,6 +42,13 @@ Tensor Tensor::view(DType dtype, Sizes sizes, void* data) {
   return t;
 }
 
+void Tensor::assign_view(DType dtype, const Sizes& sizes, void* data) {
+  owner_.reset();
+  dtype_ = dtype;
+  sizes_.assign(sizes.begin(), sizes.end());
+  data_ = data;
+}
+
 Tensor Tensor::zeros(DType dtype, Sizes sizes) {
   Tensor t(dtype, std::move(sizes));
   std::memset(t.data_, 0, t.nbytes());

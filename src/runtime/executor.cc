@@ -293,7 +293,8 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
     std::memset(ws->arena.data(), 0, ws->arena.nbytes());  // fault pages in now, not mid-kernel
   }
   char* arena = static_cast<char*>(ws->arena.data());
-  auto tensor = [&](const BufferRef& r) -> Tensor {
+  // Binds t to operand r (a view, or the constant itself when its sizes are the operand's).
+  auto bind = [&](const BufferRef& r, Tensor& t) {
     void* base = nullptr;
     switch (r.kind) {
       case BufferRef::Kind::Input:
@@ -303,14 +304,17 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
         base = out_t[size_t(r.index)]->data();
         break;
       case BufferRef::Kind::Constant:
-        if (r.constant->sizes() == *r.sizes) return *r.constant;
+        if (r.constant->sizes() == *r.sizes) {
+          t = *r.constant;
+          return;
+        }
         base = r.constant->data();
         break;
       case BufferRef::Kind::Arena:
         base = arena + r.offset;
         break;
     }
-    return Tensor::view(r.dtype, *r.sizes, base);
+    t.assign_view(r.dtype, *r.sizes, base);
   };
 
   ExecContext ctx;
@@ -320,14 +324,17 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
   ctx.matmul_block_bytes = exe_->run.matmul_block_bytes;
   for (auto& u : ws->ubs) ctx.ub.push_back(u.data_as<float>());
   TraceSink* sink = active_trace_sink();
-  std::vector<Tensor> in, out;
+  // Kept by the workspace, so that rebinding them reuses their sizes' storage (what they view
+  // after the call is never read: every kernel's operands are rebound before it runs).
+  std::vector<Tensor>& in = ws->in;
+  std::vector<Tensor>& out = ws->out;
   for (size_t k = 0; k < exe_->kernels.size(); k++) {
     const Kernel& kern = *exe_->kernels[k];
     const Plan::Operands& ops = plan->steps[k];
-    in.clear();
-    out.clear();
-    for (auto& r : ops.inputs) in.push_back(tensor(r));
-    for (auto& r : ops.outputs) out.push_back(tensor(r));
+    in.resize(ops.inputs.size());
+    out.resize(ops.outputs.size());
+    for (size_t i = 0; i < in.size(); i++) bind(ops.inputs[i], in[i]);
+    for (size_t i = 0; i < out.size(); i++) bind(ops.outputs[i], out[i]);
     ctx.extra_bytes_read = 0;
     ctx.variant_used.clear();
     const int64_t t0 = now_ns();
@@ -360,7 +367,8 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
     }
   }
   for (auto& c : plan->output_copies) {
-    Tensor src = tensor(c.from);
+    Tensor src;
+    bind(c.from, src);
     const Tensor& dst = *out_t[size_t(c.output)];
     if (src.data() != dst.data()) std::memcpy(dst.data(), src.data(), dst.nbytes());
   }

@@ -19,6 +19,7 @@ struct Workspace {
   Tensor arena;                     // raw bytes, grown on demand and reused across runs
   std::vector<Tensor> ubs;          // one per worker
   std::vector<char> block_scratch;  // ExecContext::block_scratch
+  std::vector<Tensor> in, out;      // the operands of the kernel running, rebound per kernel
 };
 
 class Executor {
