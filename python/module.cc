@@ -420,6 +420,7 @@ void put_run_stats(const RunStats& rs, const py::object& stats) {
   d["overhead_us"] = rs.total_us - rs.plan_us - rs.kernels_us;
   d["plan_built"] = rs.plan_built;
   d["kernels_launched"] = rs.kernels_launched;
+  d["kernels_precomputed"] = rs.kernels_precomputed;
   d["bytes_read"] = rs.bytes_read;
   d["bytes_written"] = rs.bytes_written;
 }

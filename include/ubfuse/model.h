@@ -53,6 +53,9 @@ struct RunStats {
   int64_t bytes_read = 0;     // main-memory bytes the kernels read (inputs of each kernel)
   int64_t bytes_written = 0;  // and wrote
   int kernels_launched = 0;
+  // Kernels this call skipped because its plan ran them once when it was built: their inputs
+  // are all constants or shape values (a decoder's positions, rotary cos/sin, causal mask).
+  int kernels_precomputed = 0;
   // Where the call's time went: binding the inputs' shapes and finding (or building) the plan,
   // the kernels themselves, and the whole call. total - plan - kernels is the run's own overhead
   // (output and workspace setup, operand views, launching).

@@ -120,9 +120,9 @@ RowReads row_reads(const kir::Program& p) {
 
 void make_row_args(const kir::Program& p, const RowReads& r, const std::vector<Tensor>& in,
                    const std::vector<Tensor>& out, RowArgs& ra) {
-  UBF_CHECK(in.size() == p.inputs.size() && out.size() == p.outputs.size() &&
-                r.drop.size() == in.size(),
-            "fused kernel " + p.name + ": tensor count");
+  UBF_CHECK(
+      in.size() == p.inputs.size() && out.size() == p.outputs.size() && r.drop.size() == in.size(),
+      "fused kernel " + p.name + ": tensor count");
   const size_t n = size_t(p.domain_rank);
   const std::vector<int8_t>& drop = r.drop;
   const int col_input = r.col_input;

@@ -21,10 +21,10 @@ struct RowArgs {
 // How a program reads its inputs: what make_row_args needs of it that no size changes, found
 // once per kernel (row_reads) rather than per call.
 struct RowReads {
-  std::vector<int8_t> drop;     // per input: -1 unread, 0 read per column (or kept), 1 row base only
-  std::vector<char> columns;    // per input: some Load reads it along the row's columns
-  int col_input = -1;           // the first input read along columns
-  bool rot_half = false;        // some Load reads through RotateHalf's view
+  std::vector<int8_t> drop;   // per input: -1 unread, 0 read per column (or kept), 1 row base only
+  std::vector<char> columns;  // per input: some Load reads it along the row's columns
+  int col_input = -1;         // the first input read along columns
+  bool rot_half = false;      // some Load reads through RotateHalf's view
 };
 RowReads row_reads(const kir::Program& p);
 

@@ -119,9 +119,8 @@ const PlanMemo::Entry* memo_find(std::vector<PlanMemo::Entry>& list, const std::
 // A new entry's key: the node's input sizes and the contents the plan knows (value inputs are
 // the caller's memory, so copied; shape values belong to the plan and never change). False when
 // a known input is too large to compare.
-bool memo_key(const std::vector<int>& in, const PlanIndex& ix, const Plan& plan,
-              const Known& known, const std::vector<char>& is_value_input,
-              PlanMemo::Entry& key) {
+bool memo_key(const std::vector<int>& in, const PlanIndex& ix, const Plan& plan, const Known& known,
+              const std::vector<char>& is_value_input, PlanMemo::Entry& key) {
   for (int id : in) {
     const Tensor* t = keyed_value(ix, id, known);
     if (t && int64_t(t->nbytes()) > PlanMemo::kMaxKeyBytes) return false;
@@ -175,7 +174,6 @@ void unify(const Node& n, const Value* v, const std::vector<char>& lone, const S
 
 }  // namespace
 
-
 const Value* PlanSpec::storage_of(const Value* v) const {
   if (!view_of) return v;
   for (auto it = view_of->find(v); it != view_of->end(); it = view_of->find(v)) v = it->second;
@@ -195,9 +193,9 @@ std::shared_ptr<const PlanIndex> index_plan_spec(const PlanSpec& spec) {
     UBF_CHECK(v->id >= 0, "value '" + v->name + "' has no id");
     const size_t id = size_t(v->id);
     if (id >= ix->value.size()) ix->value.resize(id + 1, nullptr);
-    UBF_CHECK(!ix->value[id] || ix->value[id] == v,
-              "values '" + ix->value[id]->name + "' and '" + v->name + "' share id " +
-                  std::to_string(id));
+    UBF_CHECK(!ix->value[id] || ix->value[id] == v, "values '" + ix->value[id]->name + "' and '" +
+                                                        v->name + "' share id " +
+                                                        std::to_string(id));
     ix->value[id] = v;
     return int(id);
   };
@@ -243,7 +241,7 @@ namespace {
 
 // Where each operand lives, now that sizes and arena offsets (by id, -1: none) are known.
 void bind_operands(const PlanSpec& spec, const PlanIndex& ix, const std::vector<int64_t>& offset,
-                   Plan& plan) {
+                   const std::vector<char>& precomputed, Plan& plan) {
   const Graph& graph = *spec.graph;
   // Values that own their bytes: graph inputs, and graph outputs computed by a kernel, which are
   // written straight into the caller's buffer (the first name each is returned under).
@@ -289,6 +287,10 @@ void bind_operands(const PlanSpec& spec, const PlanIndex& ix, const std::vector<
   plan.steps.resize(ix.step_in.size());
   for (size_t k = 0; k < ix.step_in.size(); k++) {
     Plan::Operands& ops = plan.steps[k];
+    if (precomputed[k]) {
+      ops.precomputed = true;
+      continue;
+    }
     ops.inputs.reserve(ix.step_in[k].size());
     ops.outputs.reserve(ix.step_out[k].size());
     for (int id : ix.step_in[k]) ops.inputs.push_back(ref_of(id));
@@ -361,8 +363,7 @@ std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBinding
     InferScratch scratch;
     std::vector<Sizes> got =
         hit ? hit->out_sizes
-            : concrete_infer(*n, in_ids, *plan, known,
-                             use_memo ? memo->nodes[k].scratch : scratch);
+            : concrete_infer(*n, in_ids, *plan, known, use_memo ? memo->nodes[k].scratch : scratch);
     for (size_t i = 0; i < out_ids.size(); i++) {
       const Value* v = n->outputs[i];
       unify(*n, v, ix.lone[size_t(out_ids[i])], got[i], syms);
@@ -408,6 +409,39 @@ std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBinding
       memo_store(pm->entries, std::move(key));
     }
   }
+  // Kernels whose inputs are all known now run once, here (PlanSpec::run_step).
+  std::vector<char> precomputed(ix.step_in.size(), 0);
+  if (spec.run_step) {
+    UBF_CHECK(spec.step_pure.size() == ix.step_in.size(), "step_pure has a flag per kernel");
+    int64_t budget = PlanSpec::kPrecomputeBytes;
+    for (size_t k = 0; k < ix.step_in.size(); k++) {
+      bool ok = spec.step_pure[k] && !ix.step_out[k].empty();
+      for (int id : ix.step_in[k]) ok = ok && known[size_t(ix.storage[size_t(id)])];
+      int64_t bytes = 0;
+      for (int id : ix.step_out[k]) {
+        ok = ok && ix.output_of[size_t(id)] < 0 && ix.storage[size_t(id)] == id;
+        bytes += numel(plan->sizes[size_t(id)]) * int64_t(dtype_size(ix.value[size_t(id)]->dtype));
+      }
+      if (!ok || bytes > budget) continue;
+      budget -= bytes;
+      std::vector<Tensor> in, out;
+      for (int id : ix.step_in[k]) {
+        const Tensor* t = known[size_t(ix.storage[size_t(id)])];
+        const Sizes& s = plan->sizes[size_t(id)];
+        in.push_back(t->sizes() == s ? *t
+                                     : Tensor::view(ix.value[size_t(id)]->dtype, s, t->data()));
+      }
+      for (int id : ix.step_out[k])
+        out.emplace_back(ix.value[size_t(id)]->dtype, plan->sizes[size_t(id)]);
+      spec.run_step(k, in, out);
+      for (size_t i = 0; i < out.size(); i++) {
+        const int id = ix.step_out[k][i];
+        Tensor& t = plan->values[ix.value[size_t(id)]] = std::move(out[i]);
+        known[size_t(id)] = &t;
+      }
+      precomputed[k] = 1;
+    }
+  }
   // Live ranges of intermediates over kernel indices.
   struct Buf {
     int id;
@@ -417,6 +451,7 @@ std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBinding
   std::vector<Buf> bufs;
   std::vector<int> buf_of(nv, -1);
   for (int k = 0; k < int(ix.step_in.size()); k++) {
+    if (precomputed[size_t(k)]) continue;
     for (int id : ix.step_out[size_t(k)]) {
       if (ix.output_of[size_t(id)] >= 0) continue;
       const Value* v = ix.value[size_t(id)];
@@ -467,7 +502,7 @@ std::shared_ptr<const Plan> build_plan(const PlanSpec& spec, const SymbolBinding
                 (b.empty() ? std::string() : " for this shape") +
                 "; hint: raise memory_limit or use smaller shapes");
   }
-  bind_operands(*sp, ix, offset, *plan);
+  bind_operands(*sp, ix, offset, precomputed, *plan);
   return plan;
 }
 

@@ -54,6 +54,15 @@ struct PlanSpec {
   std::unordered_set<const Node*> shape_nodes;
   std::function<void(const Node&, const std::vector<Tensor>& in, std::vector<Tensor>& out)>
       run_shape_node;
+  // Kernels whose inputs are all known to the plan (constants, shape values, the outputs of
+  // kernels run so) run once while it is built, and its runs skip them: a decoder's positions,
+  // rotary cos/sin and causal mask depend only on the lengths. run_step runs kernel k on such
+  // inputs; step_pure[k] says whether kernel k may run so (a Host callback may not). Unset: none
+  // runs. A plan keeps at most kPrecomputeBytes of their outputs (a long prompt's causal mask
+  // runs per call instead).
+  std::function<void(size_t k, const std::vector<Tensor>& in, std::vector<Tensor>& out)> run_step;
+  std::vector<char> step_pure;
+  static constexpr int64_t kPrecomputeBytes = 256 << 10;
 
   // The graph's nodes in topological order; computed by build_plan when empty.
   std::vector<const Node*> order;
@@ -67,8 +76,8 @@ struct PlanSpec {
 // A spec's operands and node edges as value ids (Value::id, dense in a graph), so that building
 // a plan indexes arrays instead of hashing pointers: a decode step builds one per new length.
 struct PlanIndex {
-  std::vector<const Value*> value;  // by id; null for ids the graph no longer uses
-  std::vector<int> storage;         // by id: the id holding its bytes (PlanSpec::storage_of)
+  std::vector<const Value*> value;      // by id; null for ids the graph no longer uses
+  std::vector<int> storage;             // by id: the id holding its bytes (PlanSpec::storage_of)
   std::vector<const Tensor*> constant;  // by id: a Constant node's payload, else null
   std::vector<int> output_of;           // by id: the first graph output it is, else -1
   std::vector<std::vector<char>> lone;  // by id, per declared dim: a lone symbol ("seq")
@@ -124,13 +133,15 @@ class PlanMemo {
 struct Plan {
   SymbolBindings symbols;  // the input sizes' symbols and those bound while planning
   std::shared_ptr<const PlanIndex> index;
-  std::vector<Sizes> sizes;                         // by value id (index->value)
-  std::unordered_map<const Value*, Tensor> values;  // shape values, owned by the plan
+  std::vector<Sizes> sizes;  // by value id (index->value)
+  // Shape values and the outputs of precomputed kernels, owned by the plan.
+  std::unordered_map<const Value*, Tensor> values;
   int64_t arena_bytes = 0;
   int64_t naive_bytes = 0;  // what the intermediates would take without reuse
   // Per step, its operands in the order the kernel takes them.
   struct Operands {
-    std::vector<BufferRef> inputs, outputs;
+    std::vector<BufferRef> inputs, outputs;  // empty when precomputed
+    bool precomputed = false;                // run while the plan was built (PlanSpec::run_step)
   };
   std::vector<Operands> steps;
   std::vector<Sizes> output_sizes;  // per graph output

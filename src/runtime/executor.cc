@@ -32,6 +32,17 @@ Executor::Executor(std::shared_ptr<const Executable> exe) : exe_(std::move(exe))
   for (auto& [n, k] : exe_->shape_kernels) spec_.shape_nodes.insert(n);
   for (const Node* n : exe_->graph.topo_order()) spec_.order.push_back(n);
   spec_.index = index_plan_spec(spec_);
+  for (auto& k : exe_->kernels) spec_.step_pure.push_back(!k->info.host);
+  spec_.run_step = [this](size_t k, const std::vector<Tensor>& in, std::vector<Tensor>& out) {
+    auto ws = acquire_workspace();
+    struct Release {
+      const Executor* e;
+      std::unique_ptr<Workspace>* ws;
+      ~Release() { e->release_workspace(std::move(*ws)); }
+    } release{this, &ws};
+    ExecContext ctx = context(*ws);
+    exe_->kernels[k]->run(in, out, ctx);
+  };
   spec_.run_shape_node = [this](const Node& n, const std::vector<Tensor>& in,
                                 std::vector<Tensor>& out) {
     const Kernel* k = nullptr;
@@ -134,8 +145,7 @@ SymbolBindings Executor::bind_inputs(const std::map<std::string, Tensor>& inputs
     if (!v && std::count_if(syms.begin(), syms.end(), [&](auto& s) { return !b.count(s); }) == 1) {
       std::string why;  // one unknown left, yet the loop above could not solve it
       solve_dim(*c.dim, c.got, b, &why);
-      throw Error(where(c.in, c.d) + " is " + std::to_string(c.got) +
-                  " but the model declares '" +
+      throw Error(where(c.in, c.d) + " is " + std::to_string(c.got) + " but the model declares '" +
                   c.dim->symbol() + "': " + why);
     }
     if (v && *v != c.got) {
@@ -182,6 +192,16 @@ std::unique_ptr<Workspace> Executor::acquire_workspace() const {
   for (int i = 0; i < exe_->run.pool->size(); i++)
     ws->ubs.push_back(Tensor::zeros(DType::f32, {ub / 4}));
   return ws;
+}
+
+ExecContext Executor::context(Workspace& ws) const {
+  ExecContext ctx;
+  ctx.pool = exe_->run.pool;
+  ctx.ub_bytes = exe_->run.ub_bytes;
+  ctx.block_scratch = &ws.block_scratch;
+  ctx.matmul_block_bytes = exe_->run.matmul_block_bytes;
+  for (auto& u : ws.ubs) ctx.ub.push_back(u.data_as<float>());
+  return ctx;
 }
 
 void Executor::release_workspace(std::unique_ptr<Workspace> ws) const {
@@ -317,12 +337,7 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
     t.assign_view(r.dtype, *r.sizes, base);
   };
 
-  ExecContext ctx;
-  ctx.pool = exe_->run.pool;
-  ctx.ub_bytes = exe_->run.ub_bytes;
-  ctx.block_scratch = &ws->block_scratch;
-  ctx.matmul_block_bytes = exe_->run.matmul_block_bytes;
-  for (auto& u : ws->ubs) ctx.ub.push_back(u.data_as<float>());
+  ExecContext ctx = context(*ws);
   TraceSink* sink = active_trace_sink();
   // Kept by the workspace, so that rebinding them reuses their sizes' storage (what they view
   // after the call is never read: every kernel's operands are rebound before it runs).
@@ -331,6 +346,10 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
   for (size_t k = 0; k < exe_->kernels.size(); k++) {
     const Kernel& kern = *exe_->kernels[k];
     const Plan::Operands& ops = plan->steps[k];
+    if (ops.precomputed) {
+      local.kernels_precomputed++;
+      continue;
+    }
     in.resize(ops.inputs.size());
     out.resize(ops.outputs.size());
     for (size_t i = 0; i < in.size(); i++) bind(ops.inputs[i], in[i]);

@@ -47,6 +47,7 @@ class Executor {
  private:
   std::unique_ptr<Workspace> acquire_workspace() const;
   void release_workspace(std::unique_ptr<Workspace> ws) const;
+  ExecContext context(Workspace& ws) const;  // a kernel call's context on ws's buffers
 
   // A plan's key: the symbols bound from input sizes, and the contents of the value inputs.
   struct PlanKey {

@@ -89,7 +89,11 @@ def test_greedy_decode_loop_plans_each_length_once_and_matches_the_full_recomput
     assert all(r["plan_built"] for r in runs)
     for r in runs:
         assert r["total_us"] >= r["plan_us"] + r["kernels_us"] - 1e-6
-        assert r["overhead_us"] >= -1e-6 and r["kernels_launched"] == len(step.kernels)
+        assert r["overhead_us"] >= -1e-6
+        # Positions, rotary cos/sin and the causal mask depend on lengths alone: the plan ran
+        # their kernels once when it was built.
+        assert r["kernels_precomputed"] > 0
+        assert r["kernels_launched"] + r["kernels_precomputed"] == len(step.kernels)
     # The same length again reuses its plan.
     again = {}
     step.run(feed, stats=again)
