@@ -1,0 +1,155 @@
+// Resize beyond the conformance cases (ops_conformance_test.cc): values worked out by hand, scales
+// given at run time (one compiled model, two output sizes), a symbolic length times a whole scale,
+// and the errors for bad attributes and operands, at build time and at run time.
+#include "test_util.h"
+
+namespace ubfuse {
+namespace {
+
+using testing::throws_with;
+using V = std::vector<int64_t>;
+
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
+  return v;
+}
+
+Tensor floats(const Sizes& s, std::vector<float> v) { return Tensor::from_floats(f32, s, v); }
+
+TEST(ResizeOps, NearestAndLinearByHand) {
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    {  // nearest, asymmetric, floor: each element repeated twice along both axes
+      GraphBuilder b;
+      b.output("y", b.op(OpKind::Resize,
+                         {b.input("x", f32, {1, 1, 2, 2}), b.constant(floats({4}, {1, 1, 2, 2}))},
+                         {{"coordinate_transformation_mode", std::string("asymmetric")},
+                          {"nearest_mode", std::string("floor")}}));
+      Tensor y = compile(b.build(), o).run({{"x", floats({1, 1, 2, 2}, {1, 2, 3, 4})}}).at("y");
+      EXPECT_EQ(y.sizes(), (Sizes{1, 1, 4, 4}));
+      EXPECT_EQ(values(y), (std::vector<double>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+    }
+    {  // linear, half_pixel: coordinates -0.25, 0.25, 0.75, 1.25 over [0, 4], edges clamped
+      GraphBuilder b;
+      b.output("y", b.op(OpKind::Resize, {b.input("x", f32, {2}), b.constant(floats({1}, {2}))},
+                         {{"mode", std::string("linear")}}));
+      Tensor y = compile(b.build(), o).run({{"x", floats({2}, {0, 4})}}).at("y");
+      EXPECT_EQ(values(y), (std::vector<double>{0, 1, 3, 4}));
+    }
+    {  // tf_crop_and_resize: roi [-1, 1] of [10, 20]: coordinates -1 (outside), 0, 1
+      GraphBuilder b;
+      b.output("y", b.op(OpKind::Resize,
+                         {b.input("x", f32, {2}), b.constant(Tensor::from_floats(i64, {1}, {3})),
+                          b.constant(floats({2}, {-1, 1}))},
+                         {{"mode", std::string("linear")},
+                          {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                          {"extrapolation_value", 7.0}}));
+      Tensor y = compile(b.build(), o).run({{"x", floats({2}, {10, 20})}}).at("y");
+      EXPECT_EQ(values(y), (std::vector<double>{7, 10, 20}));
+    }
+  }
+}
+
+TEST(ResizeOps, ScalesAtRunTimeOneModelTwoSizes) {
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    GraphBuilder b;
+    b.output("y", b.op(OpKind::Resize, {b.input("x", f32, {1, 3}), b.input("scales", f32, {2})},
+                       {{"coordinate_transformation_mode", std::string("asymmetric")},
+                        {"nearest_mode", std::string("floor")}},
+                       "rs"));
+    CompiledModel m = compile(b.build(), o);
+    const Tensor x = floats({1, 3}, {1, 2, 3});
+    Tensor y2 = m.run({{"x", x}, {"scales", floats({2}, {1, 2})}}).at("y");
+    EXPECT_EQ(values(y2), (std::vector<double>{1, 1, 2, 2, 3, 3}));
+    Tensor y3 = m.run({{"x", x}, {"scales", floats({2}, {2, 1})}}).at("y");
+    EXPECT_EQ(y3.sizes(), (Sizes{2, 3}));
+    EXPECT_EQ(values(y3), (std::vector<double>{1, 2, 3, 1, 2, 3}));
+    // A scale the plan reads is checked there, naming the node.
+    EXPECT_TRUE(throws_with(
+        [&] {
+          m.run({{"x", x}, {"scales", floats({2}, {1, 0})}});
+        },
+        {"'rs' (Resize)", "not positive and finite", "hint:"}));
+  }
+}
+
+TEST(ResizeOps, SymbolicLengthTimesWholeScaleStaysPolynomial) {
+  GraphBuilder b;
+  b.output("y", b.op(OpKind::Resize,
+                     {b.input("x", f32, Shape{Dim(int64_t(1)), Dim("n")}),
+                      b.constant(floats({2}, {1, 2}))},
+                     {{"mode", std::string("linear")}}));
+  Graph g = b.build();
+  EXPECT_EQ(shape_str(g.outputs()[0].second->shape), "[1,2*n]");
+  Tensor y = compile(g, testing::eager_opts()).run({{"x", floats({1, 3}, {0, 3, 6})}}).at("y");
+  EXPECT_EQ(y.sizes(), (Sizes{1, 6}));
+}
+
+TEST(ResizeOps, BadAttributesAndOperandsNameNodeOpAndHint) {
+  auto resize = [](Sizes s, Tensor v, Attrs a) {
+    GraphBuilder b;
+    b.output("y", b.op(OpKind::Resize, {b.input("x", f32, to_shape(s)), b.constant(v)},
+                       std::move(a), "rs"));
+  };
+  const Tensor two = floats({2}, {2, 2});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({2, 2}, two, {{"mode", std::string("bicubic")}});
+      },
+      {"'rs' (Resize)", "mode must be nearest, linear or cubic", "\"bicubic\"", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({2, 2}, two, {{"coordinate_transformation_mode", std::string("corners")}});
+      },
+      {"'rs' (Resize)", "\"corners\"", "hint: half_pixel"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({2, 2}, two, {{"nearest_mode", std::string("up")}});
+      },
+      {"'rs' (Resize)", "nearest_mode \"up\"", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({2, 2}, two, {{"keep_aspect_ratio_policy", std::string("fit")}});
+      },
+      {"'rs' (Resize)", "keep_aspect_ratio_policy \"fit\"", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({1, 2, 3}, two, {});
+      },
+      {"'rs' (Resize)", "scales must hold 3 values", "[2]", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({2, 2}, floats({2}, {1, -0.5f}), {});
+      },
+      {"'rs' (Resize)", "scales [1,-0.5]", "not positive and finite", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({2, 2}, Tensor::from_floats(i64, {2}, {3, -1}), {});
+      },
+      {"'rs' (Resize)", "negative size", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({2, 2}, two, {{"axes", V{1, -1}}});
+      },
+      {"'rs' (Resize)", "repeat axis 1", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({0, 2}, Tensor::from_floats(i64, {2}, {3, 2}), {});
+      },
+      {"'rs' (Resize)", "empty axis 0", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        resize({2, 2}, Tensor::from_floats(bf16, {2}, {2, 2}), {});
+      },
+      {"'rs' (Resize)", "scales (f32) or sizes (i64)", "bf16", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        GraphBuilder b;
+        b.output("y", b.op(OpKind::Resize, {b.input("x", i64, {2}), b.constant(floats({1}, {2}))},
+                           {}, "rs"));
+      },
+      {"'rs' (Resize)", "hint:"}));
+}
+
+}  // namespace
+}  // namespace ubfuse
