@@ -1,13 +1,19 @@
 // Resize beyond the conformance cases (ops_conformance_test.cc): values worked out by hand, scales
 // given at run time (one compiled model, two output sizes), a symbolic length times a whole scale,
-// and the errors for bad attributes and operands, at build time and at run time.
+// the errors for bad attributes and operands, at build time and at run time, and the ONNX import
+// of what the backend node tests (test_resize_*) do not reach: opset 18's axes and
+// keep_aspect_ratio_policy, Upsample's linear mode, opset 10, and the converter's errors.
+#include "onnx_one_node.h"
 #include "test_util.h"
 
 namespace ubfuse {
 namespace {
 
+using testing::OneNode;
 using testing::throws_with;
 using V = std::vector<int64_t>;
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int kInt64 = onnx::TensorProto::INT64;
 
 std::vector<double> values(const Tensor& t) {
   std::vector<double> v;
@@ -134,6 +140,11 @@ TEST(ResizeOps, BadAttributesAndOperandsNameNodeOpAndHint) {
       {"'rs' (Resize)", "repeat axis 1", "hint:"}));
   EXPECT_TRUE(throws_with(
       [&] {
+        resize({2, 2}, floats({2}, {1, 1e30f}), {});
+      },
+      {"'rs' (Resize)", "longer than 2^62", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
         resize({0, 2}, Tensor::from_floats(i64, {2}, {3, 2}), {});
       },
       {"'rs' (Resize)", "empty axis 0", "hint:"}));
@@ -149,6 +160,89 @@ TEST(ResizeOps, BadAttributesAndOperandsNameNodeOpAndHint) {
                            {}, "rs"));
       },
       {"'rs' (Resize)", "hint:"}));
+}
+
+TEST(ResizeOps, OnnxAxesKeepAspectRatioUpsampleAndOpset10) {
+  // opset 18: sizes [6, 6] of axes 2, 3 not larger than asked: one scale min(6/2, 6/4) = 1.5
+  Graph g18 = OneNode("Resize", 18)
+                  .input("x", kFloat, {-1, 1, 2, 4})
+                  .skip()
+                  .skip()
+                  .ints("sizes", {2}, {6, 6})
+                  .attr("axes", V{2, 3})
+                  .attr("keep_aspect_ratio_policy", std::string("not_larger"))
+                  .output("y", kFloat)
+                  .import();
+  // Upsample (opset 9), linear: asymmetric coordinates 0, 0.5, 1, 1.5 over [0, 4]
+  Graph g9 = OneNode("Upsample", 9)
+                 .input("x", kFloat, {1, 2})
+                 .init("scales", kFloat, {2}, {1, 2})
+                 .attr("mode", std::string("linear"))
+                 .output("y", kFloat)
+                 .import();
+  // Resize-10 with its scales a graph input: nearest takes the element left of x / scale
+  Graph g10 = OneNode("Resize", 10)
+                  .input("x", kFloat, {1, 3})
+                  .input("scales", kFloat, {2})
+                  .output("y", kFloat)
+                  .import();
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    std::vector<float> v(16);
+    for (size_t i = 0; i < v.size(); i++) v[i] = float(i);
+    Tensor y = compile(g18, o).run({{"x", floats({2, 1, 2, 4}, v)}}).at("y");
+    EXPECT_EQ(y.sizes(), (Sizes{2, 1, 3, 6}));
+    Tensor u = compile(g9, o).run({{"x", floats({1, 2}, {0, 4})}}).at("y");
+    EXPECT_EQ(values(u), (std::vector<double>{0, 2, 4, 4}));
+    Tensor r = compile(g10, o)
+                   .run({{"x", floats({1, 3}, {1, 2, 3})}, {"scales", floats({2}, {1, 1.5f})}})
+                   .at("y");
+    // coordinates 0, 2/3, 4/3, 2
+    EXPECT_EQ(values(r), (std::vector<double>{1, 1, 2, 3}));
+  }
+}
+
+TEST(ResizeOps, OnnxConverterErrorsNameNodeOpAndHint) {
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("Resize", 13)
+            .input("x", kFloat, {1, 2})
+            .skip()
+            .init("scales", kFloat, {2}, {1, 2})
+            .ints("sizes", {2}, {1, 4})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "Resize", "takes scales or sizes, not both", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("Resize", 13)
+            .input("x", kFloat, {1, 2})
+            .input("roi", kFloat, {4})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "Resize", "needs scales or sizes", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("Resize", 13)
+            .input("x", kFloat, {1, 2})
+            .skip()
+            .init("scales", kFloat, {3}, {1, 2, 2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "Resize", "scales must hold 2 values", "[3]", "hint:"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("Resize", 13)
+            .input("x", kFloat, {1, 2})
+            .skip()
+            .init("scales", kFloat, {2}, {1, 2})
+            .attr("mode", std::string("area"))
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "Resize", "\"area\"", "hint:"}));
 }
 
 }  // namespace

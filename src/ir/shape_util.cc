@@ -274,8 +274,7 @@ std::optional<ResizeGeometry> resize_geometry(const Sizes& in, const std::vector
     *why = std::string(sizes ? "sizes " : "scales ") + values_str() + " has " +
            std::to_string(values.size()) + " values for the " + std::to_string(axes.size()) +
            " axes resized of " + sizes_str(in) +
-           "; hint: one value per axis in 'axes' (every axis "
-           "without it)";
+           "; hint: one value per axis in 'axes' (every axis without it)";
     return std::nullopt;
   }
   for (size_t i = 0; i < values.size(); i++) {
@@ -292,6 +291,7 @@ std::optional<ResizeGeometry> resize_geometry(const Sizes& in, const std::vector
   double common = policy == "not_larger" ? INFINITY : 0.0;
   if (keep) {
     for (size_t i = 0; i < axes.size(); i++) {
+      if (in[size_t(axes[i])] == 0) continue;  // stays empty
       const double s = values[i] / double(in[size_t(axes[i])]);
       common = policy == "not_larger" ? std::min(common, s) : std::max(common, s);
     }
@@ -301,15 +301,23 @@ std::optional<ResizeGeometry> resize_geometry(const Sizes& in, const std::vector
     const int64_t n = in[a];
     int64_t o = 0;
     double s = 0;
+    // Lengths past 2^62 are marked -1 rather than converted (out of int64's range).
+    auto length = [](double l) { return l < 0x1p62 ? int64_t(l) : int64_t(-1); };
     if (!sizes) {
       s = values[i];
-      o = int64_t(std::floor(double(n) * s));
+      o = length(std::floor(double(n) * s));
     } else if (keep) {
       s = common;
-      o = int64_t(std::floor(s * double(n) + 0.5));
+      o = n == 0 ? 0 : length(std::floor(s * double(n) + 0.5));
     } else {
-      o = int64_t(values[i]);
+      o = length(values[i]);
       s = double(o) / double(n);
+    }
+    if (o < 0) {  // past 2^62 (below): no tensor is that long
+      *why = std::string(sizes ? "sizes " : "scales ") + values_str() + " make axis " +
+             std::to_string(a) + " of " + sizes_str(in) +
+             " longer than 2^62; hint: check the scales or sizes";
+      return std::nullopt;
     }
     if (n == 0 && o != 0) {
       *why = "cannot resize the empty axis " + std::to_string(a) + " of " + sizes_str(in) + " to " +

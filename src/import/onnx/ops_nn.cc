@@ -528,14 +528,15 @@ void resize_to(NodeCtx& c, int scales_in, int sizes_in, int roi_in, Attrs a) {
   };
   const bool scales = given(scales_in), sizes = given(sizes_in);
   if (scales == sizes) {
-    c.invalid(scales ? "takes scales or sizes, not both"
+    c.invalid(scales ? "takes scales or sizes, not both; hint: leave the other input empty or out"
                      : "needs scales or sizes; hint: one of the two inputs must hold values");
   }
   const int vi = scales ? scales_in : sizes_in;
   const DType want = scales ? DType::f32 : DType::i64;
   if (c.dtype(vi) != want && !(sizes && c.dtype(vi) == DType::i32)) {
     c.invalid(std::string(scales ? "scales must be float" : "sizes must be int64") + ", got " +
-              std::string(dtype_name(c.dtype(vi))));
+              std::string(dtype_name(c.dtype(vi))) +
+              "; hint: ONNX's Resize takes float scales or int64 sizes");
   }
   std::vector<Value*> in{c.value(0), c.value(vi)};
   const auto coord = a.find("coordinate_transformation_mode");

@@ -159,7 +159,8 @@ class ResizeKernel : public KernelBase {
     std::vector<double> w;
     for (int64_t o = 0; o < m; o++) {
       const double xo = source(o, n, m, s, st, en);
-      if (coord_ == ResizeCoord::TfCropAndResize && (xo < 0 || xo > double(n - 1))) {
+      // (NaN from a NaN roi is outside too.)
+      if (coord_ == ResizeCoord::TfCropAndResize && !(xo >= 0 && xo <= double(n - 1))) {
         t.outside[size_t(o)] = 1;
       } else if (mode_ == ResizeMode::Nearest) {
         const double fl = std::floor(xo), f = xo - fl;

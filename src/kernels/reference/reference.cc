@@ -288,7 +288,7 @@ RefTensor resize(const Node& n, const std::vector<RefTensor>& in) {
       if (coord == "tf_crop_and_resize") {
         c = M > 1 ? st[a] * (L - 1) + o * (en[a] - st[a]) * (L - 1) / double(M - 1)
                   : 0.5 * (st[a] + en[a]) * (L - 1);
-        if (c < 0 || c > L - 1) {
+        if (!(c >= 0 && c <= L - 1)) {  // NaN (a NaN roi) too
           outside[a][size_t(o)] = true;
           continue;
         }
