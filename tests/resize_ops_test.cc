@@ -59,14 +59,18 @@ TEST(ResizeOps, NearestAndLinearByHand) {
 TEST(ResizeOps, ScalesAtRunTimeOneModelTwoSizes) {
   for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
     GraphBuilder b;
-    b.output("y", b.op(OpKind::Resize, {b.input("x", f32, {1, 3}), b.input("scales", f32, {2})},
-                       {{"coordinate_transformation_mode", std::string("asymmetric")},
-                        {"nearest_mode", std::string("floor")}},
-                       "rs"));
+    auto y = b.op(OpKind::Resize, {b.input("x", f32, {1, 3}), b.input("scales", f32, {2})},
+                  {{"coordinate_transformation_mode", std::string("asymmetric")},
+                   {"nearest_mode", std::string("floor")}},
+                  "rs");
+    b.output("y", y);
+    // An elementwise consumer of the run-time sized output (a fused kernel in graph mode).
+    b.output("z", b.relu(b.add(y, b.constant(floats({1}, {-2})))));
     CompiledModel m = compile(b.build(), o);
     const Tensor x = floats({1, 3}, {1, 2, 3});
-    Tensor y2 = m.run({{"x", x}, {"scales", floats({2}, {1, 2})}}).at("y");
-    EXPECT_EQ(values(y2), (std::vector<double>{1, 1, 2, 2, 3, 3}));
+    auto r2 = m.run({{"x", x}, {"scales", floats({2}, {1, 2})}});
+    EXPECT_EQ(values(r2.at("y")), (std::vector<double>{1, 1, 2, 2, 3, 3}));
+    EXPECT_EQ(values(r2.at("z")), (std::vector<double>{0, 0, 0, 0, 1, 1}));
     Tensor y3 = m.run({{"x", x}, {"scales", floats({2}, {2, 1})}}).at("y");
     EXPECT_EQ(y3.sizes(), (Sizes{2, 3}));
     EXPECT_EQ(values(y3), (std::vector<double>{1, 2, 3, 1, 2, 3}));

@@ -3,8 +3,10 @@
 // coordinate its taps (input offset, weight), worked out in double from ONNX's coordinate
 // formulas, or a mark that the coordinate lies outside the input (tf_crop_and_resize's
 // extrapolation). The output then sums the products of the axes' taps over an f32 copy of the
-// input, rows split over the pool. Nearest is one tap per axis, a gather. Resize is rare in
-// transformer inference (vision front ends), so a clear loop is preferred over a tuned one.
+// input, rows split over the pool: per output row the outer axes' taps are multiplied out once,
+// then each element sums them against the last axis' taps. Nearest is one tap per axis, a
+// gather. Resize is rare in transformer inference (vision front ends), so a clear loop is
+// preferred over a tuned one.
 #include <algorithm>
 #include <cmath>
 
@@ -85,24 +87,42 @@ class ResizeKernel : public KernelBase {
     std::vector<float> xf(size_t(x.numel())), yf(size_t(y.numel()));
     convert_floats(x.dtype(), x.data(), DType::f32, xf.data(), x.numel(), pool);
     const int64_t cols = y.dim(-1), rows = y.numel() / cols;
+    const AxisTaps& last = taps[r - 1];
     pool.parallel_for(rows, grain_for(cols * per_elem), [&](int64_t lo, int64_t hi, int) {
-      std::vector<int64_t> oc(r);
+      // A row's outer taps: the products of the taps of the axes before the last, as (input
+      // offset, weight) pairs, then each output of the row sums them against the last axis' taps.
+      std::vector<std::pair<int64_t, double>> outer, next;
       for (int64_t row = lo; row < hi; row++) {
         int64_t rem = row;
         bool outside = false;
+        outer.assign(1, {0, 1.0});
         for (size_t a = r - 1; a-- > 0;) {
-          oc[a] = rem % y.dim(int(a));
+          const int64_t oc = rem % y.dim(int(a));
           rem /= y.dim(int(a));
-          outside = outside || taps[a].outside[size_t(oc[a])];
+          const AxisTaps& t = taps[a];
+          outside = outside || t.outside[size_t(oc)];
+          next.clear();
+          for (int64_t k = t.first[size_t(oc)]; k < t.first[size_t(oc) + 1]; k++) {
+            for (auto [off, w] : outer) {
+              next.push_back({off + t.offset[size_t(k)], w * t.weight[size_t(k)]});
+            }
+          }
+          outer.swap(next);
         }
+        float* yr = yf.data() + row * cols;
         for (int64_t j = 0; j < cols; j++) {
-          oc[r - 1] = j;
-          float& o = yf[size_t(row * cols + j)];
-          if (outside || taps[r - 1].outside[size_t(j)]) {
-            o = float(extrapolation_);
+          if (outside || last.outside[size_t(j)]) {
+            yr[j] = float(extrapolation_);
             continue;
           }
-          o = float(sum(taps, oc, xf, 0, 0, 1.0));
+          double acc = 0;
+          for (int64_t k = last.first[size_t(j)]; k < last.first[size_t(j) + 1]; k++) {
+            const float* xk = xf.data() + last.offset[size_t(k)];
+            double part = 0;
+            for (auto [off, w] : outer) part += w * double(xk[off]);
+            acc += last.weight[size_t(k)] * part;
+          }
+          yr[j] = float(acc);
         }
       }
     });
@@ -110,18 +130,6 @@ class ResizeKernel : public KernelBase {
   }
 
  private:
-  // The sum over axes a.. of the taps at coordinates oc, from input offset `off` with weight w.
-  static double sum(const std::vector<AxisTaps>& taps, const std::vector<int64_t>& oc,
-                    const std::vector<float>& xf, size_t a, int64_t off, double w) {
-    if (a == taps.size()) return w * double(xf[size_t(off)]);
-    const AxisTaps& t = taps[a];
-    double s = 0;
-    for (int64_t k = t.first[size_t(oc[a])]; k < t.first[size_t(oc[a]) + 1]; k++) {
-      s += sum(taps, oc, xf, a + 1, off + t.offset[size_t(k)], w * t.weight[size_t(k)]);
-    }
-    return s;
-  }
-
   // Where output coordinate o of an axis of n inputs and m outputs (scale s) samples the input.
   double source(int64_t o, int64_t n, int64_t m, double s, double st, double en) const {
     const double xo = double(o);
