@@ -184,6 +184,12 @@ TEST(ResizeOps, OnnxAxesKeepAspectRatioUpsampleAndOpset10) {
                  .attr("mode", std::string("linear"))
                  .output("y", kFloat)
                  .import();
+  // Resize-10 shrinking by constant scales: nearest takes the element right of x / scale
+  Graph g10c = OneNode("Resize", 10)
+                   .input("x", kFloat, {1, 1, 2, 4})
+                   .init("scales", kFloat, {4}, {1, 1, 0.6f, 0.6f})
+                   .output("y", kFloat)
+                   .import();
   // Resize-10 with its scales a graph input: nearest takes the element left of x / scale
   Graph g10 = OneNode("Resize", 10)
                   .input("x", kFloat, {1, 3})
@@ -202,6 +208,10 @@ TEST(ResizeOps, OnnxAxesKeepAspectRatioUpsampleAndOpset10) {
                    .at("y");
     // coordinates 0, 2/3, 4/3, 2
     EXPECT_EQ(values(r), (std::vector<double>{1, 1, 2, 3}));
+    // [1, 1, 1, 2]: row 0, columns at 0 and 5/3
+    Tensor c10 =
+        compile(g10c, o).run({{"x", floats({1, 1, 2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})}}).at("y");
+    EXPECT_EQ(values(c10), (std::vector<double>{1, 3}));
   }
 }
 

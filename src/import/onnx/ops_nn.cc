@@ -550,15 +550,20 @@ void resize_to(NodeCtx& c, int scales_in, int sizes_in, int roi_in, Attrs a) {
 void resize(NodeCtx& c) {
   Attrs a{{"mode", c.attr_str("mode", "nearest")}};
   if (c.opset() < 11) {
-    // Resize-10: (X, scales), asymmetric coordinates; nearest takes the element left of the
-    // coordinate, as Upsample did (onnxruntime rounds up instead when every scale shrinks).
+    // Resize-10: (X, scales), asymmetric coordinates. Nearest takes the element left of the
+    // coordinate, as Upsample did, and the one right of it when constant scales only shrink
+    // (some below 1, none above), as onnxruntime's opset 10 rule and ONNX's opset 10 downsample
+    // test have it; scales given at run time take the left one.
     a["coordinate_transformation_mode"] = std::string("asymmetric");
     std::string nm = "floor";
     if (c.is_const(1)) {
       const Tensor& t = c.const_input(1, "scales");
-      bool shrink = t.numel() > 0;
-      for (int64_t i = 0; i < t.numel(); i++) shrink = shrink && t.get(i) < 1;
-      if (shrink) nm = "ceil";
+      bool below = false, above = false;
+      for (int64_t i = 0; i < t.numel(); i++) {
+        below = below || t.get(i) < 1;
+        above = above || t.get(i) > 1;
+      }
+      if (below && !above) nm = "ceil";
     }
     a["nearest_mode"] = nm;
     return resize_to(c, 1, -1, -1, std::move(a));
