@@ -95,6 +95,25 @@ TEST(ResizeOps, SymbolicLengthTimesWholeScaleStaysPolynomial) {
   EXPECT_EQ(y.sizes(), (Sizes{1, 6}));
 }
 
+TEST(ResizeOps, SizesFromAnotherTensorsShapeKeepItsSymbols) {
+  // Resize x to the size of y (a UNet's skip connection): sizes are Shape(y), whose dims are known
+  GraphBuilder b;
+  auto y = b.input("y", f32, Shape{Dim(int64_t(2)), Dim("m")});
+  b.output("z",
+           b.op(OpKind::Resize,
+                {b.input("x", f32, Shape{Dim(int64_t(1)), Dim("n")}), b.op(OpKind::Shape, {y})},
+                {{"mode", std::string("linear")}}));
+  Graph g = b.build();
+  EXPECT_EQ(shape_str(g.outputs()[0].second->shape), "[2,m]");
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    Tensor z = compile(g, o)
+                   .run({{"x", floats({1, 2}, {0, 4})}, {"y", Tensor::zeros(f32, {2, 4})}})
+                   .at("z");
+    // half_pixel at scale 2 on each row: [0, 1, 3, 4]; rows at scale 2 from one row
+    EXPECT_EQ(values(z), (std::vector<double>{0, 1, 3, 4, 0, 1, 3, 4}));
+  }
+}
+
 TEST(ResizeOps, BadAttributesAndOperandsNameNodeOpAndHint) {
   auto resize = [](Sizes s, Tensor v, Attrs a) {
     GraphBuilder b;
