@@ -349,6 +349,53 @@ std::vector<OpCase> op_conformance_cases() {
          auto zero = b.constant(Tensor::from_floats(t, {}, {0}));
          return b.op(OpKind::Pad, {in(b, "x", t, s), zero, p}, {{"mode", std::string("reflect")}});
        }},
+      // Resize: every axis of the shape resized (size-1 and 4097-long ones too), scales or sizes
+      // as constants (ONNX's run-time ones: OnnxConformance's test_resize_*).
+      {"ResizeCubicExcludeOutside",  // up on the last axis, down on the others
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<float> sc(s.size(), 0.6f);
+         sc.back() = 1.5f;
+         return b.op(OpKind::Resize,
+                     {in(b, "x", t, s), b.constant(Tensor::from_floats(f32, {int64_t(sc.size())}, sc))},
+                     {{"mode", std::string("cubic")},
+                      {"cubic_coeff_a", -0.5},
+                      {"exclude_outside", int64_t(1)}});
+       }},
+      {"ResizeLinearAntialiasSizesAlignCorners",  // the last axis shrunk to about 2/5 by sizes
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const float o = float(std::max<int64_t>(1, s.back() * 2 / 5));
+         return b.op(OpKind::Resize,
+                     {in(b, "x", t, s), b.constant(Tensor::from_floats(i64, {1}, {o}))},
+                     {{"mode", std::string("linear")},
+                      {"antialias", int64_t(1)},
+                      {"axes", std::vector<int64_t>{-1}},
+                      {"coordinate_transformation_mode", std::string("align_corners")}});
+       }},
+      {"ResizeNearestCeilAsymmetricNotSmaller",  // sizes kept to the aspect ratio
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<float> sz;
+         for (size_t i = 0; i < s.size(); i++) sz.push_back(float(i % 2 ? s[i] + 2 : s[i] * 2));
+         return b.op(OpKind::Resize,
+                     {in(b, "x", t, s), b.constant(Tensor::from_floats(i64, {int64_t(sz.size())}, sz))},
+                     {{"mode", std::string("nearest")},
+                      {"nearest_mode", std::string("ceil")},
+                      {"keep_aspect_ratio_policy", std::string("not_smaller")},
+                      {"coordinate_transformation_mode", std::string("asymmetric")}});
+       }},
+      {"ResizeTfCropAndResizeLinear",  // a crop past the input's start: extrapolated there
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         std::vector<float> sc(s.size(), 1.0f), roi(2 * s.size(), 0.0f);
+         sc.back() = 2.0f;
+         for (size_t i = 0; i < s.size(); i++) roi[s.size() + i] = 1.0f;
+         roi[s.size() - 1] = -0.2f;
+         roi.back() = 0.7f;
+         return b.op(OpKind::Resize,
+                     {in(b, "x", t, s), b.constant(Tensor::from_floats(f32, {int64_t(sc.size())}, sc)),
+                      b.constant(Tensor::from_floats(f32, {int64_t(roi.size())}, roi))},
+                     {{"mode", std::string("linear")},
+                      {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                      {"extrapolation_value", 5.0}});
+       }},
       {"Gather",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          Tensor idx = Tensor::from_floats(i64, {3}, {0, -1, 0});

@@ -397,6 +397,7 @@ class Lowerer {
       case OpKind::ScatterElements:
       case OpKind::GroupNorm:
       case OpKind::Pad:
+      case OpKind::Resize:
       case OpKind::Shape:
       case OpKind::Range:
       case OpKind::ConstantOfShape:

@@ -868,6 +868,9 @@ void infer_node_op(Node& n) {
     case OpKind::Pad:
       infer_pad(n);
       return;
+    case OpKind::Resize:
+      infer_resize(n);
+      return;
     case OpKind::Reshape:
       infer_reshape(n);
       return;

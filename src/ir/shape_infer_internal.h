@@ -39,6 +39,9 @@ void infer_conv(Node& n);
 void infer_conv_geometry(Node& n, bool integer);
 void infer_group_norm(Node& n);
 void infer_pad(Node& n);
+// Resize: attributes written back complete (mode, coordinate_transformation_mode, nearest_mode,
+// keep_aspect_ratio_policy, cubic_coeff_a, extrapolation_value, exclude_outside, antialias, axes)
+void infer_resize(Node& n);
 // MaxPool, AveragePool: attributes written back complete (kernel_shape, strides, dilations, pads,
 // auto_pad, ceil_mode, count_include_pad, storage_order)
 void infer_pool(Node& n);

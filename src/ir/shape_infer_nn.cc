@@ -1,5 +1,5 @@
 // Shape inference of the convolution-network ops: Conv, GroupNormalization (and
-// InstanceNormalization through it) and Pad.
+// InstanceNormalization through it), Pad and Resize.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -326,6 +326,152 @@ void infer_pad(Node& n) {
     out.push_back(o);
   }
   n.out()->dtype = x->dtype;
+  n.out()->shape = out;
+}
+
+}  // namespace ubfuse::shape_infer
+
+namespace ubfuse::shape_infer {
+
+// Resize: the attributes checked and written back complete (axes normalized, all of them when
+// absent), the output's sizes from the scales or sizes where they are known (a constant or, while
+// a plan is built, the run's values), else the resized axes' dims are the plan's to know.
+void infer_resize(Node& n) {
+  const Value* x = n.inputs[0];
+  require_float(n, x);
+  const int64_t r = int64_t(x->shape.size());
+  if (r == 0) fail(n, "cannot resize a scalar", "Resize samples the axes of a tensor of rank >= 1");
+  const std::string mode = n.attr_str("mode", "nearest"),
+                    coord = n.attr_str("coordinate_transformation_mode", "half_pixel"),
+                    nearest = n.attr_str("nearest_mode", "round_prefer_floor"),
+                    policy = n.attr_str("keep_aspect_ratio_policy", "stretch");
+  if (!parse_resize_mode(mode)) {
+    fail(n, "mode must be nearest, linear or cubic, got \"" + mode + "\"",
+         "ONNX's Resize interpolates by these three modes only");
+  }
+  if (!parse_resize_coord(coord)) {
+    fail(n, "coordinate_transformation_mode \"" + coord + "\" is not one of ONNX's",
+         "half_pixel, half_pixel_symmetric, pytorch_half_pixel, align_corners, asymmetric, "
+         "tf_half_pixel_for_nn or tf_crop_and_resize");
+  }
+  if (!parse_resize_nearest(nearest)) {
+    fail(n, "nearest_mode \"" + nearest + "\" is not one of ONNX's",
+         "round_prefer_floor, round_prefer_ceil, floor or ceil");
+  }
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
+    fail(n, "keep_aspect_ratio_policy \"" + policy + "\" is not one of ONNX's",
+         "stretch, not_larger or not_smaller");
+  }
+  for (const char* k : {"exclude_outside", "antialias"}) {
+    const int64_t v = n.attr_int(k, 0);
+    if (v != 0 && v != 1) fail(n, std::string(k) + " must be 0 or 1, got " + std::to_string(v));
+    n.attrs[k] = v;
+  }
+  const double a = n.attr_float("cubic_coeff_a", -0.75),
+               e = n.attr_float("extrapolation_value", 0.0);
+  std::vector<int64_t> axes;
+  if (n.has_attr("axes")) {
+    for (int64_t ax : n.attr_ints("axes")) {
+      const int64_t v = norm_axis(n, ax, r);
+      if (std::find(axes.begin(), axes.end(), v) != axes.end()) {
+        fail(n, "axes " + sizes_str(n.attr_ints("axes")) + " repeat axis " + std::to_string(v),
+             "each axis is resized once");
+      }
+      axes.push_back(v);
+    }
+  } else {
+    for (int64_t i = 0; i < r; i++) axes.push_back(i);
+  }
+  n.attrs["mode"] = mode;
+  n.attrs["coordinate_transformation_mode"] = coord;
+  n.attrs["nearest_mode"] = nearest;
+  n.attrs["keep_aspect_ratio_policy"] = policy;
+  n.attrs["cubic_coeff_a"] = a;
+  n.attrs["extrapolation_value"] = e;
+  n.attrs["axes"] = axes;
+  const int64_t k = int64_t(axes.size());
+
+  // Input 1: scales (float) or sizes (integers), one per resized axis.
+  const Value* v = n.inputs[1];
+  const bool sizes = v->dtype == DType::i64 || v->dtype == DType::i32;
+  if (!sizes && v->dtype != DType::f32) {
+    fail(n,
+         "input 1 must hold scales (f32) or sizes (i64), got " + std::string(dtype_name(v->dtype)),
+         "ONNX's scales are float, its sizes int64");
+  }
+  const char* what = sizes ? "sizes" : "scales";
+  if (v->shape.size() != 1 || !v->shape[0].is_static() || v->shape[0].value() != k) {
+    fail(n,
+         std::string(what) + " must hold " + std::to_string(k) + " values, one per resized axis, " +
+             "got the shape " + shape_str(v->shape),
+         "one value per axis of the input's rank, or per axis in 'axes'");
+  }
+  if (n.inputs.size() > 2) {
+    const Value* roi = n.inputs[2];
+    require_float(n, roi);
+    if (roi->shape.size() != 1 || (roi->shape[0].is_static() && roi->shape[0].value() != 2 * k)) {
+      fail(n,
+           "roi must hold " + std::to_string(2 * k) + " values, got the shape " +
+               shape_str(roi->shape),
+           "roi lists every resized axis' start, then every one's end (tf_crop_and_resize)");
+    }
+  }
+  n.out()->dtype = x->dtype;
+  Shape out = x->shape;
+  // Sizes stretched: the output's dims are the values, symbolic ones too (a shape value).
+  if (sizes && policy == "stretch") {
+    auto d = operand_dims(n, 1);
+    for (int64_t i = 0; i < k; i++) {
+      const size_t ax = size_t(axes[size_t(i)]);
+      if (!d) {
+        out[ax] = runtime_dim(n, 0, int(ax));
+        continue;
+      }
+      const Dim& o = (*d)[size_t(i)];
+      if (o.is_static() && o.value() < 0) {
+        fail(n, "sizes " + shape_str(*d) + " holds a negative size",
+             "sizes are the output's lengths along the resized axes");
+      }
+      const Dim& in = x->shape[ax];
+      if (in.is_static() && in.value() == 0 && !(o.is_static() && o.value() == 0)) {
+        fail(n, "cannot resize the empty axis " + std::to_string(ax) + " to " + o.str(),
+             "an empty axis has nothing to sample");
+      }
+      out[ax] = o;
+    }
+    n.out()->shape = out;
+    return;
+  }
+  const Tensor* t = operand_value(n, 1);
+  std::vector<double> vals;
+  if (t) {
+    for (int64_t i = 0; i < t->numel(); i++) vals.push_back(t->get(i));
+  }
+  bool all_static = true;
+  for (int64_t ax : axes) all_static = all_static && x->shape[size_t(ax)].is_static();
+  if (t && all_static) {
+    std::string why;
+    Sizes in;  // the axes not resized may be symbolic: 1 stands in for them
+    for (const Dim& d : x->shape) in.push_back(d.is_static() ? d.value() : 1);
+    auto g = resize_geometry(in, vals, sizes, axes, policy, &why);
+    if (!g) fail(n, why);
+    for (int64_t ax : axes) out[size_t(ax)] = Dim(g->out[size_t(ax)]);
+    n.out()->shape = out;
+    return;
+  }
+  for (int64_t i = 0; i < k; i++) {
+    const size_t ax = size_t(axes[size_t(i)]);
+    // A symbolic length times a whole scale stays a polynomial; any other is the plan's.
+    const double s = t ? vals[size_t(i)] : 0.0;
+    if (t && !sizes && s >= 1 && s == std::trunc(s) && s < 1e9) {
+      out[ax] = Dim::mul(x->shape[ax], Dim(int64_t(s)));
+    } else if (t && !sizes && !(s > 0 && std::isfinite(s))) {
+      fail(n, "scales hold " + std::to_string(s) + ", not a positive finite scale",
+           "a scale is the output's length over the input's, > 0");
+    } else {
+      out[ax] = runtime_dim(n, 0, int(ax));
+    }
+  }
   n.out()->shape = out;
 }
 

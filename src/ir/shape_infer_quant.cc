@@ -148,6 +148,7 @@ bool takes_int8(const Node& n, int i) {
     case OpKind::AveragePool:
     case OpKind::ReduceProd:
     case OpKind::GroupNorm:
+    case OpKind::Resize:
     case OpKind::Range:
     case OpKind::ConstantOfShape:
     case OpKind::AxesShape:  // shape vectors and axes: i64 or i32

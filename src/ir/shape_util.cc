@@ -1,7 +1,9 @@
 #include "ir/shape_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <sstream>
 
 namespace ubfuse {
 
@@ -227,6 +229,105 @@ std::optional<PadMode> parse_pad_mode(const std::string& s) {
   if (s == "reflect") return PadMode::Reflect;
   if (s == "edge") return PadMode::Edge;
   return std::nullopt;
+}
+
+std::optional<ResizeMode> parse_resize_mode(const std::string& s) {
+  if (s == "nearest") return ResizeMode::Nearest;
+  if (s == "linear") return ResizeMode::Linear;
+  if (s == "cubic") return ResizeMode::Cubic;
+  return std::nullopt;
+}
+
+std::optional<ResizeCoord> parse_resize_coord(const std::string& s) {
+  if (s == "half_pixel") return ResizeCoord::HalfPixel;
+  if (s == "half_pixel_symmetric") return ResizeCoord::HalfPixelSymmetric;
+  if (s == "pytorch_half_pixel") return ResizeCoord::PytorchHalfPixel;
+  if (s == "align_corners") return ResizeCoord::AlignCorners;
+  if (s == "asymmetric") return ResizeCoord::Asymmetric;
+  if (s == "tf_half_pixel_for_nn") return ResizeCoord::TfHalfPixelForNN;
+  if (s == "tf_crop_and_resize") return ResizeCoord::TfCropAndResize;
+  return std::nullopt;
+}
+
+std::optional<ResizeNearest> parse_resize_nearest(const std::string& s) {
+  if (s == "round_prefer_floor") return ResizeNearest::RoundPreferFloor;
+  if (s == "round_prefer_ceil") return ResizeNearest::RoundPreferCeil;
+  if (s == "floor") return ResizeNearest::Floor;
+  if (s == "ceil") return ResizeNearest::Ceil;
+  return std::nullopt;
+}
+
+std::optional<ResizeGeometry> resize_geometry(const Sizes& in, const std::vector<double>& values,
+                                              bool sizes, const std::vector<int64_t>& axes,
+                                              const std::string& policy, std::string* why) {
+  auto values_str = [&] {
+    std::string r = "[";
+    for (size_t i = 0; i < values.size(); i++) {
+      std::ostringstream o;
+      o << values[i];
+      r += (i ? "," : "") + o.str();
+    }
+    return r + "]";
+  };
+  ResizeGeometry g{in, std::vector<double>(in.size(), 1.0)};
+  if (values.size() != axes.size()) {
+    *why = std::string(sizes ? "sizes " : "scales ") + values_str() + " has " +
+           std::to_string(values.size()) + " values for the " + std::to_string(axes.size()) +
+           " axes resized of " + sizes_str(in) +
+           "; hint: one value per axis in 'axes' (every axis without it)";
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < values.size(); i++) {
+    const double v = values[i];
+    const bool bad = sizes ? !(v >= 0) || v != std::trunc(v) : !(v > 0) || !std::isfinite(v);
+    if (bad) {
+      *why = std::string(sizes ? "sizes " : "scales ") + values_str() + " of " + sizes_str(in) +
+             (sizes ? " holds a negative size" : " holds a scale that is not positive and finite") +
+             "; hint: " + (sizes ? "sizes are the output's lengths" : "a scale is out / in, > 0");
+      return std::nullopt;
+    }
+  }
+  const bool keep = sizes && policy != "stretch";
+  double common = policy == "not_larger" ? INFINITY : 0.0;
+  if (keep) {
+    for (size_t i = 0; i < axes.size(); i++) {
+      if (in[size_t(axes[i])] == 0) continue;  // stays empty
+      const double s = values[i] / double(in[size_t(axes[i])]);
+      common = policy == "not_larger" ? std::min(common, s) : std::max(common, s);
+    }
+  }
+  for (size_t i = 0; i < axes.size(); i++) {
+    const size_t a = size_t(axes[i]);
+    const int64_t n = in[a];
+    int64_t o = 0;
+    double s = 0;
+    // Lengths past 2^62 are marked -1 rather than converted (out of int64's range).
+    auto length = [](double l) { return l < 0x1p62 ? int64_t(l) : int64_t(-1); };
+    if (!sizes) {
+      s = values[i];
+      o = length(std::floor(double(n) * s));
+    } else if (keep) {
+      s = common;
+      o = n == 0 ? 0 : length(std::floor(s * double(n) + 0.5));
+    } else {
+      o = length(values[i]);
+      s = double(o) / double(n);
+    }
+    if (o < 0) {  // past 2^62 (below): no tensor is that long
+      *why = std::string(sizes ? "sizes " : "scales ") + values_str() + " make axis " +
+             std::to_string(a) + " of " + sizes_str(in) +
+             " longer than 2^62; hint: check the scales or sizes";
+      return std::nullopt;
+    }
+    if (n == 0 && o != 0) {
+      *why = "cannot resize the empty axis " + std::to_string(a) + " of " + sizes_str(in) + " to " +
+             std::to_string(o) + "; hint: an empty axis has nothing to sample";
+      return std::nullopt;
+    }
+    g.out[a] = o;
+    g.scales[a] = n == 0 ? 1.0 : s;
+  }
+  return g;
 }
 
 int64_t pad_source(int64_t i, int64_t n, PadMode mode) {

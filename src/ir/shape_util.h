@@ -57,6 +57,36 @@ enum class PadMode { Constant, Reflect, Edge };
 std::optional<PadMode> parse_pad_mode(const std::string& s);
 int64_t pad_source(int64_t i, int64_t n, PadMode mode);
 
+// ONNX Resize's options (ops.def) and the geometry its scales or sizes give.
+enum class ResizeMode { Nearest, Linear, Cubic };
+enum class ResizeCoord {
+  HalfPixel,
+  HalfPixelSymmetric,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForNN,  // opset 11's (x + 0.5) / scale
+  TfCropAndResize,
+};
+enum class ResizeNearest { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
+std::optional<ResizeMode> parse_resize_mode(const std::string& s);
+std::optional<ResizeCoord> parse_resize_coord(const std::string& s);
+std::optional<ResizeNearest> parse_resize_nearest(const std::string& s);
+// The output sizes and each axis' scale (1 on the axes not resized) of input sizes `in` resized
+// by `values`, the scales (sizes = false: out = floor(in * scale)) or the sizes of the axes
+// `axes` (normalized and distinct, one per value). With sizes, policy "stretch" takes them as they
+// are (scale out / in); "not_larger" and "not_smaller" keep the aspect ratio: one scale, the
+// smallest or largest of sizes / in, and out = round_half_up(scale * in). nullopt with *why
+// (the values, the sizes and a hint) for a scale that is not finite and positive, a negative size,
+// or an empty axis made longer.
+struct ResizeGeometry {
+  Sizes out;
+  std::vector<double> scales;
+};
+std::optional<ResizeGeometry> resize_geometry(const Sizes& in, const std::vector<double>& values,
+                                              bool sizes, const std::vector<int64_t>& axes,
+                                              const std::string& policy, std::string* why);
+
 // AxesShape (ops.def): the vector `mode` makes of an input's shape `s` and the values `v` (axes,
 // split sizes or repeats) an ONNX op takes as an input, each value checked against the shape.
 // axes_shape_length is its length for rank r and k values (-1: no such mode). axes_shape returns

@@ -33,6 +33,8 @@ bool is_value_operand(const Node& n, int i) {
       return i == 1;  // the axis: read by its kernel, checked against the shape by the plan
     case OpKind::Pad:
       return i == 2;  // the pads of (x, value, pads); the fill value is data
+    case OpKind::Resize:
+      return i == 1;  // scales or sizes; roi is data its kernel reads
 #define UBF_OP(...)
 #define UBF_MATH(name, ...) case OpKind::name:
 #include "ubfuse/ops.def"

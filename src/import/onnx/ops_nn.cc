@@ -516,6 +516,84 @@ void group_norm(NodeCtx& c) {
   c.set_output(0, c.emit(OpKind::GroupNorm, in, {{"groups", groups}, {"eps", eps}}));
 }
 
+// Resize (opsets 10 to 19) and Upsample (opset 9): one ubfuse Resize of X by its scales (f32) or
+// sizes (i64), each a constant or a value the plan reads; roi only where tf_crop_and_resize reads
+// it. An input named "" or holding no elements (opset 11's empty scales beside sizes) is absent.
+void resize_to(NodeCtx& c, int scales_in, int sizes_in, int roi_in, Attrs a) {
+  require_float(c, 0);
+  auto given = [&](int i) {
+    if (i < 0 || !c.has_input(i)) return false;
+    const Shape& s = c.shape(i);
+    return !(s.size() == 1 && s[0] == Dim(int64_t(0)));
+  };
+  const bool scales = given(scales_in), sizes = given(sizes_in);
+  if (scales == sizes) {
+    c.invalid(scales ? "takes scales or sizes, not both; hint: leave the other input empty or out"
+                     : "needs scales or sizes; hint: one of the two inputs must hold values");
+  }
+  const int vi = scales ? scales_in : sizes_in;
+  const DType want = scales ? DType::f32 : DType::i64;
+  if (c.dtype(vi) != want && !(sizes && c.dtype(vi) == DType::i32)) {
+    c.invalid(std::string(scales ? "scales must be float" : "sizes must be int64") + ", got " +
+              std::string(dtype_name(c.dtype(vi))) +
+              "; hint: ONNX's Resize takes float scales or int64 sizes");
+  }
+  std::vector<Value*> in{c.value(0), c.value(vi)};
+  const auto coord = a.find("coordinate_transformation_mode");
+  if (coord != a.end() && std::get<std::string>(coord->second) == "tf_crop_and_resize" &&
+      given(roi_in)) {
+    in.push_back(cast_value(c, c.value(roi_in), DType::f32));
+  }
+  c.set_output(0, c.emit(OpKind::Resize, in, std::move(a)));
+}
+
+void resize(NodeCtx& c) {
+  Attrs a{{"mode", c.attr_str("mode", "nearest")}};
+  if (c.opset() < 11) {
+    // Resize-10: (X, scales), asymmetric coordinates. Nearest takes the element left of the
+    // coordinate, as Upsample did, and the one right of it when constant scales only shrink
+    // (some below 1, none above), as onnxruntime's opset 10 rule and ONNX's opset 10 downsample
+    // test have it; scales given at run time take the left one.
+    a["coordinate_transformation_mode"] = std::string("asymmetric");
+    std::string nm = "floor";
+    if (c.is_const(1)) {
+      const Tensor& t = c.const_input(1, "scales");
+      bool below = false, above = false;
+      for (int64_t i = 0; i < t.numel(); i++) {
+        below = below || t.get(i) < 1;
+        above = above || t.get(i) > 1;
+      }
+      if (below && !above) nm = "ceil";
+    }
+    a["nearest_mode"] = nm;
+    return resize_to(c, 1, -1, -1, std::move(a));
+  }
+  a["coordinate_transformation_mode"] = c.attr_str("coordinate_transformation_mode", "half_pixel");
+  a["nearest_mode"] = c.attr_str("nearest_mode", "round_prefer_floor");
+  a["cubic_coeff_a"] = c.attr_float("cubic_coeff_a", -0.75);
+  a["exclude_outside"] = c.attr_int("exclude_outside", 0);
+  a["extrapolation_value"] = c.attr_float("extrapolation_value", 0.0);
+  if (c.opset() >= 18) {
+    a["antialias"] = c.attr_int("antialias", 0);
+    a["keep_aspect_ratio_policy"] = c.attr_str("keep_aspect_ratio_policy", "stretch");
+    if (c.has_attr("axes")) a["axes"] = c.attr_ints("axes");
+  }
+  resize_to(c, 2, 3, 1, std::move(a));
+}
+
+// Upsample (opset 9, deprecated since 10): (X, scales), nearest taking the element left of the
+// asymmetric coordinate, or linear.
+void upsample(NodeCtx& c) {
+  if (c.num_inputs() < 2) {
+    c.unsupported("Upsample before opset 9 (scales as an attribute); hint: re-export at opset 9+");
+  }
+  const std::string mode = c.attr_str("mode", "nearest");
+  resize_to(c, 1, -1, -1,
+            {{"mode", mode},
+             {"coordinate_transformation_mode", std::string("asymmetric")},
+             {"nearest_mode", std::string("floor")}});
+}
+
 }  // namespace
 
 void add_nn_ops(ConverterMap& m) {
@@ -536,6 +614,8 @@ void add_nn_ops(ConverterMap& m) {
   m["GlobalAveragePool"] = global_pool<OpKind::ReduceMean>;
   m["InstanceNormalization"] = group_norm<true>;
   m["GroupNormalization"] = group_norm<false>;
+  m["Resize"] = resize;
+  m["Upsample"] = upsample;
 }
 
 }  // namespace ubfuse::onnx_import

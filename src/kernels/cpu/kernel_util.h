@@ -79,6 +79,7 @@ std::unique_ptr<OpKernel> make_cast_kernel(const Node& n);         // cast.cc
 std::unique_ptr<OpKernel> make_conv_kernel(const Node& n);         // conv_dnnl.cc
 std::unique_ptr<OpKernel> make_group_norm_kernel(const Node& n);   // rownorm.cc
 std::unique_ptr<OpKernel> make_pad_kernel(const Node& n);          // pad.cc
+std::unique_ptr<OpKernel> make_resize_kernel(const Node& n);       // resize.cc
 // pool.cc: MaxPool, AveragePool and ReduceProd (windows and rows reduced by a plain loop)
 std::unique_ptr<OpKernel> make_pool_kernel(const Node& n);
 std::unique_ptr<OpKernel> make_cumsum_kernel(const Node& n);  // cumsum.cc

@@ -78,6 +78,8 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
       return make_group_norm_kernel(n);
     case OpKind::Pad:
       return make_pad_kernel(n);
+    case OpKind::Resize:
+      return make_resize_kernel(n);
     case OpKind::Reshape:
     case OpKind::Transpose:
     case OpKind::Slice:

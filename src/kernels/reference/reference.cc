@@ -212,6 +212,156 @@ std::vector<RefTensor> pool(const Node& n, const RefTensor& x) {
   return {y};
 }
 
+// Resize, as ONNX defines it: along each axis, output coordinate o maps to a coordinate x of the
+// input; nearest picks one input element, linear and cubic weigh x's nearest 2 or 4 (antialias:
+// more) elements of the edge-padded input. The axes are independent, so each is resized in turn
+// by its weights (per output coordinate, the input indices and weights); tf_crop_and_resize's
+// coordinates outside the input give extrapolation_value whatever the other axes give.
+RefTensor resize(const Node& n, const std::vector<RefTensor>& in) {
+  const RefTensor& x = in[0];
+  const auto axes = n.attr_ints("axes");
+  const std::string mode = n.attr_str("mode", "nearest"),
+                    coord = n.attr_str("coordinate_transformation_mode", "half_pixel"),
+                    nearest = n.attr_str("nearest_mode", "round_prefer_floor"),
+                    policy = n.attr_str("keep_aspect_ratio_policy", "stretch");
+  const double A = n.attr_float("cubic_coeff_a", -0.75);
+  const bool excl = n.attr_int("exclude_outside", 0) != 0, aa = n.attr_int("antialias", 0) != 0;
+  const size_t r = x.sizes.size();
+  // Output sizes and scales: scales floor(in * scale); sizes as given (stretch) or by one scale.
+  const bool by_sizes = !is_float(in[1].dtype);
+  if (in[1].data.size() != axes.size()) {
+    throw Error(n.describe() + ": " + std::to_string(in[1].data.size()) + " scales or sizes for " +
+                std::to_string(axes.size()) + " axes");
+  }
+  Sizes os = x.sizes;
+  std::vector<double> sc(r, 1.0), st(r, 0.0), en(r, 1.0);
+  double common = policy == "not_larger" ? INFINITY : 0.0;
+  for (size_t i = 0; i < axes.size(); i++) {
+    const double q = in[1].data[i] / double(x.sizes[size_t(axes[i])]);
+    common = policy == "not_larger" ? std::min(common, q) : std::max(common, q);
+  }
+  for (size_t i = 0; i < axes.size(); i++) {
+    const size_t a = size_t(axes[i]);
+    const double v = in[1].data[i], len = double(x.sizes[a]);
+    if (!by_sizes) {
+      sc[a] = v;
+      os[a] = int64_t(std::floor(len * v));
+    } else if (policy == "stretch") {
+      os[a] = int64_t(v);
+      sc[a] = v / len;
+    } else {
+      sc[a] = common;
+      os[a] = int64_t(std::floor(common * len + 0.5));
+    }
+    if (in.size() > 2 && coord == "tf_crop_and_resize") {
+      st[a] = in[2].data.at(i);
+      en[a] = in[2].data.at(axes.size() + i);
+    }
+  }
+  auto kernel = [&](double d) {  // the interpolation kernel at distance d
+    d = std::fabs(d);
+    if (mode == "linear") return std::max(0.0, 1 - d);
+    if (d <= 1) return (A + 2) * d * d * d - (A + 3) * d * d + 1;
+    if (d < 2) return A * d * d * d - 5 * A * d * d + 8 * A * d - 4 * A;
+    return 0.0;
+  };
+  RefTensor cur = x;
+  std::vector<std::vector<bool>> outside(r);
+  for (size_t a = 0; a < r; a++) {
+    const int64_t L = x.sizes[a], M = os[a];
+    const double s = sc[a];
+    outside[a].assign(size_t(M), false);
+    // W[o]: the (input index, weight) pairs of output coordinate o.
+    std::vector<std::vector<std::pair<size_t, double>>> W;
+    W.resize(size_t(M));
+    for (int64_t o = 0; o < M; o++) {
+      double c = 0;
+      if (coord == "half_pixel") c = (o + 0.5) / s - 0.5;
+      if (coord == "half_pixel_symmetric") {
+        c = (L / 2.0) * (1 - M / (s * L)) + (o + 0.5) / s - 0.5;
+      }
+      // The resized length is L * s here, not rounded (ONNX's reference).
+      if (coord == "pytorch_half_pixel") c = L * s > 1 ? (o + 0.5) / s - 0.5 : 0;
+      if (coord == "align_corners") c = L * s != 1 ? o * double(L - 1) / (L * s - 1) : 0;
+      if (coord == "asymmetric") c = o / s;
+      if (coord == "tf_half_pixel_for_nn") c = (o + 0.5) / s;
+      if (coord == "tf_crop_and_resize") {
+        c = M > 1 ? st[a] * (L - 1) + o * (en[a] - st[a]) * (L - 1) / double(M - 1)
+                  : 0.5 * (st[a] + en[a]) * (L - 1);
+        if (!(c >= 0 && c <= L - 1)) {  // NaN (a NaN roi) too
+          outside[a][size_t(o)] = true;
+          continue;
+        }
+      }
+      auto clampi = [&](double i) { return size_t(std::clamp(i, 0.0, double(L - 1))); };
+      if (mode == "nearest") {
+        double i = std::floor(c);
+        const double f = c - i;
+        if (nearest == "round_prefer_floor" && f > 0.5) i += 1;
+        if (nearest == "round_prefer_ceil" && f >= 0.5) i += 1;
+        if (nearest == "ceil") i = std::ceil(c);
+        W[size_t(o)].push_back({clampi(i), 1.0});
+        continue;
+      }
+      // The neighbours of c: a whole c counts as the right end of the interval left of it.
+      const double left = c == std::floor(c) ? c - 1 : std::floor(c), t = c - left;
+      const double f = aa ? std::min(s, 1.0) : 1.0;  // antialias widens the kernel by 1 / s
+      const double reach = (mode == "linear" ? 1.0 : 2.0) / f;
+      std::vector<std::pair<double, double>> taps;  // (index, weight)
+      double total = 0;
+      for (double i = left - std::ceil(reach) - 1; i <= left + std::ceil(reach) + 2; i++) {
+        const double d = i - left - t;  // distance from c
+        if (!(std::fabs(d) * f < (mode == "linear" ? 1.0 : 2.0))) continue;
+        taps.push_back({i, kernel(d * f)});
+        total += taps.back().second;
+      }
+      if (aa) {
+        for (auto& p : taps) p.second /= total;
+      }
+      if (excl) {
+        total = 0;
+        for (auto& p : taps) {
+          if (p.first < 0 || p.first > L - 1) p.second = 0;
+          total += p.second;
+        }
+        for (auto& p : taps) p.second = total != 0 ? p.second / total : p.second;
+      }
+      for (auto& p : taps) W[size_t(o)].push_back({clampi(p.first), p.second});
+    }
+    // cur along axis a times W.
+    Sizes ns = cur.sizes;
+    ns[a] = M;
+    RefTensor nx = make(n, ns);
+    int64_t inner = 1, outer = 1;
+    for (size_t d = a + 1; d < r; d++) inner *= ns[d];
+    for (size_t d = 0; d < a; d++) outer *= ns[d];
+    for (int64_t p = 0; p < outer; p++) {
+      for (int64_t o = 0; o < M; o++) {
+        for (int64_t q = 0; q < inner; q++) {
+          double acc = 0;
+          for (auto [i, w] : W[size_t(o)]) {
+            if (w != 0) acc += w * cur.data[(size_t(p * L) + i) * size_t(inner) + size_t(q)];
+          }
+          nx.data[size_t((p * M + o) * inner + q)] = acc;
+        }
+      }
+    }
+    cur = std::move(nx);
+  }
+  // Extrapolation wherever a coordinate of the element falls outside the input.
+  const double ev = n.attr_float("extrapolation_value", 0.0);
+  for (int64_t e = 0; e < int64_t(cur.data.size()); e++) {
+    int64_t rem = e;
+    bool out = false;
+    for (size_t a = r; a-- > 0;) {
+      out = out || outside[a][size_t(rem % os[a])];
+      rem /= os[a];
+    }
+    if (out) cur.data[size_t(e)] = ev;
+  }
+  return cur;
+}
+
 RefTensor matmul(const Node& n, const std::vector<RefTensor>& in) {
   Sizes sa = in[0].sizes, sb = in[1].sizes;
   bool a1 = sa.size() == 1, b1 = sb.size() == 1;
@@ -895,6 +1045,13 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return stored(scatter(n, in));
     case OpKind::Conv:
       return stored(conv(n, in));
+    case OpKind::Resize: {
+      RefTensor y = resize(n, in);
+      if (!exact) {
+        for (double& v : y.data) v = round_to(out_dtype, v);
+      }
+      return {y};
+    }
     case OpKind::MaxPool:
     case OpKind::AveragePool: {
       std::vector<RefTensor> r = pool(n, in[0]);
@@ -1184,12 +1341,13 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     // rounding boundary. (CastsOnly leaves float results exact; `jittered` excludes casts.)
     auto outs = eval_node(*n, ins, jittered ? Rounding::CastsOnly : op_rounding);
     // A MatMul or Conv writes its result in its dtype in graph mode too (oneDNN's destination,
-    // which a fused epilogue then reads), as the own kernels of GroupNorm, CumSum and the Scatters
-    // do, so CastsOnly rounds it as EveryOp does.
-    const bool stored =
-        op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul || n->op == OpKind::Conv ||
-        n->op == OpKind::GroupNorm || n->op == OpKind::AveragePool || n->op == OpKind::ReduceProd ||
-        n->op == OpKind::CumSum || n->op == OpKind::ScatterND || n->op == OpKind::ScatterElements;
+    // which a fused epilogue then reads), as the own kernels of GroupNorm, CumSum, Resize and the
+    // Scatters do, so CastsOnly rounds it as EveryOp does.
+    const bool stored = op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul ||
+                        n->op == OpKind::Conv || n->op == OpKind::GroupNorm ||
+                        n->op == OpKind::AveragePool || n->op == OpKind::ReduceProd ||
+                        n->op == OpKind::Resize || n->op == OpKind::CumSum ||
+                        n->op == OpKind::ScatterND || n->op == OpKind::ScatterElements;
     for (size_t i = 0; i < outs.size(); i++) {
       const bool is_f = is_float(n->outputs[i]->dtype);
       if (jittered && is_f) {
