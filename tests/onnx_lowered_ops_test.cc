@@ -1,7 +1,12 @@
 // ONNX ops that import as compositions of ubfuse ops (src/import/onnx): what the backend node
 // tests do not reach. ConvTranspose with groups, dilations, output_padding, SAME_LOWER and an
 // output_shape larger than the natural one, against a direct evaluation of ONNX's definition;
-// OneHot with its depth given at run time; and the errors the converters give.
+// OneHot with its depth given at run time; the losses with a symbolic batch, class weights and
+// ignore_index; and the errors the converters give.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
 #include "onnx_one_node.h"
 #include "test_util.h"
 
@@ -164,6 +169,92 @@ TEST(OnnxLoweredOps, DetOfOneToThreeByThree) {
       {"node0", "Det", "4x4 matrices (1x1 to 3x3 are supported)"}));
 }
 
+// NegativeLogLikelihoodLoss by its definition, in double: x [N, C, D], target [N, D].
+struct NllRef {
+  std::vector<double> loss;  // per element, before the reduction
+  double weight_sum = 0;
+};
+NllRef nll_ref(const std::vector<double>& x, const Tensor& t, const Tensor* w, int64_t C,
+               std::optional<int64_t> ii) {
+  const int64_t N = t.dim(0), D = t.numel() / N;
+  NllRef r;
+  for (int64_t n = 0; n < N; n++) {
+    for (int64_t d = 0; d < D; d++) {
+      const auto k = int64_t(t.get(n * D + d));
+      const double wk = ii && k == *ii ? 0.0 : (w ? w->get(k) : 1.0);
+      r.loss.push_back(wk == 0.0 ? 0.0 : -x[size_t((n * C + k) * D + d)] * wk);
+      r.weight_sum += wk;
+    }
+  }
+  return r;
+}
+
+// A symbolic batch, class weights and an ignored class: the mean divides by the weights taken.
+TEST(OnnxLoweredOps, NegativeLogLikelihoodLossWeightedMeanWithIgnoreIndex) {
+  Graph g = OneNode("NegativeLogLikelihoodLoss", 13)
+                .input("x", kFloat, {-1, 5, 3})
+                .input("t", kInt64, {-1, 3})
+                .input("w", kFloat, {5})
+                .attr("ignore_index", 2)
+                .output("loss", kFloat)
+                .import();
+  Graph none = OneNode("NegativeLogLikelihoodLoss", 13)
+                   .input("x", kFloat, {-1, 5, 3})
+                   .input("t", kInt64, {-1, 3})
+                   .attr("reduction", std::string("none"))
+                   .output("loss", kFloat)
+                   .import();
+  Tensor w = Tensor::random(f32, {5}, 7);
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, o), mn = compile(none, o);
+    for (int64_t n : {1, 4}) {
+      Tensor x = Tensor::random(f32, {n, 5, 3}, 8 + uint64_t(n));
+      Tensor t(i64, {n, 3});
+      for (int64_t i = 0; i < t.numel(); i++) t.data_as<int64_t>()[i] = (i * 3 + n) % 5;
+      std::vector<double> xd(size_t(x.numel()));
+      for (int64_t i = 0; i < x.numel(); i++) xd[size_t(i)] = x.get(i);
+      const NllRef r = nll_ref(xd, t, &w, 5, 2);
+      double sum = 0;
+      for (double v : r.loss) sum += v;
+      expect_near_all(m.run({{"x", x}, {"t", t}, {"w", w}}).at("loss"), {sum / r.weight_sum}, {});
+      expect_near_all(mn.run({{"x", x}, {"t", t}}).at("loss"),
+                      nll_ref(xd, t, nullptr, 5, std::nullopt).loss, {n, 3});
+    }
+  }
+}
+
+// The loss summed, and the log-probabilities as the second output.
+TEST(OnnxLoweredOps, SoftmaxCrossEntropyLossSumAndLogProb) {
+  Graph g = OneNode("SoftmaxCrossEntropyLoss", 13)
+                .input("x", kFloat, {2, 4, 3})
+                .input("t", kInt64, {2, 3})
+                .attr("reduction", std::string("sum"))
+                .attr("ignore_index", -1)
+                .output("loss", kFloat)
+                .output("log_prob", kFloat)
+                .import();
+  Tensor x = Tensor::random(f32, {2, 4, 3}, 11);
+  Tensor t = Tensor::from_floats(i64, {2, 3}, {0, 3, -1, 2, 1, 3});
+  std::vector<double> lp(24);
+  for (int64_t n = 0; n < 2; n++) {
+    for (int64_t d = 0; d < 3; d++) {
+      double mx = -1e30, s = 0;
+      for (int64_t c = 0; c < 4; c++) mx = std::max(mx, double(x.get((n * 4 + c) * 3 + d)));
+      for (int64_t c = 0; c < 4; c++) s += std::exp(x.get((n * 4 + c) * 3 + d) - mx);
+      for (int64_t c = 0; c < 4; c++) {
+        lp[size_t((n * 4 + c) * 3 + d)] = x.get((n * 4 + c) * 3 + d) - mx - std::log(s);
+      }
+    }
+  }
+  double sum = 0;
+  for (double v : nll_ref(lp, t, nullptr, 4, -1).loss) sum += v;
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    auto out = compile(g, o).run({{"x", x}, {"t", t}});
+    expect_near_all(out.at("loss"), {sum}, {});
+    expect_near_all(out.at("log_prob"), lp, {2, 4, 3});
+  }
+}
+
 TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(throws_with(
       [] {
@@ -268,6 +359,36 @@ TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
             .import();
       },
       {"node0", "LRN", "size must be >= 1, got 0"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("NegativeLogLikelihoodLoss", 13)
+            .input("x", kFloat, {2, 5})
+            .input("t", kInt64, {2})
+            .attr("reduction", std::string("max"))
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "NegativeLogLikelihoodLoss", "'reduction' = 'max' (supported: none, sum, mean)"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("SoftmaxCrossEntropyLoss", 13)
+            .input("x", kFloat, {2, 5, 3})
+            .input("t", kInt64, {2, 4})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "SoftmaxCrossEntropyLoss",
+       "target must be [N, d...] = [2,3] for input [2,5,3], got [2,4]"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("NegativeLogLikelihoodLoss", 13)
+            .input("x", kFloat, {2, 5})
+            .input("t", kInt64, {2})
+            .input("w", kFloat, {4})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "NegativeLogLikelihoodLoss", "weight must be [C] = [5], got [4]"}));
 }
 
 }  // namespace

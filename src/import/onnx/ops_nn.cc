@@ -596,6 +596,10 @@ void upsample(NodeCtx& c) {
 
 }  // namespace
 
+Value* log_softmax_axis(NodeCtx& c, Value* x, int64_t axis) {
+  return on_last_axis(c, x, axis, [&](Value* v) { return log_softmax_last(c, v); });
+}
+
 void add_nn_ops(ConverterMap& m) {
   m["MatMul"] = matmul;
   m["Gemm"] = gemm;

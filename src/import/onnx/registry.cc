@@ -48,6 +48,7 @@ const ConverterMap& converters() {
     add_control_ops(out);
     add_einsum_ops(out);
     add_quant_ops(out);
+    add_loss_ops(out);
     return out;
   }();
   return m;

@@ -24,6 +24,7 @@ void add_reduce_ops(ConverterMap& m);
 void add_control_ops(ConverterMap& m);
 void add_einsum_ops(ConverterMap& m);
 void add_quant_ops(ConverterMap& m);
+void add_loss_ops(ConverterMap& m);
 // Whether ONNX op `op_type` may take int8/uint8 inputs (data movement, Cast, Where and the
 // quantization ops; ops_quant.cc); others are unsupported on them.
 bool takes_int8_inputs(const std::string& op_type);
@@ -48,6 +49,8 @@ Value* axes_shape(NodeCtx& c, Value* x, Value* values, const std::string& mode, 
 // Conv's and ConvInteger's window attributes (group, auto_pad, kernel_shape, strides, pads,
 // dilations) as ubfuse's Conv takes them; `op` over other than 1 or 2 spatial axes is unsupported.
 Attrs conv_window_attrs(NodeCtx& c, const std::string& op);
+// LogSoftmax of x along `axis` (ops_nn.cc).
+Value* log_softmax_axis(NodeCtx& c, Value* x, int64_t axis);
 // v as dtype `to` (a Cast node unless it is of that dtype already).
 Value* cast_value(NodeCtx& c, Value* v, DType to);
 // An i64 constant of `sizes` (one dim above 1) holding 0, 1, 2, ... along that dim: the positions
