@@ -98,28 +98,13 @@ void check_row_col_param(const Node& n, int i, bool of_a, const char* what) {
 // truncates toward zero; Mod and Fmod; Max, Min; Neg, Abs, Relu, Sign) and the comparisons compute
 // on them as on i32 and i64. No float math (Exp, PowTensor, ...): those need a Cast first.
 bool takes_int8_math(OpKind op, int i) {
-  switch (op) {
-    case OpKind::Where:
-      return i > 0;
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Max:
-    case OpKind::Min:
-    case OpKind::Mod:
-    case OpKind::Fmod:
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Relu:
-    case OpKind::Sign:
-    case OpKind::Equal:
-    case OpKind::Less:
-    case OpKind::Greater:
-      return true;
-    default:
-      return false;
+  if (op == OpKind::Where) return i > 0;
+  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Max, OpKind::Min,
+                   OpKind::Mod, OpKind::Fmod, OpKind::Neg, OpKind::Abs, OpKind::Relu, OpKind::Sign,
+                   OpKind::Equal, OpKind::Less, OpKind::Greater}) {
+    if (op == k) return true;
   }
+  return false;
 }
 
 }  // namespace
