@@ -26,8 +26,8 @@ std::string_view dtype_name(DType t);
 // "bool"; throws on others.
 DType parse_dtype(std::string_view s);
 inline bool is_float(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-// The 8-bit integers of quantized models: only data movement, Cast and the quantization ops take
-// them (shape inference says so for the others).
+// The 8-bit integers of quantized models: data movement, Cast, the integer elementwise arithmetic
+// and comparisons and the quantization ops take them (shape inference says so for the others).
 inline bool is_int8(DType t) { return t == DType::i8 || t == DType::u8; }
 
 // Scalar conversions (round to nearest even, NaN preserved). bf16 has no subnormals in ubfuse: a

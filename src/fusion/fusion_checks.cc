@@ -261,7 +261,8 @@ Objection op_class(Candidate& c) {
 
 // Fused kernels compute in f32 and load and store float and bool values only: an op that reads or
 // writes an 8-bit integer (a quantized tensor: a Cast from or to one, a Where or row Transpose of
-// one) keeps a kernel of its own rather than making its group fail to lower.
+// one, integer arithmetic or a comparison on one) keeps a kernel of its own rather than making its
+// group fail to lower.
 Objection int8_value(Candidate& c) {
   for (const Node* m : {c.p, c.n}) {
     const Value* bad = nullptr;

@@ -764,8 +764,9 @@ void infer_node_op(Node& n) {
     if (is_int8(n.inputs[i]->dtype) && !takes_int8(n, i)) {
       fail(n,
            "input " + std::to_string(i) + " is " + std::string(dtype_name(n.inputs[i]->dtype)) +
-               "; 8-bit integers are taken by data movement, Cast, Where and the quantization "
-               "ops only",
+               "; 8-bit integers are taken by data movement, Cast, Where, integer elementwise "
+               "arithmetic (Add, Sub, Mul, Div, Mod, Max, Min, Neg, Abs, Relu, Sign), "
+               "comparisons and the quantization ops only",
            "DequantizeLinear (or Cast to i32 or f32) first");
     }
   }

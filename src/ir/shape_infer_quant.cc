@@ -1,5 +1,6 @@
 // Shape inference of the quantization ops (ONNX opset 13 forms) and the 8-bit integer gate: which
-// ops take i8/u8 operands at all.
+// ops take i8/u8 operands at all (data movement, Cast, Where, the integer elementwise arithmetic
+// and comparisons, the quantization ops).
 #include "ir/shape_infer_internal.h"
 #include "ubfuse/error.h"
 
@@ -92,6 +93,20 @@ void check_row_col_param(const Node& n, int i, bool of_a, const char* what) {
   }
 }
 
+// The elementwise math that takes 8-bit integers: Where selects them (input 0 is its bool
+// condition); the integer arithmetic of the eager kernels (Add, Sub, Mul wrap modulo 2^8; Div
+// truncates toward zero; Mod and Fmod; Max, Min; Neg, Abs, Relu, Sign) and the comparisons compute
+// on them as on i32 and i64. No float math (Exp, PowTensor, ...): those need a Cast first.
+bool takes_int8_math(OpKind op, int i) {
+  if (op == OpKind::Where) return i > 0;
+  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Max, OpKind::Min,
+                   OpKind::Mod, OpKind::Fmod, OpKind::Neg, OpKind::Abs, OpKind::Relu, OpKind::Sign,
+                   OpKind::Equal, OpKind::Less, OpKind::Greater}) {
+    if (op == k) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool takes_int8(const Node& n, int i) {
@@ -99,7 +114,7 @@ bool takes_int8(const Node& n, int i) {
 #define UBF_OP(...)
 #define UBF_MATH(name, ...) case OpKind::name:
 #include "ubfuse/ops.def"
-    return n.op == OpKind::Where && i > 0;  // Where selects values; arithmetic is not done
+    return takes_int8_math(n.op, i);
     case OpKind::Cast:
     case OpKind::Gather:
     case OpKind::GatherElements:

@@ -119,7 +119,9 @@ void convert_node(ImportState& st, const onnx::NodeProto& node) {
       if (c.has_input(i) && is_int8(c.dtype(i))) {
         c.unsupported("input " + std::to_string(i) + " ('" + node.input(i) + "') is " +
                       std::string(dtype_name(c.dtype(i))) + "; int8 and uint8 tensors are taken " +
-                      "by data movement, Cast, Where and the quantization ops only");
+                      "by data movement, Cast, Where, integer elementwise arithmetic (Add, Sub, " +
+                      "Mul, Div, Mod, Max, Min, Clip, Neg, Abs, Relu, Sign), comparisons and the " +
+                      "quantization ops only");
       }
     }
   }

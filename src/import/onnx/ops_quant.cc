@@ -94,6 +94,10 @@ bool takes_int8_inputs(const std::string& op_type) {
       "ScatterElements", "Scatter", "Shape", "Size", "Identity", "If", "Where", "Cast", "CastLike",
       // a max moves one of its inputs
       "MaxPool",
+      // integer elementwise arithmetic (Add, Sub, Mul wrap modulo 2^8; Div truncates toward
+      // zero; Mod either sign) and comparisons, computed as for i32 and i64
+      "Add", "Sub", "Mul", "Div", "Mod", "Max", "Min", "Clip", "Neg", "Abs", "Relu", "Sign",
+      "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
       // quantization
       "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
       "QLinearMatMul", "ConvInteger"};

@@ -25,8 +25,9 @@ void add_control_ops(ConverterMap& m);
 void add_einsum_ops(ConverterMap& m);
 void add_quant_ops(ConverterMap& m);
 void add_loss_ops(ConverterMap& m);
-// Whether ONNX op `op_type` may take int8/uint8 inputs (data movement, Cast, Where and the
-// quantization ops; ops_quant.cc); others are unsupported on them.
+// Whether ONNX op `op_type` may take int8/uint8 inputs (data movement, Cast, Where, integer
+// elementwise arithmetic and comparisons, and the quantization ops; ops_quant.cc); others are
+// unsupported on them.
 bool takes_int8_inputs(const std::string& op_type);
 
 // Imports an If branch (importer.cc): names it does not define come from `parent`; those that

@@ -2,7 +2,8 @@
 // broadcasting. The
 // output is walked as runs (broadcast_plan.h); each run is one vector loop with every operand
 // either contiguous or a broadcast scalar, so bias / per-row-scalar / scalar operands run at the
-// speed of the same-shape case. Float storage computes in f32; i32/i64 use plain loops.
+// speed of the same-shape case. Float storage computes in f32; i64/i32/i8/u8 use plain loops
+// (8-bit arithmetic wraps modulo 2^8, as numpy's and ONNX's reference do).
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -144,15 +145,26 @@ namespace {
 
 constexpr int64_t kBlock = 64;  // chunk boundaries fall on whole cache lines
 
+// Whether v < 0; always false for an unsigned T (no comparison for the compiler to warn about).
+template <typename T>
+constexpr bool is_neg(T v) {
+  if constexpr (std::is_signed_v<T>) {
+    return v < 0;
+  } else {
+    (void)v;
+    return false;
+  }
+}
+
 // x^y for integers, wrapping like the other integer arithmetic (numpy's power); nullopt for 0 to
 // a negative power. Other negative powers are 1 / x^-y truncated: 1, -1 or 0.
 template <typename T>
 std::optional<T> int_pow(T x, T y) {
   using U = std::make_unsigned_t<T>;
-  if (y < 0) {
+  if (is_neg(y)) {
     if (x == 0) return std::nullopt;
     if (x == 1) return T(1);
-    if (x == -1) return T((y & 1) ? -1 : 1);
+    if (is_neg(x) && x == T(-1)) return T((y & 1) ? -1 : 1);
     return T(0);
   }
   U r = 1, base = U(x);
@@ -163,7 +175,9 @@ std::optional<T> int_pow(T x, T y) {
   return T(r);
 }
 
-// Why an integer op fails for one pair of operands; nullptr when it does not.
+// Why an integer op fails for one pair of operands; nullptr when it does not. The sums, differences
+// and products of 8-bit operands are computed in int and wrap when stored (modulo 2^8), so does
+// i8's -128 / -1 (128); a quotient truncates toward zero.
 template <typename T>
 const char* int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_t n) {
   constexpr const char* kDivByZero = "integer division by zero";
@@ -193,8 +207,8 @@ const char* int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out,
       case kMod:   // the sign of y (Python's %)
       case kFmod:  // the sign of x (C's %)
         if (y == 0) return kDivByZero;
-        r = y == -1 ? T(0) : T(x % y);  // x % -1 overflows for the least x
-        if (BinaryCode(op) == kMod && r != 0 && (r < 0) != (y < 0)) r = T(r + y);
+        r = is_neg(y) && y == T(-1) ? T(0) : T(x % y);  // x % -1 overflows for the least x
+        if (BinaryCode(op) == kMod && r != 0 && is_neg(r) != is_neg(y)) r = T(r + y);
         break;
       case kPowTensor: {
         const std::optional<T> p = int_pow(x, y);
@@ -223,7 +237,7 @@ class BinaryKernel : public KernelBase {
       fail("operand and output dtypes differ: " + tensors_str({a, b, y}),
            "insert a Cast so both operands have the same dtype");
     }
-    const bool is_int = dt == DType::i32 || dt == DType::i64;
+    const bool is_int = dt == DType::i32 || dt == DType::i64 || is_int8(dt);
     if (!is_float(dt) && !is_int) {
       fail("is not defined for " + std::string(dtype_name(dt)), "Cast to a numeric dtype first");
     }
@@ -238,25 +252,28 @@ class BinaryKernel : public KernelBase {
     const int fc = is_int ? -1 : float_code(dt);
     const int64_t nblocks = (n + kBlock - 1) / kBlock;
     pool.parallel_for(nblocks, kMinParallelElems / kBlock, [&](int64_t lo, int64_t hi, int) {
-      for_each_run(
-          plan, lo * kBlock, std::min(n, hi * kBlock),
-          [&](int64_t pos, const int64_t* offs, int64_t len) {
-            const void* ra = pa + offs[0] * int64_t(es);
-            const void* rb = pb + offs[1] * int64_t(es);
-            void* ro = po + pos * int64_t(es);
-            const bool as = plan.inner_scalar[0], bs = plan.inner_scalar[1];
-            if (fc >= 0) {
-              HWY_DYNAMIC_DISPATCH(BinaryRun)(code_, fc, ra, as, rb, bs, ro, size_t(len), stream);
-              return;
-            }
-            const char* why = dt == DType::i32 ? int_binary(code_, static_cast<const int32_t*>(ra),
-                                                            as, static_cast<const int32_t*>(rb), bs,
-                                                            static_cast<int32_t*>(ro), len)
-                                               : int_binary(code_, static_cast<const int64_t*>(ra),
-                                                            as, static_cast<const int64_t*>(rb), bs,
-                                                            static_cast<int64_t*>(ro), len);
-            if (why) fail(why, "guard the divisor or Cast to f32");
-          });
+      for_each_run(plan, lo * kBlock, std::min(n, hi * kBlock),
+                   [&](int64_t pos, const int64_t* offs, int64_t len) {
+                     const void* ra = pa + offs[0] * int64_t(es);
+                     const void* rb = pb + offs[1] * int64_t(es);
+                     void* ro = po + pos * int64_t(es);
+                     const bool as = plan.inner_scalar[0], bs = plan.inner_scalar[1];
+                     if (fc >= 0) {
+                       HWY_DYNAMIC_DISPATCH(BinaryRun)
+                       (code_, fc, ra, as, rb, bs, ro, size_t(len), stream);
+                       return;
+                     }
+                     auto typed = [&](auto zero) {
+                       using T = decltype(zero);
+                       return int_binary(code_, static_cast<const T*>(ra), as,
+                                         static_cast<const T*>(rb), bs, static_cast<T*>(ro), len);
+                     };
+                     const char* why = dt == DType::i32   ? typed(int32_t{})
+                                       : dt == DType::i64 ? typed(int64_t{})
+                                       : dt == DType::i8  ? typed(int8_t{})
+                                                          : typed(uint8_t{});
+                     if (why) fail(why, "guard the divisor or Cast to f32");
+                   });
       if (stream) hwy::FlushStream();
     });
   }

@@ -241,7 +241,11 @@ class CompareKernel : public KernelBase {
               case DType::i32:
                 return int_compare(code_, reinterpret_cast<const int32_t*>(ra), as,
                                    reinterpret_cast<const int32_t*>(rb), bs, po + pos, len);
+              case DType::i8:
+                return int_compare(code_, reinterpret_cast<const int8_t*>(ra), as,
+                                   reinterpret_cast<const int8_t*>(rb), bs, po + pos, len);
               case DType::boolean:
+              case DType::u8:
                 return int_compare(code_, reinterpret_cast<const uint8_t*>(ra), as,
                                    reinterpret_cast<const uint8_t*>(rb), bs, po + pos, len);
               default:

@@ -1,5 +1,6 @@
 // Unary elementwise eager kernels: f32/bf16/f16 storage computed in f32 with vecmath.h, threaded
-// over 64-element blocks; integer Neg/Abs/Relu/Sign and bool Not as plain loops; the float tests
+// over 64-element blocks; integer (i64, i32, i8, u8) Neg/Abs/Relu/Sign and bool Not as plain
+// loops (8-bit Neg and Abs wrap: -(-128) is -128 in i8, as in numpy); the float tests
 // (IsNaN, IsInf) store bools.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
@@ -240,14 +241,16 @@ template <typename T>
 void int_unary(int op, const T* x, T* y, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; ++i) {
     T v = x[i];
+    bool neg = false;
+    if constexpr (std::is_signed_v<T>) neg = v < 0;
     if (op == kNeg) {
       y[i] = T(-v);
     } else if (op == kAbs) {
-      y[i] = v < 0 ? T(-v) : v;
+      y[i] = neg ? T(-v) : v;
     } else if (op == kSign) {
-      y[i] = T((v > 0) - (v < 0));
+      y[i] = T(int(v != 0 && !neg) - int(neg));
     } else {
-      y[i] = v < 0 ? T(0) : v;  // kRelu
+      y[i] = neg ? T(0) : v;  // kRelu
     }
   }
 }
@@ -300,16 +303,21 @@ class UnaryKernel : public KernelBase {
     }
     if (!is_float(x.dtype())) {
       const bool int_ok = code_ == kNeg || code_ == kAbs || code_ == kRelu || code_ == kSign;
-      if (!int_ok || (x.dtype() != DType::i32 && x.dtype() != DType::i64)) {
-        fail("is not defined for " + std::string(dtype_name(x.dtype())) + " input",
+      const DType dt = x.dtype();
+      if (!int_ok || (dt != DType::i32 && dt != DType::i64 && !is_int8(dt))) {
+        fail("is not defined for " + std::string(dtype_name(dt)) + " input",
              "Cast the input to f32 first");
       }
       pool.parallel_for(nblocks, grain, [&](int64_t b, int64_t e, int) {
         const int64_t lo = b * kBlock, hi = std::min(n, e * kBlock);
-        if (x.dtype() == DType::i32) {
+        if (dt == DType::i32) {
           int_unary(code_, x.data_as<int32_t>(), y.data_as<int32_t>(), lo, hi);
-        } else {
+        } else if (dt == DType::i64) {
           int_unary(code_, x.data_as<int64_t>(), y.data_as<int64_t>(), lo, hi);
+        } else if (dt == DType::i8) {
+          int_unary(code_, x.data_as<int8_t>(), y.data_as<int8_t>(), lo, hi);
+        } else {
+          int_unary(code_, x.data_as<uint8_t>(), y.data_as<uint8_t>(), lo, hi);
         }
       });
       return;
