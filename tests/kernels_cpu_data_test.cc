@@ -107,6 +107,31 @@ TEST(KernelsCpu, MatMulWithFewRowsRunsItsOwnLoop) {
       [](GraphBuilder& b, std::vector<V>& v) { return b.matmul(v[0], v[1]); }, 4.0));
 }
 
+// Threads split K and add their parts in the order of the parts: a result does not depend on
+// which thread finished first (three threads, so two parts are added after the first).
+TEST(KernelsCpu, MatMulWithFewRowsAddsThreadPartsInOrder) {
+  Tensor w = Tensor::random(DType::f32, {1001, 300}, 990, -1, 1);
+  GraphBuilder b;
+  V x = b.input("x", DType::f32, {3, 1001});
+  V y = b.matmul(x, b.constant(w, "w"));
+  b.output("y", y);
+  Graph g = b.build();
+  auto k = cpu::make_op_kernel(*y->producer);
+  Tensor a = Tensor::random(DType::f32, {3, 1001}, 991, -1, 1);
+  auto want = ref::eval_node(*y->producer, {ref::from_tensor(a), ref::from_tensor(w)}).at(0);
+  ThreadPool& pool3 = ThreadPool::with_threads(3);
+  Tensor first(DType::f32, {3, 300});
+  std::vector<Tensor> outs{first};
+  k->run({a, w}, outs, pool3);
+  EXPECT_TRUE(close_to_ref(first, want, 64.0));
+  for (int rep = 0; rep < 20; rep++) {
+    Tensor again(DType::f32, {3, 300});
+    std::vector<Tensor> o{again};
+    k->run({a, w}, o, pool3);
+    ASSERT_EQ(std::memcmp(again.data(), first.data(), first.nbytes()), 0) << rep;
+  }
+}
+
 TEST(KernelsCpu, MatMulConstantWeightsArePrepacked) {
   uint64_t seed = 950;
   for (DType dt : kFloats) {

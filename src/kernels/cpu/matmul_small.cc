@@ -1,7 +1,8 @@
-// f32 MatMul with a few rows (a decode step's projections: [1, K] x [K, N]) as a Highway loop:
-// each block of output columns keeps up to four rows' sums in registers while it reads B once.
-// oneDNN's per-call cost (stream, memory objects, its OpenMP region) is several microseconds,
-// more than such a product takes; large B are split by columns over the pool.
+// f32 MatMul with a few rows (a decode step's projections: [1, K] x [K, N], short prompts) as a
+// Highway loop that streams B row by row into the rows' sums, which stay in cache. Such products
+// are bound by reading B: oneDNN's kernels, and a loop over column blocks of B, read it at a
+// fraction of the rate a contiguous stream gets; oneDNN's per-call cost (stream, memory objects,
+// its OpenMP region) is also several microseconds. Threads split B by rows.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -16,65 +17,91 @@ namespace ubfuse {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// C[r, n0:n1) = A[r, :] B[:, n0:n1) for the R rows at a, c (row strides K and N).
+// acc[r, :] += A[r, k0:k1) B[k0:k1, :] for the R rows at a (row stride K) and acc (row stride N).
+// B is read one row after another, eight rows per sweep over the columns (two chains of sums):
+// a contiguous stream the hardware prefetcher follows, where walking B by column blocks crosses a
+// page on every row.
 template <int R>
-HWY_INLINE void RowsTimesB(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
-                           float* HWY_RESTRICT c, int64_t K, int64_t N, int64_t n0, int64_t n1) {
+HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
+                               float* HWY_RESTRICT acc, int64_t K, int64_t N, int64_t k0,
+                               int64_t k1) {
   const hn::ScalableTag<float> d;
   const int64_t L = int64_t(hn::Lanes(d));
-  int64_t n = n0;
-  for (; n + 2 * L <= n1; n += 2 * L) {
-    hn::Vec<decltype(d)> s0[R], s1[R];
-    for (int r = 0; r < R; r++) s0[r] = s1[r] = hn::Zero(d);
-    for (int64_t k = 0; k < K; k++) {
-      const auto b0 = hn::LoadU(d, b + k * N + n);
-      const auto b1 = hn::LoadU(d, b + k * N + n + L);
+  const int64_t nv = N - N % L;
+  int64_t k = k0;
+  for (; k + 8 <= k1; k += 8) {
+    const float* b0 = b + k * N;
+    for (int64_t n = 0; n < nv; n += L) {
+      hn::Vec<decltype(d)> v[8];
+      for (int i = 0; i < 8; i++) v[i] = hn::LoadU(d, b0 + i * N + n);
       for (int r = 0; r < R; r++) {
-        const auto x = hn::Set(d, a[r * K + k]);
-        s0[r] = hn::MulAdd(x, b0, s0[r]);
-        s1[r] = hn::MulAdd(x, b1, s1[r]);
+        auto s = hn::LoadU(d, acc + r * N + n);
+        auto t = hn::Mul(hn::Set(d, a[r * K + k + 4]), v[4]);
+        s = hn::MulAdd(hn::Set(d, a[r * K + k]), v[0], s);
+        t = hn::MulAdd(hn::Set(d, a[r * K + k + 5]), v[5], t);
+        s = hn::MulAdd(hn::Set(d, a[r * K + k + 1]), v[1], s);
+        t = hn::MulAdd(hn::Set(d, a[r * K + k + 6]), v[6], t);
+        s = hn::MulAdd(hn::Set(d, a[r * K + k + 2]), v[2], s);
+        t = hn::MulAdd(hn::Set(d, a[r * K + k + 7]), v[7], t);
+        s = hn::MulAdd(hn::Set(d, a[r * K + k + 3]), v[3], s);
+        hn::StoreU(hn::Add(s, t), d, acc + r * N + n);
       }
     }
-    for (int r = 0; r < R; r++) {
-      hn::StoreU(s0[r], d, c + r * N + n);
-      hn::StoreU(s1[r], d, c + r * N + n + L);
+    for (int64_t n = nv; n < N; n++) {
+      for (int r = 0; r < R; r++) {
+        float s = acc[r * N + n];
+        for (int i = 0; i < 8; i++) s += a[r * K + k + i] * b0[i * N + n];
+        acc[r * N + n] = s;
+      }
     }
   }
-  for (; n + L <= n1; n += L) {
-    hn::Vec<decltype(d)> s[R];
-    for (int r = 0; r < R; r++) s[r] = hn::Zero(d);
-    for (int64_t k = 0; k < K; k++) {
-      const auto b0 = hn::LoadU(d, b + k * N + n);
-      for (int r = 0; r < R; r++) s[r] = hn::MulAdd(hn::Set(d, a[r * K + k]), b0, s[r]);
-    }
-    for (int r = 0; r < R; r++) hn::StoreU(s[r], d, c + r * N + n);
-  }
-  for (; n < n1; n++) {
+  for (; k < k1; k++) {
+    const float* brow = b + k * N;
     for (int r = 0; r < R; r++) {
-      float s = 0;
-      for (int64_t k = 0; k < K; k++) s += a[r * K + k] * b[k * N + n];
-      c[r * N + n] = s;
+      const auto x = hn::Set(d, a[r * K + k]);
+      int64_t n = 0;
+      for (; n < nv; n += L) {
+        hn::StoreU(hn::MulAdd(x, hn::LoadU(d, brow + n), hn::LoadU(d, acc + r * N + n)), d,
+                   acc + r * N + n);
+      }
+      for (; n < N; n++) acc[r * N + n] += a[r * K + k] * brow[n];
     }
   }
 }
 
-void SmallMatMulColumns(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N,
-                        int64_t n0, int64_t n1) {
-  int64_t m = 0;
-  for (; m + 4 <= M; m += 4) RowsTimesB<4>(a + m * K, b, c + m * N, K, N, n0, n1);
-  switch (M - m) {
-    case 3:
-      RowsTimesB<3>(a + m * K, b, c + m * N, K, N, n0, n1);
-      break;
-    case 2:
-      RowsTimesB<2>(a + m * K, b, c + m * N, K, N, n0, n1);
-      break;
-    case 1:
-      RowsTimesB<1>(a + m * K, b, c + m * N, K, N, n0, n1);
-      break;
-    default:
-      break;
+// acc[M, N] += A[:, k0:k1) B[k0:k1, :], the rows four at a time: B's eight rows of one sweep stay
+// in cache for the next rows.
+void SmallMatMulRange(const float* a, const float* b, float* acc, int64_t M, int64_t K, int64_t N,
+                      int64_t k0, int64_t k1) {
+  for (int64_t kb = k0; kb < k1; kb += 8) {
+    const int64_t ke = std::min(k1, kb + 8);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) AccumulateRows<4>(a + m * K, b, acc + m * N, K, N, kb, ke);
+    switch (M - m) {
+      case 3:
+        AccumulateRows<3>(a + m * K, b, acc + m * N, K, N, kb, ke);
+        break;
+      case 2:
+        AccumulateRows<2>(a + m * K, b, acc + m * N, K, N, kb, ke);
+        break;
+      case 1:
+        AccumulateRows<1>(a + m * K, b, acc + m * N, K, N, kb, ke);
+        break;
+      default:
+        break;
+    }
   }
+}
+
+// dst[i] += src[i] for i in [lo, hi).
+void AddInto(float* HWY_RESTRICT dst, const float* HWY_RESTRICT src, int64_t lo, int64_t hi) {
+  const hn::ScalableTag<float> d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  int64_t i = lo;
+  for (; i + L <= hi; i += L) {
+    hn::StoreU(hn::Add(hn::LoadU(d, dst + i), hn::LoadU(d, src + i)), d, dst + i);
+  }
+  for (; i < hi; i++) dst[i] += src[i];
 }
 
 int64_t LanesF32() { return int64_t(hn::Lanes(hn::ScalableTag<float>())); }
@@ -84,36 +111,50 @@ int64_t LanesF32() { return int64_t(hn::Lanes(hn::ScalableTag<float>())); }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <algorithm>
+#include <vector>
+
 #include "kernels/cpu/matmul_small.h"
 
 namespace ubfuse::cpu {
 
-HWY_EXPORT(SmallMatMulColumns);
-HWY_EXPORT(LanesF32);
+HWY_EXPORT(SmallMatMulRange);
+HWY_EXPORT(AddInto);
 
 bool small_matmul_applies(int64_t M, int64_t K, int64_t N) {
   if (M < 1 || M > kSmallMatMulRows || K < 1 || N < 1) return false;
-  // Past four rows B is read once per four: only while it stays in the core's L2.
+  // Past four rows the sums of a sweep outgrow L1 and oneDNN is faster, unless B is small (in L2).
   return M <= 4 || K * N <= (int64_t(1) << 18);
 }
 
 void small_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N,
                       ThreadPool& pool) {
-  // Column chunks of whole vector pairs, each at least 64K multiply-adds: below that one thread
-  // finishes before another would have woken.
-  const int64_t block = 2 * HWY_DYNAMIC_DISPATCH(LanesF32)();
-  const int64_t blocks = (N + block - 1) / block;
-  const int64_t grain =
-      std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, M * K * block));
-  auto cols = [&](int64_t lo, int64_t hi) {
-    HWY_DYNAMIC_DISPATCH(SmallMatMulColumns)
-    (a, b, c, M, K, N, lo * block, std::min(N, hi * block));
-  };
-  if (blocks <= grain || pool.size() <= 1) {
-    cols(0, blocks);
+  std::fill(c, c + M * N, 0.0f);
+  // Threads split K (each reads its own contiguous part of B) in whole groups of eight rows, each
+  // part at least 64K multiply-adds: below that one thread finishes before another would have
+  // woken. Part 0 sums into c, the others into the calling thread's scratch, added in order.
+  const int64_t groups = (K + 7) / 8;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, 8 * M * N));
+  const int64_t parts = std::min<int64_t>(pool.size(), groups / grain);
+  if (parts <= 1) {
+    HWY_DYNAMIC_DISPATCH(SmallMatMulRange)(a, b, c, M, K, N, 0, K);
     return;
   }
-  pool.parallel_for(blocks, grain, [&](int64_t lo, int64_t hi, int) { cols(lo, hi); });
+  thread_local std::vector<float> scratch;
+  const size_t part = size_t(M * N);
+  if (scratch.size() < part * size_t(parts - 1)) scratch.resize(part * size_t(parts - 1));
+  float* const slots = scratch.data();  // the lambda names it: workers have their own `scratch`
+  pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi, int) {
+    for (int64_t p = lo; p < hi; p++) {
+      float* acc = p == 0 ? c : slots + part * size_t(p - 1);
+      if (p > 0) std::fill(acc, acc + part, 0.0f);
+      const int64_t g0 = groups * p / parts, g1 = groups * (p + 1) / parts;
+      HWY_DYNAMIC_DISPATCH(SmallMatMulRange)(a, b, acc, M, K, N, g0 * 8, std::min(K, g1 * 8));
+    }
+  });
+  for (int64_t p = 1; p < parts; p++) {
+    HWY_DYNAMIC_DISPATCH(AddInto)(c, slots + part * size_t(p - 1), 0, M * N);
+  }
 }
 
 }  // namespace ubfuse::cpu

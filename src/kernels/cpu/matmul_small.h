@@ -1,5 +1,5 @@
 // f32 MatMul of a few rows by a plain [K, N] matrix without oneDNN (matmul_small.cc): the decode
-// step's shape, where oneDNN's per-call setup costs more than the product.
+// step's shape, bound by reading B, which this loop streams at a higher rate than oneDNN.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +10,11 @@ namespace ubfuse::cpu {
 
 inline constexpr int64_t kSmallMatMulRows = 8;
 
-// Up to 4 rows always; up to kSmallMatMulRows while B (read once per four rows) fits in L2.
+// Up to 4 rows always; up to kSmallMatMulRows while B fits in L2.
 bool small_matmul_applies(int64_t M, int64_t K, int64_t N);
 
-// c[M, N] = a[M, K] b[K, N], all row-major f32; sums in f32 in k order per output.
+// c[M, N] = a[M, K] b[K, N], all row-major f32, summed in f32. Threads take parts of K, added in
+// order: the result depends on the pool's size, not on timing.
 void small_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N,
                       ThreadPool& pool);
 
