@@ -2,10 +2,13 @@
 // Concat, Gather) and Cast between every pair of dtypes, against the reference.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/matmul_info.h"
@@ -59,10 +62,11 @@ TEST(KernelsCpu, MatMulWithFewRowsRunsItsOwnLoop) {
   };
   for (Case c : {Case{1, 1}, Case{3, 5}, Case{64, 16}, Case{64, 33}, Case{257, 100}, Case{17, 1031},
                  Case{512, 4096}}) {
+    // B an input (not packed), as a decode step's attention has it.
     Tensor w = Tensor::random(DType::f32, {c.K, c.N}, seed++, -1, 1);
     GraphBuilder b;
     V x = b.input("x", DType::f32, {"m", c.K});
-    V y = b.matmul(x, b.constant(w, "w"));
+    V y = b.matmul(x, b.input("w", DType::f32, {c.K, c.N}));
     b.output("y", y);
     Graph g = b.build();
     const Node& n = *y->producer;
@@ -105,6 +109,50 @@ TEST(KernelsCpu, MatMulWithFewRowsRunsItsOwnLoop) {
   EXPECT_TRUE(check_op(
       {Tensor::random(DType::f32, {2, 3, 40}, 5), Tensor::random(DType::f32, {40, 24}, 6)},
       [](GraphBuilder& b, std::vector<V>& v) { return b.matmul(v[0], v[1]); }, 4.0));
+}
+
+// Constant weights that oneDNN packs in 64-column panels (as it does on AVX-512) are read by our
+// own loop up to kPanelMatMulRows rows: K and N off the 16 and 64 blocks, every row count, from
+// three threads at once.
+TEST(KernelsCpu, MatMulReadsPackedPanelsForFewRows) {
+  uint64_t seed = 1200;
+  struct Case {
+    int64_t K, N;
+  };
+  bool any_panels = false;
+  for (Case c : {Case{1, 1}, Case{17, 63}, Case{64, 64}, Case{100, 130}, Case{768, 200}}) {
+    Tensor w = Tensor::random(DType::f32, {c.K, c.N}, seed++, -1, 1);
+    GraphBuilder b;
+    V x = b.input("x", DType::f32, {"m", c.K});
+    V y = b.matmul(x, b.constant(w, "w"));
+    b.output("y", y);
+    Graph g = b.build();
+    auto k = cpu::make_op_kernel(*y->producer);
+    const bool panels =
+        cpu::matmul_call_info(*k, {1, c.K}, {c.K, c.N}, DType::f32).impl == "ubfuse:panels_f32";
+    any_panels = any_panels || panels;
+    std::vector<std::thread> ts;
+    std::atomic<int> bad{0};
+    for (int t = 0; t < 3; ++t) {
+      ts.emplace_back([&, t] {
+        for (int64_t m = 1 + t; m <= cpu::kPanelMatMulRows + 1; m += 3) {
+          const std::string impl = cpu::matmul_call_info(*k, {m, c.K}, {c.K, c.N}, DType::f32).impl;
+          if (panels != (impl == "ubfuse:panels_f32") && m <= cpu::kPanelMatMulRows) bad++;
+          if (m > cpu::kPanelMatMulRows && impl == "ubfuse:panels_f32") bad++;
+          Tensor a = Tensor::random(DType::f32, {m, c.K}, uint64_t(m) * 31 + 7, -1, 1);
+          auto want =
+              ref::eval_node(*y->producer, {ref::from_tensor(a), ref::from_tensor(w)}).at(0);
+          Tensor got(DType::f32, {m, c.N});
+          std::vector<Tensor> outs{got};
+          k->run({a, w}, outs, pool2());
+          if (!close_to_ref(got, want, 1.0 + double(c.K) / 16.0)) bad++;
+        }
+      });
+    }
+    for (auto& th : ts) th.join();
+    EXPECT_EQ(bad.load(), 0) << c.K << " x " << c.N;
+  }
+  if (!any_panels) std::cout << "(oneDNN does not pack f32 weights in panels on this CPU)\n";
 }
 
 // Threads split K and add their parts in the order of the parts: a result does not depend on

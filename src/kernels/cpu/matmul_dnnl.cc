@@ -7,6 +7,9 @@
 //   whenever oneDNN accepts that layout for the concrete M (else the plain copy).
 // * f32 runs in f32; bf16 x bf16 runs natively (AVX512-BF16 / AMX when present, f32 accumulate,
 //   bf16 output); f16 (and bf16 where the CPU lacks a bf16 kernel) converts through f32.
+// * f32 with at most kPanelMatMulRows rows of A times a constant B that oneDNN packed in
+//   64-column panels (16a64b, its choice on AVX-512) runs our own loop over those panels
+//   (matmul_small.h): it streams them faster than oneDNN's kernel does at such M.
 // * f32 with at most kSmallMatMulRows rows of A (decode steps) and an unbatched B runs our own
 //   loop (matmul_small.h) instead: oneDNN's per-call setup would cost more than the product; so
 //   do small batched products of a few rows each (a decode step's attention in eager mode).
@@ -123,6 +126,12 @@ class MatMulKernel : public KernelBase {
       std::memset(y.data(), 0, y.nbytes());
       return;
     }
+    if (panels(g, dta, b.sizes())) {
+      panel_matmul_f32(a.data_as<float>(),
+                       static_cast<const float*>(packed_f32_->get_data_handle()), panel_stride_,
+                       y.data_as<float>(), g.a[0], g.a[1], g.b[1], pool);
+      return;
+    }
     if (small(g, dta)) {
       small_matmul_f32(a.data_as<float>(), b.data_as<float>(), y.data_as<float>(), g.a[0], g.a[1],
                        g.b[1], pool);
@@ -181,6 +190,10 @@ class MatMulKernel : public KernelBase {
     };
     const Geometry g = geometry(sa, sb, out, f);
     MatMulCallInfo info;
+    if (panels(g, dt, sb)) {
+      info.impl = "ubfuse:panels_f32";
+      return info;
+    }
     if (small(g, dt) || small_batched(g, dt)) {
       info.impl = "ubfuse:small_rows_f32";
       return info;
@@ -193,6 +206,13 @@ class MatMulKernel : public KernelBase {
   }
 
  private:
+  // A few f32 rows times the constant B packed in 64-column panels: our own loop over oneDNN's
+  // packed weights (matmul_small.h), which streams them faster than oneDNN's kernel at such M.
+  bool panels(const Geometry& g, DType dt, const Sizes& sb) const {
+    return dt == DType::f32 && g.two_d && panel_stride_ > 0 && sb == packed_sizes_ && g.a[0] >= 1 &&
+           g.a[0] <= kPanelMatMulRows;
+  }
+
   // A few f32 rows times an unbatched B: our own loop (matmul_small.h), not oneDNN.
   static bool small(const Geometry& g, DType dt) {
     return dt == DType::f32 && g.two_d && small_matmul_applies(g.a[0], g.a[1], g.b[1]);
@@ -318,6 +338,22 @@ class MatMulKernel : public KernelBase {
     }
     packed_sizes_ = bt.sizes();
     has_packed_ = packed_f32_ != nullptr || packed_bf16_ != nullptr;
+    if (packed_f32_) panel_stride_ = panel_stride(packed_f32_md_, K);
+  }
+
+  // The distance between 64-column panels when oneDNN packed [K, N] f32 weights as 16a64b blocks
+  // in panel order (what it picks on AVX-512): panel p's row k at p * stride + k * 64; else 0.
+  static int64_t panel_stride(const dnnl::memory::desc& md, int64_t K) {
+    const dnnl_memory_desc_t& d = md.data;
+    if (d.format_kind != dnnl_blocked || d.ndims != 2 || d.offset0 != 0) return 0;
+    const auto& b = d.format_desc.blocking;
+    const int64_t k16 = (K + 15) / 16 * 16;
+    if (b.inner_nblks != 2 || b.inner_blks[0] != 16 || b.inner_idxs[0] != 0 ||
+        b.inner_blks[1] != 64 || b.inner_idxs[1] != 1 || b.strides[0] != 1024 ||
+        b.strides[1] != k16 * 64 || d.padded_dims[0] != k16) {
+      return 0;
+    }
+    return b.strides[1];
   }
 
   std::shared_ptr<dnnl::memory> pack(const Geometry& g, dt cdt, const void* plain,
@@ -344,7 +380,8 @@ class MatMulKernel : public KernelBase {
   }
 
   bool has_packed_ = false;
-  Sizes packed_sizes_;  // B's sizes the packed weights were made from
+  int64_t panel_stride_ = 0;  // packed f32 weights in 64-column panels (panel_matmul_f32)
+  Sizes packed_sizes_;        // B's sizes the packed weights were made from
   std::shared_ptr<dnnl::memory> packed_bf16_, packed_f32_;
   dnnl::memory::desc packed_bf16_md_, packed_f32_md_;
   mutable std::mutex mu_;

@@ -1,11 +1,16 @@
-// f32 MatMul with a few rows (a decode step's projections: [1, K] x [K, N], short prompts) as a
-// Highway loop that streams B row by row into the rows' sums, which stay in cache. Such products
-// are bound by reading B: oneDNN's kernels, and a loop over column blocks of B, read it at a
-// fraction of the rate a contiguous stream gets; oneDNN's per-call cost (stream, memory objects,
-// its OpenMP region) is also several microseconds. Threads split B by rows.
+// f32 MatMul with few rows (a decode step's projections: [1, K] x [K, N], short prompts) as Highway
+// loops. Such products are bound by reading B, which both loops read as one contiguous stream:
+// oneDNN's kernels, and a loop over column blocks of plain B, read it at a fraction of that rate,
+// and oneDNN's per-call cost (stream, memory objects, its OpenMP region) is several microseconds.
+// * Plain B (small_matmul_f32): row by row into the rows' sums, which stay in cache; threads
+//   split K.
+// * Constant B that oneDNN packed in 64-column panels (panel_matmul_f32): panel by panel, the
+//   sums in registers; threads split the panels.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
+
+#include <type_traits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/matmul_small.cc"
@@ -93,6 +98,77 @@ void SmallMatMulRange(const float* a, const float* b, float* acc, int64_t M, int
   }
 }
 
+// c[r, n0:n0+cols) = A[r, :] times one 64-column panel of packed B (row k at panel + k * 64), for
+// the R rows at a and c; the sums stay in registers while the panel streams past.
+template <int R>
+HWY_INLINE void PanelRows(const float* HWY_RESTRICT a, const float* HWY_RESTRICT panel,
+                          const float* next, float* HWY_RESTRICT c, int64_t K, int64_t N,
+                          int64_t n0, int64_t cols) {
+  const hn::ScalableTag<float> d;
+  constexpr int kL = int(hn::MaxLanes(d));
+  constexpr int kV = 64 / kL;  // vectors per panel row
+  hn::Vec<decltype(d)> acc[R][kV];
+  for (int r = 0; r < R; r++) {
+    for (int v = 0; v < kV; v++) acc[r][v] = hn::Zero(d);
+  }
+  for (int64_t k = 0; k < K; k++) {
+    if (next) {
+      for (int line = 0; line < 4; line++) __builtin_prefetch(next + k * 64 + line * 16, 0, 2);
+    }
+    hn::Vec<decltype(d)> bv[kV];
+    for (int v = 0; v < kV; v++) bv[v] = hn::LoadU(d, panel + k * 64 + v * kL);
+    for (int r = 0; r < R; r++) {
+      const auto x = hn::Set(d, a[r * K + k]);
+      for (int v = 0; v < kV; v++) acc[r][v] = hn::MulAdd(x, bv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    float* out = c + r * N + n0;
+    if (cols == 64) {
+      for (int v = 0; v < kV; v++) hn::StoreU(acc[r][v], d, out + v * kL);
+      continue;
+    }
+    HWY_ALIGN float tail[64];
+    for (int v = 0; v < kV; v++) hn::Store(acc[r][v], d, tail + v * kL);
+    for (int64_t j = 0; j < cols; j++) out[j] = tail[j];
+  }
+}
+
+// The panels [p0, p1) of C = A B for B packed as oneDNN's 64-column panels (panel p at
+// panels + p * panel_stride). Rows of A go six at a time (24 sums in registers) while more than
+// eight are left, then four, then the rest; the first pass over a panel also fetches the next one
+// into L2, so the passes after it, and the next panel's first, read from cache.
+void PanelMatMulRange(const float* a, const float* panels, int64_t panel_stride, float* c,
+                      int64_t M, int64_t K, int64_t N, int64_t p0, int64_t p1) {
+  for (int64_t p = p0; p < p1; p++) {
+    const float* panel = panels + p * panel_stride;
+    const float* ahead = p + 1 < p1 ? panel + panel_stride : nullptr;
+    const int64_t n0 = p * 64, cols = std::min<int64_t>(64, N - n0);
+    int64_t m = 0;
+    auto pass = [&](auto rows) {
+      constexpr int R = decltype(rows)::value;
+      PanelRows<R>(a + m * K, panel, ahead, c + m * N, K, N, n0, cols);
+      ahead = nullptr;
+      m += R;
+    };
+    while (M - m > 8 || M - m == 6) pass(std::integral_constant<int, 6>{});
+    while (M - m >= 4) pass(std::integral_constant<int, 4>{});
+    switch (M - m) {
+      case 3:
+        pass(std::integral_constant<int, 3>{});
+        break;
+      case 2:
+        pass(std::integral_constant<int, 2>{});
+        break;
+      case 1:
+        pass(std::integral_constant<int, 1>{});
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 // dst[i] += src[i] for i in [lo, hi).
 void AddInto(float* HWY_RESTRICT dst, const float* HWY_RESTRICT src, int64_t lo, int64_t hi) {
   const hn::ScalableTag<float> d;
@@ -120,6 +196,7 @@ namespace ubfuse::cpu {
 
 HWY_EXPORT(SmallMatMulRange);
 HWY_EXPORT(AddInto);
+HWY_EXPORT(PanelMatMulRange);
 
 bool small_matmul_applies(int64_t M, int64_t K, int64_t N) {
   if (M < 1 || M > kSmallMatMulRows || K < 1 || N < 1) return false;
@@ -155,6 +232,22 @@ void small_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64
   for (int64_t p = 1; p < parts; p++) {
     HWY_DYNAMIC_DISPATCH(AddInto)(c, slots + part * size_t(p - 1), 0, M * N);
   }
+}
+
+void panel_matmul_f32(const float* a, const float* panels, int64_t panel_stride, float* c,
+                      int64_t M, int64_t K, int64_t N, ThreadPool& pool) {
+  // Threads take contiguous runs of panels (each a contiguous stream of B), each run at least
+  // 64K multiply-adds.
+  const int64_t count = (N + 63) / 64;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, M * K * 64));
+  auto run = [&](int64_t lo, int64_t hi, int) {
+    HWY_DYNAMIC_DISPATCH(PanelMatMulRange)(a, panels, panel_stride, c, M, K, N, lo, hi);
+  };
+  if (count <= grain || pool.size() <= 1) {
+    run(0, count, 0);
+    return;
+  }
+  pool.parallel_for(count, grain, run);
 }
 
 }  // namespace ubfuse::cpu

@@ -18,4 +18,13 @@ bool small_matmul_applies(int64_t M, int64_t K, int64_t N);
 void small_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N,
                       ThreadPool& pool);
 
+// The most rows for which panel_matmul_f32 beats oneDNN's own kernel on the same packed weights.
+inline constexpr int64_t kPanelMatMulRows = 32;
+
+// c[M, N] = a[M, K] b for b packed in oneDNN's f32 layout of 64-column panels (blocking 16a64b:
+// panel p, which holds columns [64p, 64p + 64) zero-padded, is at panels + p * panel_stride, its
+// row k at + k * 64). Each panel streams once through registers holding four rows' sums.
+void panel_matmul_f32(const float* a, const float* panels, int64_t panel_stride, float* c,
+                      int64_t M, int64_t K, int64_t N, ThreadPool& pool);
+
 }  // namespace ubfuse::cpu
