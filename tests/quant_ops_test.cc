@@ -264,12 +264,13 @@ TEST(Int8, MatMulIntegerFullRangeBothPaths) {
 }
 
 // Constant weights are made ready for oneDNN once (s8, column sums, its blocked layout for a
-// representative M); runs at other Ms, symbolic or not, use them or the plain copy. Both dtypes of
-// B, with and without zero points, against the reference.
+// representative M); runs at other Ms, symbolic or not, use them or the plain copy, and up to 32
+// rows split B's 64-column blocks over the threads (200 columns: parts of 128 and 72). Both dtypes
+// of A and B, with and without zero points, against the reference.
 TEST(Int8, MatMulIntegerConstantWeights) {
   for (DType tb : {u8, i8}) {
     for (bool zps : {false, true}) {
-      const int64_t k = 96, n = 80;
+      const int64_t k = 96, n = 200;
       const double blo = tb == i8 ? -128 : 0;
       GraphBuilder b;
       auto a = b.input("a", u8, {"rows", k});
@@ -281,7 +282,7 @@ TEST(Int8, MatMulIntegerConstantWeights) {
       }
       b.output("y", b.matmul_integer(a, w, za, zb));
       Graph g = b.build();
-      for (int64_t rows : {1, 7, 300}) {
+      for (int64_t rows : {1, 7, 32, 33, 300}) {
         std::map<std::string, Tensor> in{{"a", Tensor::random(u8, {rows, k}, 5, 0, 256)}};
         EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts()))
             << dtype_name(tb) << " zero points " << zps << " rows " << rows;

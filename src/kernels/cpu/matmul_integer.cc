@@ -11,6 +11,10 @@
 // * A constant B (weights) is converted to s8, summed per column and reordered into oneDNN's
 //   preferred layout once, when the kernel is made (for a representative M; other Ms use the plain
 //   s8 copy when oneDNN wants another layout for them).
+// * Up to kSplitRows rows of A (short prompts, decode steps) run on one OpenMP thread: waking
+//   oneDNN's team costs more than the product. Where the packed B is in 64-column blocks
+//   (BA16a64b4a, with AMX or AVX512-VNNI) the pool's threads take runs of those blocks instead,
+//   each a oneDNN call on one OpenMP thread.
 // * Elsewhere (and for what oneDNN refuses, or with UBFUSE_INT8_NO_ONEDNN=1, which the tests use to
 //   check both paths) a loop: B - zb once per call as i16, then rows of A times it with i32
 //   accumulators.
@@ -26,6 +30,8 @@
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 
 #include "ir/shape_util.h"
@@ -51,6 +57,19 @@ int32_t load8(const void* p, DType t, int64_t i) {
                         : int32_t(static_cast<const uint8_t*>(p)[i]);
 }
 
+// The sum of the `len` 8-bit values of type t at p[at...] (exact in i32 for len < 2^23).
+int32_t row_sum8(const void* p, DType t, int64_t at, int64_t len) {
+  int32_t s = 0;
+  if (t == DType::i8) {
+    const int8_t* q = static_cast<const int8_t*>(p) + at;
+    for (int64_t i = 0; i < len; i++) s += q[i];
+  } else {
+    const uint8_t* q = static_cast<const uint8_t*>(p) + at;
+    for (int64_t i = 0; i < len; i++) s += q[i];
+  }
+  return s;
+}
+
 // Wrapping i32 arithmetic (signed overflow is undefined in C++).
 inline int32_t wadd(int32_t a, int32_t b) { return int32_t(uint32_t(a) + uint32_t(b)); }
 inline int32_t wsub(int32_t a, int32_t b) { return int32_t(uint32_t(a) - uint32_t(b)); }
@@ -60,6 +79,7 @@ struct GemmPrim {
   dnnl::matmul prim;
   dnnl::memory::desc src, wei, dst;
   size_t scratch_bytes = 0;
+  bool brgemm = false;  // oneDNN's JIT kernels (brg:...), not its reference loops
 };
 
 // A oneDNN int8 matmul [m, k] (u8 or s8) x [k, n] (s8, plain or in the layout wmd) -> s32; null
@@ -80,6 +100,7 @@ std::shared_ptr<GemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int6
     p->wei = wei;
     p->dst = dst;
     p->scratch_bytes = pd.scratchpad_desc().get_size();
+    p->brgemm = std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
     return p;
   } catch (const dnnl::error&) {
     return nullptr;
@@ -107,8 +128,12 @@ struct PreparedB {
   std::vector<int32_t> colsum;
   std::shared_ptr<dnnl::memory> packed;  // null: the plain s8 copy is used
   dnnl::memory::desc packed_md;
-  mutable std::mutex mu;  // primitives for the packed layout by (src dtype, M)
-  mutable std::map<std::pair<int, int64_t>, std::shared_ptr<GemmPrim>> prims;
+  // Packed as BA16a64b4a (oneDNN's layout with AMX and AVX512-VNNI), whose blocks of 64 columns
+  // are `block_bytes` apart: a run of blocks is a narrower B of the same layout.
+  bool column_blocks = false;
+  int64_t block_bytes = 0;
+  mutable std::mutex mu;  // primitives for the packed layout by (src dtype, M, N)
+  mutable std::map<std::tuple<int, int64_t, int64_t>, std::shared_ptr<GemmPrim>> prims;
 };
 
 std::unique_ptr<PreparedB> prepare_b(const Tensor& b, int64_t rep_m) {
@@ -137,11 +162,134 @@ std::unique_ptr<PreparedB> prepare_b(const Tensor& b, int64_t rep_m) {
       dnnl::stream s(dnnl_cpu_engine());
       dnnl::reorder(user, *p->packed).execute(s, user, *p->packed);
       s.wait();
+      const dnnl::memory::desc blocks({p->k, p->n}, ddt::s8, dnnl::memory::format_tag::BA16a64b4a);
+      p->column_blocks = p->packed_md == blocks;
+      p->block_bytes = p->packed_md.data.format_desc.blocking.strides[1];
     }
   } catch (const dnnl::error&) {
     p->packed = nullptr;
   }
   return p;
+}
+
+// Rows up to which the product runs on one OpenMP thread per part: split by columns over the
+// pool (packed B) or on one thread.
+constexpr int64_t kSplitRows = 32;
+
+// Runs p on C = A W with its own stream and scratchpad, on one OpenMP thread when macs is small.
+void execute_prim(const GemmPrim& p, const void* a, const void* w, int32_t* c, int64_t macs,
+                  int threads) {
+  dnnl::engine& eng = dnnl_cpu_engine();
+  dnnl::stream s(eng);
+  std::vector<uint8_t> scratch(p.scratch_bytes);
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, dnnl::memory(p.src, eng, const_cast<void*>(a))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(p.wei, eng, const_cast<void*>(w))},
+      {DNNL_ARG_DST, dnnl::memory(p.dst, eng, c)},
+  };
+  if (p.scratch_bytes) {
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(dnnl::memory::desc({int64_t(p.scratch_bytes)}, ddt::u8,
+                                                 dnnl::memory::format_tag::a),
+                              eng, scratch.data()));
+  }
+  DnnlThreads t(macs, threads);
+  p.prim.execute(s, args);
+  s.wait();
+}
+
+// The primitive for m rows times n columns of the packed B (n < prep.n: a run of its 64-column
+// blocks), cached per (src dtype, m, n); null where oneDNN wants another layout.
+std::shared_ptr<GemmPrim> packed_prim(const PreparedB& prep, ddt src_t, int64_t m, int64_t n) {
+  std::lock_guard<std::mutex> l(prep.mu);
+  auto key = std::make_tuple(int(src_t), m, n);
+  auto it = prep.prims.find(key);
+  if (it == prep.prims.end()) {
+    if (prep.prims.size() > 64) prep.prims.clear();
+    const dnnl::memory::desc wmd =
+        n == prep.n
+            ? prep.packed_md
+            : dnnl::memory::desc({prep.k, n}, ddt::s8, dnnl::memory::format_tag::BA16a64b4a);
+    it = prep.prims.emplace(key, create_gemm_prim(src_t, m, prep.k, n, &wmd)).first;
+  }
+  return it->second;
+}
+
+// C = A B for few rows: each thread of the pool runs oneDNN on one OpenMP thread over a run of
+// B's 64-column blocks (a narrower B of the same layout) into its own rows, copied into C's
+// columns (oneDNN 2.6's JIT kernels take no row stride for C), so no OpenMP team is woken per
+// call. False (nothing done) where oneDNN would run a slice on its reference loops.
+bool int_gemm_columns(const void* a, ddt src_t, const PreparedB& prep, int32_t* c, int64_t m,
+                      ThreadPool& pool) {
+  const int64_t n = prep.n, blocks = (n + 63) / 64;
+  const int64_t parts = std::min<int64_t>(pool.size(), blocks);
+  auto cols_of = [&](int64_t part, int64_t* n0) {
+    const int64_t b0 = blocks * part / parts, b1 = blocks * (part + 1) / parts;
+    *n0 = b0 * 64;
+    return std::min(n, b1 * 64) - b0 * 64;
+  };
+  std::vector<std::shared_ptr<GemmPrim>> prims(static_cast<size_t>(parts));
+  for (int64_t part = 0; part < parts; part++) {
+    int64_t n0 = 0;
+    prims[size_t(part)] = packed_prim(prep, src_t, m, cols_of(part, &n0));
+    if (!prims[size_t(part)] || !prims[size_t(part)]->brgemm) return false;
+  }
+  const auto* base = static_cast<const int8_t*>(prep.packed->get_data_handle());
+  pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi, int) {
+    std::vector<int32_t> own;
+    for (int64_t part = lo; part < hi; part++) {
+      int64_t n0 = 0;
+      const int64_t cols = cols_of(part, &n0);
+      own.resize(size_t(m * cols));
+      execute_prim(*prims[size_t(part)], a, base + n0 / 64 * prep.block_bytes, own.data(), 0, 1);
+      for (int64_t i = 0; i < m; i++) {
+        std::memcpy(c + i * n + n0, own.data() + i * cols, size_t(cols) * sizeof(int32_t));
+      }
+    }
+  });
+  return true;
+}
+
+// Applies the zero points to C = A B computed on s8 B (B - shift):
+//   C -= zb'[n] rowsum(A)[m] + za[m] colsum(B')[n] - K za[m] zb'[n], zb' = zb - shift.
+// bs: B as s8 when there is no prep (for its column sums).
+void correct_zero_points(const void* a, DType ta, const int8_t* bs, const int32_t* za,
+                         const int32_t* zb, int32_t* c, int64_t m, int64_t k, int64_t n,
+                         ThreadPool& pool, const PreparedB* prep, int32_t shift_b = 0) {
+  const int32_t shift = prep ? prep->shift : shift_b;
+  std::vector<int32_t> zb2(zb, zb + n);
+  for (int32_t& z : zb2) z -= shift;
+  const bool any_zb = std::any_of(zb2.begin(), zb2.end(), [](int32_t z) { return z != 0; });
+  const bool any_za = std::any_of(za, za + m, [](int32_t z) { return z != 0; });
+  if (!any_za && !any_zb) return;
+  std::vector<int32_t> colsum_own;
+  const int32_t* colsum = prep ? prep->colsum.data() : nullptr;
+  if (any_za && !prep) {
+    colsum_own.assign(size_t(n), 0);
+    for (int64_t q = 0; q < k; q++)
+      for (int64_t j = 0; j < n; j++) colsum_own[size_t(j)] += bs[q * n + j];
+    colsum = colsum_own.data();
+  }
+  auto rows = [&](int64_t r0, int64_t r1, int) {
+    for (int64_t i = r0; i < r1; i++) {
+      int32_t rowsum = 0;
+      if (any_zb) rowsum = row_sum8(a, ta, i * k, k);
+      const int32_t zai = za[i];
+      int32_t* ci = c + i * n;
+      for (int64_t j = 0; j < n; j++) {
+        const int32_t zbj = zb2[size_t(j)];
+        int32_t v = wsub(ci[j], wmul(zbj, rowsum));
+        if (any_za) v = wsub(v, wmul(zai, colsum[j]));
+        ci[j] = wadd(v, wmul(wmul(int32_t(k), zai), zbj));
+      }
+    }
+  };
+  // A few rows (a short prompt) on this thread: waking a worker costs more than the pass.
+  if (m * (n + k) < (int64_t(1) << 20)) {
+    rows(0, m, 0);
+  } else {
+    pool.parallel_for(m, grain_for(n + k), rows);
+  }
 }
 
 bool use_onednn() {
@@ -161,79 +309,29 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
   }
   if (use_onednn()) {
     const ddt src_t = ta == DType::i8 ? ddt::s8 : ddt::u8;
-    std::shared_ptr<GemmPrim> p;
-    if (prep && prep->packed) {
-      std::lock_guard<std::mutex> l(prep->mu);
-      auto key = std::make_pair(int(src_t), m);
-      auto it = prep->prims.find(key);
-      if (it == prep->prims.end()) {
-        if (prep->prims.size() > 64) prep->prims.clear();
-        it = prep->prims.emplace(key, create_gemm_prim(src_t, m, k, n, &prep->packed_md)).first;
-      }
-      p = it->second;
+    if (prep && prep->column_blocks && m <= kSplitRows && prep->n >= 128 && pool.size() > 1 &&
+        int_gemm_columns(a, src_t, *prep, c, m, pool)) {
+      correct_zero_points(a, ta, nullptr, za, zb, c, m, k, n, pool, prep);
+      return;
     }
+    std::shared_ptr<GemmPrim> p;
+    if (prep && prep->packed) p = packed_prim(*prep, src_t, m, prep->n);
     const bool packed = p != nullptr;
     if (!p) p = gemm_prim(src_t, m, k, n);
     if (p) {
-      // B as s8 (u8 shifted by -128) and its zero points shifted alike.
+      // B as s8 (u8 shifted by -128); correct_zero_points shifts its zero points alike.
       std::vector<int8_t> b8;
-      std::vector<int32_t> zb2(zb, zb + n);
       const int8_t* bs = prep ? prep->s8.data() : static_cast<const int8_t*>(b);
-      const int32_t shift = prep ? prep->shift : tb == DType::u8 ? 128 : 0;
       if (!prep && tb == DType::u8) {
         b8.resize(size_t(k * n));
         const uint8_t* bu = static_cast<const uint8_t*>(b);
         for (size_t i = 0; i < b8.size(); i++) b8[i] = int8_t(int32_t(bu[i]) - 128);
         bs = b8.data();
       }
-      for (int32_t& z : zb2) z -= shift;
-      dnnl::engine& eng = dnnl_cpu_engine();
-      dnnl::stream s(eng);
-      std::vector<uint8_t> scratch(p->scratch_bytes);
-      void* wdata = packed ? prep->packed->get_data_handle() : const_cast<int8_t*>(bs);
-      std::unordered_map<int, dnnl::memory> args = {
-          {DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<void*>(a))},
-          {DNNL_ARG_WEIGHTS, dnnl::memory(p->wei, eng, wdata)},
-          {DNNL_ARG_DST, dnnl::memory(p->dst, eng, c)},
-      };
-      if (p->scratch_bytes) {
-        args.emplace(DNNL_ARG_SCRATCHPAD,
-                     dnnl::memory(dnnl::memory::desc({int64_t(p->scratch_bytes)}, ddt::u8,
-                                                     dnnl::memory::format_tag::a),
-                                  eng, scratch.data()));
-      }
-      {
-        DnnlThreads threads(m * k * n, pool.size());
-        p->prim.execute(s, args);
-        s.wait();
-      }
-      const bool any_zb = std::any_of(zb2.begin(), zb2.end(), [](int32_t z) { return z != 0; });
-      const bool any_za = std::any_of(za, za + m, [](int32_t z) { return z != 0; });
-      if (!any_za && !any_zb) return;
-      std::vector<int32_t> colsum_own;
-      const int32_t* colsum = prep ? prep->colsum.data() : nullptr;
-      if (any_za && !prep) {
-        colsum_own.assign(size_t(n), 0);
-        for (int64_t q = 0; q < k; q++)
-          for (int64_t j = 0; j < n; j++) colsum_own[size_t(j)] += bs[q * n + j];
-        colsum = colsum_own.data();
-      }
-      pool.parallel_for(m, grain_for(n + k), [&](int64_t r0, int64_t r1, int) {
-        for (int64_t i = r0; i < r1; i++) {
-          int32_t rowsum = 0;
-          if (any_zb) {
-            for (int64_t q = 0; q < k; q++) rowsum += load8(a, ta, i * k + q);
-          }
-          const int32_t zai = za[i];
-          int32_t* ci = c + i * n;
-          for (int64_t j = 0; j < n; j++) {
-            const int32_t zbj = zb2[size_t(j)];
-            int32_t v = wsub(ci[j], wmul(zbj, rowsum));
-            if (any_za) v = wsub(v, wmul(zai, colsum[j]));
-            ci[j] = wadd(v, wmul(wmul(int32_t(k), zai), zbj));
-          }
-        }
-      });
+      const void* wdata = packed ? prep->packed->get_data_handle() : bs;
+      // A few rows on one OpenMP thread: waking its team costs more than the second core gains.
+      execute_prim(*p, a, wdata, c, m <= kSplitRows ? 0 : m * k * n, pool.size());
+      correct_zero_points(a, ta, bs, za, zb, c, m, k, n, pool, prep, tb == DType::u8 ? 128 : 0);
       return;
     }
   }

@@ -258,7 +258,7 @@ class DynamicQuantizeKernel : public KernelBase {
     const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(blocks, 64));
     std::vector<float> lo_of(size_t(chunks), 0.0f), hi_of(size_t(chunks), 0.0f);
     const bool f32 = x.dtype() == DType::f32;
-    pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int) {
+    pool.parallel_for(chunks, grain_for(n / chunks), [&](int64_t c0, int64_t c1, int) {
       float buf[kBlock];
       for (int64_t c = c0; c < c1; c++) {
         float lo = 0, hi = 0;
