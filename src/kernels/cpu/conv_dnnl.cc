@@ -109,7 +109,7 @@ class ConvKernel : public KernelBase {
     }
     dnnl::engine& eng = dnnl_cpu_engine();
     dnnl::stream s(eng);
-    std::vector<uint8_t> scratch(p->scratch_bytes);
+    void* scratch = dnnl_scratchpad(p->scratch_bytes);
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<void*>(px))},
         {DNNL_ARG_WEIGHTS, dnnl::memory(p->wei, eng, const_cast<void*>(pw))},
@@ -120,7 +120,7 @@ class ConvKernel : public KernelBase {
       args.emplace(DNNL_ARG_SCRATCHPAD,
                    dnnl::memory(dnnl::memory::desc({int64_t(p->scratch_bytes)}, dt::u8,
                                                    dnnl::memory::format_tag::a),
-                                eng, scratch.data()));
+                                eng, scratch));
     }
     {
       // Each output element sums over its window: in channels / groups times the kernel's taps.

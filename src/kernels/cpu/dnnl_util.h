@@ -1,5 +1,5 @@
 // What the oneDNN kernels (matmul_dnnl.cc, conv_dnnl.cc) share: the one CPU engine, plain
-// (row-major) memory descriptors and the per-thread f32 staging buffers.
+// (row-major) memory descriptors, the per-thread f32 staging buffers and scratchpads.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,18 @@ inline float* dnnl_staging(int slot, int64_t n) {
     caps[slot] = n;
   }
   return bufs[slot].get();
+}
+
+// The calling thread's scratchpad for a oneDNN call, reused across calls (uninitialized): a fresh
+// one per call costs a zero fill and page faults (int8 matmuls with AMX want megabytes).
+inline void* dnnl_scratchpad(size_t bytes) {
+  static thread_local std::unique_ptr<uint8_t[]> buf;
+  static thread_local size_t cap = 0;
+  if (cap < bytes) {
+    buf.reset(new uint8_t[bytes]);
+    cap = bytes;
+  }
+  return buf.get();
 }
 
 // oneDNN parallelizes with OpenMP (Debian's build links libgomp), not with the ThreadPool. A call

@@ -162,7 +162,7 @@ class MatMulKernel : public KernelBase {
     if (p->packed) pb = (f32_path ? packed_f32_ : packed_bf16_)->get_data_handle();
     dnnl::engine& eng = cpu_engine();
     dnnl::stream s(eng);
-    std::vector<uint8_t> scratch(p->scratch_bytes);
+    void* scratch = dnnl_scratchpad(p->scratch_bytes);
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, dnnl::memory(p->src, eng, const_cast<void*>(pa))},
         {DNNL_ARG_WEIGHTS, dnnl::memory(p->wei, eng, const_cast<void*>(pb))},
@@ -172,7 +172,7 @@ class MatMulKernel : public KernelBase {
       args.emplace(DNNL_ARG_SCRATCHPAD,
                    dnnl::memory(dnnl::memory::desc({int64_t(p->scratch_bytes)}, dt::u8,
                                                    dnnl::memory::format_tag::a),
-                                eng, scratch.data()));
+                                eng, scratch));
     }
     {
       DnnlThreads threads(y.numel() * g.a.back(), pool.size());

@@ -181,7 +181,7 @@ void execute_prim(const GemmPrim& p, const void* a, const void* w, int32_t* c, i
                   int threads) {
   dnnl::engine& eng = dnnl_cpu_engine();
   dnnl::stream s(eng);
-  std::vector<uint8_t> scratch(p.scratch_bytes);
+  void* scratch = dnnl_scratchpad(p.scratch_bytes);
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, dnnl::memory(p.src, eng, const_cast<void*>(a))},
       {DNNL_ARG_WEIGHTS, dnnl::memory(p.wei, eng, const_cast<void*>(w))},
@@ -191,7 +191,7 @@ void execute_prim(const GemmPrim& p, const void* a, const void* w, int32_t* c, i
     args.emplace(DNNL_ARG_SCRATCHPAD,
                  dnnl::memory(dnnl::memory::desc({int64_t(p.scratch_bytes)}, ddt::u8,
                                                  dnnl::memory::format_tag::a),
-                              eng, scratch.data()));
+                              eng, scratch));
   }
   DnnlThreads t(macs, threads);
   p.prim.execute(s, args);
@@ -270,17 +270,20 @@ void correct_zero_points(const void* a, DType ta, const int8_t* bs, const int32_
       for (int64_t j = 0; j < n; j++) colsum_own[size_t(j)] += bs[q * n + j];
     colsum = colsum_own.data();
   }
+  // c[i, j] -= zb'[j] (rowsum_i - K za_i) + za_i colsum[j], in wrapping u32 lanes (vectorized).
+  std::vector<uint32_t> zbu(zb2.begin(), zb2.end()), csu(size_t(n), 0);
+  if (any_za) csu.assign(colsum, colsum + n);
   auto rows = [&](int64_t r0, int64_t r1, int) {
     for (int64_t i = r0; i < r1; i++) {
-      int32_t rowsum = 0;
-      if (any_zb) rowsum = row_sum8(a, ta, i * k, k);
-      const int32_t zai = za[i];
-      int32_t* ci = c + i * n;
-      for (int64_t j = 0; j < n; j++) {
-        const int32_t zbj = zb2[size_t(j)];
-        int32_t v = wsub(ci[j], wmul(zbj, rowsum));
-        if (any_za) v = wsub(v, wmul(zai, colsum[j]));
-        ci[j] = wadd(v, wmul(wmul(int32_t(k), zai), zbj));
+      const uint32_t zai = uint32_t(za[i]);
+      const uint32_t ri = any_zb ? uint32_t(row_sum8(a, ta, i * k, k)) - uint32_t(k) * zai : 0u;
+      uint32_t* ci = reinterpret_cast<uint32_t*>(c + i * n);
+      const uint32_t* zbp = zbu.data();
+      const uint32_t* csp = csu.data();
+      if (any_za) {
+        for (int64_t j = 0; j < n; j++) ci[j] -= zbp[j] * ri + zai * csp[j];
+      } else {
+        for (int64_t j = 0; j < n; j++) ci[j] -= zbp[j] * ri;
       }
     }
   };
