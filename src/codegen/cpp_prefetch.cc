@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "kernels/cpu/store_policy.h"
+
 namespace ubfuse::cpp {
 
 namespace {
@@ -33,14 +35,15 @@ bool streams(const kir::Program& p, const kir::Schedule& s, int q, int i) {
 std::string step_prefetches(const kir::Program& p, const kir::Schedule& s, int q,
                             const std::string& pfx, const std::string& ind) {
   if (!prefetch_on()) return "";
+  const std::string hint = std::to_string(cpu::prefetch_locality());
   std::string o;
   for (size_t i = 0; i < p.inputs.size(); i++) {
     if (!streams(p, s, q, int(i)) || !contiguous_rows(p.inputs[i])) continue;
     const size_t es = dtype_size(p.inputs[i].dtype);
     const std::string at =
         pfx + "p" + std::to_string(i) + " + i0 + " + std::to_string(kPrefetchAheadBytes / int(es));
-    o += ind + "__builtin_prefetch(" + at + ", 0, 0);\n";
-    if (es == 4) o += ind + "__builtin_prefetch(" + at + " + L, 0, 0);\n";
+    o += ind + "__builtin_prefetch(" + at + ", 0, " + hint + ");\n";
+    if (es == 4) o += ind + "__builtin_prefetch(" + at + " + L, 0, " + hint + ");\n";
   }
   return o;
 }
@@ -57,7 +60,8 @@ std::string row_ahead_prefetches(const kir::Program& p, const std::string& row,
     o += ind + "  const char* const f = (const char*)(in" + n + " + ubf_row_offset(&a->in[" + n +
          "], " + ahead + "));\n";
     o += ind + "  for (int64_t b = 0; b < cols * " + std::to_string(dtype_size(in.dtype)) +
-         "; b += 64) __builtin_prefetch(f + b, 0, 0);\n";
+         "; b += 64) __builtin_prefetch(f + b, 0, " + std::to_string(cpu::prefetch_locality()) +
+         ");\n";
     o += ind + "}\n";
   }
   return o;

@@ -19,9 +19,10 @@ bool prefetch_on();
 bool streams(const kir::Program& p, const kir::Schedule& s, int q, int i);
 
 // The prefetches of one 2-vector column step of pass q, for row pointers p<i> with prefix pfx:
-// each input the pass streams through contiguous rows, 4 KiB ahead into L1 only (non-temporal
-// hint: it is read once more at most, from the UB). Past the row's end this reaches the next
-// row's head. Each step covers 2 cache lines of f32, 1 of bf16 / f16.
+// each input the pass streams through contiguous rows, 4 KiB ahead, with the CPU's hint
+// (cpu::prefetch_locality: non-temporal on AMD, where an input is read once more at most, from
+// the UB; every cache level elsewhere). Past the row's end this reaches the next row's head. Each
+// step covers 2 cache lines of f32, 1 of bf16 / f16.
 std::string step_prefetches(const kir::Program& p, const kir::Schedule& s, int q,
                             const std::string& pfx, const std::string& ind);
 

@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "hwy/highway.h"
+#include "kernels/cpu/store_policy.h"
 #include "kernels/cpu/vecmath.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -76,18 +77,29 @@ HWY_INLINE void MapStore(D d, TO* HWY_RESTRICT out, size_t n, bool stream, const
   if (i < n) StoreNF32(f.template operator()<false>(i, n - i), d, out + i, n - i);
 }
 
-// How far ahead a loop that streams a row from memory prefetches it, into L1 only (non-temporal
-// hint): a loop doing arithmetic leaves the hardware prefetcher behind. Past a row's end this
-// reaches the next row, which is contiguous; a prefetch past the buffer's end never faults.
+// How far ahead a loop that streams a row from memory prefetches it: a loop doing arithmetic
+// leaves the hardware prefetcher behind. Past a row's end this reaches the next row, which is
+// contiguous; a prefetch past the buffer's end never faults. The hint is the CPU's
+// (cpu::prefetch_locality: non-temporal on AMD, into every level elsewhere).
 template <typename T>
 constexpr size_t kAheadElems = 4096 / sizeof(T);
+
+HWY_INLINE bool PrefetchNonTemporal() {
+  static const bool nta = cpu::prefetch_locality() == 0;
+  return nta;
+}
 
 // Prefetches the 2 * Lanes(d) elements kAheadElems<T> past p (one or two cache lines).
 template <class D, typename T>
 HWY_INLINE void PrefetchAhead(D d, const T* p) {
-  __builtin_prefetch(p + kAheadElems<T>, 0, 0);
-  if (2 * hn::Lanes(d) * sizeof(T) > 64)
-    __builtin_prefetch(p + kAheadElems<T> + hn::Lanes(d), 0, 0);
+  const bool two = 2 * hn::Lanes(d) * sizeof(T) > 64;
+  if (PrefetchNonTemporal()) {
+    __builtin_prefetch(p + kAheadElems<T>, 0, 0);
+    if (two) __builtin_prefetch(p + kAheadElems<T> + hn::Lanes(d), 0, 0);
+  } else {
+    __builtin_prefetch(p + kAheadElems<T>, 0, 3);
+    if (two) __builtin_prefetch(p + kAheadElems<T> + hn::Lanes(d), 0, 3);
+  }
 }
 
 // Loads elements [i, i + count) of p as f32 (full vector when kFull).

@@ -77,6 +77,19 @@ bool zen4_model(int model) {
 
 std::atomic<const StoreProfile*> g_selected{nullptr};
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID's vendor string ("AuthenticAMD", "GenuineIntel"); "" without CPUID.
+std::string cpu_vendor() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return "";
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4);
+  std::memcpy(vendor + 4, &d, 4);
+  std::memcpy(vendor + 8, &c, 4);
+  return vendor;
+}
+#endif
+
 }  // namespace
 
 std::string store_profile_names() {
@@ -92,15 +105,25 @@ const StoreProfile& store_profile_for(const std::string& vendor, int family, int
   return named(avx512 ? "avx512" : "avx2");
 }
 
+int prefetch_locality_for(const std::string& vendor) { return vendor == "AuthenticAMD" ? 0 : 3; }
+
+int prefetch_locality() {
+  static const int locality = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    return prefetch_locality_for(cpu_vendor());
+#else
+    return 3;
+#endif
+  }();
+  return locality;
+}
+
 const StoreProfile& detected_store_profile() {
   static const StoreProfile& detected = []() -> const StoreProfile& {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__get_cpuid(0, &a, &b, &c, &d)) return named("avx2");
-    char vendor[13] = {};
-    std::memcpy(vendor, &b, 4);
-    std::memcpy(vendor + 4, &d, 4);
-    std::memcpy(vendor + 8, &c, 4);
+    const std::string vendor = cpu_vendor();
     __get_cpuid(1, &a, &b, &c, &d);
     // Display family and model (the extended fields count from family 15 on).
     int family = int((a >> 8) & 0xf), model = int((a >> 4) & 0xf);

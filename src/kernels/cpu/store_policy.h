@@ -48,4 +48,12 @@ bool streams_compute_bound(ComputeLoop loop, DType out);
 // compute-bound.
 bool stream_output(size_t out_bytes, ComputeLoop loop, bool compute_bound, DType out);
 
+// The locality argument of the software prefetches that run ahead of streaming loops (eager
+// LayerNorm/RMSNorm and Softmax, generated kernels): 0, non-temporal (into L1 only), on AMD cores,
+// where it was chosen (Zen 3, 4, 5); 3, every cache level, elsewhere: on an Intel Xeon with AMX
+// the non-temporal hint made the fused seed block 3x slower (13.3 against 4.3 ms) and eager
+// LayerNorm's block 1.3x, as if its lines were dropped before their loads came.
+int prefetch_locality();
+int prefetch_locality_for(const std::string& vendor);
+
 }  // namespace ubfuse::cpu
