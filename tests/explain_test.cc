@@ -238,8 +238,7 @@ TEST(Cli, DemoReportsTheStoreProfile) {
                              : std::string(env).find("KEEP") != std::string::npos ? ""
                                                                                   : "PASSIVE";
     EXPECT_EQ(read_json(dir + "/omp.json")["omp_wait_policy"], want) << env;
-    EXPECT_EQ(read_json(dir + "/omp.json")["gomp_spincount"], want == "PASSIVE" ? "0" : "")
-        << env;
+    EXPECT_EQ(read_json(dir + "/omp.json")["gomp_spincount"], want == "PASSIVE" ? "0" : "") << env;
   }
   EXPECT_NE(std::system(("UBFUSE_STORE_PROFILE=fastest " + cli + " demo --shape 1,8,64 > " + dir +
                          "/bad.txt 2>&1")

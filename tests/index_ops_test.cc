@@ -7,6 +7,7 @@ namespace ubfuse {
 namespace {
 
 using testing::throws_with;
+using testing::values;
 
 TEST(IndexOps, GatherElementsIndexOutOfRangeNamesTheNode) {
   GraphBuilder b;
@@ -77,12 +78,6 @@ void both_modes(const Graph& g, const std::map<std::string, Tensor>& in, F fn) {
     SCOPED_TRACE(opts.begin()->second == "0" ? "eager" : "graph");
     fn(compile(g, opts).run(in));
   }
-}
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
-  return v;
 }
 
 TEST(IndexOps, CumSumExclusiveReverseAndAxis) {

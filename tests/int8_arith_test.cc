@@ -15,17 +15,9 @@ namespace ubfuse {
 namespace {
 
 using testing::OneNode;
+using testing::tensor;
 using testing::throws_with;
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
-  return v;
-}
-
-Tensor tensor(DType t, Sizes s, const std::vector<float>& v) {
-  return Tensor::from_floats(t, s, v);
-}
+using testing::values;
 
 using Binary = Value* (GraphBuilder::*)(Value*, Value*);
 using Unary = Value* (GraphBuilder::*)(Value*);

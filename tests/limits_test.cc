@@ -143,9 +143,12 @@ TEST(MemoryLimit, BadValuesAreErrors) {
 // (the allocator could abort, or, with overcommit, the OOM killer end the process later); a size
 // product past 2^64 does not wrap around.
 TEST(MemoryLimit, TensorsLargerThanMemoryAreErrors) {
-  EXPECT_TRUE(throws_with([] { Tensor t(f32, {1 << 20, 1 << 20, 1 << 20}); },
-                          {"f32 tensor of sizes [1048576,1048576,1048576]",
-                           "more than this machine's memory", "hint"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        Tensor t(f32, {1 << 20, 1 << 20, 1 << 20});
+      },
+      {"f32 tensor of sizes [1048576,1048576,1048576]", "more than this machine's memory",
+       "hint"}));
   EXPECT_TRUE(throws_with([] { Tensor t(bf16, {int64_t(1) << 62, 8}); }, {"more than 2^64"}));
   EXPECT_EQ(Tensor(f32, {int64_t(1) << 40, 0}).nbytes(), 0u);  // a zero dim needs nothing
   EXPECT_EQ(Tensor(f16, {3, 5}).nbytes(), 30u);

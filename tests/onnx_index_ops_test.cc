@@ -9,16 +9,11 @@ namespace {
 
 using testing::OneNode;
 using testing::throws_with;
+using testing::values;
 
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 constexpr int kInt32 = onnx::TensorProto::INT32;
 constexpr int kInt64 = onnx::TensorProto::INT64;
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
-  return v;
-}
 
 TEST(OnnxIndexOps, CumSumWithAConstantAxis) {
   Graph g = OneNode("CumSum", 14)

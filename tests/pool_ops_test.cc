@@ -7,16 +7,11 @@ namespace ubfuse {
 namespace {
 
 using testing::throws_with;
+using testing::values;
 using V = std::vector<int64_t>;
 
 Tensor run_one(const Graph& g, const Options& o, const Tensor& x, const std::string& out = "y") {
   return compile(g, o).run({{"x", x}}).at(out);
-}
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
-  return v;
 }
 
 // x = 0..15 as [1, 1, 4, 4].

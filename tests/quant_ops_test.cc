@@ -14,17 +14,9 @@
 namespace ubfuse {
 namespace {
 
+using testing::tensor;
 using testing::throws_with;
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
-  return v;
-}
-
-Tensor tensor(DType t, Sizes s, const std::vector<float>& v) {
-  return Tensor::from_floats(t, s, v);
-}
+using testing::values;
 
 // Runs g in eager and graph mode; expects output "y" to equal want exactly (and have dtype dt).
 void expect_both_modes(const Graph& g, const std::map<std::string, Tensor>& in, DType dt,

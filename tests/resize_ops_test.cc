@@ -11,15 +11,10 @@ namespace {
 
 using testing::OneNode;
 using testing::throws_with;
+using testing::values;
 using V = std::vector<int64_t>;
 constexpr int kFloat = onnx::TensorProto::FLOAT;
 constexpr int kInt64 = onnx::TensorProto::INT64;
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
-  return v;
-}
 
 Tensor floats(const Sizes& s, std::vector<float> v) { return Tensor::from_floats(f32, s, v); }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/reference/reference.h"
 #include "ubfuse/ubfuse.h"
@@ -108,6 +109,18 @@ template <typename F>
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure() << "did not throw ubfuse::Error";
+}
+
+// A tensor's elements as doubles, in order.
+inline std::vector<double> values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); i++) v.push_back(t.get(i));
+  return v;
+}
+
+// A tensor of dtype t and sizes s from float values (Tensor::from_floats).
+inline Tensor tensor(DType t, Sizes s, const std::vector<float>& v) {
+  return Tensor::from_floats(t, s, v);
 }
 
 }  // namespace ubfuse::testing
