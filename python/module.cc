@@ -791,8 +791,10 @@ PYBIND11_MODULE(_ubfuse, mod) {
           "x"_a, "keepdims"_a = true)
       .def(
           "rotate_half",
-          [wrap](const B& b, const PyValue& x) { return wrap(b, b->b.rotate_half(use(b, x))); },
-          "x"_a)
+          [wrap](const B& b, const PyValue& x, bool interleaved, int64_t rotary_dims) {
+            return wrap(b, b->b.rotate_half(use(b, x), interleaved, rotary_dims));
+          },
+          "x"_a, "interleaved"_a = false, "rotary_dims"_a = 0)
       .def(
           "matmul",
           [wrap](const B& b, const PyValue& x, const PyValue& y) {

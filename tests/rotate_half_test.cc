@@ -98,9 +98,25 @@ TEST(RotateHalf, ShapeErrorsNameTheNodeAndDim) {
       [&] {
         build(DType::f32, {4, 7});
       },
-      {"RotateHalf", "needs a fixed, even, nonzero last dim", "got 7",
-       "hint: RoPE rotates the head dim"}));
+      {"RotateHalf", "needs an even number of rotated columns within the last dim 7", "got all 7",
+       "hint: RoPE rotates an even number of the head dim's first columns"}));
+  auto partial = [](int64_t r, int64_t interleaved) {
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {4, 8});
+    b.output("y",
+             b.op(OpKind::RotateHalf, {x}, {{"rotary_dims", r}, {"interleaved", interleaved}}));
+    return b.build();
+  };
+  EXPECT_TRUE(throws_with([&] { partial(5, 0); }, {"RotateHalf", "got rotary_dims 5"}));
+  EXPECT_TRUE(throws_with([&] { partial(10, 1); }, {"last dim 8", "got rotary_dims 10"}));
+  EXPECT_TRUE(throws_with([&] { partial(-2, 0); }, {"got rotary_dims -2"}));
+  EXPECT_TRUE(throws_with([&] { partial(4, 2); }, {"interleaved must be 0 or 1, got 2"}));
   EXPECT_TRUE(throws_with([&] { build(DType::f32, {4, "hd"}); }, {"RotateHalf", "got hd"}));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        build(DType::f32, {4, int64_t(0)});
+      },
+      {"nonzero last dim", "got 0"}));
   EXPECT_TRUE(throws_with(
       [&] {
         build(DType::i64, {4, 8});

@@ -59,9 +59,11 @@ std::string row_acc_type(kir::Op op) {
 }
 
 std::string load_expr(const kir::Expr& x, const std::string& row, bool tail) {
-  if (x.align == kir::Align::RotHalf) {
-    return tail ? "LoadNRotHalfF32(d, " + row + ", i, cols / 2, tail)"
-                : "LoadRotHalfF32(d, " + row + ", i, cols / 2)";
+  if (kir::is_rotation(x.align)) {
+    const std::string fn = x.align == kir::Align::RotHalf ? "RotHalfF32" : "RotPairsF32";
+    const std::string r = std::to_string(int64_t(x.imm));
+    return tail ? "LoadN" + fn + "(d, " + row + ", i, " + r + ", tail)"
+                : "Load" + fn + "(d, " + row + ", i, " + r + ")";
   }
   return tail ? "LoadNF32(d, " + row + " + i, tail)" : "LoadF32(d, " + row + " + i)";
 }
@@ -69,8 +71,10 @@ std::string load_expr(const kir::Expr& x, const std::string& row, bool tail) {
 std::string load_even_odd(const kir::Expr& x, const std::string& row, const std::string& base,
                           const std::string& v) {
   const std::string pair = v + "e, " + v + "o);";
-  if (x.align == kir::Align::RotHalf) {
-    return "LoadEvenOddRotHalfBf16(d, " + row + ", " + base + ", cols / 2, " + pair;
+  if (kir::is_rotation(x.align)) {
+    const std::string fn = x.align == kir::Align::RotHalf ? "RotHalf" : "RotPairs";
+    return "LoadEvenOdd" + fn + "Bf16(d, " + row + ", " + base + ", " +
+           std::to_string(int64_t(x.imm)) + ", " + pair;
   }
   return "LoadEvenOddBf16(d, " + row + " + " + base + ", " + pair;
 }

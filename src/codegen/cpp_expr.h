@@ -17,7 +17,8 @@ const char* storage_type(DType t);
 std::string vop(const kir::Expr& e, const std::string& a, const std::string& b,
                 const std::string& c);
 // C++ loading column input x (a Load) at column `i` of row pointer `row`: a whole vector, or with
-// `tail` the first `tail` lanes; through RotateHalf's view of the row for Align::RotHalf.
+// `tail` the first `tail` lanes; through RotateHalf's view of the row for a rotation (RotHalf,
+// RotPairs).
 std::string load_expr(const kir::Expr& x, const std::string& row, bool tail);
 // The statement loading columns `base` .. base + 2 * L - 1 of a bf16 row into the even/odd lane
 // pair `v`e, `v`o (loop_plan.h: bf16_even_odd_lanes).

@@ -106,7 +106,7 @@ class Builder {
         in.kind = Kind::LoadIn;
         in.arg = x.arg;
         in.dtype = p_.inputs[size_t(x.arg)].dtype;
-        in.rot_half = x.align == kir::Align::RotHalf;
+        in.rot = x.align;
       } else {
         in.a = operand_reg(x.a);
         in.b = operand_reg(x.b);

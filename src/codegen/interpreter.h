@@ -33,8 +33,8 @@ struct Instr {
   int arg = -1;
   DType dtype = DType::f32;
   float imm = 0;
-  bool sample = false;    // LoadRow of kir::Align::Sample (column fraction in imm)
-  bool rot_half = false;  // LoadIn of kir::Align::RotHalf (the row's halves swapped)
+  bool sample = false;               // LoadRow of kir::Align::Sample (column fraction in imm)
+  kir::Align rot = kir::Align::Col;  // LoadIn: Col, or a rotation of the row's first imm columns
 };
 
 struct Reduction {

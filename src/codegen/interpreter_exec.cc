@@ -128,27 +128,30 @@ HWY_INLINE void LoadTile(const void* src, float* HWY_RESTRICT dst, size_t n) {
   if (i < n) hn::Store(LoadNF32(d, p + i, n - i), d, dst + i);
 }
 
-// Columns [c0, c0 + n) of RotateHalf's view of a row.
+// Columns [c0, c0 + n) of RotateHalf's view of a row: the rotation of its first r columns.
 template <typename T>
-HWY_INLINE void LoadRotHalfTile(const void* row, int64_t c0, int64_t half, float* HWY_RESTRICT dst,
-                                size_t n) {
+HWY_INLINE void LoadRotatedTile(const void* row, int64_t c0, int64_t r, bool pairs,
+                                float* HWY_RESTRICT dst, size_t n) {
   const DF d;
   const size_t L = hn::Lanes(d);
   const T* p = static_cast<const T*>(row);
   size_t i = 0;
-  for (; i + L <= n; i += L) hn::Store(LoadRotHalfF32(d, p, c0 + int64_t(i), half), d, dst + i);
-  if (i < n) hn::Store(LoadNRotHalfF32(d, p, c0 + int64_t(i), half, n - i), d, dst + i);
+  for (; i + L <= n; i += L) {
+    const int64_t c = c0 + int64_t(i);
+    hn::Store(pairs ? LoadRotPairsF32(d, p, c, r) : LoadRotHalfF32(d, p, c, r), d, dst + i);
+  }
+  if (i < n) hn::Store(LoadNRotatedF32(d, p, c0 + int64_t(i), r, n - i, pairs), d, dst + i);
 }
 
-HWY_INLINE void LoadRotHalfAny(DType t, const void* row, int64_t c0, int64_t half, float* dst,
-                               size_t n) {
+HWY_INLINE void LoadRotatedAny(DType t, const void* row, int64_t c0, int64_t r, bool pairs,
+                               float* dst, size_t n) {
   switch (t) {
     case DType::f32:
-      return LoadRotHalfTile<float>(row, c0, half, dst, n);
+      return LoadRotatedTile<float>(row, c0, r, pairs, dst, n);
     case DType::bf16:
-      return LoadRotHalfTile<hwy::bfloat16_t>(row, c0, half, dst, n);
+      return LoadRotatedTile<hwy::bfloat16_t>(row, c0, r, pairs, dst, n);
     case DType::f16:
-      return LoadRotHalfTile<hwy::float16_t>(row, c0, half, dst, n);
+      return LoadRotatedTile<hwy::float16_t>(row, c0, r, pairs, dst, n);
     default:
       HWY_ASSERT(false);  // RotateHalf takes float inputs only (shape inference)
   }
@@ -292,9 +295,10 @@ void RunPassTiles(const interp::Pass& pass, const UbfKernelArgs* args, float* ub
       switch (in.kind) {
         case Kind::LoadIn: {
           const size_t es = dtype_size(in.dtype);
-          if (in.rot_half) {
-            LoadRotHalfAny(in.dtype, in_rows[in.arg], c0, cols / 2,
-                           regs + size_t(in.dst) * interp::kTile, n);
+          if (kir::is_rotation(in.rot)) {
+            LoadRotatedAny(in.dtype, in_rows[in.arg], c0, int64_t(in.imm),
+                           in.rot == kir::Align::RotPairs, regs + size_t(in.dst) * interp::kTile,
+                           n);
             break;
           }
           LoadAny(in.dtype, in_rows[in.arg] + size_t(c0) * es,

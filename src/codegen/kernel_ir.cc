@@ -52,6 +52,8 @@ const char* align_str(Align a) {
       return "sample";
     case Align::RotHalf:
       return "rot-half";
+    case Align::RotPairs:
+      return "rot-pairs";
   }
   return "?";
 }
@@ -85,7 +87,9 @@ std::string to_string(const Program& p) {
     if (!p.needed.empty() && !p.needed[i]) continue;
     o << "  %" << i << " = " << op_str(e.op);
     if (e.op == Op::Load) o << " in" << e.arg << " " << align_str(e.align);
-    if (e.op == Op::Const || e.op == Op::Pow || e.align == Align::Sample) o << " " << e.imm;
+    if (e.op == Op::Const || e.op == Op::Pow || e.align == Align::Sample || is_rotation(e.align)) {
+      o << " " << e.imm;
+    }
     for (int x : {e.a, e.b, e.c}) {
       if (x >= 0) o << " %" << x;
     }

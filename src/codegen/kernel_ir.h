@@ -69,12 +69,16 @@ enum class Align : uint8_t {
   RowDrop,  // the input is a per-row value in the domain's leading dims ([..., rows] form)
   Sample,   // a row scalar: a Col input's element at column floor(imm * (cols - 1)) (0 when
             // rows are empty)
-  RotHalf,  // as Col, the row's halves swapped and the first negated (RotateHalf): column col
-            // reads -(base(row) + col + cols/2) below cols/2, else base(row) + col - cols/2
+  // RotateHalf's views of the row's first r = imm columns (0 from r on; r even, <= cols):
+  RotHalf,   // halves swapped, the first negated: column col < r/2 reads -(base + col + r/2),
+             // r/2 <= col < r reads base + col - r/2
+  RotPairs,  // adjacent pairs swapped, the first negated (interleaved): column 2k reads
+             // -(base + 2k + 1), column 2k + 1 reads base + 2k
 };
 
+inline bool is_rotation(Align a) { return a == Align::RotHalf || a == Align::RotPairs; }
 // Whether a Load reads a column value from the input's own row (Col or a permutation of it).
-inline bool reads_row_columns(Align a) { return a == Align::Col || a == Align::RotHalf; }
+inline bool reads_row_columns(Align a) { return a == Align::Col || is_rotation(a); }
 
 struct Expr {
   Op op = Op::Const;
@@ -82,7 +86,7 @@ struct Expr {
   int a = -1, b = -1, c = -1;
   int arg = -1;  // Load: input index
   Align align = Align::Col;
-  float imm = 0;  // Const value, Pow exponent, Sample's column fraction
+  float imm = 0;  // Const value, Pow exponent, Sample's column fraction, a rotation's columns
   // A reduction with a guard (a row scalar of the same pass) is a rare one: it is taken only for
   // rows where the guard is nonzero, by a loop of its own that recomputes its operand from the
   // inputs, and is 0 elsewhere. Fused LayerNorm and RMSNorm take their statistics at 2^-64 so

@@ -284,7 +284,8 @@ class Lowerer {
     return add(e);
   }
 
-  // RotateHalf: a Load of its input with the halves of the row swapped. The partitioner keeps
+  // RotateHalf: a Load of its input through the rotation of the row (halves or pairs of its first
+  // rotary_dims columns, kept in imm). The partitioner keeps
   // its input's producer out of the group (or lets in a row Transpose, itself a Load), so the
   // input is read from memory.
   int lower_rotate_half(const Node& n) {
@@ -299,7 +300,9 @@ class Lowerer {
     if (x.op != Op::Load || x.align != Align::Col || p_input(x.arg).matmul) {
       throw Fail{"'" + n.name + "' rotates '" + v->name + "', which is not read from memory"};
     }
-    x.align = Align::RotHalf;
+    x.align = n.attr_int("interleaved", 0) != 0 ? Align::RotPairs : Align::RotHalf;
+    const int64_t r = n.attr_int("rotary_dims", 0);
+    x.imm = float(r != 0 ? r : v->shape.back().value());  // static (shape inference)
     x.note = n.name;
     return add(x);
   }

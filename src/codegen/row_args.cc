@@ -1,5 +1,7 @@
 #include "codegen/row_args.h"
 
+#include <algorithm>
+
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -113,7 +115,7 @@ RowReads row_reads(const kir::Program& p) {
       r.columns[size_t(x.arg)] = 1;
       if (r.col_input < 0) r.col_input = x.arg;
     }
-    r.rot_half = r.rot_half || x.align == kir::Align::RotHalf;
+    if (kir::is_rotation(x.align)) r.rot_columns = std::max(r.rot_columns, int64_t(x.imm));
   }
   return r;
 }
@@ -126,7 +128,6 @@ void make_row_args(const kir::Program& p, const RowReads& r, const std::vector<T
   const size_t n = size_t(p.domain_rank);
   const std::vector<int8_t>& drop = r.drop;
   const int col_input = r.col_input;
-  const bool rot_half = r.rot_half;
   // The domain: a column output has its sizes; else row outputs give the leading dims and a
   // column input the row length.
   Sizes& D = ra.domain;
@@ -153,8 +154,9 @@ void make_row_args(const kir::Program& p, const RowReads& r, const std::vector<T
                 " do not have the domain's rank " + std::to_string(n));
   }
   const int64_t cols = n ? D.back() : 1;
-  if (rot_half && cols % 2 != 0) {
-    fail(p, "rows of " + std::to_string(cols) + " columns have no halves to rotate");
+  if (cols < r.rot_columns) {
+    fail(p, "rows of " + std::to_string(cols) + " columns are shorter than the " +
+                std::to_string(r.rot_columns) + " a rotation reads");
   }
   const Sizes L = n ? Sizes(D.begin(), D.end() - 1) : Sizes{};
   const int64_t rows = numel(L);

@@ -24,7 +24,7 @@ struct RowReads {
   std::vector<int8_t> drop;   // per input: -1 unread, 0 read per column (or kept), 1 row base only
   std::vector<char> columns;  // per input: some Load reads it along the row's columns
   int col_input = -1;         // the first input read along columns
-  bool rot_half = false;      // some Load reads through RotateHalf's view
+  int64_t rot_columns = 0;    // the most columns a Load rotates (RotateHalf's view), 0: none
 };
 RowReads row_reads(const kir::Program& p);
 

@@ -136,7 +136,12 @@ GraphBuilder::V GraphBuilder::pad(V x, std::vector<int64_t> pads, const std::str
   if (value) in.push_back(value);
   return op(OpKind::Pad, in, {{"pads", std::move(pads)}, {"mode", mode}});
 }
-GraphBuilder::V GraphBuilder::rotate_half(V x) { return op(OpKind::RotateHalf, {x}); }
+GraphBuilder::V GraphBuilder::rotate_half(V x, bool interleaved, int64_t rotary_dims) {
+  Attrs a;
+  if (interleaved) a["interleaved"] = int64_t(1);
+  if (rotary_dims != 0) a["rotary_dims"] = rotary_dims;
+  return op(OpKind::RotateHalf, {x}, std::move(a));
+}
 GraphBuilder::V GraphBuilder::reshape(V x, std::vector<int64_t> shape) {
   return op(OpKind::Reshape, {x}, {{"shape", std::move(shape)}});
 }

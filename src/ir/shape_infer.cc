@@ -229,15 +229,29 @@ void infer_transpose(Node& n) {
   n.out()->shape = s;
 }
 
-// RotateHalf swaps the halves of the last axis, so that axis must be known and even.
+// RotateHalf rotates the first rotary_dims columns of the last axis (all when 0) and makes the
+// rest 0: that many columns must be known, even and within the axis.
 void infer_rotate_half(Node& n) {
   const Value* x = n.inputs[0];
   require_float(n, x);
   if (x->shape.empty()) fail(n, "needs at least 1 dim", "rotate the halves of a vector or more");
   const Dim& d = x->shape.back();
-  if (!d.is_static() || d.value() % 2 != 0 || d.value() == 0) {
-    fail(n, "needs a fixed, even, nonzero last dim to split in halves, got " + d.str(),
-         "RoPE rotates the head dim, which is a fixed even size");
+  if (!d.is_static() || d.value() == 0) {
+    fail(n, "needs a fixed, nonzero last dim to rotate, got " + d.str(),
+         "RoPE rotates the head dim, which is a fixed size");
+  }
+  const int64_t interleaved = n.attr_int("interleaved", 0);
+  if (interleaved != 0 && interleaved != 1) {
+    fail(n, "interleaved must be 0 or 1, got " + std::to_string(interleaved),
+         "0 rotates the halves (NeoX), 1 adjacent pairs (GPT-J)");
+  }
+  const int64_t r = n.attr_int("rotary_dims", 0);
+  const int64_t rot = r == 0 ? d.value() : r;
+  if (r < 0 || rot > d.value() || rot % 2 != 0) {
+    fail(n,
+         "needs an even number of rotated columns within the last dim " + d.str() + ", got " +
+             (r == 0 ? "all " + d.str() : "rotary_dims " + std::to_string(r)),
+         "RoPE rotates an even number of the head dim's first columns");
   }
   n.out()->shape = x->shape;
   n.out()->dtype = x->dtype;

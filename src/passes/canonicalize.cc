@@ -1,6 +1,7 @@
 // canonicalize: recovers the ops that fusion and the kernels know (Silu, Gelu, LayerNorm,
-// RMSNorm, Softmax, RotateHalf) from the decomposed arithmetic that exporters write, so that an
-// imported model fuses like one built with the native ops.
+// RMSNorm, Softmax, RotateHalf in its halves, pairs and partial forms) from the decomposed
+// arithmetic that exporters write, so that an imported model fuses like one built with the native
+// ops.
 //
 // Each sweep visits the nodes in topological order and offers each one to every pattern family
 // (canonicalize.h); nodes a rewrite made dead are skipped for the rest of the sweep, and the
@@ -24,8 +25,9 @@ class CanonicalizePass : public Pass {
   std::string name() const override { return "canonicalize"; }
   bool run(Graph& g) override {
     using Matcher = std::vector<Node*> (*)(Graph&, Node*, const passes::UseInfo&);
-    static constexpr Matcher kMatchers[] = {passes::match_softmax, passes::match_norm,
-                                            passes::match_activation, passes::match_rotate_half};
+    static constexpr Matcher kMatchers[] = {
+        passes::match_softmax,     passes::match_norm,         passes::match_activation,
+        passes::match_rotate_half, passes::match_rotate_pairs, passes::match_partial_rotary};
     bool changed = false;
     for (int sweep = 0; sweep < kMaxSweeps; sweep++) {
       passes::UseInfo uses(g);

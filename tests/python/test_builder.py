@@ -141,3 +141,25 @@ def test_int8_and_uint8_arrays_in_and_out():
         np.testing.assert_array_equal(out["t"], q_in.T)
         np.testing.assert_array_equal(out["f"], q_in.astype(np.float32))
         np.testing.assert_array_equal(out["s"], np.array([-128, 1, 127], np.int8))
+
+
+@pytest.mark.parametrize("interleaved,rotary_dims", [(False, 0), (True, 0), (False, 12), (True, 12)])
+def test_rotate_half_forms_match_numpy(interleaved, rotary_dims):
+    b = ubfuse.GraphBuilder()
+    x = b.input("x", "f32", ["rows", 16])
+    b.output("y", b.rotate_half(b.abs(x), interleaved=interleaved, rotary_dims=rotary_dims))
+    g = b.build()
+    xv = np.abs(np.random.default_rng(5).standard_normal((3, 16), dtype=np.float32))
+    r = rotary_dims or 16
+    want = np.zeros_like(xv)
+    if interleaved:
+        want[:, 0:r:2] = -xv[:, 1:r:2]
+        want[:, 1:r:2] = xv[:, 0:r:2]
+    else:
+        want[:, : r // 2] = -xv[:, r // 2 : r]
+        want[:, r // 2 : r] = xv[:, : r // 2]
+    for mode in ("graph", "eager"):
+        np.testing.assert_array_equal(ubfuse.compile(g, mode=mode).run({"x": xv})["y"], want)
+    with pytest.raises(Exception, match="got rotary_dims 5"):
+        b2 = ubfuse.GraphBuilder()
+        b2.rotate_half(b2.input("x", "f32", [2, 8]), rotary_dims=5)

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -345,53 +347,110 @@ HWY_INLINE void StoreNF32(hn::VFromD<D> v, D d, T* HWY_RESTRICT p, size_t n) {
   memcpy(p, tmp, n * sizeof(T));
 }
 
-// RotateHalf's read of a row (kir::Align::RotHalf): lanes i .. i + n - 1 of
-// cat(-row[half:], row[:half]), with lanes from n on 0 (n <= Lanes(d)). Element by element: for
-// a vector across the middle of the row (half not a multiple of the lanes) and the tail.
+// RotateHalf's read of a row: column j of the rotation of the row's first r columns (0 from r
+// on), the source's sign bit flipped in storage where the rotation negates (exact, as Neg is).
+// Halves (kir::Align::RotHalf): cat(-row[r/2:r], row[:r/2]); pairs (kir::Align::RotPairs, GPT-J's
+// rotate_every_two): column 2k reads -row[2k+1], column 2k+1 reads row[2k].
+template <typename T>
+HWY_INLINE T RotatedElement(const T* HWY_RESTRICT row, int64_t j, int64_t r, bool pairs) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint16_t>;
+  constexpr Bits kSign = Bits(Bits(1) << (8 * sizeof(Bits) - 1));
+  Bits bits = 0;
+  if (j < r) {
+    const int64_t h = r / 2;
+    const bool neg = pairs ? j % 2 == 0 : j < h;
+    const int64_t src = pairs ? (neg ? j + 1 : j - 1) : (neg ? j + h : j - h);
+    memcpy(&bits, row + src, sizeof(bits));
+    if (neg) bits = Bits(bits ^ kSign);
+  }
+  T out;
+  memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+// Lanes i .. i + n - 1 of the rotated row, lanes from n on 0 (n <= Lanes(d)), element by element:
+// for a vector across r or the middle of the halves, and the tail.
 template <class D, typename T>
-HWY_INLINE hn::VFromD<D> LoadNRotHalfF32(D d, const T* HWY_RESTRICT row, int64_t i, int64_t half,
-                                         size_t n) {
+HWY_INLINE hn::VFromD<D> LoadNRotatedF32(D d, const T* HWY_RESTRICT row, int64_t i, int64_t r,
+                                         size_t n, bool pairs) {
   HWY_ALIGN T tmp[hn::MaxLanes(d)];
   memset(tmp, 0, sizeof(tmp));
-  for (size_t k = 0; k < n; k++) {
-    const int64_t j = i + int64_t(k);
-    tmp[k] = row[j < half ? j + half : j - half];
-  }
-  const int64_t below = half - i < 0 ? 0 : half - i;  // lanes from the negated half
-  const hn::VFromD<D> v = LoadF32(d, tmp);
-  return hn::IfThenElse(hn::FirstN(d, size_t(below)), hn::Neg(v), v);
+  for (size_t k = 0; k < n; k++) tmp[k] = RotatedElement(row, i + int64_t(k), r, pairs);
+  return LoadF32(d, tmp);
 }
-// The same for a whole vector: one load, negated below the middle.
 template <class D, typename T>
-HWY_INLINE hn::VFromD<D> LoadRotHalfF32(D d, const T* HWY_RESTRICT row, int64_t i, int64_t half) {
+HWY_INLINE hn::VFromD<D> LoadNRotHalfF32(D d, const T* HWY_RESTRICT row, int64_t i, int64_t r,
+                                         size_t n) {
+  return LoadNRotatedF32(d, row, i, r, n, false);
+}
+template <class D, typename T>
+HWY_INLINE hn::VFromD<D> LoadNRotPairsF32(D d, const T* HWY_RESTRICT row, int64_t i, int64_t r,
+                                          size_t n) {
+  return LoadNRotatedF32(d, row, i, r, n, true);
+}
+// A whole vector of the halves' rotation: one load, negated below the middle.
+template <class D, typename T>
+HWY_INLINE hn::VFromD<D> LoadRotHalfF32(D d, const T* HWY_RESTRICT row, int64_t i, int64_t r) {
+  const int64_t lanes = int64_t(hn::Lanes(d)), h = r / 2;
+  if (i + lanes <= h) return hn::Neg(LoadF32(d, row + i + h));
+  if (i >= h && i + lanes <= r) return LoadF32(d, row + i - h);
+  if (i >= r) return hn::Zero(d);
+  return LoadNRotatedF32(d, row, i, r, size_t(lanes), false);
+}
+// A whole vector of the pairs' rotation (i even, as every vector's first column is): one load,
+// adjacent lanes swapped and the even ones negated.
+template <class D, typename T>
+HWY_INLINE hn::VFromD<D> LoadRotPairsF32(D d, const T* HWY_RESTRICT row, int64_t i, int64_t r) {
   const int64_t lanes = int64_t(hn::Lanes(d));
-  if (i + lanes <= half) return hn::Neg(LoadF32(d, row + i + half));
-  if (i >= half) return LoadF32(d, row + i - half);
-  return LoadNRotHalfF32(d, row, i, half, size_t(lanes));
+  if constexpr (hn::MaxLanes(D()) >= 2) {
+    if (i + lanes <= r) {
+      const hn::VFromD<D> swapped = hn::Reverse2(d, LoadF32(d, row + i));
+      return hn::OddEven(swapped, hn::Neg(swapped));
+    }
+  }
+  if (i >= r) return hn::Zero(d);
+  return LoadNRotatedF32(d, row, i, r, size_t(lanes), true);
 }
 
-// LoadEvenOddBf16 of RotateHalf's view of a bf16 row: columns i .. i + 2 * Lanes(d) - 1. A pair
-// on one side of the middle is one load (negated on the left); a pair across it is gathered with
-// the sign bits flipped in storage (exact), then loaded the same way.
+// LoadEvenOddBf16 of the rotated view of a bf16 row: columns i .. i + 2 * Lanes(d) - 1. Pairs:
+// the even columns are the odd ones negated and the odd the even. Halves: a run on one side of
+// the middle is one load (negated on the left). A run across r or the middle is gathered with the
+// sign bits flipped in storage (exact), then loaded the same way.
 template <class D>
-HWY_INLINE void LoadEvenOddRotHalfBf16(D d, const hwy::bfloat16_t* HWY_RESTRICT row, int64_t i,
-                                       int64_t half, hn::VFromD<D>& even, hn::VFromD<D>& odd) {
-  const int64_t pair = 2 * int64_t(hn::Lanes(d));
-  if (i + pair <= half) {
-    LoadEvenOddBf16(d, row + i + half, even, odd);
+HWY_INLINE void LoadEvenOddRotatedBf16(D d, const hwy::bfloat16_t* HWY_RESTRICT row, int64_t i,
+                                       int64_t r, bool pairs, hn::VFromD<D>& even,
+                                       hn::VFromD<D>& odd) {
+  const int64_t run = 2 * int64_t(hn::Lanes(d)), h = r / 2;
+  if (pairs && i + run <= r) {
+    hn::VFromD<D> e, o;
+    LoadEvenOddBf16(d, row + i, e, o);
+    even = hn::Neg(o);
+    odd = e;
+    return;
+  }
+  if (!pairs && i + run <= h) {
+    LoadEvenOddBf16(d, row + i + h, even, odd);
     even = hn::Neg(even);
     odd = hn::Neg(odd);
     return;
   }
-  if (i >= half) return LoadEvenOddBf16(d, row + i - half, even, odd);
-  HWY_ALIGN uint16_t tmp[2 * hn::MaxLanes(d)];
-  for (int64_t k = 0; k < pair; k++) {
-    const int64_t j = i + k;
-    uint16_t bits;
-    memcpy(&bits, row + (j < half ? j + half : j - half), sizeof(bits));
-    tmp[k] = j < half ? uint16_t(bits ^ 0x8000u) : bits;
+  if (!pairs && i >= h && i + run <= r) return LoadEvenOddBf16(d, row + i - h, even, odd);
+  if (i >= r) {
+    even = odd = hn::Zero(d);
+    return;
   }
-  LoadEvenOddBf16(d, reinterpret_cast<const hwy::bfloat16_t*>(tmp), even, odd);
+  HWY_ALIGN hwy::bfloat16_t tmp[2 * hn::MaxLanes(d)];
+  for (int64_t k = 0; k < run; k++) tmp[k] = RotatedElement(row, i + k, r, pairs);
+  LoadEvenOddBf16(d, tmp, even, odd);
+}
+template <class D>
+HWY_INLINE void LoadEvenOddRotHalfBf16(D d, const hwy::bfloat16_t* HWY_RESTRICT row, int64_t i,
+                                       int64_t r, hn::VFromD<D>& even, hn::VFromD<D>& odd) {
+  LoadEvenOddRotatedBf16(d, row, i, r, false, even, odd);
+}
+template <class D>
+HWY_INLINE void LoadEvenOddRotPairsBf16(D d, const hwy::bfloat16_t* HWY_RESTRICT row, int64_t i,
+                                        int64_t r, hn::VFromD<D>& even, hn::VFromD<D>& odd) {
+  LoadEvenOddRotatedBf16(d, row, i, r, true, even, odd);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

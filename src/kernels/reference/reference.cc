@@ -1228,11 +1228,19 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
     }
     case OpKind::RotateHalf: {  // exact in every dtype: a move and a sign
       RefTensor y = make(n, in[0].sizes);
-      const int64_t d = in[0].sizes.empty() ? 0 : in[0].sizes.back(), h = d / 2;
+      const int64_t d = in[0].sizes.empty() ? 0 : in[0].sizes.back();
+      const int64_t r = n.attr_int("rotary_dims", 0) == 0 ? d : n.attr_int("rotary_dims", 0);
+      const bool pairs = n.attr_int("interleaved", 0) != 0;
       for (int64_t f = 0; f < int64_t(y.data.size()); f++) {
         const int64_t row = f - f % d, j = f % d;
-        y.data[size_t(f)] =
-            j < h ? -in[0].data[size_t(row + j + h)] : in[0].data[size_t(row + j - h)];
+        double v = 0;  // columns past the rotated ones
+        if (j < r && pairs) {
+          v = j % 2 == 0 ? -in[0].data[size_t(row + j + 1)] : in[0].data[size_t(row + j - 1)];
+        } else if (j < r) {
+          v = j < r / 2 ? -in[0].data[size_t(row + j + r / 2)]
+                        : in[0].data[size_t(row + j - r / 2)];
+        }
+        y.data[size_t(f)] = v;
       }
       return {y};
     }
