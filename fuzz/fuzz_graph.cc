@@ -158,10 +158,13 @@ struct Gen {
             x, [](Tensor&) {}, "");
       case 38:
         return b.sub(x, x);
-      case 39: {
+      case 39: {  // RoPE's rotation: halves or pairs, of the whole row or its first columns
         auto c = last_dim(x);
-        if (!c || *c % 2 != 0 || *c == 0) return nullptr;
-        return b.rotate_half(x);
+        if (!c || *c < 2) return nullptr;
+        const bool pairs = in.ConsumeBool();
+        const int64_t r = in.ConsumeBool() ? 0 : 2 * in.ConsumeIntegralInRange<int64_t>(1, *c / 2);
+        if (r == 0 && *c % 2 != 0) return nullptr;
+        return b.rotate_half(x, pairs, r);
       }
       case 40: {  // attention over x as queries: the flash kernel's chain (AttentionFusion)
         auto d = last_dim(x);
