@@ -31,9 +31,11 @@ std::string form_str(const Form& f) {
   return std::string(f.pairs ? "pairs" : "halves") + (f.partial ? " partial" : "");
 }
 
-// The rotation alone is a move, a sign and zeros: bit-exact in every dtype, engine and size
-// (rows of 2, odd last dims under a partial rotation, rotated runs that straddle a vector or a
-// pair of bf16 vectors, size-1 dims, a symbolic leading dim), with plain and non-temporal stores.
+// The rotation is a move, a sign and zeros: bit-exact in every dtype, engine and size (rows of 2,
+// odd last dims under a partial rotation, rotated runs that straddle a vector or a pair of bf16
+// vectors, size-1 dims, a symbolic leading dim), with plain and non-temporal stores. It is read
+// by a product with ones from memory, so graph mode fuses it (the generated and interpreted
+// rotated loads) and the product keeps it exact; the inputs are signed.
 TEST(RopeForms, RotationExactInEveryDtypeAndEngine) {
   const size_t saved = cpu::stream_min_bytes();
   for (size_t threshold : {saved, size_t(0)}) {
@@ -48,12 +50,18 @@ TEST(RopeForms, RotationExactInEveryDtypeAndEngine) {
           Shape shape = to_shape(s);
           if (shape.size() > 1) shape[0] = Dim("n");
           auto x = b.input("x", t, shape);
-          b.output("y", b.rotate_half(b.abs(x), f.pairs, r));  // abs: the rotation is a kernel
+          auto ones = b.input("ones", t, {d});
+          auto rot = b.rotate_half(x, f.pairs, r);
+          b.output("y", b.mul(rot, ones));
           Graph g = b.build();
-          std::map<std::string, Tensor> in = {{"x", Tensor::random(t, s, 7)}};
+          Tensor one(t, {d});
+          for (int64_t i = 0; i < d; i++) one.set(i, 1.0);
+          std::map<std::string, Tensor> in = {{"x", Tensor::random(t, s, 7)}, {"ones", one}};
           auto want = ref::run_graph(g, in);
           for (auto& e : kEngines) {
-            auto got = compile(g, engine_opts(e)).run(in).at("y");
+            CompiledModel m = compile(g, engine_opts(e));
+            ASSERT_EQ(m.kernels().size(), e == "eager" ? 2u : 1u) << e;
+            auto got = m.run(in).at("y");
             ASSERT_EQ(got.sizes(), s);
             for (int64_t i = 0; i < got.numel(); i++) {
               ASSERT_EQ(got.get(i), want.at("y").data[size_t(i)])
@@ -138,14 +146,16 @@ TEST(RopeForms, PairsRecoveredFromStackFlatten) {
 
 // The partial block: cat(x[..., :r] * cos + rot(x[..., :r]) * sin, x[..., r:]) with cos and sin
 // of r columns broadcast over batch and heads.
-// Batch and length are symbolic, or 2 and `len`.
-Graph partial_block(DType t, int64_t hd, int64_t r, bool pairs, int64_t len = 0) {
+// Batch and length are symbolic, or 2 and `len`. With `abs_first` q goes through a kernel first,
+// as through the heads' Transpose in a model.
+Graph partial_block(DType t, int64_t hd, int64_t r, bool pairs, int64_t len = 0,
+                    bool abs_first = true) {
   GraphBuilder b;
   const Dim batch = len ? Dim(2) : Dim("batch"), seq = len ? Dim(len) : Dim("seq");
   auto q = b.input("q", t, {batch, 3, seq, hd});
   auto cos = b.input("cos", t, {1, 1, seq, r});
   auto sin = b.input("sin", t, {1, 1, seq, r});
-  auto qt = b.abs(q);  // a kernel before, as the head Transpose is in a model
+  auto qt = abs_first ? b.abs(q) : q;
   auto xr = b.slice(qt, {0}, {r}, {-1});
   auto pass = b.slice(qt, {r}, {INT64_MAX}, {-1});
   auto rot = pairs ? exported_rotate_pairs(b, xr, 4) : exported_rotate_half(b, xr, r);
@@ -165,6 +175,26 @@ TEST(RopeForms, PartialRecoveredAsOneRotationOverTheHead) {
     EXPECT_EQ(count_op(o, OpKind::Pad), 2) << print_graph(o);  // cos with 1s, sin with 0s
     EXPECT_TRUE(same_as_original(g, o, random_inputs(g, 5)));
   }
+}
+
+// q and k rotated with the same cos and sin share one Pad of each.
+TEST(RopeForms, HeadsReadingTheSameCosAndSinShareItsPad) {
+  GraphBuilder b;
+  auto cos = b.input("cos", DType::f32, {4, 32});
+  auto sin = b.input("sin", DType::f32, {4, 32});
+  for (const char* name : {"q", "k"}) {
+    auto x = b.input(name, DType::f32, {2, 3, 4, 36});
+    auto xr = b.slice(x, {0}, {32}, {-1});
+    auto qc = b.mul(xr, cos);
+    auto rs = b.mul(exported_rotate_pairs(b, xr, 4), sin);
+    auto sum = b.add(qc, rs);
+    b.output(std::string(name) + "_out", b.concat({sum, b.slice(x, {32}, {INT64_MAX}, {-1})}, -1));
+  }
+  Graph g = b.build();
+  Graph o = optimized(g);
+  EXPECT_EQ(rotations(o, true, 32), 2) << print_graph(o);
+  EXPECT_EQ(count_op(o, OpKind::Pad), 2) << print_graph(o);
+  EXPECT_TRUE(same_as_original(g, o, random_inputs(g, 6)));
 }
 
 // Graph mode runs the partial block as one kernel after abs (the Pads of cos and sin are kernels
@@ -202,15 +232,16 @@ TEST(RopeForms, PartialBlockIsOneKernel) {
   }
 }
 
-// The columns past r are x * 1 + 0 * 0: x itself, infinities and NaN included.
+// The columns past r are x * 1 + 0 * -0: x itself, -0, infinities and NaN included.
 TEST(RopeForms, PassedColumnsKeepSpecialValues) {
-  Graph g = partial_block(DType::f32, 20, 16, /*pairs=*/false, 2);
+  Graph g = partial_block(DType::f32, 20, 16, /*pairs=*/false, 2, /*abs_first=*/false);
   const float inf = std::numeric_limits<float>::infinity();
   Tensor q = Tensor::random(DType::f32, {2, 3, 2, 20}, 4);
   for (int64_t i = 0; i < q.numel(); i += 20) {
     q.set(i + 16, inf);
     q.set(i + 17, -inf);
     q.set(i + 18, std::numeric_limits<float>::quiet_NaN());
+    q.set(i + 19, -0.0);
   }
   std::map<std::string, Tensor> in = {{"q", q},
                                       {"cos", Tensor::random(DType::f32, {1, 1, 2, 16}, 2)},
@@ -218,17 +249,18 @@ TEST(RopeForms, PassedColumnsKeepSpecialValues) {
   for (const char* e : {"eager", "cpp", "interpreter"}) {
     auto y = compile(g, engine_opts(e)).run(in).at("y");
     for (int64_t i = 0; i < y.numel(); i += 20) {
-      EXPECT_EQ(y.get(i + 16), inf) << e;  // abs(-inf) too
-      EXPECT_EQ(y.get(i + 17), inf) << e;
+      EXPECT_EQ(y.get(i + 16), inf) << e;
+      EXPECT_EQ(y.get(i + 17), -inf) << e;
       EXPECT_TRUE(std::isnan(y.get(i + 18))) << e;
-      EXPECT_EQ(y.get(i + 19), std::abs(q.get(i + 19))) << e;
+      EXPECT_EQ(y.get(i + 19), 0.0) << e;
+      EXPECT_TRUE(std::signbit(y.get(i + 19))) << e << ": -0 passes through as -0";
     }
   }
 }
 
-// Look-alikes stay as they are (and keep their values): pairs with the even lanes negated, a step
-// of 3, a pass-through that does not start at r, a difference instead of a sum, the rotation of
-// another value.
+// Look-alikes stay as they are (and keep their values): pairs with the even lanes negated, pairs
+// in the other order, a pass-through that does not start at r, a difference instead of a sum, the
+// rotation of another value.
 TEST(RopeForms, LookAlikesAreNotRecovered) {
   auto check = [](const std::function<void(GraphBuilder&, V)>& f, const char* what, bool pairs,
                   int64_t r) {
@@ -250,12 +282,12 @@ TEST(RopeForms, LookAlikesAreNotRecovered) {
       "even lanes negated", true, 0);
   check(
       [](GraphBuilder& b, V x) {
-        V odd = b.slice(x, {1}, {INT64_MAX}, {-1}, {3});
-        V even = b.slice(x, {0}, {INT64_MAX}, {-1}, {3});
-        auto u = [&](V v) { return b.reshape(v, {0, 0, 4, 1}); };
-        b.output("y", b.reshape(b.concat({u(b.neg(odd)), u(even)}, -1), {0, 0, -1}));
+        V odd = b.slice(x, {1}, {INT64_MAX}, {-1}, {2});
+        V even = b.slice(x, {0}, {INT64_MAX}, {-1}, {2});
+        auto u = [&](V v) { return b.reshape(v, {0, 0, 6, 1}); };
+        b.output("y", b.reshape(b.concat({u(even), u(b.neg(odd))}, -1), {0, 0, -1}));
       },
-      "step 3", true, 0);
+      "pairs in the other order", true, 0);
   auto partial = [](GraphBuilder& b, V x, int64_t pass_from, bool sub, bool other) {
     V xr = b.slice(x, {0}, {8}, {-1});
     V cos = b.input("cos", DType::f32, {3, 8});

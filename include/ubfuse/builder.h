@@ -64,7 +64,7 @@ class GraphBuilder {
   // RoPE's rotate_half: cat(-x[..., d/2:], x[..., :d/2]) over the last axis (d static, even).
   // With `interleaved` adjacent pairs rotate instead (GPT-J's rotate_every_two: y[2i] = -x[2i+1],
   // y[2i+1] = x[2i]); with rotary_dims > 0 only the first rotary_dims columns rotate and the
-  // rest are 0 (partial rotary: the caller's cos/sin pad those columns with 1 and 0).
+  // rest are 0 (partial rotary: the caller's cos/sin pad those columns with 1 and -0).
   V rotate_half(V x, bool interleaved = false, int64_t rotary_dims = 0);
   // Matrices and data movement
   V matmul(V a, V b);

@@ -25,7 +25,7 @@ std::vector<Node*> match_rotate_half(Graph& g, Node* n, const UseInfo& uses);
 // RotateHalf{interleaved} from GPT-J's stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2).
 std::vector<Node*> match_rotate_pairs(Graph& g, Node* n, const UseInfo& uses);
 // Partial rotary cat(x[..., :r] * cos + rot(x[..., :r]) * sin, x[..., r:]) as one product over
-// the whole head: x * pad(cos, 1) + RotateHalf{rotary_dims=r}(x) * pad(sin, 0).
+// the whole head: x * pad(cos, 1) + RotateHalf{rotary_dims=r}(x) * pad(sin, -0).
 std::vector<Node*> match_partial_rotary(Graph& g, Node* n, const UseInfo& uses);
 
 }  // namespace ubfuse::passes

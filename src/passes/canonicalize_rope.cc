@@ -7,11 +7,13 @@
 // (torch.chunk exports a Split, which the importer also turns into Slices; Unsqueeze imports as a
 // Reshape), and partial rotary, where only the first r columns of the head rotate:
 //   cat(x[..., :r] * cos + rot(x[..., :r]) * sin, x[..., r:], dim=-1)
-//   -> x * pad(cos, 1) + RotateHalf(x, rotary_dims=r) * pad(sin, 0)
-// whose columns past r are x * 1 + 0 * 0 = x. As one op the rotation becomes a read pattern of
-// the fused RoPE kernel instead of copies through memory, and the partial form one kernel over
-// the whole head instead of slices and a concat; the padded cos/sin depend on the lengths alone,
-// so a plan computes them once.
+//   -> x * pad(cos, 1) + RotateHalf(x, rotary_dims=r) * pad(sin, -0)
+// whose columns past r are x * 1 + 0 * -0 = x (-0 included). As one op the rotation becomes a read
+// pattern of the fused RoPE kernel instead of copies through memory, and the partial form one
+// kernel over the whole head instead of slices and a concat; the padded cos/sin depend on the
+// lengths alone, so a plan computes them once.
+#include <cmath>
+
 #include "ir/shape_util.h"
 #include "passes/canonicalize.h"
 #include "ubfuse/error.h"
@@ -66,8 +68,9 @@ Node* unsqueezed_last(const Value* v) {
   return r->out()->shape == want ? r : nullptr;
 }
 
-// cat(cos, ones) or cat(sin, zeros) along the last axis up to d columns: an existing Pad of v
-// with that fill, else a new one (its nodes added to `made`).
+// cat(cos, ones) or cat(sin, -0s) along the last axis up to d columns: an existing Pad of v
+// with that fill (sign of zero included), else a new one (its nodes added to `made` as they are
+// made; inference may throw).
 Value* pad_last(Graph& g, Value* v, int64_t d, double fill, const UseInfo& uses,
                 std::vector<Node*>* made) {
   const size_t rank = v->shape.size();
@@ -76,19 +79,20 @@ Value* pad_last(Graph& g, Value* v, int64_t d, double fill, const UseInfo& uses,
   for (Node* u : uses.users(v)) {
     if (u->op == OpKind::Pad && u->inputs.size() == 2 && u->inputs[0] == v &&
         u->attr_ints("pads") == pads && u->attr_str("mode", "constant") == "constant" &&
-        uniform_constant(u->inputs[1]) == fill) {
+        uniform_constant(u->inputs[1]) == fill &&
+        std::signbit(*uniform_constant(u->inputs[1])) == std::signbit(fill)) {
       return u->out();
     }
   }
   Node* c = g.add_node(OpKind::Constant, {}, {}, g.unique_name(v->name + ".rope_fill"));
+  made->push_back(c);
   c->payload = Tensor::from_floats(v->dtype, {}, {float(fill)});
   infer_node(*c);
   Node* p =
       g.add_node(OpKind::Pad, {v, c->out()}, {{"pads", pads}, {"mode", std::string("constant")}},
                  g.unique_name(v->name + ".rope_pad"));
-  infer_node(*p);
-  made->push_back(c);
   made->push_back(p);
+  infer_node(*p);
   return p->out();
 }
 
@@ -123,7 +127,10 @@ std::vector<Node*> match_rotate_pairs(Graph& g, Node* n, const UseInfo& uses) {
   if (!last_axis_slice(odd, d, &os, &oe, &ostep) || !last_axis_slice(even, d, &es, &ee, &estep)) {
     return {};
   }
-  if (ostep != 2 || estep != 2 || os != 1 || es != 0 || oe < d - 1 || ee < d - 2) return {};
+  if (ostep != 2 || estep != 2 || os != 1 || es != 0 || last_dim(odd->out()) != d / 2 ||
+      last_dim(even->out()) != d / 2) {
+    return {};
+  }
   std::vector<Node*> set{n, cat, un0, un1, neg, odd, even};
   if (!uses.private_to(set, n)) return {};
   if (!replace_node(g, n, OpKind::RotateHalf, {x}, {{"interleaved", int64_t(1)}})) return {};
@@ -176,20 +183,25 @@ std::vector<Node*> match_partial_rotary(Graph& g, Node* n, const UseInfo& uses) 
   }
   std::vector<Node*> set{n, add, m_cos, m_sin, rot, xr, pass};
   if (!uses.private_to(set, n)) return {};
+  // sin's padding is -0: the passed columns are x * 1 + 0 * -0 = x + -0 = x, -0 included.
   std::vector<Node*> made;
-  Value* cos_pad = pad_last(g, cos, d, 1.0, uses, &made);
-  Value* sin_pad = pad_last(g, sin, d, 0.0, uses, &made);
-  Attrs ra{{"rotary_dims", r}};
-  if (rot->attr_int("interleaved", 0) != 0) ra["interleaved"] = int64_t(1);
-  Node* rot_x =
-      g.add_node(OpKind::RotateHalf, {x}, std::move(ra), g.unique_name(rot->name + ".rotary"));
-  Node* mul_cos = g.add_node(OpKind::Mul, {x, cos_pad}, {}, g.unique_name(m_cos->name + ".rotary"));
-  Node* mul_sin =
-      g.add_node(OpKind::Mul, {rot_x->out(), sin_pad}, {}, g.unique_name(m_sin->name + ".rotary"));
-  made.insert(made.end(), {rot_x, mul_cos, mul_sin});
+  Node* mul_cos = nullptr;
+  Node* mul_sin = nullptr;
   bool ok = true;
   try {
-    for (Node* m : {rot_x, mul_cos, mul_sin}) infer_node(*m);
+    Value* cos_pad = pad_last(g, cos, d, 1.0, uses, &made);
+    Value* sin_pad = pad_last(g, sin, d, -0.0, uses, &made);
+    Attrs ra{{"rotary_dims", r}};
+    if (rot->attr_int("interleaved", 0) != 0) ra["interleaved"] = int64_t(1);
+    mul_cos = g.add_node(OpKind::Mul, {x, cos_pad}, {}, g.unique_name(m_cos->name + ".rotary"));
+    made.push_back(mul_cos);
+    Node* rot_x =
+        g.add_node(OpKind::RotateHalf, {x}, std::move(ra), g.unique_name(rot->name + ".rotary"));
+    made.push_back(rot_x);
+    mul_sin = g.add_node(OpKind::Mul, {rot_x->out(), sin_pad}, {},
+                         g.unique_name(m_sin->name + ".rotary"));
+    made.push_back(mul_sin);
+    for (Node* m : {mul_cos, rot_x, mul_sin}) infer_node(*m);
   } catch (const Error&) {
     ok = false;
   }

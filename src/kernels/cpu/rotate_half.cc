@@ -136,7 +136,7 @@ class RotateHalfKernel : public KernelBase {
     const int64_t d = x.rank() == 0 ? 0 : x.dim(-1);
     const int64_t r = rotary_dims_ == 0 ? d : rotary_dims_;
     if (!is_float(x.dtype()) || y.dtype() != x.dtype() || y.sizes() != x.sizes() || x.rank() == 0 ||
-        r % 2 != 0 || r > d) {
+        r <= 0 || r % 2 != 0 || r > d) {
       fail("needs a float input whose last dim holds an even number of rotated columns (" +
            std::to_string(r) + ") and a like output, got " + tensors_str({x, y}));
     }
