@@ -275,7 +275,7 @@ TEST(Int8Arith, OnnxClipInt8) {
 }
 
 // An ONNX op that still does not take 8-bit tensors: OnnxUnsupportedError naming the node, the
-// input and its dtype.
+// input, its dtype and the ops that do take them.
 TEST(Int8Arith, OnnxReductionOnInt8IsUnsupported) {
   try {
     OneNode("ReduceMax", 13)
@@ -288,6 +288,11 @@ TEST(Int8Arith, OnnxReductionOnInt8IsUnsupported) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("node 'node0' (ReduceMax)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("input 0 ('data') is i8"), std::string::npos) << msg;
+    // It lists every op that takes them (ops_quant.cc's one list).
+    for (const char* op : {"taken only by", "Add", "Equal", "MatMulInteger", "Reshape", "Where"}) {
+      EXPECT_NE(msg.find(op), std::string::npos) << op << " in " << msg;
+    }
+    EXPECT_EQ(msg.find("ReduceMax,"), std::string::npos) << msg;
   }
 }
 

@@ -114,14 +114,14 @@ void convert_node(ImportState& st, const onnx::NodeProto& node) {
                   "' is already defined (ONNX values are assigned once)");
     }
   }
-  if (!takes_int8_inputs(node.op_type())) {
+  if (!int8_input_ops().count(node.op_type())) {
     for (int i = 0; i < c.num_inputs(); i++) {
       if (c.has_input(i) && is_int8(c.dtype(i))) {
+        std::string ops;
+        for (const std::string& op : int8_input_ops()) ops += (ops.empty() ? "" : ", ") + op;
         c.unsupported("input " + std::to_string(i) + " ('" + node.input(i) + "') is " +
-                      std::string(dtype_name(c.dtype(i))) + "; int8 and uint8 tensors are taken " +
-                      "by data movement, Cast, Where, integer elementwise arithmetic (Add, Sub, " +
-                      "Mul, Div, Mod, Max, Min, Clip, Neg, Abs, Relu, Sign), comparisons and the " +
-                      "quantization ops only");
+                      std::string(dtype_name(c.dtype(i))) +
+                      "; int8 and uint8 tensors are taken only by " + ops);
       }
     }
   }

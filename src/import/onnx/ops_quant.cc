@@ -86,7 +86,7 @@ void add_quant_ops(ConverterMap& m) {
   m["ConvInteger"] = conv_integer;
 }
 
-bool takes_int8_inputs(const std::string& op_type) {
+const std::set<std::string>& int8_input_ops() {
   static const std::set<std::string> kOps = {
       // data movement and selection: the bytes move, no arithmetic
       "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Transpose",
@@ -101,7 +101,7 @@ bool takes_int8_inputs(const std::string& op_type) {
       // quantization
       "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
       "QLinearMatMul", "ConvInteger"};
-  return kOps.count(op_type) != 0;
+  return kOps;
 }
 
 }  // namespace ubfuse::onnx_import

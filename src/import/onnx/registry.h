@@ -25,10 +25,10 @@ void add_control_ops(ConverterMap& m);
 void add_einsum_ops(ConverterMap& m);
 void add_quant_ops(ConverterMap& m);
 void add_loss_ops(ConverterMap& m);
-// Whether ONNX op `op_type` may take int8/uint8 inputs (data movement, Cast, Where, integer
-// elementwise arithmetic and comparisons, and the quantization ops; ops_quant.cc); others are
-// unsupported on them.
-bool takes_int8_inputs(const std::string& op_type);
+// The ONNX ops that may take int8/uint8 inputs (data movement, Cast, Where, integer elementwise
+// arithmetic and comparisons, and the quantization ops; ops_quant.cc); others are unsupported on
+// them.
+const std::set<std::string>& int8_input_ops();
 
 // Imports an If branch (importer.cc): names it does not define come from `parent`; those that
 // become inputs of the branch graph are listed in `captures`, in the graph's input order.

@@ -70,11 +70,6 @@ int32_t row_sum8(const void* p, DType t, int64_t at, int64_t len) {
   return s;
 }
 
-// Wrapping i32 arithmetic (signed overflow is undefined in C++).
-inline int32_t wadd(int32_t a, int32_t b) { return int32_t(uint32_t(a) + uint32_t(b)); }
-inline int32_t wsub(int32_t a, int32_t b) { return int32_t(uint32_t(a) - uint32_t(b)); }
-inline int32_t wmul(int32_t a, int32_t b) { return int32_t(uint32_t(a) * uint32_t(b)); }
-
 struct GemmPrim {
   dnnl::matmul prim;
   dnnl::memory::desc src, wei, dst;

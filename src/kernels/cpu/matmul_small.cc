@@ -74,27 +74,42 @@ HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT a, const float* HWY_RES
   }
 }
 
+// Calls f(m, std::integral_constant<int, R>) for blocks of R rows covering [0, M) in order: with
+// `sixes`, six at a time while more than eight are left (or exactly six), then four at a time,
+// then the 1 to 3 left.
+template <class F>
+HWY_INLINE void InRowBlocks(int64_t M, bool sixes, const F& f) {
+  int64_t m = 0;
+  auto block = [&](auto rows) {
+    f(m, rows);
+    m += decltype(rows)::value;
+  };
+  while (sixes && (M - m > 8 || M - m == 6)) block(std::integral_constant<int, 6>{});
+  while (M - m >= 4) block(std::integral_constant<int, 4>{});
+  switch (M - m) {
+    case 3:
+      block(std::integral_constant<int, 3>{});
+      break;
+    case 2:
+      block(std::integral_constant<int, 2>{});
+      break;
+    case 1:
+      block(std::integral_constant<int, 1>{});
+      break;
+    default:
+      break;
+  }
+}
+
 // acc[M, N] += A[:, k0:k1) B[k0:k1, :], the rows four at a time: B's eight rows of one sweep stay
 // in cache for the next rows.
 void SmallMatMulRange(const float* a, const float* b, float* acc, int64_t M, int64_t K, int64_t N,
                       int64_t k0, int64_t k1) {
   for (int64_t kb = k0; kb < k1; kb += 8) {
     const int64_t ke = std::min(k1, kb + 8);
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4) AccumulateRows<4>(a + m * K, b, acc + m * N, K, N, kb, ke);
-    switch (M - m) {
-      case 3:
-        AccumulateRows<3>(a + m * K, b, acc + m * N, K, N, kb, ke);
-        break;
-      case 2:
-        AccumulateRows<2>(a + m * K, b, acc + m * N, K, N, kb, ke);
-        break;
-      case 1:
-        AccumulateRows<1>(a + m * K, b, acc + m * N, K, N, kb, ke);
-        break;
-      default:
-        break;
-    }
+    InRowBlocks(M, false, [&](int64_t m, auto rows) {
+      AccumulateRows<decltype(rows)::value>(a + m * K, b, acc + m * N, K, N, kb, ke);
+    });
   }
 }
 
@@ -144,28 +159,10 @@ void PanelMatMulRange(const float* a, const float* panels, int64_t panel_stride,
     const float* panel = panels + p * panel_stride;
     const float* ahead = p + 1 < p1 ? panel + panel_stride : nullptr;
     const int64_t n0 = p * 64, cols = std::min<int64_t>(64, N - n0);
-    int64_t m = 0;
-    auto pass = [&](auto rows) {
-      constexpr int R = decltype(rows)::value;
-      PanelRows<R>(a + m * K, panel, ahead, c + m * N, K, N, n0, cols);
+    InRowBlocks(M, true, [&](int64_t m, auto rows) {
+      PanelRows<decltype(rows)::value>(a + m * K, panel, ahead, c + m * N, K, N, n0, cols);
       ahead = nullptr;
-      m += R;
-    };
-    while (M - m > 8 || M - m == 6) pass(std::integral_constant<int, 6>{});
-    while (M - m >= 4) pass(std::integral_constant<int, 4>{});
-    switch (M - m) {
-      case 3:
-        pass(std::integral_constant<int, 3>{});
-        break;
-      case 2:
-        pass(std::integral_constant<int, 2>{});
-        break;
-      case 1:
-        pass(std::integral_constant<int, 1>{});
-        break;
-      default:
-        break;
-    }
+    });
   }
 }
 
@@ -179,8 +176,6 @@ void AddInto(float* HWY_RESTRICT dst, const float* HWY_RESTRICT src, int64_t lo,
   }
   for (; i < hi; i++) dst[i] += src[i];
 }
-
-int64_t LanesF32() { return int64_t(hn::Lanes(hn::ScalableTag<float>())); }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace ubfuse

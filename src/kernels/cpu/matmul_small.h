@@ -1,5 +1,6 @@
-// f32 MatMul of a few rows by a plain [K, N] matrix without oneDNN (matmul_small.cc): the decode
-// step's shape, bound by reading B, which this loop streams at a higher rate than oneDNN.
+// f32 MatMul of a few rows without oneDNN (matmul_small.cc), by a plain [K, N] matrix or by
+// oneDNN's packed panels of a constant one: decode steps and short prompts, bound by reading B,
+// which these loops stream at a higher rate than oneDNN.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,8 @@ inline constexpr int64_t kPanelMatMulRows = 32;
 
 // c[M, N] = a[M, K] b for b packed in oneDNN's f32 layout of 64-column panels (blocking 16a64b:
 // panel p, which holds columns [64p, 64p + 64) zero-padded, is at panels + p * panel_stride, its
-// row k at + k * 64). Each panel streams once through registers holding four rows' sums.
+// row k at + k * 64). Each panel streams from memory once, through registers holding up to six
+// rows' sums per pass.
 void panel_matmul_f32(const float* a, const float* panels, int64_t panel_stride, float* c,
                       int64_t M, int64_t K, int64_t N, ThreadPool& pool);
 

@@ -121,9 +121,9 @@ int prefetch_locality() {
 const StoreProfile& detected_store_profile() {
   static const StoreProfile& detected = []() -> const StoreProfile& {
 #if defined(__x86_64__) || defined(__i386__)
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return named("avx2");
     const std::string vendor = cpu_vendor();
+    if (vendor.empty()) return named("avx2");  // no CPUID
+    unsigned a = 0, b = 0, c = 0, d = 0;
     __get_cpuid(1, &a, &b, &c, &d);
     // Display family and model (the extended fields count from family 15 on).
     int family = int((a >> 8) & 0xf), model = int((a >> 4) & 0xf);
