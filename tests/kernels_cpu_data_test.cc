@@ -155,6 +155,51 @@ TEST(KernelsCpu, MatMulReadsPackedPanelsForFewRows) {
   if (!any_panels) std::cout << "(oneDNN does not pack f32 weights in panels on this CPU)\n";
 }
 
+// Past kPanelMatMulRows rows, a product of constant f32 weights of up to kSplitMacs runs split
+// over the pool: by runs of panels where B has at least four per thread (10 and 16 panels), else
+// by runs of rows (4 panels), on pools of 2 and 3 threads (uneven runs of panels and rows), each
+// part on oneDNN's JIT kernel; every element against the double reference.
+TEST(KernelsCpu, MatMulSplitsPackedProductsOverThePool) {
+  uint64_t seed = 1300;
+  ThreadPool pool3(3);
+  struct Case {
+    int64_t K, N;
+  };
+  int split = 0;
+  for (Case c : {Case{100, 200}, Case{300, 600}, Case{64, 1000}}) {
+    Tensor w = Tensor::random(DType::f32, {c.K, c.N}, seed++, -1, 1);
+    GraphBuilder b;
+    V x = b.input("x", DType::f32, {"m", c.K});
+    V y = b.matmul(x, b.constant(w, "w"));
+    b.output("y", y);
+    Graph g = b.build();
+    auto k = cpu::make_op_kernel(*y->producer);
+    for (ThreadPool* pool : {&pool2(), &pool3}) {
+      for (int64_t m : {int64_t(33), int64_t(77), int64_t(128), int64_t(301)}) {
+        const std::string impl =
+            cpu::matmul_call_info(*k, {m, c.K}, {c.K, c.N}, DType::f32, pool->size()).impl;
+        if (impl.find(" split by ") != std::string::npos) {
+          split++;
+          const bool columns = (c.N + 63) / 64 >= 4 * pool->size();
+          EXPECT_NE(impl.find(columns ? "split by columns over " : "split by rows over "),
+                    std::string::npos)
+              << impl;
+          EXPECT_NE(impl.find(std::to_string(pool->size()) + " threads"), std::string::npos);
+        }
+        Tensor a = Tensor::random(DType::f32, {m, c.K}, uint64_t(m) * 17 + 3, -1, 1);
+        auto want = ref::eval_node(*y->producer, {ref::from_tensor(a), ref::from_tensor(w)}).at(0);
+        Tensor got(DType::f32, {m, c.N});
+        std::vector<Tensor> outs{got};
+        k->run({a, w}, outs, *pool);
+        EXPECT_TRUE(close_to_ref(got, want, 1.0 + double(c.K) / 16.0))
+            << c.K << " x " << c.N << ", " << m << " rows, " << pool->size() << " threads, "
+            << impl;
+      }
+    }
+  }
+  if (split == 0) std::cout << "(oneDNN does not pack f32 weights in panels on this CPU)\n";
+}
+
 // Threads split K and add their parts in the order of the parts: a result does not depend on
 // which thread finished first (three threads, so two parts are added after the first).
 TEST(KernelsCpu, MatMulWithFewRowsAddsThreadPartsInOrder) {

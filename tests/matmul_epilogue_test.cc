@@ -111,7 +111,7 @@ TEST(MatMulEpilogue, RowReductionsAcrossBlocks) {
 
 // A product of 9.2 MB (1100 x 2100 f32): over kEpilogueBlockBytes, under kRepackingBlockBytes.
 // The automatic block is one call where oneDNN's kernel repacks the weights on every call, else
-// 992-row blocks; the trace names the kernel that decided it.
+// 992-row blocks; the trace names the kernel that decided it and how a block runs.
 TEST(MatMulEpilogue, AutomaticBlockFollowsTheOneDnnKernel) {
   const int64_t rows = 1100, K = 64, N = 2100;
   Graph g = projection(DType::f32, rows, K, N, false);
@@ -128,7 +128,10 @@ TEST(MatMulEpilogue, AutomaticBlockFollowsTheOneDnnKernel) {
   const std::string v = variant_ran(m, projection_inputs(DType::f32, rows, K, N), "mme_auto");
   const std::string want =
       info.repacks_weights ? "codegen, 1 block of 1100 rows, " : "codegen, 2 blocks of 992 rows, ";
-  EXPECT_EQ(v, want + info.impl);
+  // The kernel each block runs on the model's pool (split over it where that applies).
+  const int64_t block = info.repacks_weights ? rows : 992;
+  EXPECT_EQ(v,
+            want + cpu::matmul_call_info(*k, {block, K}, {K, N}, DType::f32, m.num_threads()).impl);
   // Sizes that do not multiply are an error naming the node, not a crash.
   EXPECT_TRUE(throws_with(
       [&] {

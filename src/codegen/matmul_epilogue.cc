@@ -116,7 +116,8 @@ class MatMulEpilogueKernel : public Kernel {
     const int64_t K = A.dim(-1), N = D.back();
     const int64_t rows = N ? numel(D) / N : 0;
     if (rows == 0) return;
-    const cpu::MatMulCallInfo mi = cpu::matmul_call_info(*matmul_, {rows, K}, B.sizes(), dt);
+    const cpu::MatMulCallInfo mi =
+        cpu::matmul_call_info(*matmul_, {rows, K}, B.sizes(), dt, ctx.pool->size());
     int64_t br = block_bytes(mi, ctx) / std::max<int64_t>(1, N * esize);
     br = std::min(rows, std::max<int64_t>(br / 16 * 16, kEpilogueMinBlockRows));
     // Where the blocks go: the group's output when the raw product is needed outside, else the
@@ -146,9 +147,13 @@ class MatMulEpilogueKernel : public Kernel {
     }
     // What ran, for the trace: how the product was split, and by which oneDNN kernel.
     const int64_t blocks = (rows + br - 1) / br;
+    const std::string impl =
+        blocks == 1
+            ? mi.impl
+            : cpu::matmul_call_info(*matmul_, {br, K}, B.sizes(), dt, ctx.pool->size()).impl;
     ctx.variant_used = (ctx.variant_used.empty() ? info.variant : ctx.variant_used) + ", " +
                        std::to_string(blocks) + (blocks == 1 ? " block of " : " blocks of ") +
-                       std::to_string(br) + " rows, " + mi.impl;
+                       std::to_string(br) + " rows, " + impl;
   }
 
  private:

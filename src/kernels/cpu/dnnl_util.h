@@ -23,12 +23,13 @@ inline dnnl::memory::desc dnnl_plain_md(const dnnl::memory::dims& d, dnnl::memor
   return {d, t, dnnl_plain_strides(d)};
 }
 
-// Per-thread f32 copies of converted (bf16/f16) operands, by slot (0, 1: the inputs, 2: the
-// output), reused across calls: a fresh buffer per call costs a zero fill and, at tens of MiB,
-// page faults on every call. A kernel uses them within one run() on its thread.
+// Per-thread f32 buffers, by slot (0, 1: converted (bf16/f16) inputs, 2: the output, 3: a pool
+// thread's columns of a split product), reused across calls: a fresh buffer per call costs a zero
+// fill and, at tens of MiB, page faults on every call. A kernel uses them within one run() on its
+// thread.
 inline float* dnnl_staging(int slot, int64_t n) {
-  static thread_local std::unique_ptr<float[]> bufs[3];
-  static thread_local int64_t caps[3] = {0, 0, 0};
+  static thread_local std::unique_ptr<float[]> bufs[4];
+  static thread_local int64_t caps[4] = {0, 0, 0, 0};
   if (caps[slot] < n) {
     bufs[slot].reset(new float[size_t(n)]);  // uninitialized: every element is written first
     caps[slot] = n;

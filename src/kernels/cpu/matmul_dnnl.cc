@@ -35,6 +35,15 @@ using dt = dnnl::memory::data_type;
 using dims = dnnl::memory::dims;
 
 dnnl::engine& cpu_engine() { return dnnl_cpu_engine(); }
+
+// Products of packed f32 weights up to this many multiply-adds (past kPanelMatMulRows rows) run
+// split over the pool, not on oneDNN's OpenMP team: measured on 2 threads (Intel Xeon with AMX) it
+// wins up to 2^27 and is even past it ([1024,288]x[288,288] 457 -> 371 us, [128,768]x[768,768]
+// 434 -> 355, [512,768]x[768,3072] 5.81 -> 5.97 ms by columns).
+constexpr int64_t kSplitMacs = int64_t(1) << 27;
+// Panels per thread from which parts take runs of B's panels rather than of A's rows: fewer make
+// uneven runs ([128,1152]x[1152,288], 5 panels: 266 us by columns, 204 by rows).
+constexpr int64_t kSplitPanelsPerPart = 4;
 dnnl::memory::desc plain_md(const dims& d, dt t) { return dnnl_plain_md(d, t); }
 
 // Shapes of one call after numpy normalization.
@@ -141,6 +150,10 @@ class MatMulKernel : public KernelBase {
       run_small_batched(g, a.data_as<float>(), b.data_as<float>(), y.data_as<float>(), pool);
       return;
     }
+    if (split(g, dta, b.sizes(), pool.size()) &&
+        run_split(a.data_as<float>(), y.data_as<float>(), g.a[0], g.a[1], g.b[1], pool)) {
+      return;
+    }
     std::shared_ptr<Prim> p = select(g, dta, b.sizes());
     if (!p) fail("oneDNN has no matmul for " + tensors_str({a, b}));
     const bool f32_path = p->src.data_type() == dt::f32;
@@ -182,7 +195,7 @@ class MatMulKernel : public KernelBase {
     if (pc != y.data()) convert_floats(DType::f32, pc, dta, y.data(), y.numel(), pool);
   }
 
-  MatMulCallInfo call_info(const Sizes& sa, const Sizes& sb, DType dt) const {
+  MatMulCallInfo call_info(const Sizes& sa, const Sizes& sb, DType dt, int threads) const {
     Sizes out = sa;
     if (!out.empty()) out.back() = sb.empty() ? 1 : sb.back();
     auto f = [&](const std::string& m) {
@@ -201,11 +214,113 @@ class MatMulKernel : public KernelBase {
     std::shared_ptr<Prim> p = select(g, dt, sb);
     if (!p) fail("oneDNN has no matmul for " + sizes_str(sa) + " x " + sizes_str(sb));
     info.impl = p->impl;
+    if (split(g, dt, sb, threads)) {
+      info.impl += std::string(" split by ") + (by_columns(g.b[1], threads) ? "columns" : "rows") +
+                   " over " + std::to_string(threads) + " threads";
+    }
     info.repacks_weights = p->impl.rfind("gemm:", 0) == 0;
     return info;
   }
 
  private:
+  // f32 products of up to kSplitMacs multiply-adds by the constant B packed in 64-column panels,
+  // past the rows panel_matmul_f32 takes: split over the pool, each part a oneDNN call on one
+  // OpenMP thread, rather than run on oneDNN's OpenMP team, whose wake-up and join cost more than
+  // the second core gains at such sizes ([128,288]x[288,288]: 112 us on two threads, 92 on one).
+  bool split(const Geometry& g, DType dt, const Sizes& sb, int threads) const {
+    return dt == DType::f32 && g.two_d && panel_tag_ && sb == packed_sizes_ && threads > 1 &&
+           g.a[0] > kPanelMatMulRows && g.a[0] * g.a[1] * g.b[1] <= kSplitMacs;
+  }
+  static bool by_columns(int64_t N, int threads) {
+    return (N + 63) / 64 >= kSplitPanelsPerPart * threads;
+  }
+
+  // C = A B with the pool's threads each running oneDNN on a part. Where B has at least
+  // kSplitPanelsPerPart panels per thread, each takes a run of them (a narrower B of the same
+  // layout: B is read once in all) into a buffer of its own, then copies it to C's columns
+  // (oneDNN 2.6 runs a strided destination on its reference loops). With fewer panels, whose runs
+  // would be uneven, each takes a run of A's rows, and reads all of B. False (nothing done) where
+  // oneDNN would run a part on other than a JIT kernel with the packed weights.
+  bool run_split(const float* a, float* c, int64_t M, int64_t K, int64_t N,
+                 ThreadPool& pool) const {
+    const int64_t panels = (N + 63) / 64, parts = pool.size();
+    const bool columns = by_columns(N, pool.size());
+    // Part q's first row or column and its count.
+    auto range_of = [&](int64_t q, int64_t* first) {
+      if (!columns) {
+        *first = M * q / parts;
+        return M * (q + 1) / parts - *first;
+      }
+      *first = panels * q / parts * 64;
+      return std::min(N, panels * (q + 1) / parts * 64) - *first;
+    };
+    std::vector<std::shared_ptr<Prim>> prims(static_cast<size_t>(parts));
+    for (int64_t q = 0; q < parts; q++) {
+      int64_t first = 0;
+      const int64_t count = range_of(q, &first);
+      std::shared_ptr<Prim>& p = prims[size_t(q)];
+      p = columns ? column_prim(M, K, count) : get_prim(rows_geometry(count, K, N), dt::f32, true);
+      if (!p || !p->packed || p->impl.rfind("brg", 0) != 0) return false;
+    }
+    const auto* w = static_cast<const float*>(packed_f32_->get_data_handle());
+    pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi, int) {
+      dnnl::engine& eng = cpu_engine();
+      dnnl::stream s(eng);
+      for (int64_t q = lo; q < hi; q++) {
+        int64_t first = 0;
+        const int64_t count = range_of(q, &first);
+        const Prim& p = *prims[size_t(q)];
+        const float* pa = columns ? a : a + first * K;
+        const float* pw = columns ? w + first / 64 * panel_stride_ : w;
+        float* pc = columns ? dnnl_staging(3, M * count) : c + first * N;
+        std::unordered_map<int, dnnl::memory> args = {
+            {DNNL_ARG_SRC, dnnl::memory(p.src, eng, const_cast<float*>(pa))},
+            {DNNL_ARG_WEIGHTS, dnnl::memory(p.wei, eng, const_cast<float*>(pw))},
+            {DNNL_ARG_DST, dnnl::memory(p.dst, eng, pc)},
+        };
+        if (p.scratch_bytes) {
+          args.emplace(DNNL_ARG_SCRATCHPAD,
+                       dnnl::memory(dnnl::memory::desc({int64_t(p.scratch_bytes)}, dt::u8,
+                                                       dnnl::memory::format_tag::a),
+                                    eng, dnnl_scratchpad(p.scratch_bytes)));
+        }
+        {
+          DnnlThreads one(0, 1);
+          p.prim.execute(s, args);
+          s.wait();
+        }
+        if (!columns) continue;
+        for (int64_t i = 0; i < M; i++) {
+          std::memcpy(c + i * N + first, pc + i * count, size_t(count) * sizeof(float));
+        }
+      }
+    });
+    return true;
+  }
+
+  static Geometry rows_geometry(int64_t M, int64_t K, int64_t N) {
+    Geometry g;
+    g.two_d = true;
+    g.a = {M, K};
+    g.b = {K, N};
+    g.c = {M, N};
+    return g;
+  }
+
+  // The primitive for M rows of A times `cols` columns of the packed B (a run of its panels);
+  // null where oneDNN wants another layout.
+  std::shared_ptr<Prim> column_prim(int64_t M, int64_t K, int64_t cols) const {
+    std::lock_guard<std::mutex> l(mu_);
+    const std::pair<int64_t, int64_t> key{M, cols};
+    auto it = column_cache_.find(key);
+    if (it != column_cache_.end()) return it->second;
+    const dnnl::memory::desc wei({K, cols}, dt::f32, dnnl::memory::format_tag::BA16a64b);
+    std::shared_ptr<Prim> p = create(rows_geometry(M, K, cols), dt::f32, &wei);
+    if (column_cache_.size() > 256) column_cache_.clear();
+    column_cache_[key] = p;
+    return p;
+  }
+
   // A few f32 rows times the constant B packed in 64-column panels: our own loop over oneDNN's
   // packed weights (matmul_small.h), which streams them faster than oneDNN's kernel at such M.
   bool panels(const Geometry& g, DType dt, const Sizes& sb) const {
@@ -338,7 +453,11 @@ class MatMulKernel : public KernelBase {
     }
     packed_sizes_ = bt.sizes();
     has_packed_ = packed_f32_ != nullptr || packed_bf16_ != nullptr;
-    if (packed_f32_) panel_stride_ = panel_stride(packed_f32_md_, K);
+    if (packed_f32_) {
+      panel_stride_ = panel_stride(packed_f32_md_, K);
+      panel_tag_ =
+          packed_f32_md_ == dnnl::memory::desc({K, N}, dt::f32, dnnl::memory::format_tag::BA16a64b);
+    }
   }
 
   // The distance between 64-column panels when oneDNN packed [K, N] f32 weights as 16a64b blocks
@@ -381,20 +500,23 @@ class MatMulKernel : public KernelBase {
 
   bool has_packed_ = false;
   int64_t panel_stride_ = 0;  // packed f32 weights in 64-column panels (panel_matmul_f32)
+  bool panel_tag_ = false;    // ... exactly oneDNN's BA16a64b, so a run of panels is one too
   Sizes packed_sizes_;        // B's sizes the packed weights were made from
   std::shared_ptr<dnnl::memory> packed_bf16_, packed_f32_;
   dnnl::memory::desc packed_bf16_md_, packed_f32_md_;
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<Prim>> cache_;
+  // column_prim's, by (M, columns)
+  mutable std::map<std::pair<int64_t, int64_t>, std::shared_ptr<Prim>> column_cache_;
 };
 
 }  // namespace
 
-MatMulCallInfo matmul_call_info(const OpKernel& matmul, const Sizes& a, const Sizes& b,
-                                DType dtype) {
+MatMulCallInfo matmul_call_info(const OpKernel& matmul, const Sizes& a, const Sizes& b, DType dtype,
+                                int threads) {
   const auto* k = dynamic_cast<const MatMulKernel*>(&matmul);
   UBF_CHECK(k != nullptr, "matmul_call_info: not a MatMul kernel");
-  return k->call_info(a, b, dtype);
+  return k->call_info(a, b, dtype, threads);
 }
 
 std::unique_ptr<OpKernel> make_matmul_kernel(const Node& n) {
