@@ -10,6 +10,9 @@
 // * f32 with at most kPanelMatMulRows rows of A times a constant B that oneDNN packed in
 //   64-column panels (16a64b, its choice on AVX-512) runs our own loop over those panels
 //   (matmul_small.h): it streams them faster than oneDNN's kernel does at such M.
+// * f32 with more rows, up to kSplitMacs multiply-adds, times such packed B runs split over the
+//   pool (by runs of panels or of A's rows), each part a oneDNN call on one OpenMP thread: waking
+//   and joining oneDNN's OpenMP team costs more than the second core gains at such sizes.
 // * f32 with at most kSmallMatMulRows rows of A (decode steps) and an unbatched B runs our own
 //   loop (matmul_small.h) instead: oneDNN's per-call setup would cost more than the product; so
 //   do small batched products of a few rows each (a decode step's attention in eager mode).
