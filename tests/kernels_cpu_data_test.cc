@@ -155,18 +155,18 @@ TEST(KernelsCpu, MatMulReadsPackedPanelsForFewRows) {
   if (!any_panels) std::cout << "(oneDNN does not pack f32 weights in panels on this CPU)\n";
 }
 
-// Past kPanelMatMulRows rows, a product of constant f32 weights of up to kSplitMacs runs split
-// over the pool: by runs of panels where B has at least four per thread (10 and 16 panels), else
-// by runs of rows (4 panels), on pools of 2 and 3 threads (uneven runs of panels and rows), each
-// part on oneDNN's JIT kernel; every element against the double reference.
+// Past kPanelMatMulRows rows, products of constant f32 weights run split over the pool: by runs
+// of panels (B of 10 and 16 panels at these sizes) or by runs of rows (4 panels, and [301,768] x
+// [768,768], past the column split's size), on pools of 2 and 3 threads (uneven runs of panels and
+// rows), each part on oneDNN's JIT kernel; every element against the double reference.
 TEST(KernelsCpu, MatMulSplitsPackedProductsOverThePool) {
   uint64_t seed = 1300;
   ThreadPool pool3(3);
   struct Case {
     int64_t K, N;
   };
-  int split = 0;
-  for (Case c : {Case{100, 200}, Case{300, 600}, Case{64, 1000}}) {
+  int split = 0, rows = 0, columns = 0;
+  for (Case c : {Case{100, 200}, Case{300, 600}, Case{64, 1000}, Case{768, 768}}) {
     Tensor w = Tensor::random(DType::f32, {c.K, c.N}, seed++, -1, 1);
     GraphBuilder b;
     V x = b.input("x", DType::f32, {"m", c.K});
@@ -180,10 +180,8 @@ TEST(KernelsCpu, MatMulSplitsPackedProductsOverThePool) {
             cpu::matmul_call_info(*k, {m, c.K}, {c.K, c.N}, DType::f32, pool->size()).impl;
         if (impl.find(" split by ") != std::string::npos) {
           split++;
-          const bool columns = (c.N + 63) / 64 >= 4 * pool->size();
-          EXPECT_NE(impl.find(columns ? "split by columns over " : "split by rows over "),
-                    std::string::npos)
-              << impl;
+          rows += impl.find(" split by rows over ") != std::string::npos;
+          columns += impl.find(" split by columns over ") != std::string::npos;
           EXPECT_NE(impl.find(std::to_string(pool->size()) + " threads"), std::string::npos);
         }
         Tensor a = Tensor::random(DType::f32, {m, c.K}, uint64_t(m) * 17 + 3, -1, 1);
@@ -197,7 +195,13 @@ TEST(KernelsCpu, MatMulSplitsPackedProductsOverThePool) {
       }
     }
   }
-  if (split == 0) std::cout << "(oneDNN does not pack f32 weights in panels on this CPU)\n";
+  if (split == 0) {
+    std::cout << "(oneDNN does not pack f32 weights in panels on this CPU)\n";
+  } else {
+    EXPECT_EQ(rows + columns, split);
+    EXPECT_GT(rows, 0);
+    EXPECT_GT(columns, 0);
+  }
 }
 
 // Threads split K and add their parts in the order of the parts: a result does not depend on

@@ -10,9 +10,9 @@
 // * f32 with at most kPanelMatMulRows rows of A times a constant B that oneDNN packed in
 //   64-column panels (16a64b, its choice on AVX-512) runs our own loop over those panels
 //   (matmul_small.h): it streams them faster than oneDNN's kernel does at such M.
-// * f32 with more rows, up to kSplitMacs multiply-adds, times such packed B runs split over the
-//   pool (by runs of panels or of A's rows), each part a oneDNN call on one OpenMP thread: waking
-//   and joining oneDNN's OpenMP team costs more than the second core gains at such sizes.
+// * f32 with more rows times such packed B runs split over the pool (by runs of panels or of A's
+//   rows), each part a oneDNN call on one OpenMP thread: waking and joining oneDNN's OpenMP team
+//   costs more than the second core gains at small sizes, and its own split is slower at large.
 // * f32 with at most kSmallMatMulRows rows of A (decode steps) and an unbatched B runs our own
 //   loop (matmul_small.h) instead: oneDNN's per-call setup would cost more than the product; so
 //   do small batched products of a few rows each (a decode step's attention in eager mode).
@@ -39,13 +39,13 @@ using dims = dnnl::memory::dims;
 
 dnnl::engine& cpu_engine() { return dnnl_cpu_engine(); }
 
-// Products of packed f32 weights up to this many multiply-adds (past kPanelMatMulRows rows) run
-// split over the pool, not on oneDNN's OpenMP team: measured on 2 threads (Intel Xeon with AMX) it
-// wins up to 2^27 and is even past it ([1024,288]x[288,288] 457 -> 371 us, [128,768]x[768,768]
-// 434 -> 355, [512,768]x[768,3072] 5.81 -> 5.97 ms by columns).
-constexpr int64_t kSplitMacs = int64_t(1) << 27;
-// Panels per thread from which parts take runs of B's panels rather than of A's rows: fewer make
-// uneven runs ([128,1152]x[1152,288], 5 panels: 266 us by columns, 204 by rows).
+// Products of packed f32 weights past kPanelMatMulRows rows run split over the pool, by runs of
+// B's panels up to kSplitColumnsMacs multiply-adds where there are kSplitPanelsPerPart panels per
+// thread, else by runs of A's rows. Measured on 2 threads (Intel Xeon with AMX): by columns wins
+// at few rows and big B ([40,768]x[768,3072] 649 -> 595 us) but copies its columns and loses past
+// 2^27 ([512,768]x[768,3072] 5.81 -> 5.97 ms; by rows 5.64); fewer panels make uneven runs
+// ([128,1152]x[1152,288], 5 panels: 266 us by columns, 204 by rows).
+constexpr int64_t kSplitColumnsMacs = int64_t(1) << 27;
 constexpr int64_t kSplitPanelsPerPart = 4;
 dnnl::memory::desc plain_md(const dims& d, dt t) { return dnnl_plain_md(d, t); }
 
@@ -218,36 +218,37 @@ class MatMulKernel : public KernelBase {
     if (!p) fail("oneDNN has no matmul for " + sizes_str(sa) + " x " + sizes_str(sb));
     info.impl = p->impl;
     if (split(g, dt, sb, threads)) {
-      info.impl += std::string(" split by ") + (by_columns(g.b[1], threads) ? "columns" : "rows") +
-                   " over " + std::to_string(threads) + " threads";
+      info.impl += std::string(" split by ") +
+                   (by_columns(g.a[0], g.a[1], g.b[1], threads) ? "columns" : "rows") + " over " +
+                   std::to_string(threads) + " threads";
     }
     info.repacks_weights = p->impl.rfind("gemm:", 0) == 0;
     return info;
   }
 
  private:
-  // f32 products of up to kSplitMacs multiply-adds by the constant B packed in 64-column panels,
-  // past the rows panel_matmul_f32 takes: split over the pool, each part a oneDNN call on one
-  // OpenMP thread, rather than run on oneDNN's OpenMP team, whose wake-up and join cost more than
-  // the second core gains at such sizes ([128,288]x[288,288]: 112 us on two threads, 92 on one).
+  // f32 products by the constant B packed in 64-column panels, past the rows panel_matmul_f32
+  // takes: split over the pool, each part a oneDNN call on one OpenMP thread, rather than run on
+  // oneDNN's OpenMP team, whose wake-up and join cost more than the second core gains at small
+  // sizes ([128,288]x[288,288]: 112 us on two threads, 92 on one, 51 split) and whose own split is
+  // a few percent slower at large ones ([512,768]x[768,768] 1.46 -> 1.37 ms).
   bool split(const Geometry& g, DType dt, const Sizes& sb, int threads) const {
     return dt == DType::f32 && g.two_d && panel_tag_ && sb == packed_sizes_ && threads > 1 &&
-           g.a[0] > kPanelMatMulRows && g.a[0] * g.a[1] * g.b[1] <= kSplitMacs;
+           g.a[0] > kPanelMatMulRows;
   }
-  static bool by_columns(int64_t N, int threads) {
-    return (N + 63) / 64 >= kSplitPanelsPerPart * threads;
+  static bool by_columns(int64_t M, int64_t K, int64_t N, int threads) {
+    return M * K * N <= kSplitColumnsMacs && (N + 63) / 64 >= kSplitPanelsPerPart * threads;
   }
 
-  // C = A B with the pool's threads each running oneDNN on a part. Where B has at least
-  // kSplitPanelsPerPart panels per thread, each takes a run of them (a narrower B of the same
-  // layout: B is read once in all) into a buffer of its own, then copies it to C's columns
-  // (oneDNN 2.6 runs a strided destination on its reference loops). With fewer panels, whose runs
-  // would be uneven, each takes a run of A's rows, and reads all of B. False (nothing done) where
+  // C = A B with the pool's threads each running oneDNN on a part (by_columns): a run of B's
+  // panels (a narrower B of the same layout: B is read once in all) into a buffer of its own,
+  // then copied to C's columns (oneDNN 2.6 runs a strided destination on its reference loops), or
+  // a run of A's rows, reading all of B. False (nothing done) where
   // oneDNN would run a part on other than a JIT kernel with the packed weights.
   bool run_split(const float* a, float* c, int64_t M, int64_t K, int64_t N,
                  ThreadPool& pool) const {
     const int64_t panels = (N + 63) / 64, parts = pool.size();
-    const bool columns = by_columns(N, pool.size());
+    const bool columns = by_columns(M, K, N, pool.size());
     // Part q's first row or column and its count.
     auto range_of = [&](int64_t q, int64_t* first) {
       if (!columns) {
