@@ -256,9 +256,10 @@ TEST(Int8, MatMulIntegerFullRangeBothPaths) {
 }
 
 // Constant weights are made ready for oneDNN once (s8, column sums, its blocked layout for a
-// representative M); runs at other Ms, symbolic or not, use them or the plain copy, and up to 32
-// rows split B's 64-column blocks over the threads (200 columns: parts of 128 and 72). Both dtypes
-// of A and B, with and without zero points, against the reference.
+// representative M); runs at other Ms, symbolic or not, use them or the plain copy; up to 32 rows
+// split B's 64-column blocks over the threads (200 columns: parts of 128 and 72), more rows split
+// A's rows (on 2 and 3 threads: uneven runs). Both dtypes of A and B, with and without zero
+// points, against the reference.
 TEST(Int8, MatMulIntegerConstantWeights) {
   for (DType tb : {u8, i8}) {
     for (bool zps : {false, true}) {
@@ -276,10 +277,14 @@ TEST(Int8, MatMulIntegerConstantWeights) {
       Graph g = b.build();
       for (int64_t rows : {1, 7, 32, 33, 300}) {
         std::map<std::string, Tensor> in{{"a", Tensor::random(u8, {rows, k}, 5, 0, 256)}};
-        EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts()))
-            << dtype_name(tb) << " zero points " << zps << " rows " << rows;
-        EXPECT_TRUE(testing::matches_reference(g, in, testing::graph_opts()))
-            << dtype_name(tb) << " zero points " << zps << " rows " << rows;
+        for (const char* threads : {"2", "3"}) {
+          Options eager = testing::eager_opts(), graph = testing::graph_opts();
+          eager["num_threads"] = graph["num_threads"] = threads;
+          EXPECT_TRUE(testing::matches_reference(g, in, eager))
+              << dtype_name(tb) << " zero points " << zps << " rows " << rows << " " << threads;
+          EXPECT_TRUE(testing::matches_reference(g, in, graph))
+              << dtype_name(tb) << " zero points " << zps << " rows " << rows << " " << threads;
+        }
       }
     }
   }
