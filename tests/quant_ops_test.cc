@@ -290,6 +290,46 @@ TEST(Int8, MatMulIntegerConstantWeights) {
   }
 }
 
+// A's zero point applied by oneDNN itself (B packed with its column sums): one zero point for
+// all rows and none left on B (s8 weights with zero point 0 or none, u8 with 128), as the dynamic
+// quantizer writes them; a zero point per row of A or one left on B takes the correction pass.
+// Past 32 rows, on 2 and 3 threads, exact against the reference.
+TEST(Int8, MatMulIntegerZeroPointInTheProduct) {
+  const int64_t k = 96, n = 200;
+  struct Case {
+    DType tb;
+    int zb;       // B's zero point: -1 none, else this value for every column
+    bool per_row;  // A's zero point per row
+  };
+  for (Case c : {Case{i8, -1, false}, Case{i8, 0, false}, Case{u8, 128, false},
+                 Case{u8, 3, false}, Case{i8, 0, true}}) {
+    const double blo = c.tb == i8 ? -128 : 0;
+    GraphBuilder b;
+    auto a = b.input("a", u8, {"rows", k});
+    auto w = b.constant(Tensor::random(c.tb, {k, n}, 31, blo, blo + 256));
+    auto za = c.per_row ? b.input("za", u8, {"rows"}) : b.constant(tensor(u8, {}, {131}));
+    GraphBuilder::V zb = nullptr;
+    if (c.zb >= 0) {
+      Tensor z(c.tb, {});
+      z.set(0, double(c.zb));
+      zb = b.constant(z);
+    }
+    b.output("y", b.matmul_integer(a, w, za, zb));
+    Graph g = b.build();
+    for (int64_t rows : {33, 300}) {
+      std::map<std::string, Tensor> in{{"a", Tensor::random(u8, {rows, k}, 7, 0, 256)}};
+      if (c.per_row) in["za"] = Tensor::random(u8, {rows}, 8, 0, 256);
+      for (const char* threads : {"2", "3"}) {
+        Options o = testing::graph_opts();
+        o["num_threads"] = threads;
+        EXPECT_TRUE(testing::matches_reference(g, in, o))
+            << dtype_name(c.tb) << " zb " << c.zb << " per row " << c.per_row << " rows " << rows
+            << " threads " << threads;
+      }
+    }
+  }
+}
+
 // Bad zero points and scales name the node, the input and give a hint; never a crash.
 TEST(Int8, ErrorsNameTheNodeAndTheValue) {
   GraphBuilder b;

@@ -75,15 +75,17 @@ struct GemmPrim {
   dnnl::memory::desc src, wei, dst;
   size_t scratch_bytes = 0;
   bool brgemm = false;  // oneDNN's JIT kernels (brg:...), not its reference loops
+  bool src_zp = false;  // takes A's zero point (one for all rows) at run time
 };
 
 // A oneDNN int8 matmul [m, k] (u8 or s8) x [k, n] (s8, plain or in the layout wmd) -> s32; null
 // where oneDNN has none or (wmd) prefers another weights layout for this m.
 std::shared_ptr<GemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n,
-                                           const dnnl::memory::desc* wmd) {
+                                           const dnnl::memory::desc* wmd, bool src_zp = false) {
   try {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     auto src = dnnl_plain_md({m, k}, src_t), dst = dnnl_plain_md({m, n}, ddt::s32);
     auto wei = wmd ? *wmd : dnnl_plain_md({k, n}, ddt::s8);
     dnnl::matmul::desc d(src, wei, dst);
@@ -96,6 +98,7 @@ std::shared_ptr<GemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int6
     p->dst = dst;
     p->scratch_bytes = pd.scratchpad_desc().get_size();
     p->brgemm = std::string(pd.impl_info_str()).rfind("brg", 0) == 0;
+    p->src_zp = src_zp;
     return p;
   } catch (const dnnl::error&) {
     return nullptr;
@@ -127,11 +130,38 @@ struct PreparedB {
   // are `block_bytes` apart: a run of blocks is a narrower B of the same layout.
   bool column_blocks = false;
   int64_t block_bytes = 0;
-  mutable std::mutex mu;  // primitives for the packed layout by (src dtype, M, N)
-  mutable std::map<std::tuple<int, int64_t, int64_t>, std::shared_ptr<GemmPrim>> prims;
+  // Where A has a zero point: B packed for a u8 A whose zero point oneDNN applies itself (the
+  // layout carries B's column sums), so no pass over C corrects for it; null where oneDNN has no
+  // such layout.
+  std::shared_ptr<dnnl::memory> packed_zp;
+  dnnl::memory::desc packed_zp_md;
+  mutable std::mutex mu;  // primitives for the packed layouts by (src dtype, M, N, zero point)
+  mutable std::map<std::tuple<int, int64_t, int64_t, bool>, std::shared_ptr<GemmPrim>> prims;
 };
 
-std::unique_ptr<PreparedB> prepare_b(const Tensor& b, int64_t rep_m) {
+// B (plain s8) reordered into the layout oneDNN picks for a [rep_m, K] u8 A, with A's zero point
+// as a run-time attribute when src_zp; null where that layout is the plain one.
+std::shared_ptr<dnnl::memory> pack_b(PreparedB& p, int64_t rep_m, bool src_zp,
+                                     dnnl::memory::desc* md) {
+  const dnnl::memory::desc any({p.k, p.n}, ddt::s8, dnnl::memory::format_tag::any);
+  dnnl::matmul::desc d(dnnl_plain_md({rep_m, p.k}, ddt::u8), any,
+                       dnnl_plain_md({rep_m, p.n}, ddt::s32));
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  dnnl::matmul::primitive_desc pd(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
+  const auto plain = dnnl_plain_md({p.k, p.n}, ddt::s8);
+  if (!pd || pd.weights_desc() == plain) return nullptr;
+  *md = pd.weights_desc();
+  auto packed = std::make_shared<dnnl::memory>(*md, dnnl_cpu_engine());
+  dnnl::memory user(plain, dnnl_cpu_engine(), p.s8.data());
+  dnnl::stream s(dnnl_cpu_engine());
+  dnnl::reorder(user, *packed).execute(s, user, *packed);
+  s.wait();
+  return packed;
+}
+
+std::unique_ptr<PreparedB> prepare_b(const Tensor& b, int64_t rep_m, bool a_zero_point) {
   auto p = std::make_unique<PreparedB>();
   p->k = b.rank() == 1 ? b.dim(0) : b.dim(-2);
   p->n = b.rank() == 1 ? 1 : b.dim(-1);
@@ -143,26 +173,19 @@ std::unique_ptr<PreparedB> prepare_b(const Tensor& b, int64_t rep_m) {
     p->colsum[size_t(i % p->n)] += p->s8[size_t(i)];
   }
   try {
-    const dnnl::memory::desc any({p->k, p->n}, ddt::s8, dnnl::memory::format_tag::any);
-    dnnl::matmul::desc d(dnnl_plain_md({rep_m, p->k}, ddt::u8), any,
-                         dnnl_plain_md({rep_m, p->n}, ddt::s32));
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::matmul::primitive_desc pd(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
-    const auto plain = dnnl_plain_md({p->k, p->n}, ddt::s8);
-    if (pd && pd.weights_desc() != plain) {
-      p->packed_md = pd.weights_desc();
-      p->packed = std::make_shared<dnnl::memory>(p->packed_md, dnnl_cpu_engine());
-      dnnl::memory user(plain, dnnl_cpu_engine(), p->s8.data());
-      dnnl::stream s(dnnl_cpu_engine());
-      dnnl::reorder(user, *p->packed).execute(s, user, *p->packed);
-      s.wait();
+    p->packed = pack_b(*p, rep_m, false, &p->packed_md);
+    if (p->packed) {
       const dnnl::memory::desc blocks({p->k, p->n}, ddt::s8, dnnl::memory::format_tag::BA16a64b4a);
       p->column_blocks = p->packed_md == blocks;
       p->block_bytes = p->packed_md.data.format_desc.blocking.strides[1];
     }
   } catch (const dnnl::error&) {
     p->packed = nullptr;
+  }
+  try {
+    if (p->packed && a_zero_point) p->packed_zp = pack_b(*p, rep_m, true, &p->packed_zp_md);
+  } catch (const dnnl::error&) {
+    p->packed_zp = nullptr;
   }
   return p;
 }
@@ -173,7 +196,7 @@ constexpr int64_t kSplitRows = 32;
 
 // Runs p on C = A W with its own stream and scratchpad, on one OpenMP thread when macs is small.
 void execute_prim(const GemmPrim& p, const void* a, const void* w, int32_t* c, int64_t macs,
-                  int threads) {
+                  int threads, int32_t zp = 0) {
   dnnl::engine& eng = dnnl_cpu_engine();
   dnnl::stream s(eng);
   void* scratch = dnnl_scratchpad(p.scratch_bytes);
@@ -188,6 +211,10 @@ void execute_prim(const GemmPrim& p, const void* a, const void* w, int32_t* c, i
                                                  dnnl::memory::format_tag::a),
                               eng, scratch));
   }
+  if (p.src_zp) {
+    args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
+                 dnnl::memory({{1}, ddt::s32, dnnl::memory::format_tag::x}, eng, &zp));
+  }
   DnnlThreads t(macs, threads);
   p.prim.execute(s, args);
   s.wait();
@@ -195,17 +222,19 @@ void execute_prim(const GemmPrim& p, const void* a, const void* w, int32_t* c, i
 
 // The primitive for m rows times n columns of the packed B (n < prep.n: a run of its 64-column
 // blocks), cached per (src dtype, m, n); null where oneDNN wants another layout.
-std::shared_ptr<GemmPrim> packed_prim(const PreparedB& prep, ddt src_t, int64_t m, int64_t n) {
+std::shared_ptr<GemmPrim> packed_prim(const PreparedB& prep, ddt src_t, int64_t m, int64_t n,
+                                      bool src_zp = false) {
   std::lock_guard<std::mutex> l(prep.mu);
-  auto key = std::make_tuple(int(src_t), m, n);
+  auto key = std::make_tuple(int(src_t), m, n, src_zp);
   auto it = prep.prims.find(key);
   if (it == prep.prims.end()) {
     if (prep.prims.size() > 64) prep.prims.clear();
     const dnnl::memory::desc wmd =
-        n == prep.n
+        src_zp ? prep.packed_zp_md
+        : n == prep.n
             ? prep.packed_md
             : dnnl::memory::desc({prep.k, n}, ddt::s8, dnnl::memory::format_tag::BA16a64b4a);
-    it = prep.prims.emplace(key, create_gemm_prim(src_t, m, prep.k, n, &wmd)).first;
+    it = prep.prims.emplace(key, create_gemm_prim(src_t, m, prep.k, n, &wmd, src_zp)).first;
   }
   return it->second;
 }
@@ -250,7 +279,7 @@ bool int_gemm_columns(const void* a, ddt src_t, const PreparedB& prep, int32_t* 
 // (bert_stack_int8's products at 512 tokens: 13.3 -> 10.4 ms, Intel Xeon with AMX). False
 // (nothing done) where oneDNN would run a part on its reference loops.
 bool int_gemm_rows(const void* a, ddt src_t, const PreparedB& prep, int32_t* c, int64_t m,
-                   ThreadPool& pool) {
+                   ThreadPool& pool, const int32_t* zp = nullptr) {
   const int64_t parts = pool.size();
   auto rows_of = [&](int64_t part, int64_t* r0) {
     *r0 = m * part / parts;
@@ -259,7 +288,7 @@ bool int_gemm_rows(const void* a, ddt src_t, const PreparedB& prep, int32_t* c, 
   std::vector<std::shared_ptr<GemmPrim>> prims(static_cast<size_t>(parts));
   for (int64_t part = 0; part < parts; part++) {
     int64_t r0 = 0;
-    prims[size_t(part)] = packed_prim(prep, src_t, rows_of(part, &r0), prep.n);
+    prims[size_t(part)] = packed_prim(prep, src_t, rows_of(part, &r0), prep.n, zp != nullptr);
     if (!prims[size_t(part)] || !prims[size_t(part)]->brgemm) return false;
   }
   const auto* pa = static_cast<const uint8_t*>(a);  // 1-byte elements, u8 or s8
@@ -267,8 +296,9 @@ bool int_gemm_rows(const void* a, ddt src_t, const PreparedB& prep, int32_t* c, 
     for (int64_t part = lo; part < hi; part++) {
       int64_t r0 = 0;
       rows_of(part, &r0);
-      execute_prim(*prims[size_t(part)], pa + r0 * prep.k, prep.packed->get_data_handle(),
-                   c + r0 * prep.n, 0, 1);
+      const dnnl::memory& w = zp ? *prep.packed_zp : *prep.packed;
+      execute_prim(*prims[size_t(part)], pa + r0 * prep.k, w.get_data_handle(), c + r0 * prep.n, 0,
+                   1, zp ? *zp : 0);
     }
   });
   return true;
@@ -339,6 +369,14 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
     if (prep && prep->column_blocks && m <= kSplitRows && prep->n >= 128 && pool.size() > 1 &&
         int_gemm_columns(a, src_t, *prep, c, m, pool)) {
       correct_zero_points(a, ta, nullptr, za, zb, c, m, k, n, pool, prep);
+      return;
+    }
+    // One zero point for all of A's rows and none left on B (s8 weights with zero point 0, u8
+    // with 128): oneDNN applies it in the product, from the column sums its layout carries.
+    if (prep && prep->packed_zp && m > kSplitRows &&
+        std::all_of(za, za + m, [&](int32_t z) { return z == za[0]; }) &&
+        std::all_of(zb, zb + n, [&](int32_t z) { return z == prep->shift; }) &&
+        int_gemm_rows(a, src_t, *prep, c, m, pool, za)) {
       return;
     }
     if (prep && prep->packed && m > kSplitRows && pool.size() > 1 &&
@@ -414,7 +452,11 @@ class MatMulIntegerKernel : public KernelBase {
       const Dim& dim = n.inputs[0]->shape[d];
       rep_m = dim.is_static() ? rep_m * dim.value() : 256;
     }
-    prep_ = prepare_b(bt, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)));
+    // A u8 A with a zero point (input 2 of both ops), as DynamicQuantizeLinear makes it, also
+    // gets B packed for oneDNN to apply that zero point itself.
+    const bool a_zp =
+        n.inputs.size() > 2 && n.inputs[2] != nullptr && n.inputs[0]->dtype == DType::u8;
+    prep_ = prepare_b(bt, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)), a_zp);
     prep_sizes_ = bt.sizes();
     prep_dtype_ = bt.dtype();
   }
