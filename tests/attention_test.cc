@@ -24,6 +24,7 @@ enum class Scale { Div, Mul, MulFirstOperand, MaskFirst };
 struct Form {
   Mask mask = Mask::None;
   Scale scale = Scale::Div;
+  float where_fill = -3.0e4f;  // the scalar of a Where mask
 };
 
 // softmax(q k^T / sqrt(d) + mask) v over q [B, H, Lq, D], kt [B, KH, D, Lk], v [B, KH, Lk, Dv].
@@ -73,7 +74,7 @@ Graph attention(DType t, const Shape& q, const Shape& kt, const Shape& v, Form f
     }
     if (f.mask == Mask::WhereKeep || f.mask == Mask::WhereFill) {
       auto cond = b.input("mask", DType::boolean, ms);
-      auto fill = b.constant(Tensor::from_floats(t, {}, {-3.0e4f}));
+      auto fill = b.constant(Tensor::from_floats(t, {}, {f.where_fill}));
       s = f.mask == Mask::WhereKeep ? b.where(cond, s, fill) : b.where(cond, fill, s);
     } else {
       s = b.add(s, b.input("mask", t, ms));
@@ -242,6 +243,64 @@ TEST(Attention, FullyMaskedRowIsNaNLikeSoftmax) {
   auto want = ref::run_graph(g, in).at("y");
   EXPECT_TRUE(std::isnan(got.get(8))) << got.str();
   EXPECT_TRUE(close_to_ref(got, want));
+}
+
+// Key blocks masked out for a tile's rows are skipped only where that changes nothing: causal
+// masks of -inf and of float's lowest value (as HF exports write them) over 3 blocks of keys,
+// added or as a Where's fill; a mask of -5, whose masked scores still count;
+// rows masked out entirely by the lowest value (a softmax over the masked scores, so no block
+// may be skipped); an infinite or NaN key in a masked-out block (the scores are no longer
+// bounded: the row becomes NaN as the reference's does); a mask applied after the scale.
+TEST(Attention, MaskedOutBlocksSkipOnlyWhereExact) {
+  const Sizes q = {1, 2, 300, 16}, kt = {1, 2, 16, 300}, v = {1, 2, 300, 16};
+  const float lowest = std::numeric_limits<float>::lowest();
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (float fill : {ninf, lowest}) {
+    // Where(causal, scores, fill) and Where(~causal, fill, scores) over 3 blocks of keys.
+    for (Mask where : {Mask::WhereKeep, Mask::WhereFill}) {
+      Graph g =
+          attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {where, Scale::Div, fill});
+      check(g, inputs(DType::f32, q, kt, v, where), "where " + std::to_string(int(where)));
+    }
+  }
+  for (Scale scale : {Scale::Div, Scale::MaskFirst}) {
+    Graph g = attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {Mask::Causal, scale});
+    for (float fill : {ninf, lowest}) {
+      auto in = inputs(DType::f32, q, kt, v, Mask::Causal);
+      for (int64_t i = 0; i < 300 * 300; i++) {
+        if (in["mask"].get(i) != 0) in["mask"].set(i, fill);
+      }
+      const std::string where =
+          std::string(fill == ninf ? "-inf" : "lowest") + " scale " + std::to_string(int(scale));
+      check(g, in, where + " causal");
+      // A mask of -5 with small queries: masked scores far below the row's max but not 0 after
+      // the exp, so no block may be skipped.
+      auto mild = in;
+      for (int64_t i = 0; i < mild["q"].numel(); i++) mild["q"].set(i, mild["q"].get(i) * 0.01);
+      for (int64_t i = 0; i < 300 * 300; i++) {
+        if (mild["mask"].get(i) != 0) mild["mask"].set(i, -5.0);
+      }
+      check(g, mild, where + " mask of -5");
+      // Rows 0-9 masked out entirely with the lowest value: a softmax over masked scores.
+      auto all = in;
+      for (int64_t i = 0; i < 10 * 300; i++) all["mask"].set(i, lowest);
+      check(g, all, where + " rows masked out");
+      // An infinite key in the last block, masked out for the first rows: NaN where the
+      // reference has it (-inf + inf), whatever the mask.
+      for (double bad :
+           {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+        auto inf_k = in;
+        inf_k["kt"].set(3 * 300 + 290, bad);  // head 0, depth 3, key 290
+        auto want = ref::run_graph(g, inf_k).at("y");
+        auto got = compile(g, graph_opts()).run(inf_k).at("y");
+        for (int64_t r = 0; r < 3; r++) {  // row 0 of head 0 sees key 0 only, unmasked
+          EXPECT_EQ(std::isnan(got.get(r * 16)), std::isnan(want.data[size_t(r * 16)]))
+              << where << " row " << r << " key " << bad;
+        }
+        EXPECT_TRUE(close_to_ref(got, want)) << where << " key " << bad;
+      }
+    }
+  }
 }
 
 // Not the chain: the scores are also an output, or the softmax is read twice. Those stay a

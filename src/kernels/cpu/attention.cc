@@ -35,7 +35,7 @@ namespace ubfuse::cpu::attention_detail {
 // Per-thread staging: the chunk's query rows, K^T and V widened to f32, the output rows being
 // accumulated with their running max and sum, and one tile of scores.
 struct Scratch {
-  std::vector<float> q, kt, v, o, m, l, s, row;
+  std::vector<float> q, kt, v, o, m, l, s, row, pack_row;
 };
 inline Scratch& scratch() {
   thread_local Scratch s;
@@ -270,6 +270,74 @@ HWY_INLINE void ScoreRowsDirect(D d, const float* HWY_RESTRICT q, size_t depth, 
   }
 }
 
+// The largest |x| of the n floats at p; +inf when one is not finite (NaN included).
+template <class D>
+HWY_INLINE float MaxAbs(D d, const float* HWY_RESTRICT p, size_t n) {
+  using V = hn::VFromD<D>;
+  const size_t N = hn::Lanes(d);
+  V mx = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) mx = hn::Max(mx, hn::Abs(hn::LoadU(d, p + i)));
+  float m = ReduceMaxF(d, mx);
+  for (; i < n; i++) m = std::max(m, std::abs(p[i]));
+  bool finite = std::isfinite(m);
+  for (size_t k = 0; k < n && finite; k++) finite = std::isfinite(p[k]);  // Max drops a NaN
+  return finite ? m : std::numeric_limits<float>::infinity();
+}
+
+// One mask element as f32 (a bool mask's 0 or 1).
+template <typename TM>
+HWY_INLINE float MaskValue(TM v) {
+  if constexpr (std::is_same_v<TM, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<TM, uint8_t>) {
+    return float(v);
+  } else {
+    uint16_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    return std::is_same_v<TM, hwy::bfloat16_t> ? bf16_to_f32(bits) : f16_to_f32(bits);
+  }
+}
+
+// How far below a row's running max every score of a block must be for the block to add
+// exactly nothing to that row: exp(-1e30) is 0 in every exp this kernel uses.
+constexpr float kSkipMargin = 1e30f;
+
+// Whether the scores of the block for the `real` rows of a tile, after the mask step (the last
+// step), all lie kSkipMargin or more below their rows' running maxima m: each score before the
+// mask is at most `bound` in magnitude, so a masked-out score is at most mask + bound (an added
+// mask) or the fill value (a Where); then the block changes no row's max, sum or output and is
+// skipped. Rows whose max is still -inf take every block.
+template <typename TM>
+HWY_INLINE bool BlockMaskedOut(const cpu::AttentionStep& st, float bound, const TM* mask,
+                               int64_t i0, int64_t i1, size_t r0, size_t real, int64_t j0,
+                               size_t nj, int64_t row_stride, int64_t col_stride, const float* m) {
+  const bool add = st.kind == cpu::AttentionStep::kAddMask;
+  // An added mask keeps what the scores are: an infinite or NaN one (bound not finite) makes the
+  // masked score NaN. A Where replaces them whatever they are.
+  if (add && !std::isfinite(bound)) return false;
+  for (size_t r = 0; r < real; r++) {
+    const float mr = m[r0 + r];
+    if (!(mr > -std::numeric_limits<float>::infinity())) return false;
+    const int64_t i = std::min(i0 + int64_t(r0 + r), i1 - 1);
+    const TM* mrow = mask + i * row_stride + j0 * col_stride;
+    const size_t n = col_stride == 0 ? 1 : nj;
+    float top = -std::numeric_limits<float>::infinity();
+    for (size_t j = 0; j < n; j++) {
+      const float mv = MaskValue(mrow[j]);
+      if (add) {
+        top = std::max(top, mv + bound);
+        if (std::isnan(mv)) return false;
+      } else if ((mv == 1.0f) == st.keep_when_true) {
+        return false;  // a kept score
+      }
+    }
+    if (!add) top = st.scalar;
+    if (!(top < mr - kSkipMargin)) return false;
+  }
+  return true;
+}
+
 // Widens n elements of src (dtype t) into dst; a copy for f32.
 template <typename T>
 void Widen(const T* src, float* dst, size_t n) {
@@ -323,6 +391,22 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   const T* kt = static_cast<const T*>(p.kt) + p.kt_off[size_t(b)];
   const T* v = static_cast<const T*>(p.v) + p.v_off[size_t(b)];
   const TM* mask = p.mask ? static_cast<const TM*>(p.mask) + p.mask_off[size_t(b)] : nullptr;
+  // Blocks masked out for a tile's rows (a causal mask's upper triangle) are skipped where that
+  // is exact: the mask is the last step, and the scores before it are bounded by
+  // depth * max|q| * max|k| times the steps' factors (BlockMaskedOut).
+  const bool mask_last = mask && first_step < p.steps.size() &&
+                         (p.steps.back().kind == cpu::AttentionStep::kAddMask ||
+                          p.steps.back().kind == cpu::AttentionStep::kWhere);
+  float gain = float(depth);
+  std::vector<float>& qmax = sc.row;  // per tile
+  if (mask_last) {
+    for (size_t k = first_step; k + 1 < p.steps.size(); k++) {
+      const float f = std::abs(p.steps[k].scalar);
+      gain *= p.steps[k].kind == cpu::AttentionStep::kMul ? f : 1.0f / f;
+    }
+    ad::fit(qmax, tiles);
+    for (size_t t = 0; t < tiles; t++) qmax[t] = MaxAbs(d, q + t * kRows * depth, kRows * depth);
+  }
   for (size_t j0 = 0; j0 < lk; j0 += kKeyBlock) {
     const size_t nj = std::min(kKeyBlock, lk - j0);
     const size_t njv = (nj + N - 1) / N * N;
@@ -332,11 +416,21 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
       for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * kKeyBlock);
     } else if (!direct) {
       PackTransposed(d, kt + j0 * depth, nj, njv, depth, ktp, kKeyBlock,
-                     ad::aligned(sc.row, depth + N));
+                     ad::aligned(sc.pack_row, depth + N));
+    }
+    const bool may_skip = mask_last && !direct;
+    float kmax = 0.0f;
+    if (may_skip) {
+      for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * kKeyBlock, nj));
     }
     for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * dv, dv, vp + j * ldo);
     for (size_t t = 0; t < tiles; t++) {
       const size_t r0 = t * kRows;
+      if (may_skip && BlockMaskedOut(p.steps.back(), gain * qmax[t] * kmax, mask, i0, i1, r0,
+                                     std::min(kRows, rows - r0), int64_t(j0), nj, p.mask_row_stride,
+                                     p.mask_col_stride, sc.m.data())) {
+        continue;
+      }
       if (direct) {
         ScoreRowsDirect(d, q + r0 * depth, depth, rows, kt + j0 * depth, nj, s, lds);
       } else {
