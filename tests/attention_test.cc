@@ -245,12 +245,19 @@ TEST(Attention, FullyMaskedRowIsNaNLikeSoftmax) {
   EXPECT_TRUE(close_to_ref(got, want));
 }
 
+// A deep copy of the inputs (copies of a Tensor share its buffer).
+std::map<std::string, Tensor> cloned(const std::map<std::string, Tensor>& in) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : in) out[name] = t.clone();
+  return out;
+}
+
 // Key blocks masked out for a tile's rows are skipped only where that changes nothing: causal
 // masks of -inf and of float's lowest value (as HF exports write them) over 3 blocks of keys,
 // added or as a Where's fill; a mask of -5, whose masked scores still count;
 // rows masked out entirely by the lowest value (a softmax over the masked scores, so no block
-// may be skipped); an infinite or NaN key in a masked-out block (the scores are no longer
-// bounded: the row becomes NaN as the reference's does); a mask applied after the scale.
+// may be skipped); an infinite or NaN key or value in a masked-out block, and scores that
+// overflow (the rows become NaN as the reference's do); a mask applied after the scale.
 TEST(Attention, MaskedOutBlocksSkipOnlyWhereExact) {
   const Sizes q = {1, 2, 300, 16}, kt = {1, 2, 16, 300}, v = {1, 2, 300, 16};
   const float lowest = std::numeric_limits<float>::lowest();
@@ -275,21 +282,21 @@ TEST(Attention, MaskedOutBlocksSkipOnlyWhereExact) {
       check(g, in, where + " causal");
       // A mask of -5 with small queries: masked scores far below the row's max but not 0 after
       // the exp, so no block may be skipped.
-      auto mild = in;
+      auto mild = cloned(in);
       for (int64_t i = 0; i < mild["q"].numel(); i++) mild["q"].set(i, mild["q"].get(i) * 0.01);
       for (int64_t i = 0; i < 300 * 300; i++) {
         if (mild["mask"].get(i) != 0) mild["mask"].set(i, -5.0);
       }
       check(g, mild, where + " mask of -5");
       // Rows 0-9 masked out entirely with the lowest value: a softmax over masked scores.
-      auto all = in;
+      auto all = cloned(in);
       for (int64_t i = 0; i < 10 * 300; i++) all["mask"].set(i, lowest);
       check(g, all, where + " rows masked out");
       // An infinite key in the last block, masked out for the first rows: NaN where the
       // reference has it (-inf + inf), whatever the mask.
       for (double bad :
            {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
-        auto inf_k = in;
+        auto inf_k = cloned(in);
         inf_k["kt"].set(3 * 300 + 290, bad);  // head 0, depth 3, key 290
         auto want = ref::run_graph(g, inf_k).at("y");
         auto got = compile(g, graph_opts()).run(inf_k).at("y");
@@ -298,7 +305,21 @@ TEST(Attention, MaskedOutBlocksSkipOnlyWhereExact) {
               << where << " row " << r << " key " << bad;
         }
         EXPECT_TRUE(close_to_ref(got, want)) << where << " key " << bad;
+        // The same in a value: a masked key adds 0 * v, NaN where v is not.
+        auto bad_v = cloned(in);
+        bad_v["v"].set(290 * 16 + 2, bad);  // head 0, key 290, column 2
+        EXPECT_TRUE(close_to_ref(compile(g, graph_opts()).run(bad_v).at("y"),
+                                 ref::run_graph(g, bad_v).at("y")))
+            << where << " value " << bad;
       }
+      // Queries and keys so large that their product overflows: the scores are infinite, and
+      // the masked ones NaN in the reference (-inf + inf) or after the scale.
+      auto huge = cloned(in);
+      huge["q"].set(40 * 16 + 3, 1e19);     // head 0, row 40, depth 3
+      huge["kt"].set(3 * 300 + 280, 1e19);  // head 0, depth 3, key 280
+      EXPECT_TRUE(
+          close_to_ref(compile(g, graph_opts()).run(huge).at("y"), ref::run_graph(g, huge).at("y")))
+          << where << " overflowing scores";
     }
   }
 }

@@ -298,11 +298,11 @@ TEST(Int8, MatMulIntegerZeroPointInTheProduct) {
   const int64_t k = 96, n = 200;
   struct Case {
     DType tb;
-    int zb;       // B's zero point: -1 none, else this value for every column
+    int zb;        // B's zero point: -1 none, else this value for every column
     bool per_row;  // A's zero point per row
   };
-  for (Case c : {Case{i8, -1, false}, Case{i8, 0, false}, Case{u8, 128, false},
-                 Case{u8, 3, false}, Case{i8, 0, true}}) {
+  for (Case c : {Case{i8, -1, false}, Case{i8, 0, false}, Case{u8, 128, false}, Case{u8, 3, false},
+                 Case{i8, 0, true}}) {
     const double blo = c.tb == i8 ? -128 : 0;
     GraphBuilder b;
     auto a = b.input("a", u8, {"rows", k});
@@ -326,6 +326,38 @@ TEST(Int8, MatMulIntegerZeroPointInTheProduct) {
             << dtype_name(c.tb) << " zb " << c.zb << " per row " << c.per_row << " rows " << rows
             << " threads " << threads;
       }
+    }
+  }
+}
+
+// Sums past 2^24 stay exact (int32 arithmetic, not f32): K = 3072 with a column of 127s and A of
+// 255s, where the product's column reaches 99.5M; with A's zero point of 131.
+TEST(Int8, MatMulIntegerLargeSumsAreExact) {
+  const int64_t k = 3072, n = 130;
+  Tensor w = Tensor::random(i8, {k, n}, 41, -128, 128);
+  for (int64_t q = 0; q < k; q++) {
+    w.set(q * n + 5, 127);
+    w.set(q * n + 77, -128);
+  }
+  GraphBuilder b;
+  auto a = b.input("a", u8, {"rows", k});
+  auto za = b.constant(tensor(u8, {}, {131}));
+  b.output("y", b.matmul_integer(a, b.constant(w), za, nullptr));
+  Graph g = b.build();
+  for (int64_t rows : {3, 40, 300}) {
+    Tensor av = Tensor::random(u8, {rows, k}, 42, 0, 256);
+    for (int64_t i = 0; i < k; i++) av.set(i, 255);  // row 0: all 255
+    std::map<std::string, Tensor> in{{"a", av}};
+    auto want = ref::run_graph(g, in).at("y");
+    for (const char* threads : {"1", "2"}) {
+      Options o = testing::graph_opts();
+      o["num_threads"] = threads;
+      auto got = compile(g, o).run(in).at("y");
+      int64_t bad = 0;
+      for (int64_t i = 0; i < got.numel(); i++) bad += got.get(i) != want.data[size_t(i)];
+      EXPECT_EQ(bad, 0) << rows << " rows, " << threads
+                        << " threads; column 5 of row 0: " << got.get(5) << " against "
+                        << want.data[5];
     }
   }
 }

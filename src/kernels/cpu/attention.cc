@@ -275,14 +275,22 @@ template <class D>
 HWY_INLINE float MaxAbs(D d, const float* HWY_RESTRICT p, size_t n) {
   using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
+  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
   V mx = hn::Zero(d);
+  auto finite = hn::Eq(mx, mx);  // Max drops a NaN: the lanes' |x| < inf are tracked apart
   size_t i = 0;
-  for (; i + N <= n; i += N) mx = hn::Max(mx, hn::Abs(hn::LoadU(d, p + i)));
+  for (; i + N <= n; i += N) {
+    const V a = hn::Abs(hn::LoadU(d, p + i));
+    mx = hn::Max(mx, a);
+    finite = hn::And(finite, hn::Lt(a, inf));
+  }
   float m = ReduceMaxF(d, mx);
-  for (; i < n; i++) m = std::max(m, std::abs(p[i]));
-  bool finite = std::isfinite(m);
-  for (size_t k = 0; k < n && finite; k++) finite = std::isfinite(p[k]);  // Max drops a NaN
-  return finite ? m : std::numeric_limits<float>::infinity();
+  bool ok = hn::AllTrue(d, finite);
+  for (; i < n; i++) {
+    m = std::max(m, std::abs(p[i]));
+    ok = ok && std::isfinite(p[i]);
+  }
+  return ok ? m : std::numeric_limits<float>::infinity();
 }
 
 // One mask element as f32 (a bool mask's 0 or 1).
@@ -397,13 +405,22 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   const bool mask_last = mask && first_step < p.steps.size() &&
                          (p.steps.back().kind == cpu::AttentionStep::kAddMask ||
                           p.steps.back().kind == cpu::AttentionStep::kWhere);
-  float gain = float(depth);
+  // The bound on a tile's scores before the mask: depth max|q| max|k| (the raw product), then
+  // each step's factor in turn, every partial below half of float's max so that no step's
+  // result overflows (an infinite score times a factor of 0 would be NaN); +inf otherwise.
+  const auto score_bound = [&](float qm, float km) {
+    const double half = 0.5 * double(std::numeric_limits<float>::max());
+    double bnd = double(depth) * double(qm) * double(km);
+    if (!(bnd <= half)) return std::numeric_limits<float>::infinity();
+    for (size_t k = first_step; k + 1 < p.steps.size(); k++) {
+      const double f = std::abs(double(p.steps[k].scalar));
+      bnd = p.steps[k].kind == cpu::AttentionStep::kMul ? bnd * f : bnd / f;
+      if (!(bnd <= half)) return std::numeric_limits<float>::infinity();
+    }
+    return float(bnd);
+  };
   std::vector<float>& qmax = sc.row;  // per tile
   if (mask_last) {
-    for (size_t k = first_step; k + 1 < p.steps.size(); k++) {
-      const float f = std::abs(p.steps[k].scalar);
-      gain *= p.steps[k].kind == cpu::AttentionStep::kMul ? f : 1.0f / f;
-    }
     ad::fit(qmax, tiles);
     for (size_t t = 0; t < tiles; t++) qmax[t] = MaxAbs(d, q + t * kRows * depth, kRows * depth);
   }
@@ -418,15 +435,18 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
       PackTransposed(d, kt + j0 * depth, nj, njv, depth, ktp, kKeyBlock,
                      ad::aligned(sc.pack_row, depth + N));
     }
-    const bool may_skip = mask_last && !direct;
+    for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * dv, dv, vp + j * ldo);
+    // A masked key adds 0 * v[j] to the outputs: NaN where v is not finite, so such a block is
+    // never skipped.
+    bool may_skip = mask_last && !direct;
     float kmax = 0.0f;
     if (may_skip) {
       for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * kKeyBlock, nj));
+      may_skip = std::isfinite(MaxAbs(d, vp, nj * ldo));
     }
-    for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * dv, dv, vp + j * ldo);
     for (size_t t = 0; t < tiles; t++) {
       const size_t r0 = t * kRows;
-      if (may_skip && BlockMaskedOut(p.steps.back(), gain * qmax[t] * kmax, mask, i0, i1, r0,
+      if (may_skip && BlockMaskedOut(p.steps.back(), score_bound(qmax[t], kmax), mask, i0, i1, r0,
                                      std::min(kRows, rows - r0), int64_t(j0), nj, p.mask_row_stride,
                                      p.mask_col_stride, sc.m.data())) {
         continue;

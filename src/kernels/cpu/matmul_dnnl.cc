@@ -247,8 +247,10 @@ class MatMulKernel : public KernelBase {
   // oneDNN would run a part on other than a JIT kernel with the packed weights.
   bool run_split(const float* a, float* c, int64_t M, int64_t K, int64_t N,
                  ThreadPool& pool) const {
-    const int64_t panels = (N + 63) / 64, parts = pool.size();
     const bool columns = by_columns(M, K, N, pool.size());
+    // Runs of at least kSplitPanelsPerPart panels, or of at least one row: no part is empty.
+    const int64_t panels = (N + 63) / 64,
+                  parts = columns ? pool.size() : std::min<int64_t>(pool.size(), M);
     // Part q's first row or column and its count.
     auto range_of = [&](int64_t q, int64_t* first) {
       if (!columns) {

@@ -132,7 +132,7 @@ struct PreparedB {
   int64_t block_bytes = 0;
   // Where A has a zero point: B packed for a u8 A whose zero point oneDNN applies itself (the
   // layout carries B's column sums), so no pass over C corrects for it; null where oneDNN has no
-  // such layout.
+  // such layout or its f32 arithmetic would not be exact (prepare_b).
   std::shared_ptr<dnnl::memory> packed_zp;
   dnnl::memory::desc packed_zp_md;
   mutable std::mutex mu;  // primitives for the packed layouts by (src dtype, M, N, zero point)
@@ -182,8 +182,20 @@ std::unique_ptr<PreparedB> prepare_b(const Tensor& b, int64_t rep_m, bool a_zero
   } catch (const dnnl::error&) {
     p->packed = nullptr;
   }
+  // oneDNN applies a zero point in f32 after the s32 product (its post-ops), exact while every
+  // term is below 2^24: |A B'| and |za colsum| are at most 255 times B's largest column sum of
+  // |b'|, so only weights within that bound get the layout ([3072, 768] of the dynamic quantizer's
+  // BERT reaches 104K: 26.6M).
+  int64_t abs_colsum = 0;
+  for (int64_t j = 0; j < p->n && a_zero_point; j++) {
+    int64_t sum = 0;
+    for (int64_t q = 0; q < p->k; q++) sum += std::abs(int64_t(p->s8[size_t(q * p->n + j)]));
+    abs_colsum = std::max(abs_colsum, sum);
+  }
   try {
-    if (p->packed && a_zero_point) p->packed_zp = pack_b(*p, rep_m, true, &p->packed_zp_md);
+    if (p->packed && a_zero_point && 255 * abs_colsum < (int64_t(1) << 24)) {
+      p->packed_zp = pack_b(*p, rep_m, true, &p->packed_zp_md);
+    }
   } catch (const dnnl::error&) {
     p->packed_zp = nullptr;
   }
@@ -280,7 +292,7 @@ bool int_gemm_columns(const void* a, ddt src_t, const PreparedB& prep, int32_t* 
 // (nothing done) where oneDNN would run a part on its reference loops.
 bool int_gemm_rows(const void* a, ddt src_t, const PreparedB& prep, int32_t* c, int64_t m,
                    ThreadPool& pool, const int32_t* zp = nullptr) {
-  const int64_t parts = pool.size();
+  const int64_t parts = std::min<int64_t>(pool.size(), m);  // no empty parts
   auto rows_of = [&](int64_t part, int64_t* r0) {
     *r0 = m * part / parts;
     return m * (part + 1) / parts - *r0;
@@ -373,7 +385,7 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
     }
     // One zero point for all of A's rows and none left on B (s8 weights with zero point 0, u8
     // with 128): oneDNN applies it in the product, from the column sums its layout carries.
-    if (prep && prep->packed_zp && m > kSplitRows &&
+    if (prep && prep->packed_zp && src_t == ddt::u8 && m > kSplitRows &&
         std::all_of(za, za + m, [&](int32_t z) { return z == za[0]; }) &&
         std::all_of(zb, zb + n, [&](int32_t z) { return z == prep->shift; }) &&
         int_gemm_rows(a, src_t, *prep, c, m, pool, za)) {
