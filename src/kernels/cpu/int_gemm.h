@@ -1,0 +1,32 @@
+// The integer product of MatMulInteger, QLinearMatMul and ConvInteger (int_gemm.cc): oneDNN's
+// int8 matmul where the CPU has VNNI, with constant weights made ready once, else a plain loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/thread_pool.h"
+#include "ubfuse/dtype.h"
+#include "ubfuse/tensor.h"
+
+namespace ubfuse::cpu {
+
+// Element i of an i8 or u8 buffer.
+int32_t load8(const void* p, DType t, int64_t i);
+
+// Whether products run on oneDNN (a CPU with VNNI, and UBFUSE_INT8_NO_ONEDNN unset or not 1).
+bool int8_uses_onednn();
+
+// A constant B (i8 or u8, [K, N] or [K]) made ready for oneDNN once: as s8, its column sums, and
+// in oneDNN's layouts for a representative M (a_zero_point: also one in which oneDNN applies A's
+// zero point itself). Null fields where oneDNN has no such layout.
+struct PreparedB;
+std::shared_ptr<const PreparedB> prepare_int_b(const Tensor& b, int64_t rep_m, bool a_zero_point);
+
+// C [m, n] (ldc n) = (A - za) (B - zb); A [m, k] row-major (lda k), B [k, n] (ldb n); za has m
+// values, zb n, in i32. prep: B made ready beforehand (a constant), or null.
+void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* za,
+              const int32_t* zb, int32_t* c, int64_t m, int64_t k, int64_t n, ThreadPool& pool,
+              const PreparedB* prep = nullptr);
+
+}  // namespace ubfuse::cpu
