@@ -61,7 +61,13 @@ struct RunStats {
   // (output and workspace setup, operand views, launching).
   double total_us = 0, plan_us = 0, kernels_us = 0;
   bool plan_built = false;  // this call built the plan for a new shape (or shape values)
+  // With a KvCache (run_with_cache): rows appended in place over its pairs, and how many times a
+  // kernel that cannot read a cache's buffer in place got a dense copy of its rows instead.
+  int64_t kv_rows_appended = 0;
+  int kv_dense_copies = 0;
 };
+
+class KvCache;
 
 class Executor;
 
@@ -80,6 +86,16 @@ class CompiledModel {
   void run_into(const std::map<std::string, Tensor>& inputs, std::map<std::string, Tensor>& outputs,
                 RunStats* stats = nullptr) const;
 
+  // A decoder's self-attention cache kept in place: see KvCache. `dims` gives the symbolic dims
+  // of the past inputs other than the sequence axis (e.g. {"batch_size", 1}). Throws Error when
+  // the model has no past/present pair a Concat links (the message says why for each input).
+  KvCache make_kv_cache(int64_t max_length, const SymbolBindings& dims = {}) const;
+  // run_into with the past inputs taken from `cache` (leave them out of `inputs`) and the present
+  // outputs appended to it in place (they are not in `outputs`); the cache grows by the rows
+  // the call adds.
+  void run_with_cache(const std::map<std::string, Tensor>& inputs, KvCache& cache,
+                      std::map<std::string, Tensor>& outputs, RunStats* stats = nullptr) const;
+
   const std::vector<KernelInfo>& kernels() const;
   const std::vector<FusionDecision>& decisions() const;
   CompileStats stats() const;
@@ -95,6 +111,38 @@ class CompiledModel {
 
  private:
   std::shared_ptr<const Executor> executor_;
+};
+
+// A decoder's KV cache in buffers of a maximum length (CompiledModel::make_kv_cache). Each pair is
+// a past input and the present output a Concat makes of it and the call's new rows along one
+// axis; its buffer has present's sizes with that axis at max_length. run_with_cache passes the
+// rows so far as the past and writes only the new rows, so a step never copies the past, and
+// the kernels that read present (attention, Transpose, Expand) read the buffer in place (others
+// get a dense copy, counted in RunStats::kv_dense_copies). One sequence: not for concurrent runs.
+class KvCache {
+ public:
+  struct Pair {
+    std::string past, present;
+    int axis = 0;   // the sequence axis, the Concat's
+    Tensor buffer;  // present's sizes with `axis` at max_length; rows [0, length()) are valid
+  };
+  int64_t length() const { return length_; }  // rows held: the next call's past length
+  int64_t max_length() const { return max_length_; }
+  const std::vector<Pair>& pairs() const { return pairs_; }
+  void reset() { length_ = 0; }  // start a new sequence (the buffers are kept)
+  // The rows so far of one present output, as a dense tensor (a copy).
+  Tensor rows(const std::string& present) const;
+
+ private:
+  friend class Executor;
+  const void* owner_ = nullptr;  // the executor it was made for
+  std::vector<Pair> pairs_;
+  struct Slot {
+    int input = -1, output = -1;  // graph input (past), graph output (present)
+    size_t kernel = 0;            // the Concat's kernel
+  };
+  std::vector<Slot> slots_;
+  int64_t length_ = 0, max_length_ = 0;
 };
 
 }  // namespace ubfuse

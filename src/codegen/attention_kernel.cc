@@ -90,9 +90,15 @@ class AttentionKernel : public Kernel {
     p.d = d;
     p.dv = dv;
     p.q_off = batch_offsets(q.sizes(), batch);
-    p.kt_off = batch_offsets(kt.sizes(), batch);
+    // K (as rows) and V may lead larger buffers along their rows (a KV cache's rows so far):
+    // their matrices then lie the buffer's row count apart, their rows still D apart.
+    auto storage = [&](int i, const Tensor& t) -> const Sizes& {
+      if (!ctx.in_storage || (*ctx.in_storage)[size_t(i)].empty()) return t.sizes();
+      return (*ctx.in_storage)[size_t(i)];
+    };
+    p.kt_off = batch_offsets(storage(kt_, kt), batch);
     p.k_rows = k_rows_;
-    p.v_off = batch_offsets(v.sizes(), batch);
+    p.v_off = batch_offsets(storage(v_, v), batch);
     p.out_off = batch_offsets(o.sizes(), batch);
     for (size_t i = 0; i < match_.steps.size(); i++) {
       const Node* s = match_.steps[i];
@@ -125,6 +131,14 @@ class AttentionKernel : public Kernel {
       p.steps.push_back(st);
     }
     cpu::run_attention(p, *ctx.pool);
+  }
+  bool reads_pitched(size_t i, int axis, int rank) const override {
+    const bool kv = (int(i) == kt_ && k_rows_) || int(i) == v_;
+    bool elsewhere = int(i) == q_;  // the same value as Q or a step's operand is read densely
+    for (size_t k = 0; k < operands_.size(); k++) {
+      elsewhere |= operands_[k] == int(i) || fills_[k] == int(i);
+    }
+    return kv && !elsewhere && axis == rank - 2;
   }
 
  private:

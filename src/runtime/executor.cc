@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "runtime/kv_cache.h"
 #include "runtime/trace_hook.h"
 #include "ubfuse/error.h"
 
@@ -270,22 +271,81 @@ std::shared_ptr<const Plan> Executor::plan_for(const SymbolBindings& b,
 }
 
 void Executor::run(const std::map<std::string, Tensor>& inputs,
-                   std::map<std::string, Tensor>& outputs, bool allocate_outputs,
-                   RunStats* stats) const {
+                   std::map<std::string, Tensor>& outputs, bool allocate_outputs, RunStats* stats,
+                   KvCache* kv) const {
   const Graph& graph = exe_->graph;
+  const auto& gouts = graph.outputs();
   const int64_t t_call = now_ns();
   RunStats local;
-  SymbolBindings b = bind_inputs(inputs);
-  auto plan = plan_for(b, inputs, &local.plan_built);
+  // With a KV cache: its pairs by graph output and by kernel, and its rows so far as the pasts.
+  std::vector<int> pair_of_output, pair_of_kernel;
+  std::map<std::string, Tensor> with_past;
+  const std::map<std::string, Tensor>& ins = kv ? with_past : inputs;
+  if (kv) {
+    if (kv->owner_ != this) {
+      throw Error("run_with_cache: the KV cache was made by another model's make_kv_cache");
+    }
+    with_past = inputs;
+    pair_of_output.assign(gouts.size(), -1);
+    pair_of_kernel.assign(exe_->kernels.size(), -1);
+    for (size_t j = 0; j < kv->pairs_.size(); j++) {
+      const KvCache::Pair& p = kv->pairs_[j];
+      if (inputs.count(p.past)) {
+        throw Error("input '" + p.past + "' comes from the KV cache; hint: leave it out of " +
+                    "run_with_cache's inputs (reset() the cache to start a new sequence)");
+      }
+      Sizes s = p.buffer.sizes();
+      s[size_t(p.axis)] = kv->length_;
+      with_past[p.past] = Tensor::view(p.buffer.dtype(), s, p.buffer.data());
+      pair_of_output[size_t(kv->slots_[j].output)] = int(j);
+      pair_of_kernel[kv->slots_[j].kernel] = int(j);
+    }
+  }
+  SymbolBindings b;
+  try {
+    b = bind_inputs(ins);
+  } catch (const Error& e) {
+    if (!kv) throw;
+    throw Error(std::string(e.what()) + " (the past inputs come from the KV cache, sized by " +
+                "make_kv_cache's dims)");
+  }
+  auto plan = plan_for(b, ins, &local.plan_built);
   const int64_t t_planned = now_ns();
+  int64_t kv_rows = 0;  // rows this call adds to the cache
+  if (kv) {
+    for (size_t j = 0; j < kv->pairs_.size(); j++) {
+      const KvCache::Pair& p = kv->pairs_[j];
+      const Sizes& want = plan->output_sizes[size_t(kv->slots_[j].output)];
+      const int64_t rows = want[size_t(p.axis)];
+      Sizes fits = p.buffer.sizes();
+      fits[size_t(p.axis)] = rows;
+      if (want != fits) {
+        throw Error("present '" + p.present + "' is " + sizes_str(want) +
+                    " but the KV cache holds " + sizes_str(p.buffer.sizes()) + " along axis " +
+                    std::to_string(p.axis) + "; hint: make_kv_cache with these dims");
+      }
+      if (rows > kv->max_length_) {
+        throw Error("the KV cache is full: present '" + p.present + "' needs " +
+                    std::to_string(rows) + " rows but max_length is " +
+                    std::to_string(kv->max_length_) +
+                    "; hint: make_kv_cache with a larger max_length, or reset() it");
+      }
+      if (j > 0 && rows - kv->length_ != kv_rows) {
+        throw Error("present '" + p.present + "' adds " + std::to_string(rows - kv->length_) +
+                    " rows but '" + kv->pairs_[0].present + "' adds " + std::to_string(kv_rows) +
+                    "; a KV cache's pairs grow together");
+      }
+      kv_rows = rows - kv->length_;
+    }
+  }
   // The caller's tensors by graph input and output index, as the plan's buffers name them.
   std::vector<const Tensor*> in_t, out_t;
-  for (auto* in : graph.inputs()) in_t.push_back(&inputs.at(in->name));
-  const auto& gouts = graph.outputs();
+  for (auto* in : graph.inputs()) in_t.push_back(&ins.at(in->name));
   for (size_t i = 0; i < gouts.size(); i++) {
     const std::string& name = gouts[i].first;
     const Value* v = gouts[i].second;
     const Sizes& want = plan->output_sizes[i];
+    if (kv && pair_of_output[i] >= 0) continue;  // in the cache
     auto it = outputs.find(name);
     if (allocate_outputs || it == outputs.end() || !it->second.defined()) {
       outputs[name] = Tensor(v->dtype, want);
@@ -295,7 +355,11 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
                   std::string(dtype_name(v->dtype)) + sizes_str(want));
     }
   }
-  for (auto& [name, _] : gouts) out_t.push_back(&outputs.at(name));
+  for (size_t i = 0; i < gouts.size(); i++) {
+    const bool cached = kv && pair_of_output[i] >= 0;
+    out_t.push_back(cached ? &kv->pairs_[size_t(pair_of_output[i])].buffer
+                           : &outputs.at(gouts[i].first));
+  }
   auto ws = acquire_workspace();
   struct Release {
     const Executor* e;
@@ -337,6 +401,25 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
     t.assign_view(r.dtype, *r.sizes, base);
   };
 
+  // A cache pair's rows as one dense tensor, gathered once per call for the kernels (and output
+  // copies) that cannot read the buffer in place.
+  std::vector<char> kv_gathered(kv ? kv->pairs_.size() : 0, 0);
+  auto kv_dense = [&](size_t j) -> const Tensor& {
+    const KvCache::Pair& p = kv->pairs_[j];
+    if (ws->kv_dense.size() <= j) ws->kv_dense.resize(j + 1);
+    Tensor& d = ws->kv_dense[j];
+    if (!kv_gathered[j]) {
+      Sizes s = p.buffer.sizes();
+      s[size_t(p.axis)] = kv->length_ + kv_rows;
+      if (!d.defined() || d.sizes() != s || d.dtype() != p.buffer.dtype()) {
+        d = Tensor(p.buffer.dtype(), s);
+      }
+      copy_rows(p.buffer, p.axis, kv->length_ + kv_rows, d, exe_->run.pool);
+      kv_gathered[j] = 1;
+      local.kv_dense_copies++;
+    }
+    return d;
+  };
   ExecContext ctx = context(*ws);
   TraceSink* sink = active_trace_sink();
   // Kept by the workspace, so that rebinding them reuses their sizes' storage (what they view
@@ -354,10 +437,41 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
     out.resize(ops.outputs.size());
     for (size_t i = 0; i < in.size(); i++) bind(ops.inputs[i], in[i]);
     for (size_t i = 0; i < out.size(); i++) bind(ops.outputs[i], out[i]);
+    const int pair = kv ? pair_of_kernel[k] : -1;  // the Concat that makes a cached present
+    ctx.in_storage = nullptr;
+    if (kv && pair < 0) {
+      // Operands that read a cached present: in place when the kernel can, else a dense copy.
+      ws->in_storage.resize(in.size());
+      for (auto& st : ws->in_storage) st.clear();
+      for (size_t i = 0; i < in.size(); i++) {
+        const BufferRef& r = ops.inputs[i];
+        const int j = r.kind == BufferRef::Kind::Output ? pair_of_output[size_t(r.index)] : -1;
+        if (j < 0) continue;
+        const KvCache::Pair& p = kv->pairs_[size_t(j)];
+        const int64_t rows = kv->length_ + kv_rows;
+        auto pv = pitched_view(p.buffer.sizes(), p.axis, rows, *r.sizes);
+        if (pv && kern.reads_pitched(i, pv->axis, int(r.sizes->size()))) {
+          ws->in_storage[i] = pv->storage;
+          ctx.in_storage = &ws->in_storage;
+        } else {
+          in[i].assign_view(r.dtype, *r.sizes, kv_dense(size_t(j)).data());
+        }
+      }
+    }
     ctx.extra_bytes_read = 0;
     ctx.variant_used.clear();
     const int64_t t0 = now_ns();
-    kern.run(in, out, ctx);
+    if (pair >= 0) {  // write only the new rows, after the rows so far
+      const KvCache::Pair& p = kv->pairs_[size_t(pair)];
+      append_rows(p.buffer, p.axis, kv->length_, in[1], exe_->run.pool);
+      local.kv_rows_appended += kv_rows;
+      ctx.variant_used = "kv cache in place";
+      in[0] = in[1];  // what it read and wrote: the new rows only
+      in.resize(1);
+      out[0].assign_view(in[0].dtype(), in[0].sizes(), out[0].data());
+    } else {
+      kern.run(in, out, ctx);
+    }
     const int64_t t1 = now_ns();
     local.kernels_us += double(t1 - t0) * 1e-3;
     int64_t br = ctx.extra_bytes_read, bw = 0;
@@ -388,9 +502,14 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
   for (auto& c : plan->output_copies) {
     Tensor src;
     bind(c.from, src);
+    if (kv && c.from.kind == BufferRef::Kind::Output && pair_of_output[size_t(c.from.index)] >= 0) {
+      src.assign_view(c.from.dtype, *c.from.sizes,
+                      kv_dense(size_t(pair_of_output[size_t(c.from.index)])).data());
+    }
     const Tensor& dst = *out_t[size_t(c.output)];
     if (src.data() != dst.data()) std::memcpy(dst.data(), src.data(), dst.nbytes());
   }
+  if (kv) kv->length_ += kv_rows;
   local.plan_us = double(t_planned - t_call) * 1e-3;
   local.total_us = double(now_ns() - t_call) * 1e-3;
   if (stats) *stats = local;

@@ -20,6 +20,8 @@ struct Workspace {
   std::vector<Tensor> ubs;          // one per worker
   std::vector<char> block_scratch;  // ExecContext::block_scratch
   std::vector<Tensor> in, out;      // the operands of the kernel running, rebound per kernel
+  std::vector<Sizes> in_storage;    // ExecContext::in_storage of the kernel running
+  std::vector<Tensor> kv_dense;     // per KvCache pair: its rows, for kernels that need them dense
 };
 
 class Executor {
@@ -28,8 +30,11 @@ class Executor {
 
   const Executable& executable() const { return *exe_; }
 
+  // With `kv`, the past inputs come from the cache and the presents are appended to it in place
+  // (kv_cache.cc).
   void run(const std::map<std::string, Tensor>& inputs, std::map<std::string, Tensor>& outputs,
-           bool allocate_outputs, RunStats* stats) const;
+           bool allocate_outputs, RunStats* stats, KvCache* kv = nullptr) const;
+  KvCache make_kv_cache(int64_t max_length, const SymbolBindings& dims) const;
   // Binds the symbols of the graph inputs from the given tensors, checking rank, dims and dtype.
   SymbolBindings bind_inputs(const std::map<std::string, Tensor>& inputs) const;
   // The plan for a binding and the contents of the value inputs (graph inputs that shapes

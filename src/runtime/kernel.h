@@ -23,6 +23,10 @@ struct ExecContext {
   int64_t matmul_block_bytes = 0;  // option matmul_block_bytes; 0: chosen per MatMul
   int64_t extra_bytes_read = 0;    // kernels that re-read inputs (two-pass variants) add here
   std::string variant_used;        // set by kernels that pick a variant at run time
+  // Per input of the kernel running (null: all dense): empty, or the sizes of the dense buffer
+  // the input is the leading part of along one axis (a KV cache's rows so far). Only inputs the
+  // kernel said it reads_pitched() arrive so.
+  const std::vector<Sizes>* in_storage = nullptr;
 };
 
 class Kernel {
@@ -34,6 +38,12 @@ class Kernel {
   // Outputs arrive allocated with this call's concrete sizes.
   virtual void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
                    ExecContext& ctx) const = 0;
+  // Whether input `i` (of rank `rank`) can be read in place when it is the leading part along
+  // `axis` of a larger dense buffer (ExecContext::in_storage), instead of a dense copy.
+  virtual bool reads_pitched(size_t i, int axis, int rank) const {
+    (void)i, (void)axis, (void)rank;
+    return false;
+  }
 };
 
 }  // namespace ubfuse

@@ -216,6 +216,11 @@ std::vector<int64_t> contiguous_strides(const Sizes& s) {
   return st;
 }
 
+// The sizes whose dense strides address operand 0: those of the buffer it leads, if any.
+const Sizes& storage_of(const Tensor& x, const std::vector<Sizes>& storage) {
+  return storage.empty() || storage[0].empty() ? x.sizes() : storage[0];
+}
+
 class ReshapeKernel : public KernelBase {
  public:
   using KernelBase::KernelBase;
@@ -238,6 +243,12 @@ class TransposeKernel : public KernelBase {
       : KernelBase(n), perm_(std::move(perm)) {}
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
+    run_pitched(in, {}, out, pool);
+  }
+  // x may lead a larger buffer (a KV cache's rows): its strides are then the buffer's.
+  bool reads_pitched(size_t i, int, int) const override { return i == 0; }
+  void run_pitched(const std::vector<Tensor>& in, const std::vector<Sizes>& storage,
+                   std::vector<Tensor>& out, ThreadPool& pool) const override {
     check_arity(in, 1, 2, out);
     const Tensor& x = in[0];
     const Tensor& y = out[0];
@@ -270,7 +281,7 @@ class TransposeKernel : public KernelBase {
       fail("perm " + sizes_str(perm) + " does not map " + tensors_str({x}) + " to " +
            tensors_str({y}));
     }
-    const auto xs = contiguous_strides(x.sizes());
+    const auto xs = contiguous_strides(storage_of(x, storage));
     std::vector<int64_t> st(r);
     for (size_t i = 0; i < r; ++i) st[i] = xs[size_t(perm[i])];
     strided_copy(x.data(), 0, st, y.data(), y.sizes(), dtype_size(x.dtype()), pool);
@@ -347,6 +358,12 @@ class ExpandKernel : public KernelBase {
   using KernelBase::KernelBase;
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
+    run_pitched(in, {}, out, pool);
+  }
+  // x may lead a larger buffer (a KV cache's rows, broadcast to grouped-query heads).
+  bool reads_pitched(size_t i, int, int) const override { return i == 0; }
+  void run_pitched(const std::vector<Tensor>& in, const std::vector<Sizes>& storage,
+                   std::vector<Tensor>& out, ThreadPool& pool) const override {
     check_arity(in, 1, 2, out);  // a target shape operand is already in the output's sizes
     const Tensor& x = in[0];
     const Tensor& y = out[0];
@@ -356,8 +373,15 @@ class ExpandKernel : public KernelBase {
       fail("cannot expand " + tensors_str({x}) + " to " + tensors_str({y}),
            "sizes must match or be 1 in each dim, aligned from the right");
     }
-    strided_copy(x.data(), 0, broadcast_strides(x.sizes(), y.sizes()), y.data(), y.sizes(),
-                 dtype_size(x.dtype()), pool);
+    std::vector<int64_t> st = broadcast_strides(x.sizes(), y.sizes());
+    if (!storage.empty() && !storage[0].empty()) {  // the dims it does not broadcast: the buffer's
+      const auto xs = contiguous_strides(storage[0]);
+      const size_t lead = size_t(y.rank() - x.rank());
+      for (size_t i = 0; i < xs.size(); ++i) {
+        if (st[lead + i] != 0) st[lead + i] = xs[i];
+      }
+    }
+    strided_copy(x.data(), 0, st, y.data(), y.sizes(), dtype_size(x.dtype()), pool);
   }
 };
 

@@ -13,7 +13,14 @@ class OpKernelAdapter : public Kernel {
   explicit OpKernelAdapter(std::unique_ptr<cpu::OpKernel> k) : k_(std::move(k)) {}
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ExecContext& ctx) const override {
-    k_->run(in, out, *ctx.pool);
+    if (ctx.in_storage) {
+      k_->run_pitched(in, *ctx.in_storage, out, *ctx.pool);
+    } else {
+      k_->run(in, out, *ctx.pool);
+    }
+  }
+  bool reads_pitched(size_t i, int axis, int rank) const override {
+    return k_->reads_pitched(i, axis, rank);
   }
 
  private:
