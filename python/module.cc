@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -423,27 +424,83 @@ void put_run_stats(const RunStats& rs, const py::object& stats) {
   d["kernels_precomputed"] = rs.kernels_precomputed;
   d["bytes_read"] = rs.bytes_read;
   d["bytes_written"] = rs.bytes_written;
+  d["kv_rows_appended"] = rs.kv_rows_appended;
+  d["kv_dense_copies"] = rs.kv_dense_copies;
 }
 
-py::dict run(const Model& m, const py::dict& inputs, const py::object& stats) {
+// ubfuse.KvCache: the C++ cache, and a flag that keeps two runs from sharing it at once (the GIL
+// is released while they run).
+struct PyKvCache {
+  KvCache cache;
+  std::atomic<bool> busy{false};
+};
+
+// Runs m with `kv` (None: without a cache): the cache is held for the call, the GIL released.
+void run_maybe_cached(const Model& m, const Inputs& in, const py::object& kv,
+                      std::map<std::string, Tensor>& out, bool allocate, RunStats& rs) {
+  if (kv.is_none()) {
+    py::gil_scoped_release nogil;
+    if (allocate) {
+      out = m.compiled.run(in.tensors, &rs);
+    } else {
+      m.compiled.run_into(in.tensors, out, &rs);
+    }
+    return;
+  }
+  if (!py::isinstance<PyKvCache>(kv)) {
+    throw Error("kv_cache must be a ubfuse.KvCache (model.kv_cache(max_length)), got " +
+                std::string(py::str(py::type::handle_of(kv).attr("__name__"))));
+  }
+  PyKvCache& c = kv.cast<PyKvCache&>();
+  if (c.busy.exchange(true)) {
+    throw Error("the KV cache is in use by another run; hint: one cache per sequence and thread");
+  }
+  struct Free {
+    std::atomic<bool>& b;
+    ~Free() { b = false; }
+  } free{c.busy};
+  py::gil_scoped_release nogil;
+  m.compiled.run_with_cache(in.tensors, c.cache, out, &rs);
+}
+
+py::dict run(const Model& m, const py::dict& inputs, const py::object& stats,
+             const py::object& kv) {
   check_stats_arg(stats);
   Inputs in = convert_inputs(m.compiled, inputs);
   std::map<std::string, Tensor> out;
   RunStats rs;
-  {
-    py::gil_scoped_release nogil;
-    out = m.compiled.run(in.tensors, &rs);
-  }
+  run_maybe_cached(m, in, kv, out, true, rs);
   put_run_stats(rs, stats);
   py::dict r;
-  for (const std::string& name : m.compiled.output_names())
-    r[py::str(name)] = to_numpy(out.at(name));
+  for (const std::string& name : m.compiled.output_names()) {
+    auto it = out.find(name);
+    if (it != out.end()) r[py::str(name)] = to_numpy(it->second);  // presents stay in a cache
+  }
   return r;
+}
+
+// A numpy view (no copy) of one pair's rows so far, kept alive by the cache object.
+py::array cache_rows(const py::object& self, const std::string& present) {
+  const KvCache& c = self.cast<PyKvCache&>().cache;
+  for (const KvCache::Pair& p : c.pairs()) {
+    if (p.present != present) continue;
+    const Tensor& b = p.buffer;
+    std::vector<py::ssize_t> shape(b.sizes().begin(), b.sizes().end()), strides(shape.size());
+    py::ssize_t st = py::ssize_t(dtype_size(b.dtype()));
+    for (size_t i = shape.size(); i-- > 0;) {
+      strides[i] = st;
+      st *= shape[i];
+    }
+    shape[size_t(p.axis)] = c.length();
+    return py::array(numpy_dtype(b.dtype()), shape, strides, b.data(), self);
+  }
+  return to_numpy(c.rows(present));  // its error names the presents it holds
 }
 
 // Writes into the caller's arrays; outputs the dict does not name are allocated and added to it,
 // as CompiledModel::run_into fills a map.
-void run_into(const Model& m, const py::dict& inputs, py::dict outputs, const py::object& stats) {
+void run_into(const Model& m, const py::dict& inputs, py::dict outputs, const py::object& stats,
+              const py::object& kv) {
   check_stats_arg(stats);
   Inputs in = convert_inputs(m.compiled, inputs);
   std::map<std::string, DType> declared;
@@ -480,13 +537,11 @@ void run_into(const Model& m, const py::dict& inputs, py::dict outputs, const py
     out[name] = Tensor::view(*dt, sizes_of(a), a.mutable_data());
   }
   RunStats rs;
-  {
-    py::gil_scoped_release nogil;
-    m.compiled.run_into(in.tensors, out, &rs);
-  }
+  run_maybe_cached(m, in, kv, out, false, rs);
   put_run_stats(rs, stats);
   for (const std::string& name : m.compiled.output_names()) {
-    if (!outputs.contains(name)) outputs[py::str(name)] = to_numpy(out.at(name));
+    auto it = out.find(name);
+    if (!outputs.contains(name) && it != out.end()) outputs[py::str(name)] = to_numpy(it->second);
   }
 }
 
@@ -551,9 +606,64 @@ PYBIND11_MODULE(_ubfuse, mod) {
     }
   });
 
+  py::class_<PyKvCache>(mod, "KvCache")
+      .def_property_readonly("length", [](const PyKvCache& c) { return c.cache.length(); })
+      .def_property_readonly("max_length", [](const PyKvCache& c) { return c.cache.max_length(); })
+      .def_property_readonly(
+          "pairs",
+          [](const PyKvCache& c) {
+            py::list l;
+            for (const KvCache::Pair& p : c.cache.pairs()) {
+              l.append(py::dict("past"_a = p.past, "present"_a = p.present, "axis"_a = p.axis,
+                                "shape"_a = std::vector<int64_t>(p.buffer.sizes().begin(),
+                                                                 p.buffer.sizes().end())));
+            }
+            return l;
+          })
+      .def("reset",
+           [](PyKvCache& c) {
+             if (c.busy) throw Error("the KV cache is in use by a run; reset() it after");
+             c.cache.reset();
+           })
+      .def("rows", &cache_rows, "present"_a)
+      .def(
+          "append",
+          [](PyKvCache& c, const py::dict& presents) {
+            if (c.busy) throw Error("the KV cache is in use by a run; append() after it");
+            std::map<std::string, Tensor> rows;
+            std::vector<py::array> keep;  // converted arrays, alive until the copy is done
+            for (const KvCache::Pair& p : c.cache.pairs()) {
+              if (!presents.contains(p.present)) continue;  // append() names what is missing
+              py::array a = py::array::ensure(presents[py::str(p.present)],
+                                              py::array::c_style | py::array::forcecast);
+              if (!a) throw Error("present '" + p.present + "' is no array");
+              std::optional<DType> dt = ubfuse_dtype(a.dtype(), p.buffer.dtype());
+              if (!dt) {
+                throw Error("present '" + p.present + "' has numpy dtype " +
+                            std::string(py::str(a.dtype())) + "; the cache holds " +
+                            std::string(dtype_name(p.buffer.dtype())));
+              }
+              rows[p.present] = Tensor::view(*dt, sizes_of(a), a.mutable_data());
+              keep.push_back(a);
+            }
+            c.cache.append(rows);
+          },
+          "presents"_a)
+      .def("__len__", [](const PyKvCache& c) { return c.cache.length(); });
+
   py::class_<Model>(mod, "Model")
-      .def("run", &run, "inputs"_a, py::kw_only(), "stats"_a = py::none())
-      .def("run_into", &run_into, "inputs"_a, "outputs"_a, py::kw_only(), "stats"_a = py::none())
+      .def("run", &run, "inputs"_a, py::kw_only(), "stats"_a = py::none(),
+           "kv_cache"_a = py::none())
+      .def("run_into", &run_into, "inputs"_a, "outputs"_a, py::kw_only(), "stats"_a = py::none(),
+           "kv_cache"_a = py::none())
+      .def(
+          "kv_cache",
+          [](const Model& m, int64_t max_length, const py::dict& dims) {
+            auto c = std::make_unique<PyKvCache>();
+            c->cache = m.compiled.make_kv_cache(max_length, to_dims(dims));
+            return c;
+          },
+          "max_length"_a, py::kw_only(), "dims"_a = py::dict())
       .def_property_readonly("inputs",
                              [](const Model& m) {
                                std::vector<const Value*> v(m.compiled.graph().inputs().begin(),

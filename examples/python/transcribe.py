@@ -16,11 +16,14 @@ makes a small one with random weights): the encoder runs once over the features;
 decoder call takes the start tokens and the encoder output and returns the self-attention
 K/V of the prompt (`present.{i}.decoder.*`) and the cross-attention K/V of the audio
 (`present.{i}.encoder.*`), computed this once; each later call takes one token, the self K/V of
-the call before and the same cross K/V, and returns the self K/V one row longer. Greedy: the
-argmax of the last logits row is the next token; the loop stops at the end token (included in
-the result) or after `max_length` tokens.
+the call before and the same cross K/V, and returns the self K/V one row longer. By default
+(`--kv-cache in-place`) the self K/V live in a ubfuse.KvCache of prompt + max_length rows: the
+first call's rows are appended to it once, and each later call reads it and appends its new row
+in place, so no call copies the past; `--kv-cache feed` passes each call's present.*.decoder.*
+back as the next past. Greedy: the argmax of the last logits row is the next token; the loop
+stops at the end token (included in the result) or after `max_length` tokens.
 
-Only the public API: ubfuse.load_onnx, Model.run, Model.stats.
+Only the public API: ubfuse.load_onnx, Model.run, Model.kv_cache, Model.stats.
 """
 import argparse
 import dataclasses
@@ -132,8 +135,11 @@ def present_of(past_name):
     return "present." + past_name[len("past_key_values."):]
 
 
-def transcribe(model, samples, max_length=24, eos=END, prompt=PROMPT):
-    """Greedy decoding of one utterance; returns a Transcription."""
+def transcribe(model, samples, max_length=24, eos=END, prompt=PROMPT, kv_cache="in-place"):
+    """Greedy decoding of one utterance; returns a Transcription. kv_cache: "in-place" keeps the
+    self-attention K/V in a ubfuse.KvCache, "feed" passes each call's present back."""
+    if kv_cache not in ("in-place", "feed"):
+        raise ValueError(f"kv_cache is 'in-place' or 'feed', not {kv_cache!r}")
     features = log_mel_spectrogram(samples)
     t0 = time.perf_counter()
     hidden = model.encoder.run({"input_features": features[None]})["last_hidden_state"]
@@ -143,6 +149,7 @@ def transcribe(model, samples, max_length=24, eos=END, prompt=PROMPT):
     ids = np.asarray(prompt, dtype=np.int64).reshape(1, -1)
     cross = None
     out = None
+    cache = None
     while len(tokens) < max_length:
         stats = {}
         t0 = time.perf_counter()
@@ -151,6 +158,13 @@ def transcribe(model, samples, max_length=24, eos=END, prompt=PROMPT):
                                     stats=stats)
             # The cross-attention K/V depend on the audio only: kept for every later call.
             cross = {n: out[present_of(n)] for n in model.cross_past}
+            if kv_cache == "in-place":
+                cache = model.decoder_with_past.kv_cache(ids.shape[1] + max_length,
+                                                         dims={"batch_size": 1})
+                cache.append(out)  # the prompt's self K/V; the cross K/V stay inputs
+        elif cache is not None:
+            out = model.decoder_with_past.run({"input_ids": ids, **cross}, stats=stats,
+                                              kv_cache=cache)
         else:
             feed = {"input_ids": ids, **cross}
             for n in model.self_past:
@@ -175,13 +189,15 @@ def main(argv=None):
     ap.add_argument("--eos", type=int, default=END, help=f"end token id (default {END})")
     ap.add_argument("--mode", choices=("graph", "eager"), default="graph")
     ap.add_argument("--threads", type=int, help="ubfuse's num_threads option")
+    ap.add_argument("--kv-cache", choices=("in-place", "feed"), default="in-place",
+                    help="keep the self K/V in a ubfuse.KvCache, or feed present.* back")
     a = ap.parse_args(argv)
     options = {"num_threads": a.threads} if a.threads else None
     t0 = time.perf_counter()
     model = Whisper(a.models, mode=a.mode, options=options)
     print(f"loaded and compiled in {(time.perf_counter() - t0) * 1e3:.0f} ms ({a.mode} mode)")
     samples = load_audio(a.audio)
-    r = transcribe(model, samples, a.max_length, a.eos)
+    r = transcribe(model, samples, a.max_length, a.eos, kv_cache=a.kv_cache)
     print(f"{len(samples) / SAMPLE_RATE:.2f} s of audio -> features {list(r.features.shape)}, "
           f"encoder {r.encoder_ms:.3f} ms")
     print(f"{'step':>4} {'token':>6} {'ms':>8} {'plan us':>8} {'kernels us':>10}")

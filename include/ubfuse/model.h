@@ -130,6 +130,10 @@ class KvCache {
   int64_t max_length() const { return max_length_; }
   const std::vector<Pair>& pairs() const { return pairs_; }
   void reset() { length_ = 0; }  // start a new sequence (the buffers are kept)
+  // Appends rows computed elsewhere (a prompt run by a decoder without past): `presents` holds,
+  // under each pair's present name, its new rows (the buffer's sizes but n along the axis, the
+  // same n for every pair); other entries are ignored.
+  void append(const std::map<std::string, Tensor>& presents);
   // The rows so far of one present output, as a dense tensor (a copy).
   Tensor rows(const std::string& present) const;
 

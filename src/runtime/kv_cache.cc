@@ -172,6 +172,41 @@ void CompiledModel::run_with_cache(const std::map<std::string, Tensor>& inputs, 
   executor().run(inputs, outputs, false, stats, &cache);
 }
 
+void KvCache::append(const std::map<std::string, Tensor>& presents) {
+  int64_t n = -1;
+  for (const Pair& p : pairs_) {  // everything checked before anything is written
+    auto it = presents.find(p.present);
+    if (it == presents.end() || !it->second.defined()) {
+      throw Error("KvCache::append: no rows for present '" + p.present +
+                  "'; hint: pass every pair's present (KvCache::pairs)");
+    }
+    const Tensor& t = it->second;
+    Sizes want = p.buffer.sizes();
+    want[size_t(p.axis)] = t.rank() == int(want.size()) ? t.dim(p.axis) : 0;
+    if (t.dtype() != p.buffer.dtype() || t.sizes() != want) {
+      throw Error("KvCache::append: present '" + p.present + "' is " +
+                  std::string(dtype_name(t.dtype())) + sizes_str(t.sizes()) + " but the cache " +
+                  "holds " + std::string(dtype_name(p.buffer.dtype())) +
+                  sizes_str(p.buffer.sizes()) + " (rows along axis " + std::to_string(p.axis) +
+                  ")");
+    }
+    if (n >= 0 && t.dim(p.axis) != n) {
+      throw Error("KvCache::append: present '" + p.present + "' has " +
+                  std::to_string(t.dim(p.axis)) + " rows but '" + pairs_[0].present + "' has " +
+                  std::to_string(n) + "; a KV cache's pairs grow together");
+    }
+    n = t.dim(p.axis);
+  }
+  if (length_ + n > max_length_) {
+    throw Error("the KV cache is full: " + std::to_string(length_) + " rows held and " +
+                std::to_string(n) + " to append but max_length is " + std::to_string(max_length_) +
+                "; hint: make_kv_cache with a larger max_length");
+  }
+  for (const Pair& p : pairs_)
+    append_rows(p.buffer, p.axis, length_, presents.at(p.present), nullptr);
+  length_ += n;
+}
+
 Tensor KvCache::rows(const std::string& present) const {
   for (const Pair& p : pairs_) {
     if (p.present != present) continue;

@@ -36,13 +36,28 @@ def check_compiled_once(model, plans):
 # generate.py
 
 
+def check_cache_use(run_stats, in_place, mode, pairs):
+    """Each call after the first appended its row to each pair in place (graph mode: no dense
+    copy), or fed the presents back (nothing appended)."""
+    for s in run_stats[1:]:
+        assert s["kv_rows_appended"] == (pairs if in_place else 0)
+        if mode == "graph" or not in_place:
+            assert s["kv_dense_copies"] == 0
+
+
+@pytest.mark.parametrize("kv_cache", ["in-place", "feed"])
 @pytest.mark.parametrize("mode", MODES)
-def test_generate_matches_onnxruntime_and_plans_each_length_once(mode):
-    dec = generate.KVDecoder([MODELS / f for f in GEN["models"]["split"]], mode=mode)
+def test_generate_matches_onnxruntime_and_plans_each_length_once(mode, kv_cache):
+    dec = generate.KVDecoder([MODELS / f for f in GEN["models"]["split"]], mode=mode,
+                             kv_cache=kv_cache)
+    assert dec.in_place == (kv_cache == "in-place")
     n = GEN["max_new_tokens"]
     g = generate.generate(dec, GEN["prompt"], n)
     assert g.tokens == GEN["tokens"] and not g.stopped_at_eos
     assert len(g.step_ms) == len(g.run_stats) == n
+    check_cache_use(g.run_stats, dec.in_place, mode, 4)
+    if dec.in_place:  # prompt + every token but the last
+        assert dec.cache.length == len(GEN["prompt"]) + n - 1
     # The prompt ran once on the no-past model; every later token on the with-past model, whose
     # past grew by one each call: one compile, one plan per past length.
     check_compiled_once(dec.first_model, 1)
@@ -64,6 +79,7 @@ def test_generate_matches_onnxruntime_and_plans_each_length_once(mode):
 def test_generate_with_the_merged_decoder(mode):
     dec = generate.KVDecoder(MODELS / GEN["models"]["merged"][0], mode=mode)
     assert dec.merged and dec.first_model is dec.step_model
+    assert not dec.in_place  # its Concats sit inside the If: the presents are fed back
     n = GEN["max_new_tokens"]
     g = generate.generate(dec, GEN["prompt"], n)
     assert g.tokens == GEN["tokens"] and not g.stopped_at_eos
@@ -88,6 +104,8 @@ def test_generate_refuses_bad_arguments():
     dec = generate.KVDecoder([MODELS / f for f in GEN["models"]["split"]], mode="eager")
     with pytest.raises(ValueError, match="at least one token"):
         generate.generate(dec, [], 4)
+    with pytest.raises(ValueError, match="kv_cache is 'in-place' or 'feed'"):
+        generate.KVDecoder([MODELS / f for f in GEN["models"]["split"]], kv_cache="copy")
     with pytest.raises(ubfuse.Error):  # a token id past the vocabulary: the runtime's error
         generate.generate(dec, [GEN["prompt"][0], 100000], 2)
 
@@ -139,21 +157,23 @@ def test_log_mel_frontend():
     np.testing.assert_allclose(feats, want, atol=1e-4)
 
 
+@pytest.mark.parametrize("kv_cache", ["in-place", "feed"])
 @pytest.mark.parametrize("mode", MODES)
-def test_transcribe_matches_onnxruntime_and_plans_each_length_once(mode):
+def test_transcribe_matches_onnxruntime_and_plans_each_length_once(mode, kv_cache):
     model = transcribe.Whisper(MODELS, mode=mode)
     samples = np.load(SAMPLES)
     n = TR["max_new_tokens"]
     assert tuple(TR["prompt"]) == transcribe.PROMPT
-    r = transcribe.transcribe(model, samples, max_length=n, eos=None)
+    r = transcribe.transcribe(model, samples, max_length=n, eos=None, kv_cache=kv_cache)
     assert r.tokens == TR["tokens"] and not r.stopped_at_eos
+    check_cache_use(r.run_stats, kv_cache == "in-place", mode, 4)
     check_compiled_once(model.encoder, 1)
     check_compiled_once(model.decoder, 1)  # the prompt and the cross K/V, once
     check_compiled_once(model.decoder_with_past, n - 1)  # self past 3, 4, ...; audio fixed
 
     eos = TR["eos"]
     assert eos["token"] not in TR["tokens"][:eos["step"]]
-    r = transcribe.transcribe(model, samples, max_length=n, eos=eos["token"])
+    r = transcribe.transcribe(model, samples, max_length=n, eos=eos["token"], kv_cache=kv_cache)
     assert r.stopped_at_eos and r.tokens == eos["tokens"] and len(r.run_stats) == eos["step"] + 1
     assert not any(s["plan_built"] for s in r.run_stats)
     check_compiled_once(model.decoder_with_past, n - 1)
