@@ -15,9 +15,11 @@ The greedy loops of the Python examples, on the test models of tests/models:
                encoder once, the decoder with the prompt, then one call per token with the self-
                and cross-attention caches, the manifest's token count, no end token
 
-Engines, each with the same thread count: ubfuse graph and eager (generate.generate() and
-transcribe.transcribe() from examples/python, option num_threads, with OMP_NUM_THREADS and
-UBFUSE_NUM_THREADS set to the same count for oneDNN's OpenMP threads), onnxruntime-node at
+Engines, each with the same thread count: ubfuse graph and eager with the self-attention cache in
+place (a ubfuse.KvCache), ubfuse graph with each present fed back as the next past ("graph
+feed"), all through generate.generate() and transcribe.transcribe() from examples/python
+(option num_threads, with OMP_NUM_THREADS and UBFUSE_NUM_THREADS set to the same count for
+oneDNN's OpenMP threads), onnxruntime-node at
 optimization levels all and disabled (tests/models/ort_decode.mjs --repeat, intra-op threads,
 installed on first use by scripts/ort.sh). Each engine runs in a fresh process of its own: one
 warm-up loop, then --repeat timed loops; rounds alternate the engines' order and each engine
@@ -51,7 +53,11 @@ MODELS = os.path.join(ROOT, "tests", "models")
 REFS = os.path.join(MODELS, "refs")
 ORT_SH = os.path.join(ROOT, "scripts", "ort.sh")
 ORT_DECODE = os.path.join(MODELS, "ort_decode.mjs")
-ENGINES = ["graph", "eager", "ort_all", "ort_disabled"]
+# "graph" and "eager" keep the self-attention cache in place (ubfuse.KvCache); "graph feed" passes
+# each call's present.* back as the next past, as the loops did before the cache existed.
+ENGINES = ["graph", "graph feed", "eager", "ort_all", "ort_disabled"]
+UBFUSE_ENGINES = {"graph": ("graph", "in-place"), "graph feed": ("graph", "feed"),
+                  "eager": ("eager", "in-place")}
 WORKLOADS = ["generate", "generate64", "transcribe"]
 sys.dont_write_bytecode = True  # no __pycache__ folder in the source tree
 
@@ -168,12 +174,12 @@ def load_ubfuse(build):
 class UbfuseEngine:
     """One workload's models on ubfuse in one mode and thread count, loaded once."""
 
-    def __init__(self, mods, w, mode, threads):
+    def __init__(self, mods, w, mode, threads, kv_cache):
         import numpy as np
-        self.gen, self.tr, self.w = mods[0], mods[1], w
+        self.gen, self.tr, self.w, self.kv_cache = mods[0], mods[1], w, kv_cache
         opts = {"num_threads": threads}
         if w["kind"] == "generate":
-            self.model = self.gen.KVDecoder(w["models"], mode=mode, options=opts)
+            self.model = self.gen.KVDecoder(w["models"], mode=mode, options=opts, kv_cache=kv_cache)
         else:
             self.model = self.tr.Whisper(w["models"], mode=mode, options=opts)
             self.samples = np.load(w["samples"])
@@ -190,7 +196,8 @@ class UbfuseEngine:
             g = self.gen.generate(self.model, w["prompt"], w["max_new"])
             enc = None
         else:
-            g = self.tr.transcribe(self.model, self.samples, w["max_new"], eos=None, prompt=w["prompt"])
+            g = self.tr.transcribe(self.model, self.samples, w["max_new"], eos=None, prompt=w["prompt"],
+                                   kv_cache=self.kv_cache)
             enc = g.encoder_ms * 1e3
         return {"step_us": [t * 1e3 for t in g.step_ms], "encoder_us": enc, "tokens": g.tokens}, g.run_stats
 
@@ -207,16 +214,18 @@ def worker(spec):
     """The child process of run_ubfuse: one engine's loops, the result as JSON on stdout."""
     a = json.loads(spec)
     mods = load_ubfuse(a["build"])
-    r = UbfuseEngine(mods, workload(a["workload"]), a["mode"], a["threads"]).run(a["repeat"])
+    r = UbfuseEngine(mods, workload(a["workload"]), a["mode"], a["threads"],
+                     a["kv_cache"]).run(a["repeat"])
     print(json.dumps(r))
     return 0
 
 
-def run_ubfuse(build, w, mode, threads, repeat, omp_threads=None):
+def run_ubfuse(build, w, engine, threads, repeat, omp_threads=None):
     """Each run in a fresh process: oneDNN's OpenMP team is sized once per process, from
     OMP_NUM_THREADS; without it, it takes every core whatever num_threads says."""
+    mode, kv_cache = UBFUSE_ENGINES[engine]
     spec = json.dumps({"build": build, "workload": w["name"], "mode": mode, "threads": threads,
-                       "repeat": repeat})
+                       "repeat": repeat, "kv_cache": kv_cache})
     env = dict(os.environ, OMP_NUM_THREADS=str(omp_threads or threads), UBFUSE_NUM_THREADS=str(threads))
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", spec],
                        capture_output=True, text=True, env=env)
@@ -351,7 +360,7 @@ def main():
             got, token_runs, round_medians = {}, {}, {}
             for rnd in range(a.rounds):
                 for eng in ENGINES if rnd % 2 == 0 else ENGINES[::-1]:
-                    if eng in ("graph", "eager"):
+                    if eng in UBFUSE_ENGINES:
                         res = run_ubfuse(a.build, w, eng, threads, a.repeat, a.omp_threads)
                     elif a.no_ort:
                         continue

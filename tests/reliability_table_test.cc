@@ -269,6 +269,34 @@ std::vector<Case> cases() {
     m.run(ins({5, 4}, {5, 4}));
   });
 
+  // KV cache (make_kv_cache, run_with_cache): past [p, 4] extended by x [n, 4] into present.
+  auto cached = [] {
+    GraphBuilder b;
+    auto past = b.input("past", f32, {"p", 4});
+    auto x = b.input("x", f32, {"n", 4});
+    b.output("present", b.concat({past, x}, 0));
+    b.name_last("cat");
+    return compile(b.build(), {{"codegen", "interpreter"}});
+  };
+  const std::string kv = "CompiledModel::run_with_cache";
+  add(T, "CompiledModel::make_kv_cache", "max_length", "0", [=] { cached().make_kv_cache(0); });
+  add(T, "CompiledModel::make_kv_cache", "(model)", "no past extended by a Concat",
+      [=] { model().make_kv_cache(8); });
+  add(T, kv, "cache", "3 rows held, max_length 4, 2 new", [=] {
+    auto m = cached();
+    KvCache c = m.make_kv_cache(4);
+    std::map<std::string, Tensor> out;
+    m.run_with_cache({{"x", Tensor::zeros(f32, {3, 4})}}, c, out);
+    m.run_with_cache({{"x", Tensor::zeros(f32, {2, 4})}}, c, out);
+  });
+  add(T, kv, "inputs", "`past` given", [=] {
+    auto m = cached();
+    KvCache c = m.make_kv_cache(4);
+    std::map<std::string, Tensor> out;
+    m.run_with_cache({{"x", Tensor::zeros(f32, {1, 4})}, {"past", Tensor::zeros(f32, {0, 4})}},
+                     c, out);
+  });
+
   // ---- environment ----
   const std::string E = "Environment variables", env = "environment";
   add(E, env, "UBFUSE_STORE_PROFILE", "`fast`", [] {
