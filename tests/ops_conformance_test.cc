@@ -719,6 +719,25 @@ std::vector<OpCase> op_conformance_cases() {
                         sc(0.05f), b.constant(Tensor::from_floats(i8, {}, {-10}))});
          return b.cast(y, i32);
        }},
+      // DynamicQuantMatMul (the quant_matmul pass's op): i8 weights with a per-tensor scale and
+      // zero point; u8 weights with per-column scales and zero points.
+      {"DynamicQuantMatMulI8",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const Sizes xs = s.size() > 1 ? s : Sizes{1, s[0]};
+         auto w = b.constant(Tensor::random(i8, {xs.back(), 6}, 19, -128, 128));
+         return b.op(OpKind::DynamicQuantMatMul,
+                     {in(b, "x", t, xs), w, b.constant(Tensor::from_floats(f32, {}, {0.003f})),
+                      b.constant(Tensor::from_floats(i8, {}, {-5}))});
+       }},
+      {"DynamicQuantMatMulU8PerColumn",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const Sizes xs = s.size() > 1 ? s : Sizes{1, s[0]};
+         auto w = b.constant(Tensor::random(u8, {xs.back(), 3}, 23, 0, 256));
+         return b.op(OpKind::DynamicQuantMatMul,
+                     {in(b, "x", t, xs), w,
+                      b.constant(Tensor::from_floats(f32, {3}, {0.01f, 0.002f, 0.03f})),
+                      b.constant(Tensor::from_floats(u8, {3}, {0, 128, 255}))});
+       }},
       // ConvInteger: 1-D with pads and both zero points (w's per output channel), and 2-D
       // grouped and strided without zero points.
       {"ConvInteger1d",

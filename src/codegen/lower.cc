@@ -36,13 +36,14 @@ class Lowerer {
     prog_->name = g_.name;
     prog_->domain_rank = int(dom_.size());
     for (const Value* v : g_.inputs) {
-      if (!int32_cast_input(v)) check_dtype(v, "input");
+      if (!int32_cast_input(v) && !head_operand(v)) check_dtype(v, "input");
       prog_->inputs.push_back({v, v->dtype, is_vector(v->shape), false, {}});
     }
     for (const Node* n : g_.nodes) {
       prog_->node_notes.push_back(n->name + " (" + std::string(op_name(n->op)) + ")");
-      // A MatMul's (Conv's) output is computed by its own kernel and read as one more input.
-      if (n->op == OpKind::MatMul || n->op == OpKind::Conv) {
+      // A MatMul's (Conv's, DynamicQuantMatMul's) output is computed by its own kernel and read as
+      // one more input.
+      if (is_head(n)) {
         const Value* m = n->out();
         const std::string what = "the " + std::string(op_name(n->op)) + " output";
         if (form(m->shape) != Form::Col) throw Fail{what + " is not the domain"};
@@ -82,6 +83,23 @@ class Lowerer {
  private:
   // An i32 input that the group only casts to f32 (MatMulInteger's output rescaled in its
   // epilogue): loaded with the conversion, which rounds as the Cast does, so the Cast is free.
+  // Read only by the group's MatMul (Conv, DynamicQuantMatMul), whose own kernel reads it (int8
+  // weights), never the generated code.
+  static bool is_head(const Node* n) {
+    return n->op == OpKind::MatMul || n->op == OpKind::Conv || n->op == OpKind::DynamicQuantMatMul;
+  }
+  bool head_operand(const Value* v) const {
+    bool any = false;
+    for (const Node* n : g_.nodes) {
+      for (const Value* in : n->inputs) {
+        if (in != v) continue;
+        if (!is_head(n)) return false;
+        any = true;
+      }
+    }
+    return any;
+  }
+
   bool int32_cast_input(const Value* v) const {
     if (v->dtype != DType::i32) return false;
     for (const Node* n : g_.nodes) {
@@ -380,6 +398,7 @@ class Lowerer {
         break;
       case OpKind::MatMul:  // the group's MatMul is read as an input (run())
       case OpKind::Conv:    // as MatMul
+      case OpKind::DynamicQuantMatMul:
       case OpKind::MaxPool:
       case OpKind::AveragePool:
       case OpKind::ReduceProd:

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/shape_util.h"
+#include "kernels/cpu/dyn_quant_matmul.h"
 #include "kernels/cpu/matmul_info.h"
 #include "kernels/cpu/op_kernel.h"
 #include "ubfuse/error.h"
@@ -51,10 +52,12 @@ class MatMulEpilogueKernel : public Kernel {
   MatMulEpilogueKernel(const FusedGroup& g, LoweredGroup lg, Engine eng)
       : lg_(std::move(lg)), eng_(std::move(eng)) {
     for (const Node* n : g.nodes) {
-      if (n->op == OpKind::MatMul || n->op == OpKind::Conv) mm_ = n;
+      if (n->op == OpKind::MatMul || n->op == OpKind::Conv || n->op == OpKind::DynamicQuantMatMul)
+        mm_ = n;
     }
     UBF_CHECK(mm_ != nullptr, "MatMulEpilogue group " + g.name + " has no MatMul or Conv");
     matmul_ = cpu::make_op_kernel(*mm_);
+    dq_ = dynamic_cast<const cpu::DynamicQuantMatMulKernel*>(matmul_.get());
     for (const Value* v : mm_->inputs) {
       const auto it = std::find(g.inputs.begin(), g.inputs.end(), v);
       UBF_CHECK(it != g.inputs.end(), "an operand of " + mm_->name + " is no input of " + g.name);
@@ -116,8 +119,17 @@ class MatMulEpilogueKernel : public Kernel {
     const int64_t K = A.dim(-1), N = D.back();
     const int64_t rows = N ? numel(D) / N : 0;
     if (rows == 0) return;
+    // A DynamicQuantMatMul quantizes all of A first (its scale is over the whole tensor), then
+    // makes each block from those rows.
+    std::vector<Tensor> operands;
+    cpu::DynamicQuantMatMulKernel::Quantized q;
+    if (dq_) {
+      for (int i : operands_) operands.push_back(in[size_t(i)]);
+      dq_->quantize(operands, q, *ctx.pool);
+    }
     const cpu::MatMulCallInfo mi =
-        cpu::matmul_call_info(*matmul_, {rows, K}, B.sizes(), dt, ctx.pool->size());
+        dq_ ? cpu::MatMulCallInfo{}
+            : cpu::matmul_call_info(*matmul_, {rows, K}, B.sizes(), dt, ctx.pool->size());
     int64_t br = block_bytes(mi, ctx) / std::max<int64_t>(1, N * esize);
     br = std::min(rows, std::max<int64_t>(br / 16 * 16, kEpilogueMinBlockRows));
     // Where the blocks go: the group's output when the raw product is needed outside, else the
@@ -138,9 +150,14 @@ class MatMulEpilogueKernel : public Kernel {
     for (int64_t r0 = 0; r0 < rows; r0 += br) {
       const int64_t r1 = std::min(rows, r0 + br);
       char* cblock = base ? base + r0 * N * esize : scratch.data();
-      Tensor av = Tensor::view(A.dtype(), {r1 - r0, K}, const_cast<char*>(a_data + r0 * K * a_es));
-      std::vector<Tensor> cv = {Tensor::view(dt, {r1 - r0, N}, cblock)};
-      matmul_->run({av, B}, cv, *ctx.pool);
+      if (dq_) {
+        dq_->rows(operands, q, r0, r1, reinterpret_cast<float*>(cblock), *ctx.pool);
+      } else {
+        Tensor av =
+            Tensor::view(A.dtype(), {r1 - r0, K}, const_cast<char*>(a_data + r0 * K * a_es));
+        std::vector<Tensor> cv = {Tensor::view(dt, {r1 - r0, N}, cblock)};
+        matmul_->run({av, B}, cv, *ctx.pool);
+      }
       // Row r of the domain is row r - r0 of this block.
       ra.in[blk].data = cblock - r0 * N * esize;
       run_rows(eng_, ra, r0, r1, ctx);
@@ -148,7 +165,8 @@ class MatMulEpilogueKernel : public Kernel {
     // What ran, for the trace: how the product was split, and by which oneDNN kernel.
     const int64_t blocks = (rows + br - 1) / br;
     const std::string impl =
-        blocks == 1
+        dq_ ? std::string(cpu::int8_uses_onednn() ? "oneDNN int8" : "int8 loop")
+        : blocks == 1
             ? mi.impl
             : cpu::matmul_call_info(*matmul_, {br, K}, B.sizes(), dt, ctx.pool->size()).impl;
     ctx.variant_used = (ctx.variant_used.empty() ? info.variant : ctx.variant_used) + ", " +
@@ -160,8 +178,9 @@ class MatMulEpilogueKernel : public Kernel {
   LoweredGroup lg_;
   Engine eng_;
   const Node* mm_ = nullptr;
-  std::unique_ptr<cpu::OpKernel> matmul_;  // the MatMul's (Conv's) eager kernel
-  std::vector<int> operands_;              // its inputs' indices among the group's
+  std::unique_ptr<cpu::OpKernel> matmul_;              // the MatMul's (Conv's) eager kernel
+  const cpu::DynamicQuantMatMulKernel* dq_ = nullptr;  // matmul_, when a DynamicQuantMatMul
+  std::vector<int> operands_;                          // its inputs' indices among the group's
   int a_ = -1, b_ = -1, mm_out_ = -1;
 };
 

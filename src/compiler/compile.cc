@@ -64,7 +64,7 @@ CompiledModel compile(const Graph& g, const Options& options,
   Graph& graph = exe->graph;
 
   const bool dump = env_on("UBFUSE_DUMP_IR"), time = env_on("UBFUSE_TIME_PASSES");
-  for (auto& pass : make_pipeline(config)) {
+  for (auto& pass : make_pipeline(config, &exe->decisions)) {
     if (config.rules && !config.rules->pass_enabled(pass->name())) {
       exe->decisions.push_back({FusionReason::DisabledByRule, "", "",
                                 "graph pass " + pass->name() + " is off in " + config.rules->source,

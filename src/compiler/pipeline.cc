@@ -6,7 +6,8 @@
 
 namespace ubfuse {
 
-std::vector<std::unique_ptr<Pass>> make_pipeline(const CompileConfig& config) {
+std::vector<std::unique_ptr<Pass>> make_pipeline(const CompileConfig& config,
+                                                 std::vector<FusionDecision>* notes) {
   std::vector<std::unique_ptr<Pass>> p;
   p.push_back(make_verify_pass());
   p.push_back(make_infer_shapes_pass());
@@ -17,6 +18,8 @@ std::vector<std::unique_ptr<Pass>> make_pipeline(const CompileConfig& config) {
     p.push_back(make_dce_pass());
     p.push_back(make_simplify_pass());  // no-op reshapes/casts the rewrites exposed
   }
+  // Graph mode: the dynamic-quantizer chain as one op (eager keeps a kernel per ONNX op).
+  if (config.fusion) p.push_back(make_quant_matmul_pass(notes));
   p.push_back(make_verify_pass());
   return p;
 }

@@ -12,8 +12,10 @@
 namespace ubfuse::fusion {
 
 bool is_reduction(const Node* n) { return fusion_class(n->op) == FusionClass::RowReduction; }
-bool is_matmul(const Node* n) { return n->op == OpKind::MatMul; }
-bool heads_epilogue(const Node* n) { return n->op == OpKind::MatMul || n->op == OpKind::Conv; }
+bool is_matmul(const Node* n) {
+  return n->op == OpKind::MatMul || n->op == OpKind::DynamicQuantMatMul;
+}
+bool heads_epilogue(const Node* n) { return is_matmul(n) || n->op == OpKind::Conv; }
 Shape node_domain(const Node* n) { return is_reduction(n) ? n->inputs[0]->shape : n->out()->shape; }
 
 namespace {
@@ -265,6 +267,7 @@ Objection op_class(Candidate& c) {
 // group fail to lower.
 Objection int8_value(Candidate& c) {
   for (const Node* m : {c.p, c.n}) {
+    if (heads_epilogue(m)) continue;  // its own kernel reads its operands (DynamicQuantMatMul)
     const Value* bad = nullptr;
     for (const Value* v : m->inputs) {
       if (!bad && is_int8(v->dtype)) bad = v;

@@ -877,6 +877,9 @@ void infer_node_op(Node& n) {
     case OpKind::QLinearMatMul:
       infer_qlinear_matmul(n);
       return;
+    case OpKind::DynamicQuantMatMul:
+      infer_dynamic_quant_matmul(n);
+      return;
     case OpKind::ConvInteger:
       infer_conv_integer(n);
       return;

@@ -145,6 +145,8 @@ bool takes_int8(const Node& n, int i) {
       return true;
     case OpKind::QLinearMatMul:
       return i == 0 || i == 2 || i == 3 || i == 5 || i == 7;
+    case OpKind::DynamicQuantMatMul:
+      return i == 1 || i == 3;
     case OpKind::Gelu:
     case OpKind::Pow:
     case OpKind::LayerNorm:
@@ -227,6 +229,27 @@ void infer_matmul_integer(Node& n) {
   }
   n.out()->dtype = DType::i32;
   n.out()->shape = matmul_shape(n, n.inputs[0], n.inputs[1]);
+}
+
+void infer_dynamic_quant_matmul(Node& n) {
+  const Value* x = n.inputs[0];
+  if (!is_float(x->dtype) || x->shape.size() < 2) {
+    fail(n, "x must be a float matrix (rank >= 2), got " + dt(x) + shape_str(x->shape),
+         "DynamicQuantMatMul quantizes a float activation");
+  }
+  require_int8(n, 1, "w");
+  if (n.inputs[1]->shape.size() != 2) {
+    fail(n, "w must be [K, N], got " + shape_str(n.inputs[1]->shape),
+         "the weights of a dynamically quantized MatMul are one matrix");
+  }
+  require_f32_scale(n, 2, "w_scale");
+  check_row_col_param(n, 2, false, "w_scale");
+  if (n.inputs.size() > 3) {
+    require_zero_point_dtype(n, 3, 1, "w_zero_point");
+    check_row_col_param(n, 3, false, "w_zero_point");
+  }
+  n.out()->dtype = DType::f32;
+  n.out()->shape = matmul_shape(n, x, n.inputs[1]);
 }
 
 void infer_qlinear_matmul(Node& n) {

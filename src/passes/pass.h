@@ -3,7 +3,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "ubfuse/decision.h"
 #include "ubfuse/graph.h"
 
 namespace ubfuse {
@@ -23,5 +25,8 @@ std::unique_ptr<Pass> make_dce_pass();
 std::unique_ptr<Pass> make_simplify_pass();
 // Recovers Silu, Gelu, LayerNorm, RMSNorm and Softmax from decomposed forms (canonicalize.cc).
 std::unique_ptr<Pass> make_canonicalize_pass();
+// Graph mode: DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scales) as DynamicQuantMatMul,
+// each chain taken or left reported in `notes` (quant_matmul.cc).
+std::unique_ptr<Pass> make_quant_matmul_pass(std::vector<FusionDecision>* notes);
 
 }  // namespace ubfuse

@@ -70,6 +70,7 @@ HWY_AFTER_NAMESPACE();
 #include <optional>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/quantize.h"
 
 namespace ubfuse {
 HWY_EXPORT(DqlMinMax);
@@ -252,52 +253,56 @@ class DynamicQuantizeKernel : public KernelBase {
       fail("needs float x and outputs (u8 of x's shape, f32 [], u8 []), got " + tensors_str(in) +
            " -> " + tensors_str(out));
     }
-    const int64_t n = x.numel();
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
-    // Per-chunk minima and maxima, combined after: min and max are exact in any order.
-    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(blocks, 64));
-    std::vector<float> lo_of(size_t(chunks), 0.0f), hi_of(size_t(chunks), 0.0f);
-    const bool f32 = x.dtype() == DType::f32;
-    pool.parallel_for(chunks, grain_for(n / chunks), [&](int64_t c0, int64_t c1, int) {
-      float buf[kBlock];
-      for (int64_t c = c0; c < c1; c++) {
-        float lo = 0, hi = 0;
-        for (int64_t b = c * blocks / chunks; b < (c + 1) * blocks / chunks; b++) {
-          const int64_t m = std::min(kBlock, n - b * kBlock);
-          const float* p = floats_at(x, b * kBlock, m, buf);
-          int64_t i = f32 ? int64_t(HWY_DYNAMIC_DISPATCH(DqlMinMax)(p, size_t(m), &lo, &hi)) : 0;
-          for (; i < m; i++) {
-            lo = std::min(lo, p[i]);
-            hi = std::max(hi, p[i]);
-          }
-        }
-        lo_of[size_t(c)] = lo;
-        hi_of[size_t(c)] = hi;
-      }
-    });
-    const float lo = *std::min_element(lo_of.begin(), lo_of.end());
-    const float hi = *std::max_element(hi_of.begin(), hi_of.end());
-    const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
-    const float zpf = std::nearbyint(std::min(255.0f, std::max(0.0f, 0.0f - lo / scale)));
-    const int32_t zp = int32_t(zpf);
-    out[1].data_as<float>()[0] = scale;
-    out[2].data_as<uint8_t>()[0] = uint8_t(zp);
-    uint8_t* py = out[0].data_as<uint8_t>();
-    pool.parallel_for(blocks, grain_for(kBlock), [&](int64_t b0, int64_t b1, int) {
-      float buf[kBlock];
-      for (int64_t b = b0; b < b1; b++) {
-        const int64_t m = std::min(kBlock, n - b * kBlock);
-        const float* p = floats_at(x, b * kBlock, m, buf);
-        uint8_t* q = py + b * kBlock;
-        const int64_t i =
-            f32 ? int64_t(HWY_DYNAMIC_DISPATCH(DqlQuantize)(p, size_t(m), scale, float(zp), q)) : 0;
-        quantize_run(p + i, scale, zp, q + i, m - i);
-      }
-    });
+    const DynamicQuantized q = dynamic_quantize(x, out[0].data_as<uint8_t>(), pool);
+    out[1].data_as<float>()[0] = q.scale;
+    out[2].data_as<uint8_t>()[0] = uint8_t(q.zero_point);
   }
 };
 
 }  // namespace
+
+DynamicQuantized dynamic_quantize(const Tensor& x, uint8_t* py, ThreadPool& pool) {
+  const int64_t n = x.numel();
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  // Per-chunk minima and maxima, combined after: min and max are exact in any order.
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(blocks, 64));
+  std::vector<float> lo_of(size_t(chunks), 0.0f), hi_of(size_t(chunks), 0.0f);
+  const bool f32 = x.dtype() == DType::f32;
+  pool.parallel_for(chunks, grain_for(n / chunks), [&](int64_t c0, int64_t c1, int) {
+    float buf[kBlock];
+    for (int64_t c = c0; c < c1; c++) {
+      float lo = 0, hi = 0;
+      for (int64_t b = c * blocks / chunks; b < (c + 1) * blocks / chunks; b++) {
+        const int64_t m = std::min(kBlock, n - b * kBlock);
+        const float* p = floats_at(x, b * kBlock, m, buf);
+        int64_t i = f32 ? int64_t(HWY_DYNAMIC_DISPATCH(DqlMinMax)(p, size_t(m), &lo, &hi)) : 0;
+        for (; i < m; i++) {
+          lo = std::min(lo, p[i]);
+          hi = std::max(hi, p[i]);
+        }
+      }
+      lo_of[size_t(c)] = lo;
+      hi_of[size_t(c)] = hi;
+    }
+  });
+  const float lo = *std::min_element(lo_of.begin(), lo_of.end());
+  const float hi = *std::max_element(hi_of.begin(), hi_of.end());
+  const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
+  const float zpf = std::nearbyint(std::min(255.0f, std::max(0.0f, 0.0f - lo / scale)));
+  const int32_t zp = int32_t(zpf);
+  pool.parallel_for(blocks, grain_for(kBlock), [&](int64_t b0, int64_t b1, int) {
+    float buf[kBlock];
+    for (int64_t b = b0; b < b1; b++) {
+      const int64_t m = std::min(kBlock, n - b * kBlock);
+      const float* p = floats_at(x, b * kBlock, m, buf);
+      uint8_t* q = py + b * kBlock;
+      const int64_t i =
+          f32 ? int64_t(HWY_DYNAMIC_DISPATCH(DqlQuantize)(p, size_t(m), scale, float(zp), q)) : 0;
+      quantize_run(p + i, scale, zp, q + i, m - i);
+    }
+  });
+  return {scale, zp};
+}
 
 std::unique_ptr<OpKernel> make_quantize_kernel(const Node& n) {
   if (n.op == OpKind::QuantizeLinear) return std::make_unique<QuantizeKernel>(n);

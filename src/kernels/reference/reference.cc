@@ -436,7 +436,7 @@ RefTensor dequantize_linear(const Node& n, const std::vector<RefTensor>& in) {
 
 // ONNX's DynamicQuantizeLinear: the range widened to include 0, scale = range / 255 (1 / 255 for
 // an all-zero input, whose range is empty), zero point = saturate(round(-min / scale)).
-std::vector<RefTensor> dynamic_quantize_linear(const Node& n, const RefTensor& x) {
+std::vector<RefTensor> dynamic_quantize_linear(const RefTensor& x) {
   float lo = 0, hi = 0;
   for (double v : x.data) {
     lo = std::min(lo, float(v));
@@ -444,7 +444,16 @@ std::vector<RefTensor> dynamic_quantize_linear(const Node& n, const RefTensor& x
   }
   const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
   const float zp = float(std::nearbyint(saturate(double(0.0f - lo / scale), DType::u8)));
-  RefTensor y = make(n, x.sizes, 0), ys = make(n, {}, 1), yz = make(n, {}, 2);
+  // Its outputs' dtypes are fixed (DynamicQuantMatMul's reference calls this with a node of one
+  // f32 output).
+  auto part = [](Sizes sizes, DType t) {
+    RefTensor r;
+    r.data.assign(size_t(numel(sizes)), 0.0);
+    r.sizes = std::move(sizes);
+    r.dtype = t;
+    return r;
+  };
+  RefTensor y = part(x.sizes, DType::u8), ys = part({}, DType::f32), yz = part({}, DType::u8);
   for (size_t i = 0; i < y.data.size(); i++) {
     y.data[i] = saturate(std::nearbyint(double(float(x.data[i]) / scale)) + zp, DType::u8);
   }
@@ -488,6 +497,19 @@ RefTensor qlinear_matmul(const Node& n, const std::vector<RefTensor>& in) {
     const int64_t col = int64_t(i) % nn, row = int64_t(i) / nn % m;
     const float f = float(row_col(in[1], row)) * float(row_col(in[4], col)) / float(in[6].data[0]);
     y.data[i] = saturate(std::nearbyint(y.data[i] * double(f)) + in[7].data[0], t);
+  }
+  return y;
+}
+
+// The chain it stands for, step by step: DynamicQuantizeLinear, MatMulInteger, the i32 sum as f32,
+// times the f32 product of the two scales.
+RefTensor dynamic_quant_matmul(const Node& n, const std::vector<RefTensor>& in) {
+  const std::vector<RefTensor> q = dynamic_quantize_linear(in[0]);
+  RefTensor y = matmul(n, minus_zero_points(q[0], &q[2], in[1], in.size() > 3 ? &in[3] : nullptr));
+  const int64_t nn = y.sizes.back();
+  for (size_t i = 0; i < y.data.size(); i++) {
+    const float acc = float(int32_t(uint32_t(int64_t(y.data[i]))));
+    y.data[i] = acc * (float(q[1].data[0]) * float(row_col(in[2], int64_t(i) % nn)));
   }
   return y;
 }
@@ -1065,11 +1087,13 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
     case OpKind::DequantizeLinear:
       return {dequantize_linear(n, in)};
     case OpKind::DynamicQuantizeLinear:
-      return dynamic_quantize_linear(n, in[0]);
+      return dynamic_quantize_linear(in[0]);
     case OpKind::MatMulInteger:
       return {matmul_integer(n, in)};
     case OpKind::QLinearMatMul:
       return {qlinear_matmul(n, in)};
+    case OpKind::DynamicQuantMatMul:
+      return {dynamic_quant_matmul(n, in)};
     case OpKind::ConvInteger:
       return {conv_integer(n, in)};
     case OpKind::GroupNorm:
@@ -1351,11 +1375,11 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     // A MatMul or Conv writes its result in its dtype in graph mode too (oneDNN's destination,
     // which a fused epilogue then reads), as the own kernels of GroupNorm, CumSum, Resize and the
     // Scatters do, so CastsOnly rounds it as EveryOp does.
-    const bool stored = op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul ||
-                        n->op == OpKind::Conv || n->op == OpKind::GroupNorm ||
-                        n->op == OpKind::AveragePool || n->op == OpKind::ReduceProd ||
-                        n->op == OpKind::Resize || n->op == OpKind::CumSum ||
-                        n->op == OpKind::ScatterND || n->op == OpKind::ScatterElements;
+    const bool stored =
+        op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul || n->op == OpKind::Conv ||
+        n->op == OpKind::DynamicQuantMatMul || n->op == OpKind::GroupNorm ||
+        n->op == OpKind::AveragePool || n->op == OpKind::ReduceProd || n->op == OpKind::Resize ||
+        n->op == OpKind::CumSum || n->op == OpKind::ScatterND || n->op == OpKind::ScatterElements;
     for (size_t i = 0; i < outs.size(); i++) {
       const bool is_f = is_float(n->outputs[i]->dtype);
       if (jittered && is_f) {

@@ -1,0 +1,103 @@
+#include "kernels/cpu/dyn_quant_matmul.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/quantize.h"
+
+namespace ubfuse::cpu {
+
+DynamicQuantMatMulKernel::DynamicQuantMatMulKernel(const Node& n) : KernelBase(n) {
+  // Constant weights are made ready for oneDNN once (with A's zero point applied by oneDNN), for
+  // a representative M: x's rows when its dims are fixed, else 256.
+  const Value* wv = n.inputs[1];
+  if (!int8_uses_onednn() || !wv->producer || wv->producer->op != OpKind::Constant) return;
+  const Tensor& w = wv->producer->payload;
+  if (!w.defined() || !is_int8(w.dtype()) || w.rank() != 2) return;
+  int64_t rep_m = 1;
+  for (size_t d = 0; d + 1 < n.inputs[0]->shape.size(); d++) {
+    const Dim& dim = n.inputs[0]->shape[d];
+    rep_m = dim.is_static() ? rep_m * dim.value() : 256;
+  }
+  prep_ = prepare_int_b(w, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)), true);
+}
+
+void DynamicQuantMatMulKernel::quantize(const std::vector<Tensor>& in, Quantized& q,
+                                        ThreadPool& pool) const {
+  if (in.size() < 3 || in.size() > 4) fail("takes 3 or 4 inputs, got " + tensors_str(in));
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  const Tensor& ws = in[2];
+  const Tensor* wz = in.size() > 3 ? &in[3] : nullptr;
+  if (!is_float(x.dtype()) || x.rank() < 2 || !is_int8(w.dtype()) || w.rank() != 2 ||
+      x.dim(-1) != w.dim(0) || ws.dtype() != DType::f32 ||
+      (ws.numel() != 1 && ws.numel() != w.dim(1)) ||
+      (wz && (wz->dtype() != w.dtype() || (wz->numel() != 1 && wz->numel() != w.dim(1))))) {
+    fail(
+        "needs float x [..., M, K], w u8|i8 [K, N], w_scale f32 ([] or [N]) and w's zero "
+        "point of w's dtype ([] or [N]), got " +
+        tensors_str(in));
+  }
+  q.k = w.dim(0);
+  q.n = w.dim(1);
+  q.rows = q.k ? x.numel() / q.k : 0;
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < size_t(x.numel())) buf.resize(size_t(x.numel()));
+  const DynamicQuantized dq = dynamic_quantize(x, buf.data(), pool);
+  q.a = buf.data();
+  q.zero_point = dq.zero_point;
+  q.col_scale.resize(size_t(q.n));
+  q.w_zero_point.assign(size_t(q.n), 0);
+  for (int64_t j = 0; j < q.n; j++) {
+    // The chain's Mul(x_scale, w_scale): one f32 product per column.
+    q.col_scale[size_t(j)] = dq.scale * ws.data_as<float>()[ws.numel() == 1 ? 0 : j];
+    if (wz) q.w_zero_point[size_t(j)] = load8(wz->data(), wz->dtype(), wz->numel() == 1 ? 0 : j);
+  }
+}
+
+void DynamicQuantMatMulKernel::rows(const std::vector<Tensor>& in, const Quantized& q, int64_t r0,
+                                    int64_t r1, float* out, ThreadPool& pool) const {
+  const int64_t m = r1 - r0;
+  if (m <= 0 || q.n == 0) return;
+  const Tensor& w = in[1];
+  const std::vector<int32_t> za(size_t(m), q.zero_point);
+  // The i32 sums land in out's bytes, then become f32 in place: float(sum) * factor, the Cast and
+  // the Mul of the chain.
+  auto* c = reinterpret_cast<int32_t*>(out);
+  const bool ready = prep_ && in[1].data() != nullptr;
+  int_gemm(q.a + r0 * q.k, DType::u8, w.data(), w.dtype(), za.data(), q.w_zero_point.data(), c, m,
+           q.k, q.n, pool, ready ? prep_.get() : nullptr);
+  const float* cs = q.col_scale.data();
+  const int64_t n = q.n;
+  pool.parallel_for(m, grain_for(n), [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; i++) {
+      char* row = reinterpret_cast<char*>(out + i * n);
+      for (int64_t j = 0; j < n; j++) {
+        int32_t v;
+        std::memcpy(&v, row + j * 4, 4);
+        const float f = float(v) * cs[j];
+        std::memcpy(row + j * 4, &f, 4);
+      }
+    }
+  });
+}
+
+void DynamicQuantMatMulKernel::run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                                   ThreadPool& pool) const {
+  check_arity(in, 3, 4, out);
+  Quantized q;
+  quantize(in, q, pool);
+  const Tensor& y = out[0];
+  Sizes want = in[0].sizes();
+  want.back() = q.n;
+  if (y.dtype() != DType::f32 || y.sizes() != want) {
+    fail("output " + tensors_str({y}) + " is not f32" + sizes_str(want));
+  }
+  rows(in, q, 0, q.rows, y.data_as<float>(), pool);
+}
+
+std::unique_ptr<OpKernel> make_dynamic_quant_matmul_kernel(const Node& n) {
+  return std::make_unique<DynamicQuantMatMulKernel>(n);
+}
+
+}  // namespace ubfuse::cpu

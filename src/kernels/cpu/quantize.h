@@ -1,0 +1,20 @@
+// DynamicQuantizeLinear's pass over x (quantize.cc), shared by its kernel and by
+// DynamicQuantMatMul's (dyn_quant_matmul.cc).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/thread_pool.h"
+#include "ubfuse/tensor.h"
+
+namespace ubfuse::cpu {
+
+struct DynamicQuantized {
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+};
+// ONNX's DynamicQuantizeLinear of float x into y (u8, x's element count): scale and zero point
+// over x's range widened to include 0, each element round(x / scale) + zero point, saturated.
+DynamicQuantized dynamic_quantize(const Tensor& x, uint8_t* y, ThreadPool& pool);
+
+}  // namespace ubfuse::cpu

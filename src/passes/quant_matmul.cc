@@ -1,0 +1,165 @@
+// quant_matmul: onnxruntime's dynamic-quantizer chain as one op, in graph mode.
+//
+//   (q, s, z) = DynamicQuantizeLinear(x)
+//   i = MatMulInteger(q, W, z, w_zp?)          W a constant [K, N]
+//   y = Mul(Cast(i, f32), Mul(s, w_scale))     w_scale a constant, one element or one per column
+//
+// becomes y = DynamicQuantMatMul(x, W, w_scale, w_zp?), bit-exact with the chain (the same
+// quantization, integer sums and f32 products), which fusion then treats as a MatMul: the bias
+// Add, activation or residual norm after it run as its epilogue, on each block of rows while it is
+// in cache. Every intermediate must be read by the chain alone. Each chain taken or left is a
+// decision that `explain` reports: the edges inside the new op as Fused, and for a chain left
+// apart, why.
+#include "passes/pass.h"
+#include "passes/rewrite_util.h"
+
+namespace ubfuse {
+
+namespace {
+
+using passes::producer_if;
+using passes::UseInfo;
+
+// The operand of binary node n other than the one `one` produces, or null when n reads no output
+// of `one` (checked on both sides: Mul is commutative and exporters write either order).
+Value* other_operand(const Node* n, const Node* one) {
+  if (n->inputs.size() != 2) return nullptr;
+  if (n->inputs[0]->producer == one) return n->inputs[1];
+  if (n->inputs[1]->producer == one) return n->inputs[0];
+  return nullptr;
+}
+
+class QuantMatMulPass : public Pass {
+ public:
+  explicit QuantMatMulPass(std::vector<FusionDecision>* notes) : notes_(notes) {}
+  std::string name() const override { return "quant_matmul"; }
+
+  bool run(Graph& g) override {
+    bool changed = false;
+    UseInfo uses(g);
+    for (Node* mmi : g.topo_order()) {
+      if (mmi->op != OpKind::MatMulInteger) continue;
+      Node* dql = producer_if(mmi->inputs[0], OpKind::DynamicQuantizeLinear);
+      if (!dql) continue;  // not the dynamic quantizer's form
+      std::string why;
+      Node* root = match(mmi, dql, uses, why);
+      if (!root) {
+        note(FusionReason::NotFusible, dql->name, mmi->name,
+             "the chain from DynamicQuantizeLinear '" + dql->name + "' through MatMulInteger '" +
+                 mmi->name + "' stays op by op: " + why,
+             "the quant_matmul pass takes DynamicQuantizeLinear -> MatMulInteger (constant "
+             "weights) -> Cast(f32) -> Mul(x_scale * w_scale) whose intermediates nothing else "
+             "reads");
+        continue;
+      }
+      // Names before the rewrite parks the root's.
+      const std::vector<std::pair<std::string, std::string>> edges = chain_edges_;
+      std::vector<Value*> ins = {dql->inputs[0], mmi->inputs[1], w_scale_};
+      if (mmi->inputs.size() > 3) ins.push_back(mmi->inputs[3]);
+      const std::string root_name = root->name;
+      if (!passes::replace_node(g, root, OpKind::DynamicQuantMatMul, ins)) {
+        note(FusionReason::NotFusible, dql->name, mmi->name,
+             "the chain through MatMulInteger '" + mmi->name +
+                 "' does not infer as DynamicQuantMatMul (its shapes or dtypes differ)",
+             "");
+        continue;
+      }
+      for (auto& [p, c] : edges) {
+        note(FusionReason::Fused, p, c,
+             "'" + p + "' -> '" + c + "' is inside DynamicQuantMatMul '" + root_name +
+                 "' (the quant_matmul pass: quantize, int8 product, rescale in one kernel)",
+             "");
+      }
+      changed = true;
+      uses.rebuild(g);
+    }
+    if (changed) g.remove_dead_nodes();
+    return changed;
+  }
+
+ private:
+  // The rescale Mul that ends the chain from mmi, or null with `why` set.
+  Node* match(Node* mmi, Node* dql, const UseInfo& uses, std::string& why) {
+    chain_edges_.clear();
+    const Value* q = dql->outputs[0];
+    const Value* s = dql->outputs[1];
+    const Value* z = dql->outputs[2];
+    if (mmi->inputs.size() < 3 || mmi->inputs[2] != z) {
+      why = "its a_zero_point is not the DynamicQuantizeLinear's zero point";
+      return nullptr;
+    }
+    if (!uses.single_use(q) || !uses.single_use(z)) {
+      why = "the quantized activation or its zero point is read elsewhere too";
+      return nullptr;
+    }
+    if (dql->inputs[0]->shape.size() < 2) {
+      why = "the activation is not a matrix";
+      return nullptr;
+    }
+    if (!passes::is_constant(mmi->inputs[1]) || mmi->inputs[1]->shape.size() != 2) {
+      why = "its weights '" + mmi->inputs[1]->name + "' are not a constant matrix";
+      return nullptr;
+    }
+    if (mmi->inputs.size() > 3 && !passes::is_constant(mmi->inputs[3])) {
+      why = "its b_zero_point is not a constant";
+      return nullptr;
+    }
+    const std::vector<Node*>& after = uses.users(mmi->out());
+    Node* cast = after.size() == 1 ? after[0] : nullptr;
+    if (!cast || cast->op != OpKind::Cast || cast->out()->dtype != DType::f32 ||
+        !uses.single_use(mmi->out())) {
+      why = "its i32 result is not read by one Cast to f32 alone";
+      return nullptr;
+    }
+    const std::vector<Node*>& rescale = uses.users(cast->out());
+    Node* root = rescale.size() == 1 ? rescale[0] : nullptr;
+    Value* factor = root && root->op == OpKind::Mul ? other_operand(root, cast) : nullptr;
+    Node* scales = factor ? producer_if(factor, OpKind::Mul) : nullptr;
+    Value* ws = scales ? other_operand(scales, dql) : nullptr;
+    if (!factor || !uses.single_use(cast->out())) {
+      why = "the Cast's result is not read by one Mul alone";
+      return nullptr;
+    }
+    if (!ws || !uses.single_use(factor) || !uses.single_use(s) || ws == s) {
+      why = "the Mul's factor is not x_scale * w_scale read by it alone";
+      return nullptr;
+    }
+    const int64_t n = mmi->inputs[1]->shape[1].is_static() ? mmi->inputs[1]->shape[1].value() : -1;
+    const bool per_column =
+        ws->shape.size() >= 1 && ws->shape.back() == Dim(n) && numel_static(ws->shape) == n;
+    if (!passes::is_constant(ws) || ws->dtype != DType::f32 ||
+        !(numel_static(ws->shape) == 1 || per_column) || ws->shape.size() > 2) {
+      why = "w_scale '" + ws->name + "' is not a constant f32 of one element or one per column";
+      return nullptr;
+    }
+    w_scale_ = ws;
+    chain_edges_ = {{dql->name, mmi->name},
+                    {mmi->name, cast->name},
+                    {cast->name, root->name},
+                    {dql->name, scales->name},
+                    {scales->name, root->name}};
+    return root;
+  }
+
+  static int64_t numel_static(const Shape& s) {
+    int64_t n = 1;
+    for (const Dim& d : s) n *= d.is_static() ? d.value() : -1;
+    return n < 0 ? -1 : n;
+  }
+
+  void note(FusionReason r, std::string p, std::string c, std::string msg, std::string hint) {
+    if (notes_) notes_->push_back({r, std::move(p), std::move(c), std::move(msg), std::move(hint)});
+  }
+
+  std::vector<FusionDecision>* notes_;
+  Value* w_scale_ = nullptr;
+  std::vector<std::pair<std::string, std::string>> chain_edges_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_quant_matmul_pass(std::vector<FusionDecision>* notes) {
+  return std::make_unique<QuantMatMulPass>(notes);
+}
+
+}  // namespace ubfuse

@@ -1,0 +1,167 @@
+// The quant_matmul pass (passes/quant_matmul.cc) and DynamicQuantMatMul in a MatMul epilogue
+// group: onnxruntime's DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(x_scale * w_scale)
+// chain, with a bias and an activation after it, is one kernel in graph mode, bit for bit what
+// eager mode computes op by op, in one row block or several; chains that cannot be taken stay op
+// by op with a decision that says why.
+#include "test_util.h"
+#include "ubfuse/onnx.h"
+
+namespace ubfuse {
+namespace {
+
+using testing::graph_opts;
+
+struct Chain {
+  DType w_dtype = DType::i8;
+  bool per_column = false;   // w_scale (and w_zero_point) one per column
+  bool w_zero_point = true;  // MatMulInteger's fourth input
+  bool swap = false;         // the Muls' operands the other way round
+  bool bias = true;          // + bias
+  bool gelu = false;         // then Gelu
+  int64_t k = 37, n = 19;
+};
+
+Graph chain_graph(const Chain& c) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"batch", "seq", c.k});
+  auto q = b.dynamic_quantize_linear(x);
+  const bool s8 = c.w_dtype == DType::i8;
+  auto w = b.constant(Tensor::random(c.w_dtype, {c.k, c.n}, 5, s8 ? -128 : 0, s8 ? 128 : 256));
+  std::vector<float> scales, zps;
+  for (int64_t j = 0; j < (c.per_column ? c.n : 1); j++) {
+    scales.push_back(0.001f * float(j % 7 + 1));
+    zps.push_back(float(s8 ? j % 9 - 4 : 120 + j % 13));
+  }
+  const Sizes ps = c.per_column ? Sizes{c.n} : Sizes{};
+  auto ws = b.constant(Tensor::from_floats(DType::f32, ps, scales));
+  auto wz = c.w_zero_point ? b.constant(Tensor::from_floats(c.w_dtype, ps, zps)) : nullptr;
+  auto i = b.matmul_integer(q[0], w, q[2], wz);
+  b.name_last("mmi");
+  auto f = b.cast(i, DType::f32);
+  auto factor = c.swap ? b.mul(ws, q[1]) : b.mul(q[1], ws);
+  auto y = c.swap ? b.mul(factor, f) : b.mul(f, factor);
+  b.name_last("rescale");
+  if (c.bias) y = b.add(y, b.constant(Tensor::random(DType::f32, {c.n}, 9)));
+  if (c.gelu) y = b.gelu(y);
+  b.output("y", y);
+  return b.build();
+}
+
+int count_op(const CompiledModel& m, const std::string& op) {
+  int k = 0;
+  for (auto& ki : m.kernels()) {
+    for (auto& t : ki.op_types) k += t == op;
+  }
+  return k;
+}
+
+TEST(QuantMatMul, ChainIsOneKernelBitForBitWithEager) {
+  std::vector<Chain> chains;
+  for (DType wt : {DType::i8, DType::u8}) {
+    for (bool pc : {false, true}) {
+      for (bool swap : {false, true}) chains.push_back({wt, pc, !swap, swap, true, false});
+    }
+  }
+  chains.push_back({DType::i8, false, true, false, false, false});  // no bias: the op alone
+  chains.push_back({DType::u8, true, true, false, true, true});     // bias and Gelu
+  chains.push_back({DType::i8, false, true, false, true, false, 1, 1});
+  for (size_t ci = 0; ci < chains.size(); ci++) {
+    const Chain& c = chains[ci];
+    SCOPED_TRACE("chain " + std::to_string(ci));
+    Graph g = chain_graph(c);
+    CompiledModel eager = compile(g, testing::eager_opts());
+    CompiledModel graph = compile(g, graph_opts());
+    ASSERT_EQ(graph.kernels().size(), 1u) << graph.kernels()[0].name;
+    EXPECT_EQ(count_op(graph, "DynamicQuantMatMul"), 1);
+    EXPECT_EQ(count_op(eager, "DynamicQuantMatMul"), 0);  // eager: a kernel per ONNX op
+    EXPECT_EQ(count_op(eager, "MatMulInteger"), 1);
+    // One row, a few, and enough for several row blocks (256 rows each at this block size).
+    CompiledModel blocks =
+        compile(g, {{"ge.exec.enableOperatorFusion", "1"}, {"matmul_block_bytes", "4096"}});
+    for (Sizes s : {Sizes{1, 1, c.k}, Sizes{2, 7, c.k}, Sizes{3, 301, c.k}}) {
+      Tensor x = Tensor::random(DType::f32, s, uint64_t(s[1]) + 3, -3, 5);
+      auto want = eager.run({{"x", x}}).at("y");
+      for (const CompiledModel* m : {&graph, &blocks}) {
+        auto got = m->run({{"x", x}}).at("y");
+        ASSERT_EQ(got.sizes(), want.sizes());
+        if (!c.gelu) {
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.nbytes())) << sizes_str(s);
+        } else {
+          for (int64_t i = 0; i < want.numel(); i++) {
+            ASSERT_NEAR(got.get(i), want.get(i), 1e-5 * (1 + std::abs(want.get(i)))) << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantMatMul, ExplainNamesTheChainAndWhyOneStaysApart) {
+  CompiledModel m = compile(chain_graph({}), graph_opts());
+  int fused = 0;
+  for (const FusionDecision& d : m.decisions()) {
+    if (d.reason == FusionReason::Fused &&
+        d.message.find("inside DynamicQuantMatMul 'rescale'") != std::string::npos) {
+      fused++;
+    }
+  }
+  EXPECT_EQ(fused, 5);  // DQL->MMI, MMI->Cast, Cast->Mul, DQL->scale Mul, scale Mul->Mul
+
+  // The quantized activation read by a second MatMulInteger: both chains stay op by op.
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"seq", 8});
+  auto q = b.dynamic_quantize_linear(x);
+  b.name_last("dql");
+  auto w = b.constant(Tensor::random(DType::i8, {8, 4}, 1, -128, 128));
+  auto ws = b.constant(Tensor::from_floats(DType::f32, {}, {0.01f}));
+  auto one = b.mul(b.cast(b.matmul_integer(q[0], w, q[2]), DType::f32), b.mul(q[1], ws));
+  b.output("one", one);
+  b.output("q", q[0]);
+  auto wi = b.input("w", DType::i8, {8, 4});  // weights that are no constant
+  auto x2 = b.input("x2", DType::f32, {"seq", 8});
+  auto q2 = b.dynamic_quantize_linear(x2);
+  b.name_last("dql2");
+  b.output("two", b.mul(b.cast(b.matmul_integer(q2[0], wi, q2[2]), DType::f32), b.mul(q2[1], ws)));
+  CompiledModel apart = compile(b.build(), graph_opts());
+  EXPECT_EQ(count_op(apart, "DynamicQuantMatMul"), 0);
+  std::string why;
+  for (const FusionDecision& d : apart.decisions()) {
+    if (d.reason == FusionReason::NotFusible &&
+        d.message.find("stays op by op") != std::string::npos)
+      why += d.message + "\n";
+  }
+  EXPECT_NE(why.find("'dql' through MatMulInteger"), std::string::npos) << why;
+  EXPECT_NE(why.find("read elsewhere too"), std::string::npos) << why;
+  EXPECT_NE(why.find("'dql2' through MatMulInteger"), std::string::npos) << why;
+  EXPECT_NE(why.find("weights 'w' are not a constant matrix"), std::string::npos) << why;
+  // Still right: the same as eager.
+  Tensor xv = Tensor::random(DType::f32, {5, 8}, 2),
+         wv = Tensor::random(DType::i8, {8, 4}, 3, -128, 128);
+  auto e = compile(apart.graph(), testing::eager_opts()).run({{"x", xv}, {"x2", xv}, {"w", wv}});
+  auto gr = apart.run({{"x", xv}, {"x2", xv}, {"w", wv}});
+  for (const char* o : {"one", "two"}) {
+    ASSERT_EQ(0, std::memcmp(e.at(o).data(), gr.at(o).data(), e.at(o).nbytes())) << o;
+  }
+}
+
+TEST(QuantMatMul, TheQuantizedBertRunsFewerKernelsAndMatchesEager) {
+  Graph g = import_onnx(std::string(UBFUSE_SOURCE_DIR) + "/tests/models/bert_stack_int8.onnx");
+  CompiledModel eager = compile(g, testing::eager_opts());
+  CompiledModel graph = compile(g, graph_opts());
+  EXPECT_EQ(count_op(graph, "DynamicQuantMatMul"), 12);  // 2 layers x (Q, K, V, O, up, down)
+  EXPECT_EQ(count_op(graph, "DynamicQuantizeLinear"), 0);
+  EXPECT_EQ(count_op(graph, "MatMulInteger"), 0);
+  EXPECT_LE(graph.kernels().size(), 27u);
+  std::map<std::string, Tensor> in{
+      {"input_ids", Tensor::random(DType::i64, {2, 9}, 4, 0, 128)},
+      {"attention_mask", Tensor::from_floats(DType::i64, {2, 9}, std::vector<float>(18, 1.0f))}};
+  auto want = eager.run(in), got = graph.run(in);
+  for (auto& [name, t] : want) {
+    for (int64_t i = 0; i < t.numel(); i++) {
+      ASSERT_NEAR(got.at(name).get(i), t.get(i), 2e-4 * (1 + std::abs(t.get(i)))) << name << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse
