@@ -47,6 +47,15 @@ Sizes conv_sizes(const Node& n, const Sizes& x, const Sizes& w) {
   return out;
 }
 
+// `bytes` of the workspace's block scratch, grown as needed, from a 64-byte boundary (a vector's
+// own data is 16-byte aligned; oneDNN's products write, and the epilogue reads, whole cache
+// lines).
+char* aligned_scratch(std::vector<char>& scratch, int64_t bytes) {
+  if (scratch.size() < size_t(bytes) + 64) scratch.resize(size_t(bytes) + 64);
+  const auto at = reinterpret_cast<uintptr_t>(scratch.data());
+  return scratch.data() + ((64 - at % 64) % 64);
+}
+
 class MatMulEpilogueKernel : public Kernel {
  public:
   MatMulEpilogueKernel(const FusedGroup& g, LoweredGroup lg, Engine eng)
@@ -102,8 +111,7 @@ class MatMulEpilogueKernel : public Kernel {
       if (mm_out_ >= 0) {
         m = out[size_t(mm_out_)];
       } else {
-        if (scratch.size() < size_t(numel(D) * esize)) scratch.resize(size_t(numel(D) * esize));
-        m = Tensor::view(dt, D, scratch.data());
+        m = Tensor::view(dt, D, aligned_scratch(scratch, numel(D) * esize));
       }
       std::vector<Tensor> mo = {m};
       std::vector<Tensor> operands;
@@ -137,10 +145,9 @@ class MatMulEpilogueKernel : public Kernel {
     char* base = nullptr;
     if (mm_out_ >= 0) {
       base = static_cast<char*>(out[size_t(mm_out_)].data());
-    } else if (scratch.size() < size_t(br * N * esize)) {
-      scratch.resize(size_t(br * N * esize));
     }
-    ins.push_back(Tensor::view(dt, D, base ? base : scratch.data()));
+    char* block = base ? nullptr : aligned_scratch(scratch, br * N * esize);
+    ins.push_back(Tensor::view(dt, D, base ? base : block));
     RowArgs ra;
     make_row_args(*lg_.prog, lg_.reads, ins, out, ra);
     choose_variant(lg_, ra, ins, out_bytes, ctx);
@@ -149,7 +156,7 @@ class MatMulEpilogueKernel : public Kernel {
     const int64_t a_es = int64_t(dtype_size(A.dtype()));
     for (int64_t r0 = 0; r0 < rows; r0 += br) {
       const int64_t r1 = std::min(rows, r0 + br);
-      char* cblock = base ? base + r0 * N * esize : scratch.data();
+      char* cblock = base ? base + r0 * N * esize : block;
       if (dq_) {
         dq_->rows(operands, q, r0, r1, reinterpret_cast<float*>(cblock), *ctx.pool);
       } else {

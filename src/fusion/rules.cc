@@ -77,7 +77,7 @@ const std::vector<std::string>& ub_fusion_rule_names() {
 }
 
 const std::vector<std::string>& graph_fusion_pass_names() {
-  static const std::vector<std::string> v = {"simplify", "canonicalize", "dce"};
+  static const std::vector<std::string> v = {"simplify", "canonicalize", "dce", "quant_matmul"};
   return v;
 }
 

@@ -20,6 +20,8 @@ DynamicQuantMatMulKernel::DynamicQuantMatMulKernel(const Node& n) : KernelBase(n
     rep_m = dim.is_static() ? rep_m * dim.value() : 256;
   }
   prep_ = prepare_int_b(w, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)), true);
+  prep_sizes_ = w.sizes();
+  prep_dtype_ = w.dtype();
 }
 
 void DynamicQuantMatMulKernel::quantize(const std::vector<Tensor>& in, Quantized& q,
@@ -41,10 +43,11 @@ void DynamicQuantMatMulKernel::quantize(const std::vector<Tensor>& in, Quantized
   q.k = w.dim(0);
   q.n = w.dim(1);
   q.rows = q.k ? x.numel() / q.k : 0;
-  thread_local std::vector<uint8_t> buf;
-  if (buf.size() < size_t(x.numel())) buf.resize(size_t(x.numel()));
-  const DynamicQuantized dq = dynamic_quantize(x, buf.data(), pool);
-  q.a = buf.data();
+  // 64-byte aligned: oneDNN's int8 product read a 16-byte-aligned A at half the speed (Xeon).
+  thread_local Tensor buf;
+  if (!buf.defined() || buf.numel() < x.numel()) buf = Tensor(DType::u8, {x.numel()});
+  const DynamicQuantized dq = dynamic_quantize(x, buf.data_as<uint8_t>(), pool);
+  q.a = buf.data_as<uint8_t>();
   q.zero_point = dq.zero_point;
   q.col_scale.resize(size_t(q.n));
   q.w_zero_point.assign(size_t(q.n), 0);
@@ -64,21 +67,13 @@ void DynamicQuantMatMulKernel::rows(const std::vector<Tensor>& in, const Quantiz
   // The i32 sums land in out's bytes, then become f32 in place: float(sum) * factor, the Cast and
   // the Mul of the chain.
   auto* c = reinterpret_cast<int32_t*>(out);
-  const bool ready = prep_ && in[1].data() != nullptr;
+  const bool ready = prep_ && w.sizes() == prep_sizes_ && w.dtype() == prep_dtype_;
   int_gemm(q.a + r0 * q.k, DType::u8, w.data(), w.dtype(), za.data(), q.w_zero_point.data(), c, m,
            q.k, q.n, pool, ready ? prep_.get() : nullptr);
   const float* cs = q.col_scale.data();
   const int64_t n = q.n;
   pool.parallel_for(m, grain_for(n), [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; i++) {
-      char* row = reinterpret_cast<char*>(out + i * n);
-      for (int64_t j = 0; j < n; j++) {
-        int32_t v;
-        std::memcpy(&v, row + j * 4, 4);
-        const float f = float(v) * cs[j];
-        std::memcpy(row + j * 4, &f, 4);
-      }
-    }
+    for (int64_t i = i0; i < i1; i++) rescale_row(c + i * n, cs, out + i * n, n);
   });
 }
 

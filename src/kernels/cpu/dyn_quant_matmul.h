@@ -26,8 +26,8 @@ class DynamicQuantMatMulKernel : public KernelBase {
     std::vector<float> col_scale;
     std::vector<int32_t> w_zero_point;  // per column
   };
-  // Checks the operands and quantizes in[0] (the u8 copy lives until the calling thread's next
-  // quantize()).
+  // Checks the operands and quantizes in[0] into a buffer of the calling thread, valid until its
+  // next quantize().
   void quantize(const std::vector<Tensor>& in, Quantized& q, ThreadPool& pool) const;
   // Rows [r0, r1) of the result (x's rows, its batch dims folded in) into out, row-major N wide.
   void rows(const std::vector<Tensor>& in, const Quantized& q, int64_t r0, int64_t r1, float* out,
@@ -38,6 +38,8 @@ class DynamicQuantMatMulKernel : public KernelBase {
 
  private:
   std::shared_ptr<const PreparedB> prep_;  // constant w made ready for oneDNN, or null
+  Sizes prep_sizes_;
+  DType prep_dtype_ = DType::i8;
 };
 
 }  // namespace ubfuse::cpu

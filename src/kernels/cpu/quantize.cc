@@ -58,6 +58,22 @@ size_t DqlQuantize(const float* HWY_RESTRICT x, size_t n, float scale, float zp,
   return i;
 }
 
+// DynamicQuantMatMul's rescale of one row in place: the i32 sums c become float(c) * scale, lane
+// by lane (c and y may be the same bytes: each vector is loaded before it is stored).
+void DqmRescale(const int32_t* c, const float* HWY_RESTRICT scale, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Mul(hn::ConvertTo(d, hn::LoadU(di, c + i)), hn::LoadU(d, scale + i)), d, y + i);
+  }
+  for (; i < n; i++) {
+    const float f = float(c[i]) * scale[i];
+    y[i] = f;
+  }
+}
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace ubfuse
@@ -75,6 +91,7 @@ HWY_AFTER_NAMESPACE();
 namespace ubfuse {
 HWY_EXPORT(DqlMinMax);
 HWY_EXPORT(DqlQuantize);
+HWY_EXPORT(DqmRescale);
 
 namespace cpu {
 namespace {
@@ -260,6 +277,10 @@ class DynamicQuantizeKernel : public KernelBase {
 };
 
 }  // namespace
+
+void rescale_row(const int32_t* c, const float* scale, float* y, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(DqmRescale)(c, scale, y, size_t(n));
+}
 
 DynamicQuantized dynamic_quantize(const Tensor& x, uint8_t* py, ThreadPool& pool) {
   const int64_t n = x.numel();
