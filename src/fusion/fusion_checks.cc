@@ -573,7 +573,7 @@ const std::vector<Check>& checks() {
                  op_class),
       edge_check("Int8Value", R::NotFusible,
                  "neither op reads or writes an i8 or u8 value (fused kernels load and store "
-                 "float and bool values)",
+                 "float and bool values) but a DynamicQuantMatMul's own int8 weights",
                  int8_value),
       edge_check("MatMulPrologue", R::NotFusible,
                  "n's group holds no MatMul or Conv: an epilogue takes nothing computed before "

@@ -17,7 +17,8 @@
 //                                       RowPermute or a row Transpose, or p is a MatMul or Conv
 //                                       that takes n's group as its epilogue
 //   Int8Value           NotFusible      neither op reads or writes an i8 or u8 value (fused kernels
-//                                       load and store float and bool values)
+//                                       load and store float and bool values) but a
+//                                       DynamicQuantMatMul's own int8 weights
 //   MatMulPrologue      NotFusible      n's group holds no MatMul or Conv: an epilogue takes
 //                                       nothing computed before its MatMul or Conv
 //   VectorMatMulRows    NotFusible      the MatMul of p's group, if any, has matrix operands, or
