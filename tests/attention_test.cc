@@ -216,6 +216,73 @@ TEST(Attention, TransposeOfKJoinsTheKernel) {
   }
 }
 
+// Grouped-query heads as exporters write repeat_kv (Reshape to [B, Hkv, 1, L, D], Expand to g,
+// Reshape to [B, Hkv * g, L, D]) on K and on V join the kernel, which reads the Hkv heads: one
+// kernel, no Expand, every query head against its own K/V head. A repeat whose result is needed
+// elsewhere, or that does not keep each head's copies together, stays out.
+TEST(Attention, GroupedQueryHeadRepeatsJoinTheKernel) {
+  for (auto [hkv, g] : {std::pair<int64_t, int64_t>{2, 2}, {1, 4}, {3, 1}, {2, 3}}) {
+    for (int64_t lq : {1, 5}) {
+      for (bool repeat_k_out : {false, true}) {
+        const int64_t h = hkv * g, lk = 37, d = 12;
+        GraphBuilder b;
+        auto q = b.input("q", DType::f32, {"batch", h, lq, d});
+        auto k = b.input("k", DType::f32, {"batch", hkv, lk, d});
+        auto v = b.input("v", DType::f32, {"batch", hkv, lk, d});
+        auto repeat = [&](GraphBuilder::V x) {
+          auto u = b.reshape(x, {0, hkv, 1, lk, d});
+          return b.reshape(b.expand(u, Shape{"batch", hkv, g, lk, d}), {0, h, lk, d});
+        };
+        auto kr = repeat(k);
+        auto s = b.add(b.div(b.matmul(q, b.transpose(kr, {0, 1, 3, 2})), 4.0),
+                       b.input("mask", DType::f32, {lq, lk}));
+        b.output("y", b.matmul(b.softmax(s), repeat(v)));
+        if (repeat_k_out) b.output("kr", kr);
+        Graph gr = b.build();
+        std::map<std::string, Tensor> in = {
+            {"q", Tensor::random(DType::f32, {2, h, lq, d}, 1, -2, 2)},
+            {"k", Tensor::random(DType::f32, {2, hkv, lk, d}, 2, -2, 2)},
+            {"v", Tensor::random(DType::f32, {2, hkv, lk, d}, 3)},
+            {"mask", Tensor::random(DType::f32, {lq, lk}, 4, -3, 0)}};
+        const std::string where = "hkv " + std::to_string(hkv) + " g " + std::to_string(g) +
+                                  " lq " + std::to_string(lq) + (repeat_k_out ? " K out" : "");
+        CompiledModel m = compile(gr, graph_opts());
+        int expands = 0;
+        for (auto& kern : m.kernels()) {
+          for (auto& op : kern.op_types)
+            expands += op == "Expand" && kern.variant != "flash attention";
+        }
+        // K's repeat needed as an output keeps its own kernels (an Expand, unless g is 1 and
+        // simplify drops it, and the copy into the output); V's still joins.
+        if (repeat_k_out) {
+          EXPECT_EQ(expands, g > 1 ? 1 : 0) << where;
+          if (g > 1) EXPECT_GT(m.kernels().size(), 1u) << where;
+        } else {
+          EXPECT_EQ(expands, 0) << where;
+          EXPECT_EQ(m.kernels().size(), 1u) << where;
+        }
+        auto want = ref::run_graph(gr, in);
+        auto got = m.run(in);
+        EXPECT_TRUE(close_to_ref(got.at("y"), want.at("y"))) << where;
+      }
+    }
+  }
+  // Heads interleaved the other way (copies of all heads one after another: Expand before the
+  // head axis) is no repeat_kv: the Expand stays, the answer is still right.
+  GraphBuilder b;
+  auto q = b.input("q", DType::f32, {1, 4, 3, 8});
+  auto k = b.input("k", DType::f32, {1, 2, 9, 8});
+  auto tiled =
+      b.reshape(b.expand(b.reshape(k, {1, 1, 2, 9, 8}), Shape{1, 2, 2, 9, 8}), {1, 4, 9, 8});
+  b.output("y", b.matmul(b.softmax(b.matmul(q, b.transpose(tiled, {0, 1, 3, 2}))), tiled));
+  Graph gr = b.build();
+  CompiledModel m = compile(gr, graph_opts());
+  EXPECT_GT(m.kernels().size(), 1u);
+  std::map<std::string, Tensor> in = {{"q", Tensor::random(DType::f32, {1, 4, 3, 8}, 1, -2, 2)},
+                                      {"k", Tensor::random(DType::f32, {1, 2, 9, 8}, 2, -2, 2)}};
+  EXPECT_TRUE(close_to_ref(m.run(in).at("y"), ref::run_graph(gr, in).at("y")));
+}
+
 // One compile, many lengths: the decoder's growing past and a prompt.
 TEST(Attention, SymbolicLengthsFromOneCompile) {
   const Shape q = {Dim(1), Dim(4), Dim("seq"), Dim(32)};

@@ -79,7 +79,9 @@ TEST(KvCache, DecoderLoopEqualsFeedingPresentsBackAndReadsTheCacheInPlace) {
     // A prompt of 5 from an empty past, then one token per call, then 2 at once, up to the end.
     RunStats st = decode_both_ways(m, cache, feed, {5, 1, 1, 1, 2, 1, 1, 1, 1, 1, 1});
     EXPECT_EQ(st.kv_rows_appended, 16 * 4);
-    EXPECT_EQ(st.kv_dense_copies, 0) << "the Expands read the cache in place";
+    // Eager: the Expands of the grouped-query heads read the cache in place; graph mode: the
+    // attention kernels, which take those repeats in.
+    EXPECT_EQ(st.kv_dense_copies, 0);
     EXPECT_TRUE(throws_with(
         [&] {
           std::map<std::string, Tensor> out;

@@ -31,6 +31,21 @@ std::vector<int64_t> batch_offsets(const Sizes& s, const Sizes& batch) {
   return off;
 }
 
+// K's or V's offsets; with `repeat` (grouped-query heads) s is [..., Hkv, L, D] while the batch
+// is [..., H]: as [..., Hkv, 1, L, D] against the batch [..., Hkv, H / Hkv], whose order is the
+// batch's, so query head h reads x's head h / (H / Hkv).
+std::vector<int64_t> kv_offsets(const Sizes& s, const Sizes& batch, bool repeat) {
+  if (!repeat) return batch_offsets(s, batch);
+  const int64_t hkv = s[s.size() - 3], h = batch.back();
+  UBF_CHECK(s.size() == batch.size() + 2 && hkv > 0 && h % hkv == 0,
+            "attention: " + sizes_str(s) + " repeated over the heads of " + sizes_str(batch));
+  Sizes s1 = s, b1 = batch;
+  s1.insert(s1.end() - 2, 1);
+  b1.back() = hkv;
+  b1.push_back(h / hkv);
+  return batch_offsets(s1, b1);
+}
+
 class AttentionKernel : public Kernel {
  public:
   explicit AttentionKernel(const FusedGroup& g) {
@@ -48,8 +63,10 @@ class AttentionKernel : public Kernel {
     };
     q_ = index(m->scores->inputs[0]);
     k_rows_ = m->k_transpose != nullptr;
-    kt_ = index(k_rows_ ? m->k_transpose->inputs[0] : m->scores->inputs[1]);
-    v_ = index(m->context->inputs[1]);
+    kt_ = index(m->k_input());
+    v_ = index(m->v_input());
+    k_repeat_ = bool(m->k_repeat);
+    v_repeat_ = bool(m->v_repeat);
     for (const Node* s : m->steps) {
       operands_.push_back(index(m->operand(s)));
       fills_.push_back(s->op == OpKind::Where ? index(m->fill(s)) : -1);
@@ -96,9 +113,9 @@ class AttentionKernel : public Kernel {
       if (!ctx.in_storage || (*ctx.in_storage)[size_t(i)].empty()) return t.sizes();
       return (*ctx.in_storage)[size_t(i)];
     };
-    p.kt_off = batch_offsets(storage(kt_, kt), batch);
+    p.kt_off = kv_offsets(storage(kt_, kt), batch, k_repeat_);
     p.k_rows = k_rows_;
-    p.v_off = batch_offsets(storage(v_, v), batch);
+    p.v_off = kv_offsets(storage(v_, v), batch, v_repeat_);
     p.out_off = batch_offsets(o.sizes(), batch);
     for (size_t i = 0; i < match_.steps.size(); i++) {
       const Node* s = match_.steps[i];
@@ -144,7 +161,8 @@ class AttentionKernel : public Kernel {
  private:
   fusion::AttentionMatch match_;
   int q_ = -1, kt_ = -1, v_ = -1;
-  bool k_rows_ = false;        // kt_ is K (rows), the Transpose to K^T being in the group
+  bool k_rows_ = false;  // kt_ is K (rows), the Transpose to K^T being in the group
+  bool k_repeat_ = false, v_repeat_ = false;  // K, V: fewer heads, each read by g query heads
   std::vector<int> operands_;  // per step: its scalar, mask or condition among the inputs
   std::vector<int> fills_;     // per Where step: its scalar among the inputs
   std::string who_;

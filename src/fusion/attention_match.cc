@@ -33,10 +33,51 @@ const Value* chain_input(const Node* n, bool first) {
   return nullptr;
 }
 
+// v as x's heads repeated (HeadRepeat), read by `reader` alone, with static head counts: x
+// [..., Hkv, L, D] -> [..., Hkv, 1, L, D] -> [..., Hkv, g, L, D] -> [..., Hkv * g, L, D].
+HeadRepeat match_head_repeat(const Value* v, const Node* reader,
+                             const std::function<bool(const Value*, const Node*)>& only_reader) {
+  HeadRepeat r;
+  const Node* merge = v->producer;
+  if (!merge || merge->op != OpKind::Reshape || !only_reader(v, reader)) return {};
+  const Value* e = merge->inputs[0];
+  const Node* expand = e->producer;
+  if (!expand || expand->op != OpKind::Expand || !only_reader(e, merge)) return {};
+  const Value* u = expand->inputs[0];
+  const Node* unsq = u->producer;
+  if (!unsq || unsq->op != OpKind::Reshape || !only_reader(u, expand)) return {};
+  const Value* x = unsq->inputs[0];
+  const size_t n = x->shape.size();
+  if (n < 3 || u->shape.size() != n + 1 || e->shape.size() != n + 1 || v->shape.size() != n ||
+      x->dtype != v->dtype) {
+    return {};
+  }
+  const Shape& xs = x->shape;
+  const Dim& hkv = xs[n - 3];
+  const Dim& g = e->shape[n - 2];
+  if (!hkv.is_static() || !g.is_static()) return {};
+  for (size_t i = 0; i + 3 < n; i++) {
+    if (!(u->shape[i] == xs[i]) || !(e->shape[i] == xs[i]) || !(v->shape[i] == xs[i])) return {};
+  }
+  const bool ok = u->shape[n - 3] == hkv && u->shape[n - 2] == Dim(int64_t(1)) &&
+                  u->shape[n - 1] == xs[n - 2] && u->shape[n] == xs[n - 1] &&
+                  e->shape[n - 3] == hkv && e->shape[n - 1] == xs[n - 2] &&
+                  e->shape[n] == xs[n - 1] && v->shape[n - 3] == Dim(hkv.value() * g.value()) &&
+                  v->shape[n - 2] == xs[n - 2] && v->shape[n - 1] == xs[n - 1];
+  if (!ok) return {};
+  r.unsqueeze = unsq;
+  r.expand = expand;
+  r.merge = merge;
+  return r;
+}
+
 }  // namespace
 
 std::vector<const Node*> AttentionMatch::nodes() const {
   std::vector<const Node*> out;
+  for (const HeadRepeat* r : {&v_repeat, &k_repeat}) {
+    if (*r) out.insert(out.end(), {r->unsqueeze, r->expand, r->merge});
+  }
   if (k_transpose) out.push_back(k_transpose);
   out.push_back(scores);
   out.insert(out.end(), steps.begin(), steps.end());
@@ -52,6 +93,14 @@ const Node* before(const AttentionMatch& m, const Node* s) {
   return it == m.steps.begin() ? m.scores : *(it - 1);
 }
 }  // namespace
+
+const Value* AttentionMatch::k_input() const {
+  if (k_repeat) return k_repeat.source();
+  return k_transpose ? k_transpose->inputs[0] : scores->inputs[1];
+}
+const Value* AttentionMatch::v_input() const {
+  return v_repeat ? v_repeat.source() : context->inputs[1];
+}
 
 const Value* AttentionMatch::operand(const Node* s) const {
   if (s->op == OpKind::Where) return s->inputs[0];
@@ -127,6 +176,10 @@ std::optional<AttentionMatch> match_attention(
     for (int64_t i = 0; i + 2 < r && swap; i++) swap = perm[size_t(i)] == i;
     if (swap && tr->inputs[0]->dtype == t) m.k_transpose = tr;
   }
+  // Grouped-query heads: K (as rows) and V repeated from fewer heads.
+  if (m.k_transpose)
+    m.k_repeat = match_head_repeat(m.k_transpose->inputs[0], m.k_transpose, only_reader);
+  m.v_repeat = match_head_repeat(context->inputs[1], context, only_reader);
   int masks = 0;
   for (const Node* st : m.steps) masks += st->op == OpKind::Add || st->op == OpKind::Where;
   if (masks > 1) return std::nullopt;  // the kernel reads one mask

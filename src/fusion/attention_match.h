@@ -12,16 +12,32 @@
 
 namespace ubfuse::fusion {
 
+// Grouped-query heads: x [..., Hkv, L, D] made [..., Hkv * g, L, D] by repeating each head g times
+// in a row, as exporters write repeat_kv: Reshape (insert a 1 before L), Expand (it to g), Reshape
+// (merge Hkv and g). The kernel reads x and maps head h to x's head h / g.
+struct HeadRepeat {
+  const Node* unsqueeze = nullptr;
+  const Node* expand = nullptr;
+  const Node* merge = nullptr;
+  const Value* source() const { return unsqueeze->inputs[0]; }  // x
+  explicit operator bool() const { return merge != nullptr; }
+};
+
 struct AttentionMatch {
   // The Transpose that makes K^T from K (the last two axes swapped), when the scores are its only
   // reader: the kernel then reads K's rows itself.
   const Node* k_transpose = nullptr;
+  // K (read by k_transpose) and V as repeats of fewer heads, when they are (grouped-query heads).
+  HeadRepeat k_repeat, v_repeat;
   const Node* scores = nullptr;    // MatMul(Q, K^T)
   std::vector<const Node*> steps;  // Mul/Div by a scalar, Add of a mask, Where; the chain's order
   const Node* softmax = nullptr;
   const Node* context = nullptr;  // MatMul(P, V)
 
-  std::vector<const Node*> nodes() const;  // the chain in order
+  std::vector<const Node*> nodes() const;  // the chain in order (the head repeats first)
+  // The values the kernel reads as K (rows, or K^T) and V: before any head repeat.
+  const Value* k_input() const;
+  const Value* v_input() const;
   // The input of step `s` that does not come from the chain: the scalar, the mask, or a Where's
   // condition.
   const Value* operand(const Node* s) const;
