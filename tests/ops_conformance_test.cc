@@ -738,6 +738,27 @@ std::vector<OpCase> op_conformance_cases() {
                       b.constant(Tensor::from_floats(f32, {3}, {0.01f, 0.002f, 0.03f})),
                       b.constant(Tensor::from_floats(u8, {3}, {0, 128, 255}))});
        }},
+      // DynamicQuantConv: 1-D with pads, per-channel scales and zero points; 2-D grouped and
+      // strided with one scale.
+      {"DynamicQuantConv1d",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t n = s.size() > 1 ? s[0] : 1;
+         auto w = b.constant(Tensor::random(i8, {3, 2, 3}, 29, -128, 128));
+         return b.op(OpKind::DynamicQuantConv,
+                     {in(b, "x", t, {n, 2, s.back()}), w,
+                      b.constant(Tensor::from_floats(f32, {3}, {0.01f, 0.002f, 0.03f})),
+                      b.constant(Tensor::from_floats(i8, {3}, {0, -7, 100}))},
+                     {{"pads", std::vector<int64_t>{1, 1}}});
+       }},
+      {"DynamicQuantConv2dGroupedStrided",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t h = s.size() > 1 ? s[s.size() - 2] : 1;
+         auto w = b.constant(Tensor::random(u8, {4, 1, 2, 2}, 31, 0, 256));
+         return b.op(OpKind::DynamicQuantConv,
+                     {in(b, "x", t, {1, 2, h + 1, s.back() + 1}), w,
+                      b.constant(Tensor::from_floats(f32, {}, {0.004f}))},
+                     {{"group", int64_t(2)}, {"strides", std::vector<int64_t>{1, 2}}});
+       }},
       // ConvInteger: 1-D with pads and both zero points (w's per output channel), and 2-D
       // grouped and strided without zero points.
       {"ConvInteger1d",

@@ -96,6 +96,64 @@ TEST(QuantMatMul, ChainIsOneKernelBitForBitWithEager) {
   }
 }
 
+// The same chain around a ConvInteger (1-D and 2-D, scales per tensor or per output channel as
+// [M, 1...] or [1, M, 1...], with the bias Add over [M, 1] and a GELU after it): one
+// DynamicQuantConv heading a Conv epilogue, bit for bit what eager computes.
+TEST(QuantMatMul, ConvIntegerChainIsOneKernel) {
+  for (int dims : {1, 2}) {
+    for (int scale_form : {0, 1, 2}) {  // one element, [M, 1...], [1, M, 1...]
+      for (bool gelu : {false, true}) {
+        const int64_t c = 3, m = 4;
+        GraphBuilder b;
+        const Shape xs = dims == 1 ? Shape{"batch", c, "len"} : Shape{"batch", c, 5, "len"};
+        auto x = b.input("x", DType::f32, xs);
+        auto q = b.dynamic_quantize_linear(x);
+        const Sizes ws = dims == 1 ? Sizes{m, c, 3} : Sizes{m, c, 2, 3};
+        auto w = b.constant(Tensor::random(DType::i8, ws, 7, -128, 128));
+        auto wz = b.constant(Tensor::from_floats(DType::i8, {m}, {0, 3, -9, 1}));
+        Attrs attrs{
+            {"pads", dims == 1 ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{0, 1, 0, 1}}};
+        auto i = b.op(OpKind::ConvInteger, {q[0], w, q[2], wz}, attrs);
+        Sizes sc = scale_form == 0 ? Sizes{} : Sizes{m};
+        if (scale_form > 0) {
+          for (int d = 0; d < dims; d++) sc.push_back(1);
+          if (scale_form == 2) sc.insert(sc.begin(), 1);
+        }
+        std::vector<float> sv(size_t(numel(sc)));
+        for (size_t k = 0; k < sv.size(); k++) sv[k] = 0.002f * float(k + 1);
+        auto factor = b.mul(q[1], b.constant(Tensor::from_floats(DType::f32, sc, sv)));
+        Sizes bs{m};
+        for (int d = 0; d < dims; d++) bs.push_back(1);
+        auto y = b.add(b.mul(b.cast(i, DType::f32), factor),
+                       b.constant(Tensor::random(DType::f32, bs, 8)));
+        if (gelu) y = b.gelu(y);
+        b.output("y", y);
+        Graph g = b.build();
+        const std::string where = std::to_string(dims) + "-D scale form " +
+                                  std::to_string(scale_form) + (gelu ? " gelu" : "");
+        CompiledModel eager = compile(g, testing::eager_opts());
+        CompiledModel graph = compile(g, graph_opts());
+        EXPECT_EQ(count_op(graph, "DynamicQuantConv"), 1) << where;
+        EXPECT_EQ(graph.kernels().size(), 1u) << where << " " << graph.kernels()[0].name;
+        for (int64_t len : {1, 9}) {
+          Sizes s = dims == 1 ? Sizes{2, c, len} : Sizes{2, c, 5, len};
+          Tensor xv = Tensor::random(DType::f32, s, uint64_t(len), -2, 3);
+          auto want = eager.run({{"x", xv}}).at("y");
+          auto got = graph.run({{"x", xv}}).at("y");
+          ASSERT_EQ(got.sizes(), want.sizes()) << where;
+          for (int64_t k = 0; k < want.numel(); k++) {
+            if (gelu) {
+              ASSERT_NEAR(got.get(k), want.get(k), 1e-5 * (1 + std::abs(want.get(k)))) << where;
+            } else {
+              ASSERT_EQ(got.get(k), want.get(k)) << where << " element " << k;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(QuantMatMul, ExplainNamesTheChainAndWhyOneStaysApart) {
   CompiledModel m = compile(chain_graph({}), graph_opts());
   int fused = 0;

@@ -86,7 +86,8 @@ class Lowerer {
   // Read only by the group's MatMul (Conv, DynamicQuantMatMul), whose own kernel reads it (int8
   // weights), never the generated code.
   static bool is_head(const Node* n) {
-    return n->op == OpKind::MatMul || n->op == OpKind::Conv || n->op == OpKind::DynamicQuantMatMul;
+    return n->op == OpKind::MatMul || n->op == OpKind::Conv ||
+           n->op == OpKind::DynamicQuantMatMul || n->op == OpKind::DynamicQuantConv;
   }
   bool head_operand(const Value* v) const {
     bool any = false;
@@ -399,6 +400,7 @@ class Lowerer {
       case OpKind::MatMul:  // the group's MatMul is read as an input (run())
       case OpKind::Conv:    // as MatMul
       case OpKind::DynamicQuantMatMul:
+      case OpKind::DynamicQuantConv:
       case OpKind::MaxPool:
       case OpKind::AveragePool:
       case OpKind::ReduceProd:

@@ -61,7 +61,8 @@ class MatMulEpilogueKernel : public Kernel {
   MatMulEpilogueKernel(const FusedGroup& g, LoweredGroup lg, Engine eng)
       : lg_(std::move(lg)), eng_(std::move(eng)) {
     for (const Node* n : g.nodes) {
-      if (n->op == OpKind::MatMul || n->op == OpKind::Conv || n->op == OpKind::DynamicQuantMatMul)
+      if (n->op == OpKind::MatMul || n->op == OpKind::Conv || n->op == OpKind::DynamicQuantMatMul ||
+          n->op == OpKind::DynamicQuantConv)
         mm_ = n;
     }
     UBF_CHECK(mm_ != nullptr, "MatMulEpilogue group " + g.name + " has no MatMul or Conv");
@@ -85,7 +86,7 @@ class MatMulEpilogueKernel : public Kernel {
     const Tensor& A = in[size_t(a_)];
     const Tensor& B = in[size_t(b_)];
     const DType dt = mm_->out()->dtype;
-    const bool conv = mm_->op == OpKind::Conv;
+    const bool conv = mm_->op == OpKind::Conv || mm_->op == OpKind::DynamicQuantConv;
     // The domain is the MatMul's output: every column output has its sizes.
     Sizes D;
     for (size_t o = 0; o < out.size() && D.empty(); o++) {

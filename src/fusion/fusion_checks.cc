@@ -15,7 +15,9 @@ bool is_reduction(const Node* n) { return fusion_class(n->op) == FusionClass::Ro
 bool is_matmul(const Node* n) {
   return n->op == OpKind::MatMul || n->op == OpKind::DynamicQuantMatMul;
 }
-bool heads_epilogue(const Node* n) { return is_matmul(n) || n->op == OpKind::Conv; }
+bool heads_epilogue(const Node* n) {
+  return is_matmul(n) || n->op == OpKind::Conv || n->op == OpKind::DynamicQuantConv;
+}
 Shape node_domain(const Node* n) { return is_reduction(n) ? n->inputs[0]->shape : n->out()->shape; }
 
 namespace {

@@ -880,6 +880,9 @@ void infer_node_op(Node& n) {
     case OpKind::DynamicQuantMatMul:
       infer_dynamic_quant_matmul(n);
       return;
+    case OpKind::DynamicQuantConv:
+      infer_dynamic_quant_conv(n);
+      return;
     case OpKind::ConvInteger:
       infer_conv_integer(n);
       return;

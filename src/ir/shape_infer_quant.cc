@@ -146,6 +146,7 @@ bool takes_int8(const Node& n, int i) {
     case OpKind::QLinearMatMul:
       return i == 0 || i == 2 || i == 3 || i == 5 || i == 7;
     case OpKind::DynamicQuantMatMul:
+    case OpKind::DynamicQuantConv:
       return i == 1 || i == 3;
     case OpKind::Gelu:
     case OpKind::Pow:
@@ -250,6 +251,29 @@ void infer_dynamic_quant_matmul(Node& n) {
   }
   n.out()->dtype = DType::f32;
   n.out()->shape = matmul_shape(n, x, n.inputs[1]);
+}
+
+void infer_dynamic_quant_conv(Node& n) {
+  const Value* x = n.inputs[0];
+  if (!is_float(x->dtype)) {
+    fail(n, "x must be float, got " + dt(x), "DynamicQuantConv quantizes a float activation");
+  }
+  require_int8(n, 1, "w");
+  require_f32_scale(n, 2, "w_scale");
+  infer_conv_geometry(n, true);
+  const Dim& m = n.inputs[1]->shape[0];
+  for (int i : {2, 3}) {
+    if (i >= int(n.inputs.size())) continue;
+    const Value* p = n.inputs[size_t(i)];
+    if (i == 3) require_zero_point_dtype(n, 3, 1, "w_zero_point");
+    if (!one_element(p) && !(p->shape.size() == 1 && p->shape[0] == m)) {
+      fail(n,
+           std::string(i == 2 ? "w_scale" : "w_zero_point") + " must be one element or [" +
+               m.str() + "], got " + shape_str(p->shape),
+           "the weights are quantized per tensor or per output channel");
+    }
+  }
+  n.out()->dtype = DType::f32;
 }
 
 void infer_qlinear_matmul(Node& n) {

@@ -67,6 +67,7 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::MatMulInteger:
     case OpKind::QLinearMatMul:
     case OpKind::DynamicQuantMatMul:
+    case OpKind::DynamicQuantConv:
     case OpKind::ConvInteger:
     case OpKind::Concat:
     case OpKind::AxesShape:  // its output's length follows from its operands' lengths

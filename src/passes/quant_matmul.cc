@@ -38,18 +38,21 @@ class QuantMatMulPass : public Pass {
     bool changed = false;
     UseInfo uses(g);
     for (Node* mmi : g.topo_order()) {
-      if (mmi->op != OpKind::MatMulInteger) continue;
+      const bool conv = mmi->op == OpKind::ConvInteger;
+      if (mmi->op != OpKind::MatMulInteger && !conv) continue;
       Node* dql = producer_if(mmi->inputs[0], OpKind::DynamicQuantizeLinear);
       if (!dql) continue;  // not the dynamic quantizer's form
+      const std::string op(op_name(mmi->op));
+      const OpKind fused = conv ? OpKind::DynamicQuantConv : OpKind::DynamicQuantMatMul;
       std::string why;
-      Node* root = match(mmi, dql, uses, why);
+      Node* root = match(g, mmi, dql, uses, why);
       if (!root) {
         note(FusionReason::NotFusible, dql->name, mmi->name,
-             "the chain from DynamicQuantizeLinear '" + dql->name + "' through MatMulInteger '" +
+             "the chain from DynamicQuantizeLinear '" + dql->name + "' through " + op + " '" +
                  mmi->name + "' stays op by op: " + why,
-             "the quant_matmul pass takes DynamicQuantizeLinear -> MatMulInteger (constant "
-             "weights) -> Cast(f32) -> Mul(x_scale * w_scale) whose intermediates nothing else "
-             "reads");
+             "the quant_matmul pass takes DynamicQuantizeLinear -> MatMulInteger or ConvInteger "
+             "(constant weights) -> Cast(f32) -> Mul(x_scale * w_scale) whose intermediates "
+             "nothing else reads");
         continue;
       }
       // Names before the rewrite parks the root's.
@@ -57,16 +60,17 @@ class QuantMatMulPass : public Pass {
       std::vector<Value*> ins = {dql->inputs[0], mmi->inputs[1], w_scale_};
       if (mmi->inputs.size() > 3) ins.push_back(mmi->inputs[3]);
       const std::string root_name = root->name;
-      if (!passes::replace_node(g, root, OpKind::DynamicQuantMatMul, ins)) {
+      if (!passes::replace_node(g, root, fused, ins, conv ? mmi->attrs : Attrs{})) {
         note(FusionReason::NotFusible, dql->name, mmi->name,
-             "the chain through MatMulInteger '" + mmi->name +
-                 "' does not infer as DynamicQuantMatMul (its shapes or dtypes differ)",
+             "the chain through " + op + " '" + mmi->name + "' does not infer as " +
+                 std::string(op_name(fused)) + " (its shapes or dtypes differ)",
              "");
         continue;
       }
       for (auto& [p, c] : edges) {
         note(FusionReason::Fused, p, c,
-             "'" + p + "' -> '" + c + "' is inside DynamicQuantMatMul '" + root_name +
+             "'" + p + "' -> '" + c + "' is inside " + std::string(op_name(fused)) + " '" +
+                 root_name +
                  "' (the quant_matmul pass: quantize, int8 product, rescale in one kernel)",
              "");
       }
@@ -79,7 +83,8 @@ class QuantMatMulPass : public Pass {
 
  private:
   // The rescale Mul that ends the chain from mmi, or null with `why` set.
-  Node* match(Node* mmi, Node* dql, const UseInfo& uses, std::string& why) {
+  Node* match(Graph& g, Node* mmi, Node* dql, const UseInfo& uses, std::string& why) {
+    const bool conv = mmi->op == OpKind::ConvInteger;
     chain_edges_.clear();
     const Value* q = dql->outputs[0];
     const Value* s = dql->outputs[1];
@@ -96,8 +101,10 @@ class QuantMatMulPass : public Pass {
       why = "the activation is not a matrix";
       return nullptr;
     }
-    if (!passes::is_constant(mmi->inputs[1]) || mmi->inputs[1]->shape.size() != 2) {
-      why = "its weights '" + mmi->inputs[1]->name + "' are not a constant matrix";
+    const size_t w_rank = mmi->inputs[1]->shape.size();
+    if (!passes::is_constant(mmi->inputs[1]) || (!conv && w_rank != 2)) {
+      why =
+          "its weights '" + mmi->inputs[1]->name + "' are not a constant" + (conv ? "" : " matrix");
       return nullptr;
     }
     if (mmi->inputs.size() > 3 && !passes::is_constant(mmi->inputs[3])) {
@@ -124,21 +131,54 @@ class QuantMatMulPass : public Pass {
       why = "the Mul's factor is not x_scale * w_scale read by it alone";
       return nullptr;
     }
-    const int64_t n = mmi->inputs[1]->shape[1].is_static() ? mmi->inputs[1]->shape[1].value() : -1;
-    const bool per_column =
-        ws->shape.size() >= 1 && ws->shape.back() == Dim(n) && numel_static(ws->shape) == n;
-    if (!passes::is_constant(ws) || ws->dtype != DType::f32 ||
-        !(numel_static(ws->shape) == 1 || per_column) || ws->shape.size() > 2) {
-      why = "w_scale '" + ws->name + "' is not a constant f32 of one element or one per column";
+    if (!passes::is_constant(ws) || ws->dtype != DType::f32) {
+      why = "w_scale '" + ws->name + "' is not a constant f32";
       return nullptr;
     }
-    w_scale_ = ws;
+    if (conv) {
+      if (!(w_scale_ = per_channel_scale(g, ws, mmi))) {
+        why = "w_scale '" + ws->name + "' " + shape_str(ws->shape) +
+              " is neither one element nor one per output channel of " +
+              shape_str(mmi->out()->shape);
+        return nullptr;
+      }
+    } else {
+      const Dim& nd = mmi->inputs[1]->shape[1];
+      const int64_t n = nd.is_static() ? nd.value() : -1;
+      const bool per_column =
+          ws->shape.size() >= 1 && ws->shape.back() == Dim(n) && numel_static(ws->shape) == n;
+      if (!(numel_static(ws->shape) == 1 || per_column) || ws->shape.size() > 2) {
+        why = "w_scale '" + ws->name + "' is not one element or one per column";
+        return nullptr;
+      }
+      w_scale_ = ws;
+    }
     chain_edges_ = {{dql->name, mmi->name},
                     {mmi->name, cast->name},
                     {cast->name, root->name},
                     {dql->name, scales->name},
                     {scales->name, root->name}};
     return root;
+  }
+
+  // A ConvInteger's scale factor as DynamicQuantConv takes it: itself when one element, else a
+  // new [M] constant of the same values when its shape puts them along the output's channel axis
+  // ([M, 1, ...] or [1, M, 1, ...] against [N, M, ...]); null otherwise.
+  static Value* per_channel_scale(Graph& g, Value* ws, const Node* convi) {
+    if (numel_static(ws->shape) == 1) return ws;
+    const Shape& out = convi->out()->shape;
+    const Shape& s = ws->shape;
+    if (s.size() > out.size() || s.size() + 1 < out.size() || !out[1].is_static()) return nullptr;
+    const size_t lead = out.size() - s.size();  // 0 or 1
+    for (size_t i = 0; i < s.size(); i++) {
+      const bool channel = i + lead == 1;
+      if (!(s[i] == (channel ? out[1] : Dim(int64_t(1))))) return nullptr;
+    }
+    const Tensor& t = ws->producer->payload;
+    Node* c = g.add_node(OpKind::Constant, {}, {}, g.unique_name(ws->name + ".per_channel"));
+    c->payload = t.reshaped({out[1].value()});
+    infer_node(*c);
+    return c->out();
   }
 
   static int64_t numel_static(const Shape& s) {

@@ -15,6 +15,7 @@
 #include "ir/shape_util.h"
 #include "kernels/cpu/int_gemm.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/quantize.h"
 
 namespace ubfuse::cpu {
 namespace {
@@ -257,6 +258,52 @@ class ConvIntegerKernel : public KernelBase {
   std::string auto_pad_;
 };
 
+// DynamicQuantConv: x quantized once (DynamicQuantizeLinear's pass), ConvInteger's product into a
+// buffer of the calling thread, then float(sum) * (x_scale * w_scale[m]) per output channel m, as
+// the chain's Cast and Mul compute it.
+class DynamicQuantConvKernel : public KernelBase {
+ public:
+  explicit DynamicQuantConvKernel(const Node& n) : KernelBase(n), conv_(n) {}
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 3, 4, out);
+    const Tensor& x = in[0];
+    const Tensor& w = in[1];
+    const Tensor& ws = in[2];
+    const Tensor& y = out[0];
+    const int64_t mo = w.rank() >= 1 ? w.dim(0) : 0;
+    if (!is_float(x.dtype()) || ws.dtype() != DType::f32 || (ws.numel() != 1 && ws.numel() != mo) ||
+        y.dtype() != DType::f32 || y.rank() < 2 || y.dim(1) != mo) {
+      fail(
+          "needs float x, int8 w [M, ...], w_scale f32 ([] or [M]) and an f32 [N, M, ...] "
+          "output, got " +
+          tensors_str(in) + " -> " + tensors_str(out));
+    }
+    thread_local Tensor qbuf, ibuf;  // 64-byte aligned, grown as needed
+    if (!qbuf.defined() || qbuf.numel() < x.numel()) qbuf = Tensor(DType::u8, {x.numel()});
+    if (!ibuf.defined() || ibuf.numel() < y.numel()) ibuf = Tensor(DType::i32, {y.numel()});
+    const DynamicQuantized dq = dynamic_quantize(x, qbuf.data_as<uint8_t>(), pool);
+    std::vector<Tensor> ci = {Tensor::view(DType::u8, x.sizes(), qbuf.data()), w,
+                              Tensor::from_floats(DType::u8, {}, {float(dq.zero_point)})};
+    if (in.size() > 3) ci.push_back(in[3]);
+    std::vector<Tensor> co = {Tensor::view(DType::i32, y.sizes(), ibuf.data())};
+    conv_.run(ci, co, pool);
+    const int64_t rows = y.dim(0) * mo, per = rows ? y.numel() / rows : 0;
+    const int32_t* c = ibuf.data_as<int32_t>();
+    float* py = y.data_as<float>();
+    pool.parallel_for(rows, grain_for(per), [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; r++) {
+        const float f = dq.scale * ws.data_as<float>()[ws.numel() == 1 ? 0 : r % mo];
+        for (int64_t j = 0; j < per; j++) py[r * per + j] = float(c[r * per + j]) * f;
+      }
+    });
+  }
+
+ private:
+  ConvIntegerKernel conv_;  // reads the node's Conv attributes only
+};
+
 }  // namespace
 
 std::unique_ptr<OpKernel> make_matmul_integer_kernel(const Node& n) {
@@ -266,6 +313,7 @@ std::unique_ptr<OpKernel> make_matmul_integer_kernel(const Node& n) {
 }
 
 std::unique_ptr<OpKernel> make_conv_integer_kernel(const Node& n) {
+  if (n.op == OpKind::DynamicQuantConv) return std::make_unique<DynamicQuantConvKernel>(n);
   UBF_CHECK(n.op == OpKind::ConvInteger, "make_conv_integer_kernel: " + n.describe());
   return std::make_unique<ConvIntegerKernel>(n);
 }

@@ -74,6 +74,8 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
       return make_matmul_integer_kernel(n);
     case OpKind::DynamicQuantMatMul:
       return make_dynamic_quant_matmul_kernel(n);
+    case OpKind::DynamicQuantConv:
+      return make_conv_integer_kernel(n);
     case OpKind::ConvInteger:
       return make_conv_integer_kernel(n);
     case OpKind::GroupNorm:

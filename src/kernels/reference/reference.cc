@@ -516,6 +516,23 @@ RefTensor dynamic_quant_matmul(const Node& n, const std::vector<RefTensor>& in) 
 
 RefTensor conv(const Node& n, const std::vector<RefTensor>& in);
 
+RefTensor conv_integer(const Node& n, const std::vector<RefTensor>& in);
+
+// As dynamic_quant_matmul around a ConvInteger; the factor per output channel (axis 1).
+RefTensor dynamic_quant_conv(const Node& n, const std::vector<RefTensor>& in) {
+  const std::vector<RefTensor> q = dynamic_quantize_linear(in[0]);
+  std::vector<RefTensor> ci = {q[0], in[1], q[2]};
+  if (in.size() > 3) ci.push_back(in[3]);
+  RefTensor y = conv_integer(n, ci);
+  const int64_t mo = y.sizes[1], per = mo ? int64_t(y.data.size()) / (y.sizes[0] * mo) : 0;
+  for (size_t i = 0; i < y.data.size(); i++) {
+    const float acc = float(int32_t(uint32_t(int64_t(y.data[i]))));
+    y.data[i] = acc * (float(q[1].data[0]) * float(row_col(in[2], int64_t(i) / per % mo)));
+  }
+  y.dtype = DType::f32;
+  return y;
+}
+
 RefTensor conv_integer(const Node& n, const std::vector<RefTensor>& in) {
   RefTensor x = in[0], w = in[1];
   if (in.size() > 2) {
@@ -1094,6 +1111,8 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return {qlinear_matmul(n, in)};
     case OpKind::DynamicQuantMatMul:
       return {dynamic_quant_matmul(n, in)};
+    case OpKind::DynamicQuantConv:
+      return {dynamic_quant_conv(n, in)};
     case OpKind::ConvInteger:
       return {conv_integer(n, in)};
     case OpKind::GroupNorm:
@@ -1375,11 +1394,12 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     // A MatMul or Conv writes its result in its dtype in graph mode too (oneDNN's destination,
     // which a fused epilogue then reads), as the own kernels of GroupNorm, CumSum, Resize and the
     // Scatters do, so CastsOnly rounds it as EveryOp does.
-    const bool stored =
-        op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul || n->op == OpKind::Conv ||
-        n->op == OpKind::DynamicQuantMatMul || n->op == OpKind::GroupNorm ||
-        n->op == OpKind::AveragePool || n->op == OpKind::ReduceProd || n->op == OpKind::Resize ||
-        n->op == OpKind::CumSum || n->op == OpKind::ScatterND || n->op == OpKind::ScatterElements;
+    const bool stored = op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul ||
+                        n->op == OpKind::Conv || n->op == OpKind::DynamicQuantMatMul ||
+                        n->op == OpKind::DynamicQuantConv || n->op == OpKind::GroupNorm ||
+                        n->op == OpKind::AveragePool || n->op == OpKind::ReduceProd ||
+                        n->op == OpKind::Resize || n->op == OpKind::CumSum ||
+                        n->op == OpKind::ScatterND || n->op == OpKind::ScatterElements;
     for (size_t i = 0; i < outs.size(); i++) {
       const bool is_f = is_float(n->outputs[i]->dtype);
       if (jittered && is_f) {
