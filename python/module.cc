@@ -479,9 +479,11 @@ py::dict run(const Model& m, const py::dict& inputs, const py::object& stats,
   return r;
 }
 
-// A numpy view (no copy) of one pair's rows so far, kept alive by the cache object.
+// A read-only numpy view (no copy) of one pair's rows so far, kept alive by the cache object.
 py::array cache_rows(const py::object& self, const std::string& present) {
-  const KvCache& c = self.cast<PyKvCache&>().cache;
+  const PyKvCache& pc = self.cast<PyKvCache&>();
+  if (pc.busy) throw Error("the KV cache is in use by a run; read its rows after it");
+  const KvCache& c = pc.cache;
   for (const KvCache::Pair& p : c.pairs()) {
     if (p.present != present) continue;
     const Tensor& b = p.buffer;
@@ -492,7 +494,9 @@ py::array cache_rows(const py::object& self, const std::string& present) {
       st *= shape[i];
     }
     shape[size_t(p.axis)] = c.length();
-    return py::array(numpy_dtype(b.dtype()), shape, strides, b.data(), self);
+    py::array view(numpy_dtype(b.dtype()), shape, strides, b.data(), self);
+    view.attr("setflags")("write"_a = false);  // the cache's own rows: runs write them
+    return view;
   }
   return to_numpy(c.rows(present));  // its error names the presents it holds
 }

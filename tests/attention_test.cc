@@ -221,7 +221,8 @@ TEST(Attention, TransposeOfKJoinsTheKernel) {
 // kernel, no Expand, every query head against its own K/V head. A repeat whose result is needed
 // elsewhere, or that does not keep each head's copies together, stays out.
 TEST(Attention, GroupedQueryHeadRepeatsJoinTheKernel) {
-  for (auto [hkv, g] : {std::pair<int64_t, int64_t>{2, 2}, {1, 4}, {3, 1}, {2, 3}}) {
+  for (auto split : {std::pair<int64_t, int64_t>{2, 2}, {1, 4}, {3, 1}, {2, 3}}) {
+    const int64_t hkv = split.first, g = split.second;  // plain locals: lambdas capture them
     for (int64_t lq : {1, 5}) {
       for (bool repeat_k_out : {false, true}) {
         const int64_t h = hkv * g, lk = 37, d = 12;
@@ -266,6 +267,23 @@ TEST(Attention, GroupedQueryHeadRepeatsJoinTheKernel) {
         EXPECT_TRUE(close_to_ref(got.at("y"), want.at("y"))) << where;
       }
     }
+  }
+  // Q with more batch dims than the repeated K and V: the repeats stay out (the kernel maps heads
+  // by the output's dims), and the answer is still right.
+  {
+    GraphBuilder b;
+    auto q = b.input("q", DType::f32, {1, 1, 4, 3, 8});
+    auto k = b.input("k", DType::f32, {1, 2, 5, 8});
+    auto rep = [&](GraphBuilder::V x) {
+      return b.reshape(b.expand(b.reshape(x, {1, 2, 1, 5, 8}), Shape{1, 2, 2, 5, 8}), {1, 4, 5, 8});
+    };
+    b.output("y", b.matmul(b.softmax(b.matmul(q, b.transpose(rep(k), {0, 1, 3, 2}))), rep(k)));
+    Graph gr = b.build();
+    std::map<std::string, Tensor> in = {
+        {"q", Tensor::random(DType::f32, {1, 1, 4, 3, 8}, 1, -2, 2)},
+        {"k", Tensor::random(DType::f32, {1, 2, 5, 8}, 2, -2, 2)}};
+    CompiledModel m = compile(gr, graph_opts());
+    EXPECT_TRUE(close_to_ref(m.run(in).at("y"), ref::run_graph(gr, in).at("y")));
   }
   // Heads interleaved the other way (copies of all heads one after another: Expand before the
   // head axis) is no repeat_kv: the Expand stays, the answer is still right.

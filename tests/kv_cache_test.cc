@@ -231,6 +231,26 @@ TEST(KvCache, ErrorsNameTheInputTheDimAndTheFix) {
         other.run_with_cache({{"input_ids", token_ids(1, 1)}}, ok, out);
       },
       {"another model"}));
+  // A present among the outputs: it goes into the cache, so asking for it is an error.
+  std::map<std::string, Tensor> with_present{{"present.0.key", Tensor(DType::f32, {1, 2, 1, 16})}};
+  EXPECT_TRUE(throws_with(
+      [&] {
+        m.run_with_cache({{"input_ids", token_ids(1, 1)}}, ok, with_present);
+      },
+      {"output 'present.0.key' goes into the KV cache", "KvCache::rows"}));
+  // The cache keeps its model's executor alive: made from a model that is gone, it is refused by
+  // any other (a new model may sit where the old one was).
+  KvCache orphan;
+  {
+    CompiledModel gone = compile(g, testing::eager_opts());
+    orphan = gone.make_kv_cache(4, {{"batch_size", 1}});
+  }
+  CompiledModel fresh = compile(g, testing::eager_opts());
+  EXPECT_TRUE(throws_with(
+      [&] {
+        fresh.run_with_cache({{"input_ids", token_ids(1, 1)}}, orphan, out);
+      },
+      {"another model"}));
   // A model without a past/present pair, and one whose past is read by more than its Concat.
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {"n", 4});
@@ -246,6 +266,14 @@ TEST(KvCache, ErrorsNameTheInputTheDimAndTheFix) {
   CompiledModel two = compile(b2.build(), testing::graph_opts());
   EXPECT_TRUE(
       throws_with([&] { two.make_kv_cache(8); }, {"input 'past'", "'reads_past' (Neg) reads it"}));
+  // A past the graph also returns as it is (its rows lie max_length apart in the cache).
+  GraphBuilder b3;
+  auto past3 = b3.input("past", DType::f32, {"p", 4});
+  b3.output("present", b3.concat({past3, b3.input("x", DType::f32, {"n", 4})}, 0));
+  b3.output("past_out", past3);
+  CompiledModel three = compile(b3.build(), testing::graph_opts());
+  EXPECT_TRUE(
+      throws_with([&] { three.make_kv_cache(8); }, {"input 'past'", "it is also a graph output"}));
 }
 
 }  // namespace

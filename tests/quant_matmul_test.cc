@@ -65,6 +65,7 @@ TEST(QuantMatMul, ChainIsOneKernelBitForBitWithEager) {
   chains.push_back({DType::i8, false, true, false, false, false});  // no bias: the op alone
   chains.push_back({DType::u8, true, true, false, true, true});     // bias and Gelu
   chains.push_back({DType::i8, false, true, false, true, false, 1, 1});
+  chains.push_back({DType::i8, false, true, false, false, false, 0, 3});  // K = 0: zeros
   for (size_t ci = 0; ci < chains.size(); ci++) {
     const Chain& c = chains[ci];
     SCOPED_TRACE("chain " + std::to_string(ci));

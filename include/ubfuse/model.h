@@ -126,6 +126,13 @@ class KvCache {
     int axis = 0;   // the sequence axis, the Concat's
     Tensor buffer;  // present's sizes with `axis` at max_length; rows [0, length()) are valid
   };
+  KvCache() = default;
+  // One sequence's rows: moved, never copied (two copies would write the same buffers).
+  KvCache(KvCache&&) = default;
+  KvCache& operator=(KvCache&&) = default;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
   int64_t length() const { return length_; }  // rows held: the next call's past length
   int64_t max_length() const { return max_length_; }
   const std::vector<Pair>& pairs() const { return pairs_; }
@@ -139,7 +146,8 @@ class KvCache {
 
  private:
   friend class Executor;
-  const void* owner_ = nullptr;  // the executor it was made for
+  friend class CompiledModel;
+  std::shared_ptr<const void> owner_;  // the executor it was made for, kept alive by it
   std::vector<Pair> pairs_;
   struct Slot {
     int input = -1, output = -1;  // graph input (past), graph output (present)

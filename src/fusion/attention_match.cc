@@ -35,7 +35,7 @@ const Value* chain_input(const Node* n, bool first) {
 
 // v as x's heads repeated (HeadRepeat), read by `reader` alone, with static head counts: x
 // [..., Hkv, L, D] -> [..., Hkv, 1, L, D] -> [..., Hkv, g, L, D] -> [..., Hkv * g, L, D].
-HeadRepeat match_head_repeat(const Value* v, const Node* reader,
+HeadRepeat match_head_repeat(const Value* v, const Node* reader, size_t out_rank,
                              const std::function<bool(const Value*, const Node*)>& only_reader) {
   HeadRepeat r;
   const Node* merge = v->producer;
@@ -48,8 +48,9 @@ HeadRepeat match_head_repeat(const Value* v, const Node* reader,
   if (!unsq || unsq->op != OpKind::Reshape || !only_reader(u, expand)) return {};
   const Value* x = unsq->inputs[0];
   const size_t n = x->shape.size();
+  // The kernel maps heads by the output's batch dims: K/V of the output's rank only.
   if (n < 3 || u->shape.size() != n + 1 || e->shape.size() != n + 1 || v->shape.size() != n ||
-      x->dtype != v->dtype) {
+      out_rank != n || x->dtype != v->dtype) {
     return {};
   }
   const Shape& xs = x->shape;
@@ -178,8 +179,10 @@ std::optional<AttentionMatch> match_attention(
   }
   // Grouped-query heads: K (as rows) and V repeated from fewer heads.
   if (m.k_transpose)
-    m.k_repeat = match_head_repeat(m.k_transpose->inputs[0], m.k_transpose, only_reader);
-  m.v_repeat = match_head_repeat(context->inputs[1], context, only_reader);
+    m.k_repeat = match_head_repeat(m.k_transpose->inputs[0], m.k_transpose,
+                                   context->out()->shape.size(), only_reader);
+  m.v_repeat =
+      match_head_repeat(context->inputs[1], context, context->out()->shape.size(), only_reader);
   int masks = 0;
   for (const Node* st : m.steps) masks += st->op == OpKind::Add || st->op == OpKind::Where;
   if (masks > 1) return std::nullopt;  // the kernel reads one mask

@@ -282,7 +282,7 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
   std::map<std::string, Tensor> with_past;
   const std::map<std::string, Tensor>& ins = kv ? with_past : inputs;
   if (kv) {
-    if (kv->owner_ != this) {
+    if (kv->owner_.get() != this) {
       throw Error("run_with_cache: the KV cache was made by another model's make_kv_cache");
     }
     with_past = inputs;
@@ -293,6 +293,10 @@ void Executor::run(const std::map<std::string, Tensor>& inputs,
       if (inputs.count(p.past)) {
         throw Error("input '" + p.past + "' comes from the KV cache; hint: leave it out of " +
                     "run_with_cache's inputs (reset() the cache to start a new sequence)");
+      }
+      if (auto o = outputs.find(p.present); o != outputs.end() && o->second.defined()) {
+        throw Error("output '" + p.present + "' goes into the KV cache, not into a buffer of " +
+                    "the caller; hint: leave it out of the outputs and read KvCache::rows");
       }
       Sizes s = p.buffer.sizes();
       s[size_t(p.axis)] = kv->length_;

@@ -91,8 +91,7 @@ KvCache Executor::make_kv_cache(int64_t max_length, const SymbolBindings& dims) 
   }
   const Graph& graph = exe_->graph;
   const auto& gouts = graph.outputs();
-  KvCache cache;
-  cache.owner_ = this;
+  KvCache cache;  // CompiledModel::make_kv_cache sets its owner
   cache.max_length_ = max_length;
   std::string why;  // per past-like input, why it is no pair
   for (size_t ii = 0; ii < graph.inputs().size(); ii++) {
@@ -109,6 +108,7 @@ KvCache Executor::make_kv_cache(int64_t max_length, const SymbolBindings& dims) 
       }
     }
     if (!concat) continue;  // not a cache input
+    if (graph.is_output(past) && no.empty()) no = "it is also a graph output";
     int out = -1;
     for (size_t o = 0; o < gouts.size(); o++) {
       if (gouts[o].second == concat->out() && out < 0) out = int(o);
@@ -164,7 +164,9 @@ KvCache Executor::make_kv_cache(int64_t max_length, const SymbolBindings& dims) 
 }
 
 KvCache CompiledModel::make_kv_cache(int64_t max_length, const SymbolBindings& dims) const {
-  return executor().make_kv_cache(max_length, dims);
+  KvCache cache = executor().make_kv_cache(max_length, dims);
+  cache.owner_ = executor_;
+  return cache;
 }
 
 void CompiledModel::run_with_cache(const std::map<std::string, Tensor>& inputs, KvCache& cache,

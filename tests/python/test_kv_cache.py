@@ -47,6 +47,9 @@ def test_cache_loop_equals_feeding_presents_back(decoder):
     # rows() is a view of the cache (no copy): it sees the next call's row land in the buffer.
     view = cache.rows("present.1.value")
     assert not view.flags["C_CONTIGUOUS"] and view.shape == (1, 2, 12, 16)
+    assert not view.flags["WRITEABLE"]  # the cache's own rows: only runs write them
+    with pytest.raises(ValueError):
+        view[0, 0, 0, 0] = 1.0
     assert np.shares_memory(view, cache.rows("present.1.value"))
     base = view.ctypes.data
     out_into = {"logits": np.empty((1, 1, 256), np.float32)}

@@ -42,7 +42,7 @@ void DynamicQuantMatMulKernel::quantize(const std::vector<Tensor>& in, Quantized
   }
   q.k = w.dim(0);
   q.n = w.dim(1);
-  q.rows = q.k ? x.numel() / q.k : 0;
+  q.rows = numel(Sizes(x.sizes().begin(), x.sizes().end() - 1));  // K may be 0
   // 64-byte aligned: oneDNN's int8 product read a 16-byte-aligned A at half the speed (Xeon).
   thread_local Tensor buf;
   if (!buf.defined() || buf.numel() < x.numel()) buf = Tensor(DType::u8, {x.numel()});
