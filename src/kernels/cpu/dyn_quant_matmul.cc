@@ -43,7 +43,8 @@ void DynamicQuantMatMulKernel::quantize(const std::vector<Tensor>& in, Quantized
   q.k = w.dim(0);
   q.n = w.dim(1);
   q.rows = numel(Sizes(x.sizes().begin(), x.sizes().end() - 1));  // K may be 0
-  // 64-byte aligned: oneDNN's int8 product read a 16-byte-aligned A at half the speed (Xeon).
+  // 64-byte aligned: oneDNN's int8 product read a 16-byte-aligned A at half the speed (Xeon). Per
+  // calling thread, kept at the largest activation it has quantized (one run's worth).
   thread_local Tensor buf;
   if (!buf.defined() || buf.numel() < x.numel()) buf = Tensor(DType::u8, {x.numel()});
   const DynamicQuantized dq = dynamic_quantize(x, buf.data_as<uint8_t>(), pool);
