@@ -3,6 +3,8 @@
 // chain, with a bias and an activation after it, is one kernel in graph mode, bit for bit what
 // eager mode computes op by op, in one row block or several; chains that cannot be taken stay op
 // by op with a decision that says why.
+#include <limits>
+
 #include "test_util.h"
 #include "ubfuse/onnx.h"
 
@@ -151,6 +153,56 @@ TEST(QuantMatMul, ConvIntegerChainIsOneKernel) {
           }
         }
       }
+    }
+  }
+}
+
+// x made by a fusible op (here a residual Add and a LayerNorm, read by two quantized projections):
+// its kernel also computes each row's max of x and -x once, both DynamicQuantMatMuls take x's
+// range from them instead of a pass over x, and the results stay bit for bit eager's, NaN and
+// infinities included (a NaN among the row maxima sends the kernel back to its own pass).
+TEST(QuantMatMul, TheProducerComputesTheActivationsRange) {
+  // The projections' chains, on x = h (a graph input) or on h computed in the graph.
+  auto chains = [](GraphBuilder& b, GraphBuilder::V h) {
+    for (const char* name : {"q", "k"}) {
+      auto q = b.dynamic_quantize_linear(h);
+      auto w = b.constant(Tensor::random(DType::i8, {32, 16}, uint64_t(name[0]), -128, 128));
+      auto ws = b.constant(Tensor::from_floats(DType::f32, {}, {0.01f}));
+      b.output(name, b.mul(b.cast(b.matmul_integer(q[0], w, q[2]), DType::f32), b.mul(q[1], ws)));
+    }
+  };
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"seq", 32});
+  auto r = b.input("r", DType::f32, {"seq", 32});
+  auto h = b.layer_norm(b.add(x, r), b.constant(Tensor::random(DType::f32, {32}, 1)),
+                        b.constant(Tensor::random(DType::f32, {32}, 2)), 1e-5);
+  chains(b, h);
+  b.output("h", h);
+  Graph g = b.build();
+  GraphBuilder b2;
+  chains(b2, b2.input("h", DType::f32, {"seq", 32}));
+  CompiledModel on_h = compile(b2.build(), testing::eager_opts());  // op by op, no row maxima
+  CompiledModel graph = compile(g, graph_opts());
+  EXPECT_EQ(count_op(graph, "DynamicQuantMatMul"), 2);
+  EXPECT_EQ(count_op(graph, "ReduceMax"), 2);  // one pair for both, in the LayerNorm's kernel
+  bool in_norm = false;
+  for (auto& k : graph.kernels()) {
+    const auto& ops = k.op_types;
+    in_norm |= std::count(ops.begin(), ops.end(), "LayerNorm") == 1 &&
+               std::count(ops.begin(), ops.end(), "ReduceMax") == 2;
+  }
+  EXPECT_TRUE(in_norm);
+  EXPECT_EQ(graph.kernels().size(), 3u);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int special : {0, 1, 2}) {  // none, a NaN, an infinity (LayerNorm makes its row NaN)
+    Tensor xv = Tensor::random(DType::f32, {7, 32}, 3, -4, 4);
+    if (special) xv.set(3 * 32 + 5, special == 1 ? nan : inf);
+    auto got = graph.run({{"x", xv}, {"r", Tensor::random(DType::f32, {7, 32}, 4)}});
+    auto want = on_h.run({{"h", got.at("h")}});
+    for (const char* o : {"q", "k"}) {
+      ASSERT_EQ(0, std::memcmp(got.at(o).data(), want.at(o).data(), want.at(o).nbytes()))
+          << o << " special " << special;
     }
   }
 }

@@ -249,6 +249,18 @@ void infer_dynamic_quant_matmul(Node& n) {
     require_zero_point_dtype(n, 3, 1, "w_zero_point");
     check_row_col_param(n, 3, false, "w_zero_point");
   }
+  if (n.inputs.size() == 5) fail(n, "takes row_max with row_neg_max, not alone");
+  Shape rows = x->shape;
+  rows.back() = Dim(int64_t(1));
+  for (size_t i = 4; i < n.inputs.size(); i++) {
+    const Value* r = n.inputs[i];
+    if (r->dtype != DType::f32 || !(r->shape == rows)) {
+      fail(n,
+           std::string(i == 4 ? "row_max" : "row_neg_max") + " must be f32" + shape_str(rows) +
+               ", got " + dt(r) + shape_str(r->shape),
+           "one value per row of x");
+    }
+  }
   n.out()->dtype = DType::f32;
   n.out()->shape = matmul_shape(n, x, n.inputs[1]);
 }

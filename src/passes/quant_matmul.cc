@@ -10,6 +10,8 @@
 // in cache. Every intermediate must be read by the chain alone. Each chain taken or left is a
 // decision that `explain` reports: the edges inside the new op as Fused, and for a chain left
 // apart, why.
+#include <unordered_map>
+
 #include "passes/pass.h"
 #include "passes/rewrite_util.h"
 
@@ -36,6 +38,7 @@ class QuantMatMulPass : public Pass {
 
   bool run(Graph& g) override {
     bool changed = false;
+    row_range_.clear();
     UseInfo uses(g);
     for (Node* mmi : g.topo_order()) {
       const bool conv = mmi->op == OpKind::ConvInteger;
@@ -59,6 +62,7 @@ class QuantMatMulPass : public Pass {
       const std::vector<std::pair<std::string, std::string>> edges = chain_edges_;
       std::vector<Value*> ins = {dql->inputs[0], mmi->inputs[1], w_scale_};
       if (mmi->inputs.size() > 3) ins.push_back(mmi->inputs[3]);
+      if (!conv) add_row_range(g, ins, mmi->inputs[1]);
       const std::string root_name = root->name;
       if (!passes::replace_node(g, root, fused, ins, conv ? mmi->attrs : Attrs{})) {
         note(FusionReason::NotFusible, dql->name, mmi->name,
@@ -181,6 +185,41 @@ class QuantMatMulPass : public Pass {
     return c->out();
   }
 
+  // Where x comes from a kernel that fusion can give row reductions (an elementwise op, a norm, a
+  // MatMul's epilogue), x's rows' maxima of x and -x join the op's inputs: that kernel computes
+  // them while each row is in its UB, and the op's quantization reads x once instead of twice.
+  // An f32 x only; a w_zero_point of 0 is added where the chain had none (inputs are positional).
+  // One pair of reductions per x: the projections that share it (q, k, v) share them.
+  void add_row_range(Graph& g, std::vector<Value*>& ins, const Value* w) {
+    Value* x = ins[0];
+    const Node* p = x->producer;
+    const FusionClass fc = p ? fusion_class(p->op) : FusionClass::Opaque;
+    const bool fusible = p && (fc == FusionClass::Elementwise || fc == FusionClass::Broadcast ||
+                               fc == FusionClass::RowReduction || p->op == OpKind::MatMul ||
+                               p->op == OpKind::DynamicQuantMatMul);
+    if (!fusible || x->dtype != DType::f32) return;
+    if (ins.size() == 3) {
+      Node* z = g.add_node(OpKind::Constant, {}, {}, g.unique_name(w->name + ".zero_point"));
+      z->payload = Tensor::zeros(w->dtype, {});
+      infer_node(*z);
+      ins.push_back(z->out());
+    }
+    auto [it, fresh] = row_range_.try_emplace(x);
+    if (fresh) {
+      Node* mx = g.add_node(OpKind::ReduceMax, {x}, {{"keepdims", int64_t(1)}},
+                            g.unique_name(x->name + ".row_max"));
+      infer_node(*mx);
+      Node* neg = g.add_node(OpKind::Neg, {x}, {}, g.unique_name(x->name + ".neg"));
+      infer_node(*neg);
+      Node* nmx = g.add_node(OpKind::ReduceMax, {neg->out()}, {{"keepdims", int64_t(1)}},
+                             g.unique_name(x->name + ".row_neg_max"));
+      infer_node(*nmx);
+      it->second = {mx->out(), nmx->out()};
+    }
+    ins.push_back(it->second.first);
+    ins.push_back(it->second.second);
+  }
+
   static int64_t numel_static(const Shape& s) {
     int64_t n = 1;
     for (const Dim& d : s) n *= d.is_static() ? d.value() : -1;
@@ -192,6 +231,7 @@ class QuantMatMulPass : public Pass {
   }
 
   std::vector<FusionDecision>* notes_;
+  std::unordered_map<const Value*, std::pair<Value*, Value*>> row_range_;  // x -> its row maxima
   Value* w_scale_ = nullptr;
   std::vector<std::pair<std::string, std::string>> chain_edges_;
 };

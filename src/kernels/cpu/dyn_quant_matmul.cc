@@ -1,7 +1,9 @@
 #include "kernels/cpu/dyn_quant_matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cpu/quantize.h"
 
@@ -26,7 +28,9 @@ DynamicQuantMatMulKernel::DynamicQuantMatMulKernel(const Node& n) : KernelBase(n
 
 void DynamicQuantMatMulKernel::quantize(const std::vector<Tensor>& in, Quantized& q,
                                         ThreadPool& pool) const {
-  if (in.size() < 3 || in.size() > 4) fail("takes 3 or 4 inputs, got " + tensors_str(in));
+  if (in.size() < 3 || in.size() > 6 || in.size() == 5) {
+    fail("takes 3, 4 or 6 inputs, got " + tensors_str(in));
+  }
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   const Tensor& ws = in[2];
@@ -47,7 +51,25 @@ void DynamicQuantMatMulKernel::quantize(const std::vector<Tensor>& in, Quantized
   // calling thread, kept at the largest activation it has quantized (one run's worth).
   thread_local Tensor buf;
   if (!buf.defined() || buf.numel() < x.numel()) buf = Tensor(DType::u8, {x.numel()});
-  const DynamicQuantized dq = dynamic_quantize(x, buf.data_as<uint8_t>(), pool);
+  // x's range from its rows' maxima of x and -x when the producer computed them (a NaN among
+  // them: the pass over x decides, skipping NaNs as DynamicQuantizeLinear does).
+  float range[2];
+  bool known = false;
+  if (in.size() == 6 && in[4].dtype() == DType::f32 && in[5].dtype() == DType::f32 &&
+      in[4].numel() == q.rows && in[5].numel() == q.rows && q.rows > 0) {
+    float hi = -std::numeric_limits<float>::infinity(), neg = hi;
+    known = true;
+    for (int64_t r = 0; r < q.rows && known; r++) {
+      const float a = in[4].data_as<float>()[r], b = in[5].data_as<float>()[r];
+      known = !std::isnan(a) && !std::isnan(b);
+      hi = std::max(hi, a);
+      neg = std::max(neg, b);
+    }
+    range[0] = -neg;
+    range[1] = hi;
+  }
+  const DynamicQuantized dq =
+      dynamic_quantize(x, buf.data_as<uint8_t>(), pool, known ? range : nullptr);
   q.a = buf.data_as<uint8_t>();
   q.zero_point = dq.zero_point;
   q.col_scale.resize(size_t(q.n));
@@ -80,7 +102,7 @@ void DynamicQuantMatMulKernel::rows(const std::vector<Tensor>& in, const Quantiz
 
 void DynamicQuantMatMulKernel::run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
                                    ThreadPool& pool) const {
-  check_arity(in, 3, 4, out);
+  check_arity(in, 3, 6, out);
   Quantized q;
   quantize(in, q, pool);
   const Tensor& y = out[0];

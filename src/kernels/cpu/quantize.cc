@@ -282,10 +282,13 @@ void rescale_row(const int32_t* c, const float* scale, float* y, int64_t n) {
   HWY_DYNAMIC_DISPATCH(DqmRescale)(c, scale, y, size_t(n));
 }
 
-DynamicQuantized dynamic_quantize(const Tensor& x, uint8_t* py, ThreadPool& pool) {
+namespace {
+
+// x's range widened to include 0 (NaN skipped): per-chunk minima and maxima, combined after (min
+// and max are exact in any order).
+void widened_range(const Tensor& x, ThreadPool& pool, float* lo_out, float* hi_out) {
   const int64_t n = x.numel();
   const int64_t blocks = (n + kBlock - 1) / kBlock;
-  // Per-chunk minima and maxima, combined after: min and max are exact in any order.
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(blocks, 64));
   std::vector<float> lo_of(size_t(chunks), 0.0f), hi_of(size_t(chunks), 0.0f);
   const bool f32 = x.dtype() == DType::f32;
@@ -306,8 +309,24 @@ DynamicQuantized dynamic_quantize(const Tensor& x, uint8_t* py, ThreadPool& pool
       hi_of[size_t(c)] = hi;
     }
   });
-  const float lo = *std::min_element(lo_of.begin(), lo_of.end());
-  const float hi = *std::max_element(hi_of.begin(), hi_of.end());
+  *lo_out = *std::min_element(lo_of.begin(), lo_of.end());
+  *hi_out = *std::max_element(hi_of.begin(), hi_of.end());
+}
+
+}  // namespace
+
+DynamicQuantized dynamic_quantize(const Tensor& x, uint8_t* py, ThreadPool& pool,
+                                  const float* range) {
+  const int64_t n = x.numel();
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const bool f32 = x.dtype() == DType::f32;
+  float lo = 0, hi = 0;
+  if (range) {  // x's min and max, known already
+    lo = std::min(0.0f, range[0]);
+    hi = std::max(0.0f, range[1]);
+  } else {
+    widened_range(x, pool, &lo, &hi);
+  }
   const float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
   const float zpf = std::nearbyint(std::min(255.0f, std::max(0.0f, 0.0f - lo / scale)));
   const int32_t zp = int32_t(zpf);

@@ -15,7 +15,9 @@ struct DynamicQuantized {
 };
 // ONNX's DynamicQuantizeLinear of float x into y (u8, x's element count): scale and zero point
 // over x's range widened to include 0, each element round(x / scale) + zero point, saturated.
-DynamicQuantized dynamic_quantize(const Tensor& x, uint8_t* y, ThreadPool& pool);
+// range: x's min and max (NaN skipped) when the caller has them, else a pass over x finds them.
+DynamicQuantized dynamic_quantize(const Tensor& x, uint8_t* y, ThreadPool& pool,
+                                  const float* range = nullptr);
 // y[j] = float(c[j]) * scale[j] for j < n, on vectors; c and y may be the same bytes.
 void rescale_row(const int32_t* c, const float* scale, float* y, int64_t n);
 
