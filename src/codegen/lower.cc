@@ -43,7 +43,7 @@ class Lowerer {
       prog_->node_notes.push_back(n->name + " (" + std::string(op_name(n->op)) + ")");
       // A MatMul's (Conv's, DynamicQuantMatMul's) output is computed by its own kernel and read as
       // one more input.
-      if (is_head(n)) {
+      if (fusion::heads_epilogue(n)) {
         const Value* m = n->out();
         const std::string what = "the " + std::string(op_name(n->op)) + " output";
         if (form(m->shape) != Form::Col) throw Fail{what + " is not the domain"};
@@ -81,26 +81,22 @@ class Lowerer {
   }
 
  private:
-  // An i32 input that the group only casts to f32 (MatMulInteger's output rescaled in its
-  // epilogue): loaded with the conversion, which rounds as the Cast does, so the Cast is free.
-  // Read only by the group's MatMul (Conv, DynamicQuantMatMul), whose own kernel reads it (int8
+  // Read only by the group's MatMul (Conv, DynamicQuantMatMul...), whose own kernel reads it (int8
   // weights), never the generated code.
-  static bool is_head(const Node* n) {
-    return n->op == OpKind::MatMul || n->op == OpKind::Conv ||
-           n->op == OpKind::DynamicQuantMatMul || n->op == OpKind::DynamicQuantConv;
-  }
   bool head_operand(const Value* v) const {
     bool any = false;
     for (const Node* n : g_.nodes) {
       for (const Value* in : n->inputs) {
         if (in != v) continue;
-        if (!is_head(n)) return false;
+        if (!fusion::heads_epilogue(n)) return false;
         any = true;
       }
     }
     return any;
   }
 
+  // An i32 input that the group only casts to f32 (MatMulInteger's output rescaled in its
+  // epilogue): loaded with the conversion, which rounds as the Cast does, so the Cast is free.
   bool int32_cast_input(const Value* v) const {
     if (v->dtype != DType::i32) return false;
     for (const Node* n : g_.nodes) {

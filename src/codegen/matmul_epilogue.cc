@@ -61,9 +61,7 @@ class MatMulEpilogueKernel : public Kernel {
   MatMulEpilogueKernel(const FusedGroup& g, LoweredGroup lg, Engine eng)
       : lg_(std::move(lg)), eng_(std::move(eng)) {
     for (const Node* n : g.nodes) {
-      if (n->op == OpKind::MatMul || n->op == OpKind::Conv || n->op == OpKind::DynamicQuantMatMul ||
-          n->op == OpKind::DynamicQuantConv)
-        mm_ = n;
+      if (fusion::heads_epilogue(n)) mm_ = n;
     }
     UBF_CHECK(mm_ != nullptr, "MatMulEpilogue group " + g.name + " has no MatMul or Conv");
     matmul_ = cpu::make_op_kernel(*mm_);

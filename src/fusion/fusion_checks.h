@@ -15,9 +15,6 @@ namespace ubfuse::fusion {
 
 bool is_reduction(const Node* n);
 bool is_matmul(const Node* n);
-// An op with a kernel of its own (oneDNN) whose output an epilogue group may follow, reading it
-// from memory right after it is computed: MatMul and Conv.
-bool heads_epilogue(const Node* n);
 // The domain a node iterates over: its input for a row reduction, else its output.
 Shape node_domain(const Node* n);
 

@@ -17,6 +17,13 @@ enum class GroupKind : uint8_t {
   Attention,       // MatMul -> scale/mask -> Softmax -> MatMul: one flash-style kernel
 };
 
+namespace fusion {
+// An op with a kernel of its own (oneDNN) whose output an epilogue group may follow, reading it
+// right after it is computed: MatMul, Conv, DynamicQuantMatMul and DynamicQuantConv
+// (fusion_checks.cc). Codegen runs such a group as a MatMulEpilogue kernel.
+bool heads_epilogue(const Node* n);
+}  // namespace fusion
+
 struct FusedGroup {
   GroupKind kind = GroupKind::Single;
   std::string name;                   // "FusedAddLayerNormSilu", or the op name for Single

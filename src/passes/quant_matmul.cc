@@ -220,11 +220,7 @@ class QuantMatMulPass : public Pass {
     ins.push_back(it->second.second);
   }
 
-  static int64_t numel_static(const Shape& s) {
-    int64_t n = 1;
-    for (const Dim& d : s) n *= d.is_static() ? d.value() : -1;
-    return n < 0 ? -1 : n;
-  }
+  static int64_t numel_static(const Shape& s) { return is_static(s) ? numel(static_sizes(s)) : -1; }
 
   void note(FusionReason r, std::string p, std::string c, std::string msg, std::string hint) {
     if (notes_) notes_->push_back({r, std::move(p), std::move(c), std::move(msg), std::move(hint)});

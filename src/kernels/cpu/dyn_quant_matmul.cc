@@ -9,22 +9,9 @@
 
 namespace ubfuse::cpu {
 
-DynamicQuantMatMulKernel::DynamicQuantMatMulKernel(const Node& n) : KernelBase(n) {
-  // Constant weights are made ready for oneDNN once (with A's zero point applied by oneDNN), for
-  // a representative M: x's rows when its dims are fixed, else 256.
-  const Value* wv = n.inputs[1];
-  if (!int8_uses_onednn() || !wv->producer || wv->producer->op != OpKind::Constant) return;
-  const Tensor& w = wv->producer->payload;
-  if (!w.defined() || !is_int8(w.dtype()) || w.rank() != 2) return;
-  int64_t rep_m = 1;
-  for (size_t d = 0; d + 1 < n.inputs[0]->shape.size(); d++) {
-    const Dim& dim = n.inputs[0]->shape[d];
-    rep_m = dim.is_static() ? rep_m * dim.value() : 256;
-  }
-  prep_ = prepare_int_b(w, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)), true);
-  prep_sizes_ = w.sizes();
-  prep_dtype_ = w.dtype();
-}
+// Constant weights made ready for oneDNN once, with x's zero point applied by oneDNN.
+DynamicQuantMatMulKernel::DynamicQuantMatMulKernel(const Node& n)
+    : KernelBase(n), w_(prepare_constant_b(n, 1, true)) {}
 
 void DynamicQuantMatMulKernel::quantize(const std::vector<Tensor>& in, Quantized& q,
                                         ThreadPool& pool) const {
@@ -90,9 +77,8 @@ void DynamicQuantMatMulKernel::rows(const std::vector<Tensor>& in, const Quantiz
   // The i32 sums land in out's bytes, then become f32 in place: float(sum) * factor, the Cast and
   // the Mul of the chain.
   auto* c = reinterpret_cast<int32_t*>(out);
-  const bool ready = prep_ && w.sizes() == prep_sizes_ && w.dtype() == prep_dtype_;
   int_gemm(q.a + r0 * q.k, DType::u8, w.data(), w.dtype(), za.data(), q.w_zero_point.data(), c, m,
-           q.k, q.n, pool, ready ? prep_.get() : nullptr);
+           q.k, q.n, pool, w_.ready_for(w));
   const float* cs = q.col_scale.data();
   const int64_t n = q.n;
   pool.parallel_for(m, grain_for(n), [&](int64_t i0, int64_t i1, int) {

@@ -37,9 +37,7 @@ class DynamicQuantMatMulKernel : public KernelBase {
            ThreadPool& pool) const override;
 
  private:
-  std::shared_ptr<const PreparedB> prep_;  // constant w made ready for oneDNN, or null
-  Sizes prep_sizes_;
-  DType prep_dtype_ = DType::i8;
+  ConstantB w_;  // constant w made ready for oneDNN, or empty
 };
 
 }  // namespace ubfuse::cpu

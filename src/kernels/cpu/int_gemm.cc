@@ -169,6 +169,23 @@ std::shared_ptr<dnnl::memory> pack_b(PreparedB& p, int64_t rep_m, bool src_zp,
 
 }  // namespace
 
+ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point) {
+  ConstantB c;
+  const Value* bv = n.inputs.at(b_input);
+  if (!int8_uses_onednn() || !bv->producer || bv->producer->op != OpKind::Constant) return c;
+  const Tensor& bt = bv->producer->payload;
+  if (!bt.defined() || !is_int8(bt.dtype()) || bt.rank() < 1 || bt.rank() > 2) return c;
+  int64_t rep_m = 1;
+  for (size_t d = 0; d + 1 < n.inputs[0]->shape.size(); d++) {
+    const Dim& dim = n.inputs[0]->shape[d];
+    rep_m = dim.is_static() ? rep_m * dim.value() : 256;
+  }
+  c.prep = prepare_int_b(bt, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)), a_zero_point);
+  c.sizes = bt.sizes();
+  c.dtype = bt.dtype();
+  return c;
+}
+
 std::shared_ptr<const PreparedB> prepare_int_b(const Tensor& b, int64_t rep_m, bool a_zero_point) {
   auto p = std::make_shared<PreparedB>();
   p->k = b.rank() == 1 ? b.dim(0) : b.dim(-2);

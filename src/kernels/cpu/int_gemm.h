@@ -7,6 +7,7 @@
 
 #include "runtime/thread_pool.h"
 #include "ubfuse/dtype.h"
+#include "ubfuse/graph.h"
 #include "ubfuse/tensor.h"
 
 namespace ubfuse::cpu {
@@ -22,6 +23,20 @@ bool int8_uses_onednn();
 // zero point itself). Null fields where oneDNN has no such layout.
 struct PreparedB;
 std::shared_ptr<const PreparedB> prepare_int_b(const Tensor& b, int64_t rep_m, bool a_zero_point);
+
+// A node's constant B (input b_input: an i8/u8 Constant of rank 1 or 2) made ready once where
+// products run on oneDNN, for a representative M: input 0's rows when its dims are fixed, else
+// 256 (at most 4096). Empty otherwise.
+struct ConstantB {
+  std::shared_ptr<const PreparedB> prep;
+  Sizes sizes;
+  DType dtype = DType::i8;
+  // prep, for a run whose B is that constant (same sizes and dtype); else null.
+  const PreparedB* ready_for(const Tensor& b) const {
+    return prep && b.sizes() == sizes && b.dtype() == dtype ? prep.get() : nullptr;
+  }
+};
+ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point);
 
 // C [m, n] (ldc n) = (A - za) (B - zb); A [m, k] row-major (lda k), B [k, n] (ldb n); za has m
 // values, zb n, in i32. prep: B made ready beforehand (a constant), or null.

@@ -36,24 +36,12 @@ class MatMulIntegerKernel : public KernelBase {
  public:
   explicit MatMulIntegerKernel(const Node& n)
       : KernelBase(n), qlinear_(n.op == OpKind::QLinearMatMul) {
-    // Constant weights (B of rank 1 or 2) are made ready for oneDNN once, for a representative M:
-    // A's rows when its dims are fixed, else 256.
-    const Value* bv = n.inputs[qlinear_ ? 3 : 1];
-    if (!int8_uses_onednn() || !bv->producer || bv->producer->op != OpKind::Constant) return;
-    const Tensor& bt = bv->producer->payload;
-    if (!bt.defined() || !is_int8(bt.dtype()) || bt.rank() < 1 || bt.rank() > 2) return;
-    int64_t rep_m = 1;
-    for (size_t d = 0; d + 1 < n.inputs[0]->shape.size(); d++) {
-      const Dim& dim = n.inputs[0]->shape[d];
-      rep_m = dim.is_static() ? rep_m * dim.value() : 256;
-    }
-    // A u8 A with a zero point (input 2 of both ops), as DynamicQuantizeLinear makes it, also
-    // gets B packed for oneDNN to apply that zero point itself.
+    // Constant weights are made ready for oneDNN once. A u8 A with a zero point (input 2 of both
+    // ops), as DynamicQuantizeLinear makes it, also gets B packed for oneDNN to apply that zero
+    // point itself.
     const bool a_zp =
         n.inputs.size() > 2 && n.inputs[2] != nullptr && n.inputs[0]->dtype == DType::u8;
-    prep_ = prepare_int_b(bt, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)), a_zp);
-    prep_sizes_ = bt.sizes();
-    prep_dtype_ = bt.dtype();
+    b_ = prepare_constant_b(n, qlinear_ ? 3 : 1, a_zp);
   }
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
@@ -120,9 +108,8 @@ class MatMulIntegerKernel : public KernelBase {
       const int64_t nb = numel(batch), mm = nb * m;
       std::vector<int32_t> zam(static_cast<size_t>(mm));
       for (int64_t i = 0; i < mm; i++) zam[size_t(i)] = zav[size_t(i % m)];
-      const bool ready = prep_ && b.sizes() == prep_sizes_ && b.dtype() == prep_dtype_;
       int_gemm(pa, a.dtype(), pb, b.dtype(), zam.data(), zbv.data(), c, mm, k, n, pool,
-               ready ? prep_.get() : nullptr);
+               b_.ready_for(b));
     } else {
       const auto sta = broadcast_strides(ba, batch), stb = broadcast_strides(bbs, batch);
       const int64_t nb = numel(batch);
@@ -162,9 +149,7 @@ class MatMulIntegerKernel : public KernelBase {
 
  private:
   bool qlinear_;
-  std::shared_ptr<const PreparedB> prep_;  // constant B made ready for oneDNN, or null
-  Sizes prep_sizes_;
-  DType prep_dtype_ = DType::u8;
+  ConstantB b_;  // constant B made ready for oneDNN, or empty
 };
 
 class ConvIntegerKernel : public KernelBase {
