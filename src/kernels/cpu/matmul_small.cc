@@ -74,17 +74,15 @@ HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT a, const float* HWY_RES
   }
 }
 
-// Calls f(m, std::integral_constant<int, R>) for blocks of R rows covering [0, M) in order: with
-// `sixes`, six at a time while more than eight are left (or exactly six), then four at a time,
-// then the 1 to 3 left.
+// Calls f(m, std::integral_constant<int, R>) for blocks of R rows covering [0, M) in order: four
+// at a time, then the 1 to 3 left.
 template <class F>
-HWY_INLINE void InRowBlocks(int64_t M, bool sixes, const F& f) {
+HWY_INLINE void InRowBlocks(int64_t M, const F& f) {
   int64_t m = 0;
   auto block = [&](auto rows) {
     f(m, rows);
     m += decltype(rows)::value;
   };
-  while (sixes && (M - m > 8 || M - m == 6)) block(std::integral_constant<int, 6>{});
   while (M - m >= 4) block(std::integral_constant<int, 4>{});
   switch (M - m) {
     case 3:
@@ -107,17 +105,27 @@ void SmallMatMulRange(const float* a, const float* b, float* acc, int64_t M, int
                       int64_t k0, int64_t k1) {
   for (int64_t kb = k0; kb < k1; kb += 8) {
     const int64_t ke = std::min(k1, kb + 8);
-    InRowBlocks(M, false, [&](int64_t m, auto rows) {
+    InRowBlocks(M, [&](int64_t m, auto rows) {
       AccumulateRows<decltype(rows)::value>(a + m * K, b, acc + m * N, K, N, kb, ke);
     });
   }
 }
 
+// Where one pass over a panel prefetches its share of the next panel into L2: the lines
+// [t * 4 / passes, (t + 1) * 4 / passes) at step t = pass * K + k, so the next panel arrives
+// evenly over all passes of this one and memory works while the cores multiply.
+struct PanelAhead {
+  const float* next;  // the next panel, or null
+  int64_t line;       // the next line of it to fetch (64 bytes, 16 floats)
+  int64_t carry;      // 4 * steps so far, modulo passes
+  int64_t passes;
+};
+
 // c[r, n0:n0+cols) = A[r, :] times one 64-column panel of packed B (row k at panel + k * 64), for
 // the R rows at a and c; the sums stay in registers while the panel streams past.
 template <int R>
 HWY_INLINE void PanelRows(const float* HWY_RESTRICT a, const float* HWY_RESTRICT panel,
-                          const float* next, float* HWY_RESTRICT c, int64_t K, int64_t N,
+                          PanelAhead& ahead, float* HWY_RESTRICT c, int64_t K, int64_t N,
                           int64_t n0, int64_t cols) {
   const hn::ScalableTag<float> d;
   constexpr int kL = int(hn::MaxLanes(d));
@@ -127,8 +135,11 @@ HWY_INLINE void PanelRows(const float* HWY_RESTRICT a, const float* HWY_RESTRICT
     for (int v = 0; v < kV; v++) acc[r][v] = hn::Zero(d);
   }
   for (int64_t k = 0; k < K; k++) {
-    if (next) {
-      for (int line = 0; line < 4; line++) __builtin_prefetch(next + k * 64 + line * 16, 0, 2);
+    if (ahead.next) {
+      for (ahead.carry += 4; ahead.carry >= ahead.passes; ahead.carry -= ahead.passes) {
+        __builtin_prefetch(ahead.next + ahead.line * 16, 0, 2);
+        ahead.line++;
+      }
     }
     hn::Vec<decltype(d)> bv[kV];
     for (int v = 0; v < kV; v++) bv[v] = hn::LoadU(d, panel + k * 64 + v * kL);
@@ -149,19 +160,56 @@ HWY_INLINE void PanelRows(const float* HWY_RESTRICT a, const float* HWY_RESTRICT
   }
 }
 
+// Calls f(m, std::integral_constant<int, R>) for blocks of R <= 6 rows covering [0, M) in order,
+// in as few passes as blocks of six allow and none of fewer than three rows where M >= 3 (a block
+// of one or two rows multiplies at a fraction of the rate: too few independent sums).
+template <class F>
+HWY_INLINE void InPanelRowBlocks(int64_t M, const F& f) {
+  int64_t m = 0;
+  auto block = [&](auto rows) {
+    f(m, rows);
+    m += decltype(rows)::value;
+  };
+  while (M - m > 8) block(std::integral_constant<int, 6>{});
+  if (M - m >= 7) block(std::integral_constant<int, 4>{});  // 7 = 4 + 3, 8 = 4 + 4
+  switch (M - m) {
+    case 6:
+      block(std::integral_constant<int, 6>{});
+      break;
+    case 5:
+      block(std::integral_constant<int, 5>{});
+      break;
+    case 4:
+      block(std::integral_constant<int, 4>{});
+      break;
+    case 3:
+      block(std::integral_constant<int, 3>{});
+      break;
+    case 2:
+      block(std::integral_constant<int, 2>{});
+      break;
+    case 1:
+      block(std::integral_constant<int, 1>{});
+      break;
+    default:
+      break;
+  }
+}
+
 // The panels [p0, p1) of C = A B for B packed as oneDNN's 64-column panels (panel p at
-// panels + p * panel_stride). Rows of A go six at a time (24 sums in registers) while more than
-// eight are left, then four, then the rest; the first pass over a panel also fetches the next one
-// into L2, so the passes after it, and the next panel's first, read from cache.
+// panels + p * panel_stride), each in passes of up to six rows of A (24 sums in registers); the
+// passes over a panel also fetch the next one into L2 (PanelAhead), so every pass after a thread's
+// first reads B from cache.
 void PanelMatMulRange(const float* a, const float* panels, int64_t panel_stride, float* c,
                       int64_t M, int64_t K, int64_t N, int64_t p0, int64_t p1) {
+  int64_t passes = 0;
+  InPanelRowBlocks(M, [&](int64_t, auto) { passes++; });
   for (int64_t p = p0; p < p1; p++) {
     const float* panel = panels + p * panel_stride;
-    const float* ahead = p + 1 < p1 ? panel + panel_stride : nullptr;
+    PanelAhead ahead{p + 1 < p1 ? panel + panel_stride : nullptr, 0, 0, passes};
     const int64_t n0 = p * 64, cols = std::min<int64_t>(64, N - n0);
-    InRowBlocks(M, true, [&](int64_t m, auto rows) {
+    InPanelRowBlocks(M, [&](int64_t m, auto rows) {
       PanelRows<decltype(rows)::value>(a + m * K, panel, ahead, c + m * N, K, N, n0, cols);
-      ahead = nullptr;
     });
   }
 }
