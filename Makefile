@@ -23,6 +23,9 @@ test: build
 	cd $(BUILD) && OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE} GOMP_SPINCOUNT=$${GOMP_SPINCOUNT:-0} ctest --output-on-failure -j $(JOBS)
 	bash scripts/extra-tests.sh $(BUILD)
 
+# The cost model's fixed figures in every stage (sanitizer builds run the tests' binary directly).
+test test-hardening: export UBFUSE_COST_MODEL ?= builtin
+
 # ASan+UBSan suite, ThreadSanitizer concurrency tests, fuzz corpus replay (each its own build).
 test-hardening: deps
 	UBFUSE_EXTRA_STAGES="asan tsan fuzz" bash scripts/extra-tests.sh $(BUILD)

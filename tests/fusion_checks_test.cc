@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "codegen/group_kernels.h"
+#include "codegen/kernel_ir.h"
+#include "compiler/cost_calibration.h"
 #include "fusion/partition.h"
 #include "test_util.h"
 
@@ -30,6 +32,10 @@ Partition partition(const std::function<Graph()>& graph, const std::string& rule
   config.ub_bytes_per_row = ub_bytes_per_row;
   FusionRules rules =
       rules_json.empty() ? FusionRules{} : parse_fusion_rules(rules_json, "rules.json");
+  config.costs = []() -> const CostParams& { return builtin_costs(); };
+  config.lowers = [](const FusedGroup& grp, std::string* why) {
+    return kir::lower_group(grp, why) != nullptr;
+  };
   Graph g = graph();
   Partition p = partition_graph(g, config, rules);
   p.groups.clear();  // they point into g; the decisions are what the tests read
@@ -222,11 +228,23 @@ Graph cast_of_u8() {
   return b.build();
 }
 
+// An i64 chain generated kernels cannot compute: as one group it would run op by op.
+Graph i64_mask() {
+  GraphBuilder b;
+  auto x = b.input("x", DType::i64, {8, 8});
+  auto y = b.input("y", DType::i64, {8, 1});
+  auto a = b.input("a", f32, {8, 8});
+  auto c = b.less(b.sub(x, y), b.scalar(0, DType::i64));
+  b.output("z", b.where(c, a, b.scalar(-1e4)));
+  return b.build();
+}
+
 // One case per check, each an edge that check is the first to object to.
 const std::map<std::string, Case>& cases() {
   static const std::map<std::string, Case> kCases = {
       {"HostNode", {host_between, "", kUb, "neg0", "print"}},
       {"AttentionKernel", {exp_into_attention, "", kUb, "exp0", "matmul0"}},
+      {"Profitable", {i64_mask, "", kUb, "sub0", "less0"}},
       {"OpClass", {add_into_matmul, "", kUb, "add0", "matmul0"}},
       {"Int8Value", {cast_of_u8, "", kUb, "cast0", "exp0"}},
       {"MatMulPrologue", {exp_before_epilogue, "", kUb, "exp0", "add0"}},

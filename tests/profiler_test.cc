@@ -5,10 +5,10 @@
 #include <chrono>
 #include <thread>
 
-#include "profiler/machine.h"
 #include "profiler/roofline.h"
 #include "profiler_test_util.h"
 #include "ubfuse/explain.h"
+#include "util/machine_info.h"
 
 namespace ubfuse {
 namespace {
@@ -250,8 +250,8 @@ TEST(Profiler, OneAtATimeAndBadOptionsAreErrors) {
 TEST(Profiler, BandwidthComesFromTheCacheFileKeyedByMachine) {
   ::unsetenv("UBFUSE_BANDWIDTH_GBPS");
   ::unsetenv("UBFUSE_REMEASURE_BANDWIDTH");
-  std::string key = prof::machine_info().key() + " | " +
-                    std::to_string(prof::threads_for_measurement()) + " threads";
+  std::string key =
+      machine_info().key() + " | " + std::to_string(prof::threads_for_measurement()) + " threads";
   for (double gbps : {77.25, 123.5}) {
     std::string cache = temp_dir("prof_bwcache_" + std::to_string(int(gbps)));
     ::setenv("UBFUSE_CACHE_DIR", cache.c_str(), 1);

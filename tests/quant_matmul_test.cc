@@ -262,7 +262,8 @@ TEST(QuantMatMul, TheQuantizedBertRunsFewerKernelsAndMatchesEager) {
   EXPECT_EQ(count_op(graph, "DynamicQuantMatMul"), 12);  // 2 layers x (Q, K, V, O, up, down)
   EXPECT_EQ(count_op(graph, "DynamicQuantizeLinear"), 0);
   EXPECT_EQ(count_op(graph, "MatMulInteger"), 0);
-  EXPECT_LE(graph.kernels().size(), 27u);
+  // The mask's Cast of i64 runs alone: with it the group would run op by op (NotProfitable).
+  EXPECT_LE(graph.kernels().size(), 28u);
   std::map<std::string, Tensor> in{
       {"input_ids", Tensor::random(DType::i64, {2, 9}, 4, 0, 128)},
       {"attention_mask", Tensor::from_floats(DType::i64, {2, 9}, std::vector<float>(18, 1.0f))}};

@@ -1,12 +1,14 @@
 #include "compiler/options.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <thread>
 
-#include "kernels/cpu/attention.h"
+#include "codegen/kernel_ir.h"
+#include "compiler/cost_calibration.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -40,6 +42,14 @@ struct Entry {
   OptionSpec spec;
   Setter set;
 };
+
+// where: "option 'cost_model'" or the environment variable.
+std::string cost_model_value(const std::string& where, const std::string& v) {
+  if (v != "calibrated" && v != "builtin" && v != "off") {
+    throw Error(where + ": bad value '" + v + "'; valid: calibrated, builtin, off");
+  }
+  return v;
+}
 
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> e = {
@@ -96,6 +106,11 @@ const std::vector<Entry>& entries() {
          }
          c.progress = v;
        }},
+      {{"cost_model", "calibrated|builtin|off",
+        "keep a fused group only when predicted faster than its parts, by figures measured once "
+        "per machine (calibrated, the default; UBFUSE_COST_MODEL sets it), fixed figures "
+        "(builtin), or keep every group the checks allow (off)"},
+       [](auto& c, auto& k, auto& v) { c.cost_model = cost_model_value("option '" + k + "'", v); }},
   };
   return e;
 }
@@ -142,7 +157,20 @@ FusionConfig fusion_config(const CompileConfig& c) {
   FusionConfig f;
   f.ub_bytes = c.ub_bytes > 0 ? c.ub_bytes : default_ub_bytes();
   f.ub_bytes_per_row = ub_bytes_per_row;  // what the generated kernel keeps (codegen)
-  f.bf16_matmul_faster = cpu::has_bf16_dot_products();
+  std::string model = c.cost_model;
+  if (model.empty()) {
+    const char* e = std::getenv("UBFUSE_COST_MODEL");
+    model = e && *e ? cost_model_value("UBFUSE_COST_MODEL", e) : "calibrated";
+  }
+  if (model == "builtin") {
+    f.costs = []() -> const CostParams& { return builtin_costs(); };
+  } else if (model == "calibrated") {
+    const int threads = run_config(c).pool->size();
+    f.costs = [threads]() -> const CostParams& { return calibrated_costs(threads); };
+  }
+  f.lowers = [](const FusedGroup& g, std::string* why) {
+    return g.kind == GroupKind::Attention || kir::lower_group(g, why) != nullptr;
+  };
   return f;
 }
 

@@ -31,6 +31,8 @@ struct CompileConfig {
   std::string cache_dir;     // generated kernel cache; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
   int compile_jobs = 0;      // compiler processes at once; 0: one per core
   std::string progress = "auto";  // auto (a line on a terminal) | on | off
+  // calibrated | builtin | off (fusion/cost.h); "" -> $UBFUSE_COST_MODEL, else calibrated
+  std::string cost_model;
   // Set by compile(), not by options: its caller's progress callback and where the kernel
   // build's final state goes.
   CompileProgressFn on_progress;

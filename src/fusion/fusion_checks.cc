@@ -222,6 +222,14 @@ Objection host_node(Candidate& c) {
               "move '" + h->name + "' after the fused chain or remove it");
 }
 
+// The cost model refused, in an earlier round, a group this edge was inside of (partition.cc).
+Objection profitable(Candidate& c) {
+  if (!c.st.refused) return {};
+  auto it = c.st.refused->find({c.p, c.n});
+  if (it == c.st.refused->end()) return {};
+  return it->second;
+}
+
 // An attention group runs as the flash-style kernel, which computes exactly its chain.
 Objection attention_kernel(Candidate& c) {
   if (!c.a.attention && !c.b.attention) return {};
@@ -569,6 +577,10 @@ const std::vector<Check>& checks() {
                  "neither group is an attention chain (AttentionFusion), which runs as its own "
                  "flash-style kernel",
                  attention_kernel),
+      edge_check("Profitable", R::NotProfitable,
+                 "the edge is not inside a group the cost model refused: one predicted slower "
+                 "than its parts (fusion/cost.h), after which the partition runs again",
+                 profitable),
       edge_check("OpClass", R::NotFusible,
                  "both ops are Elementwise, Broadcast, RowReduction, RowPermute or a row "
                  "Transpose, or p is a MatMul or Conv that takes n's group as its epilogue",

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -44,6 +45,8 @@ struct State {
   std::unordered_map<const Value*, std::vector<Node*>> users;
   std::unordered_map<const Node*, int> group_of;
   std::vector<Group> groups;
+  // Edges inside groups the cost model refused in an earlier round, with their decisions.
+  const std::map<std::pair<const Node*, const Node*>, FusionDecision>* refused = nullptr;
 
   const std::vector<Node*>& users_of(const Value* v) const;
   // The members of a and b in topological order.

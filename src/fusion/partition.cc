@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 
@@ -19,11 +20,19 @@ using fusion::heads_epilogue;
 using fusion::merged_domain;
 using fusion::State;
 
+using EdgeDecisions = std::map<std::pair<const Node*, const Node*>, FusionDecision>;
+
 class Partitioner {
  public:
-  Partitioner(const Graph& g, const FusionConfig& c, const FusionRules& r) : st_(g, c, r) {}
+  Partitioner(const Graph& g, const FusionConfig& c, const FusionRules& r,
+              const EdgeDecisions* refused)
+      : st_(g, c, r) {
+    st_.refused = refused;
+  }
 
-  Partition run() {
+  // The partition, or nullopt after adding the edges of groups the cost model refuses to
+  // *refuse (the caller runs it again).
+  std::optional<Partition> run(EdgeDecisions* refuse) {
     st_.order = st_.g.topo_order();
     for (size_t i = 0; i < st_.order.size(); i++) st_.topo_index[st_.order[i]] = int(i);
     for (Node* n : st_.order) {
@@ -52,6 +61,7 @@ class Partitioner {
         objected_by_.push_back(by);
       }
     }
+    if (refuse_unprofitable(refuse)) return std::nullopt;
     return finish();
   }
 
@@ -72,17 +82,22 @@ class Partitioner {
       if (n->op != OpKind::MatMul || is_source(n)) continue;
       auto m = fusion::match_attention(n, only_reader);
       if (!m) continue;
-      if (n->out()->dtype == DType::bf16 && st_.config.bf16_matmul_faster) {
-        // bench_fusion_bench --attention measures both forms.
-        decisions_.push_back(
-            {FusionReason::NotProfitable, m->scores->name, n->name,
-             "the attention chain '" + m->scores->name + "' .. '" + n->name +
-                 "' is bf16 and this CPU has bf16 dot products (AVX512_BF16): oneDNN's bf16 "
-                 "matmuls run it about 2x faster than the flash-style kernel, which computes in "
-                 "f32; it stays a MatMul with its softmax epilogue and a MatMul",
-             ""});
-        objected_by_.push_back({});
-        continue;
+      if (st_.config.costs) {
+        const CostParams& cp = st_.config.costs();
+        const CostEstimate flash = estimate_attention(m->scores, m->context, true, cp);
+        const CostEstimate split = estimate_attention(m->scores, m->context, false, cp);
+        if (flash.seconds > split.seconds * kProfitMargin) {
+          decisions_.push_back(
+              {FusionReason::NotProfitable, m->scores->name, n->name,
+               "the attention chain '" + m->scores->name + "' .. '" + n->name + "' (" +
+                   std::string(dtype_name(n->out()->dtype)) +
+                   ") is predicted slower as the flash-style kernel, " + flash.str() +
+                   ", than as a MatMul with its softmax epilogue and a MatMul, " + split.str() +
+                   "; it stays apart (cost model: " + cp.summary() + ")",
+               "nothing; cost_model=off fuses it anyway"});
+          objected_by_.push_back({});
+          continue;
+        }
       }
       const std::vector<const Node*> nodes = m->nodes();
       bool free = true;
@@ -103,6 +118,65 @@ class Partitioner {
       g.domain = n->out()->shape;
       g.attention = true;
     }
+  }
+
+  // Each group of several nodes against its parts (fusion/cost.h); the edges inside one predicted
+  // slower go to *refuse with their NotProfitable decisions. True when any did.
+  bool refuse_unprofitable(EdgeDecisions* refuse) {
+    if (!st_.config.costs) return false;
+    bool any = false;
+    for (const Group& g : st_.groups) {
+      if (!g.alive || g.attention || g.nodes.size() < 2) continue;
+      const FusedGroup fg = st_.describe(g.nodes, g.domain, false);
+      std::string why;
+      const bool op_by_op = st_.config.lowers && !st_.config.lowers(fg, &why);
+      const CostParams& cp = st_.config.costs();
+      FusedGroup sized = fg;
+      if (!op_by_op) {
+        std::vector<FusionDecision> notes;
+        mark_reread(sized, notes);
+      }
+      const CostEstimate fused = estimate_fused(st_.g, sized, op_by_op, cp);
+      const CostEstimate parts = estimate_parts(st_.g, fg.nodes, cp);
+      if (fused.seconds <= parts.seconds * kProfitMargin) continue;
+      const std::string text =
+          fg.name + " is predicted slower as one kernel" +
+          (op_by_op ? " (it would run op by op: " + why + ")" : std::string()) + ", " +
+          fused.str() + ", than as its parts, " + parts.str() +
+          "; they run apart (cost model: " + cp.summary() + ")";
+      const std::set<const Node*> members(g.nodes.begin(), g.nodes.end());
+      // Op by op, only the edges at members that read or write a dtype generated kernels do not
+      // compute (the usual reason) are refused, so the rest may fuse in the next round.
+      std::set<const Node*> culprits;
+      if (op_by_op) {
+        for (const Node* n : g.nodes) {
+          if (touches_dtype_kernels_lack(n)) culprits.insert(n);
+        }
+      }
+      if (culprits.empty()) culprits = members;
+      for (const Node* n : g.nodes) {
+        for (const Value* v : n->inputs) {
+          if (v->producer && members.count(v->producer) &&
+              (culprits.count(v->producer) || culprits.count(n))) {
+            (*refuse)[{v->producer, n}] = {
+                FusionReason::NotProfitable, v->producer->name, n->name,
+                "'" + v->producer->name + "' -> '" + n->name + "': " + text,
+                "nothing; cost_model=off fuses them anyway"};
+          }
+        }
+      }
+      any = true;
+    }
+    return any;
+  }
+
+  static bool touches_dtype_kernels_lack(const Node* n) {
+    auto lacks = [](const Value* v) {
+      return v->dtype != DType::f32 && v->dtype != DType::bf16 && v->dtype != DType::f16 &&
+             v->dtype != DType::boolean;
+    };
+    return std::any_of(n->inputs.begin(), n->inputs.end(), lacks) ||
+           std::any_of(n->outputs.begin(), n->outputs.end(), lacks);
   }
 
   void fused(const Node* p, const Node* n) {
@@ -220,7 +294,14 @@ std::string group_name(const std::vector<const Node*>& nodes, const FusionRules&
 
 Partition partition_graph(const Graph& g, const FusionConfig& config, const FusionRules& rules) {
   UBF_CHECK(bool(config.ub_bytes_per_row), "FusionConfig::ub_bytes_per_row is not set");
-  return Partitioner(g, config, rules).run();
+  // Each round refuses at least one more edge, so there are at most as many rounds as edges.
+  EdgeDecisions refused;
+  for (;;) {
+    const size_t before = refused.size();
+    std::optional<Partition> out = Partitioner(g, config, rules, &refused).run(&refused);
+    if (out) return std::move(*out);
+    UBF_CHECK(refused.size() > before, "the cost model refused a group but no new edge");
+  }
 }
 
 }  // namespace ubfuse

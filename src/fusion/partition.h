@@ -13,6 +13,9 @@
 //   HostNode            HostSync        neither side is a Host node
 //   AttentionKernel     NotFusible      neither group is an attention chain (AttentionFusion),
 //                                       which runs as its own flash-style kernel
+//   Profitable          NotProfitable   the edge is not inside a group the cost model refused: one
+//                                       predicted slower than its parts (fusion/cost.h), after
+//                                       which the partition runs again
 //   OpClass             NotFusible      both ops are Elementwise, Broadcast, RowReduction,
 //                                       RowPermute or a row Transpose, or p is a MatMul or Conv
 //                                       that takes n's group as its epilogue
@@ -48,12 +51,17 @@
 //   UbCapacity          BufferCapacity  a reduction prologue's fused row fits ub_bytes (checked
 //                                       when the row length is fixed)
 // Groups that still cannot keep their row in the UB are marked `reread` (two-pass variant).
+// With a cost model (FusionConfig::costs), each group of several nodes is then estimated as one
+// kernel and as its parts; one predicted slower (by more than kProfitMargin) is refused: its
+// edges go to the Profitable check and the partition runs again, until no group is refused. An
+// attention chain is estimated as the flash-style kernel and as MatMul + MatMul before it forms.
 #pragma once
 
 #include <functional>
 #include <string_view>
 #include <vector>
 
+#include "fusion/cost.h"
 #include "fusion/group.h"
 #include "fusion/rules.h"
 #include "ubfuse/decision.h"
@@ -82,9 +90,12 @@ struct FusionConfig {
   // Nodes the plan computes (shape values, compiler/shape_values.h): like constants, they join
   // no group and their outputs are group inputs.
   std::function<bool(const Node&)> planned;
-  // The CPU multiplies bf16 matrices at twice the f32 rate (oneDNN on AVX512_BF16): bf16
-  // attention chains are then faster as MatMuls than as the flash kernel (NotProfitable).
-  bool bf16_matmul_faster = false;
+  // The cost model's figures, asked the first time a decision needs them (the compiler may
+  // measure them then); unset: no cost model, every group the checks allow is kept.
+  std::function<const CostParams&()> costs;
+  // Whether codegen expresses a group as one generated kernel (else it runs op by op; *why says
+  // why not). Unset: every group is.
+  std::function<bool(const FusedGroup&, std::string* why)> lowers;
 };
 
 Partition partition_graph(const Graph& g, const FusionConfig& config, const FusionRules& rules);

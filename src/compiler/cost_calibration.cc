@@ -1,0 +1,231 @@
+#include "compiler/cost_calibration.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "kernels/cpu/attention.h"
+#include "ubfuse/builder.h"
+#include "ubfuse/compile.h"
+#include "ubfuse/error.h"
+#include "ubfuse/model.h"
+#include "util/machine_info.h"
+
+namespace ubfuse {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+// Best wall seconds of `runs` runs of m on random inputs (after one warm-up).
+double best_seconds(const CompiledModel& m, const std::map<std::string, Tensor>& in, int runs) {
+  std::map<std::string, Tensor> out = m.run(in);
+  double best = 1e30;
+  for (int i = 0; i < runs; i++) {
+    const auto t0 = std::chrono::steady_clock::now();
+    m.run_into(in, out);
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+Options base_options(int threads, bool fusion) {
+  return {{"fusion", fusion ? "1" : "0"},
+          {"num_threads", std::to_string(threads)},
+          {"cost_model", "off"},  // what is measured is each form as such
+          {"progress", "off"}};
+}
+
+double measure_bytes_per_s(int threads) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {2048, 4096});
+  auto y = b.input("y", DType::f32, {2048, 4096});
+  b.output("z", b.add(x, y));
+  CompiledModel m = compile(b.build(), base_options(threads, false));
+  const std::map<std::string, Tensor> in = {{"x", Tensor::random(DType::f32, {2048, 4096}, 1)},
+                                            {"y", Tensor::random(DType::f32, {2048, 4096}, 2)}};
+  return 3.0 * 2048 * 4096 * 4 / best_seconds(m, in, 5);
+}
+
+double measure_launch_s(int threads) {
+  constexpr int kChain = 64;
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {8});
+  auto v = x;
+  for (int i = 0; i < kChain; i++) v = b.neg(v);
+  b.output("y", v);
+  CompiledModel m = compile(b.build(), base_options(threads, false));
+  return best_seconds(m, {{"x", Tensor::random(DType::f32, {8}, 1)}}, 20) / kChain;
+}
+
+double measure_matmul_flops_per_s(int threads) {
+  GraphBuilder b;
+  auto x = b.input("a", DType::f32, {512, 512});
+  auto y = b.input("b", DType::f32, {512, 512});
+  b.output("c", b.matmul(x, y));
+  CompiledModel m = compile(b.build(), base_options(threads, false));
+  const std::map<std::string, Tensor> in = {{"a", Tensor::random(DType::f32, {512, 512}, 1)},
+                                            {"b", Tensor::random(DType::f32, {512, 512}, 2)}};
+  return 2.0 * 512 * 512 * 512 / best_seconds(m, in, 5);
+}
+
+// flops per second of the attention chain at key length len, as one kernel or (rules_path given)
+// as MatMuls.
+double measure_attention(int threads, DType dt, int64_t len, const std::string& rules_path) {
+  constexpr int64_t kHeads = 4, kDim = 64;
+  GraphBuilder b;
+  auto q = b.input("q", dt, {1, kHeads, len, kDim});
+  auto kt = b.input("kt", dt, {1, kHeads, kDim, len});
+  auto v = b.input("v", dt, {1, kHeads, len, kDim});
+  b.output("o", b.matmul(b.softmax(b.mul(b.matmul(q, kt), 0.125)), v));
+  Options o = base_options(threads, true);
+  if (!rules_path.empty()) o["rules"] = rules_path;
+  CompiledModel m = compile(b.build(), o);
+  const std::map<std::string, Tensor> in = {{"q", Tensor::random(dt, {1, kHeads, len, kDim}, 1)},
+                                            {"kt", Tensor::random(dt, {1, kHeads, kDim, len}, 2)},
+                                            {"v", Tensor::random(dt, {1, kHeads, len, kDim}, 3)}};
+  const double flops = 4.0 * kHeads * double(len) * double(len) * kDim;
+  return flops / best_seconds(m, in, len > 256 ? 3 : 10);
+}
+
+CostParams measure(int threads, const std::string& key) {
+  CostParams p;
+  p.source = "measured";
+  p.machine = key;
+  p.bytes_per_s = measure_bytes_per_s(threads);
+  p.launch_s = measure_launch_s(threads);
+  p.matmul_flops_per_s = measure_matmul_flops_per_s(threads);
+  // A rules file that turns the flash-style kernel off, for the other form.
+  const fs::path rules =
+      fs::temp_directory_path() / ("ubfuse-calibration-" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream f(rules);
+    f << R"({"Switch": {"UBFusion": {"AttentionFusion": "off"}}})"
+      << "\n";
+    if (!f) throw Error("cost calibration: cannot write " + rules.string());
+  }
+  try {
+    for (int d = 0; d < 2; d++) {
+      const DType dt = d == 0 ? DType::f32 : DType::bf16;
+      for (int l = 0; l < 2; l++) {
+        p.flash_flops_per_s[d][l] = measure_attention(threads, dt, p.attention_lengths[l], "");
+        p.split_flops_per_s[d][l] =
+            measure_attention(threads, dt, p.attention_lengths[l], rules.string());
+      }
+    }
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(rules, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::remove(rules, ec);
+  return p;
+}
+
+json to_json(const CostParams& p) {
+  return {{"bytes_per_s", p.bytes_per_s},
+          {"launch_s", p.launch_s},
+          {"matmul_flops_per_s", p.matmul_flops_per_s},
+          {"attention_lengths", {p.attention_lengths[0], p.attention_lengths[1]}},
+          {"flash_flops_per_s",
+           {{p.flash_flops_per_s[0][0], p.flash_flops_per_s[0][1]},
+            {p.flash_flops_per_s[1][0], p.flash_flops_per_s[1][1]}}},
+          {"split_flops_per_s",
+           {{p.split_flops_per_s[0][0], p.split_flops_per_s[0][1]},
+            {p.split_flops_per_s[1][0], p.split_flops_per_s[1][1]}}},
+          {"measured_unix", unix_now()}};
+}
+
+// The entry's figures, when each is there and positive (else nullopt: measure again).
+std::optional<CostParams> from_json(const json& e, const std::string& key) {
+  auto pos = [](const json& v) { return v.is_number() && v.get<double>() > 0; };
+  auto pair = [&](const json& v) {
+    return v.is_array() && v.size() == 2 && pos(v[0]) && pos(v[1]);
+  };
+  if (!machine_cache_fresh(e) || !e.contains("bytes_per_s") || !pos(e["bytes_per_s"]) ||
+      !e.contains("launch_s") || !pos(e["launch_s"]) || !e.contains("matmul_flops_per_s") ||
+      !pos(e["matmul_flops_per_s"]) || !e.contains("attention_lengths") ||
+      !pair(e["attention_lengths"]) || !e.contains("flash_flops_per_s") ||
+      !e.contains("split_flops_per_s")) {
+    return std::nullopt;
+  }
+  for (const char* k : {"flash_flops_per_s", "split_flops_per_s"}) {
+    const json& v = e[k];
+    if (!v.is_array() || v.size() != 2 || !pair(v[0]) || !pair(v[1])) return std::nullopt;
+  }
+  CostParams p;
+  p.source = "cache";
+  p.machine = key;
+  p.bytes_per_s = e["bytes_per_s"].get<double>();
+  p.launch_s = e["launch_s"].get<double>();
+  p.matmul_flops_per_s = e["matmul_flops_per_s"].get<double>();
+  for (int l = 0; l < 2; l++) {
+    p.attention_lengths[l] = int64_t(e["attention_lengths"][size_t(l)].get<double>());
+    for (int d = 0; d < 2; d++) {
+      p.flash_flops_per_s[d][l] = e["flash_flops_per_s"][size_t(d)][size_t(l)].get<double>();
+      p.split_flops_per_s[d][l] = e["split_flops_per_s"][size_t(d)][size_t(l)].get<double>();
+    }
+  }
+  if (p.attention_lengths[0] < 1 || p.attention_lengths[1] <= p.attention_lengths[0]) {
+    return std::nullopt;
+  }
+  return p;
+}
+
+}  // namespace
+
+const CostParams& builtin_costs() {
+  static const CostParams p = [] {
+    CostParams c;  // the defaults in fusion/cost.h: the flash-style kernel wins in f32
+    // oneDNN's bf16 matmuls run at twice the f32 rate on AVX512_BF16; elsewhere bf16 is
+    // converted and the flash-style kernel, computing in f32, wins.
+    const double bf16_split = cpu::has_bf16_dot_products() ? 200e9 : 50e9;
+    c.split_flops_per_s[1][0] = c.split_flops_per_s[1][1] = bf16_split;
+    c.source = "builtin";
+    return c;
+  }();
+  return p;
+}
+
+const CostParams& calibrated_costs(int threads) {
+  static std::mutex mu;
+  static std::map<std::string, CostParams> done;  // by cache path and key
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string key = machine_info().key() + " | " + std::to_string(threads) + " threads";
+  const std::string path = machine_cache_path("costs.json");
+  const std::string slot = path + "\n" + key;
+  const bool remeasure = env_on("UBFUSE_REMEASURE_COSTS");
+  if (auto it = done.find(slot);
+      it != done.end() && (!remeasure || it->second.source == "measured")) {
+    return it->second;
+  }
+  if (!remeasure) {
+    json j = read_machine_cache(path);
+    if (j.contains("machines") && j["machines"].contains(key)) {
+      if (auto p = from_json(j["machines"][key], key)) return done[slot] = *p;
+    }
+  }
+  CostParams p = measure(threads, key);
+  json j = read_machine_cache(path);  // re-read: another process may have added its machine
+  if (!j.contains("machines")) j["machines"] = json::object();
+  j["machines"][key] = to_json(p);
+  write_machine_cache(path, j);
+  return done[slot] = p;
+}
+
+}  // namespace ubfuse

@@ -1,0 +1,28 @@
+// The fusion cost model's figures for this machine (fusion/cost.h): measured once by running
+// small models through the kernels they describe, and cached per machine in
+//   $UBFUSE_CACHE_DIR/costs.json, else ~/.cache/ubfuse/costs.json
+//   {"machines": {"<cpu model> | <cpus> cpus | <mem> GiB | <threads> threads": {...}}}
+// like the profiler's bandwidth (entries older than a week are measured again). What is measured:
+//   bytes_per_s   an eager Add of two [2048, 4096] f32 arrays (3 x 32 MiB moved)
+//   launch_s      a chain of 64 eager Neg kernels on 8 floats, per kernel
+//   matmul        an eager [512, 512] x [512, 512] f32 MatMul
+//   attention     [1, 4, L, 64] scores -> scale -> softmax -> context at L = 128 and 1024, f32
+//                 and bf16, in graph mode as the flash-style kernel and with AttentionFusion off
+//                 (a MatMul with its softmax epilogue, and a MatMul)
+// It takes about a second on 2 cores, most of it building the MatMul epilogue kernels once.
+// Overrides: UBFUSE_REMEASURE_COSTS=1 measures again; the option cost_model=builtin (or
+// UBFUSE_COST_MODEL=builtin, the default of that option) uses fixed figures without measuring.
+#pragma once
+
+#include "fusion/cost.h"
+
+namespace ubfuse {
+
+// Thread-safe; measures at most once per process, cache file and thread count.
+const CostParams& calibrated_costs(int threads);
+
+// Fixed figures (no measurement): what the tests use, for decisions that do not depend on the
+// machine they run on but for the CPU's bf16 dot products, as before measurement existed.
+const CostParams& builtin_costs();
+
+}  // namespace ubfuse
