@@ -257,7 +257,9 @@ TEST(Attention, GroupedQueryHeadRepeatsJoinTheKernel) {
         // simplify drops it, and the copy into the output); V's still joins.
         if (repeat_k_out) {
           EXPECT_EQ(expands, g > 1 ? 1 : 0) << where;
-          if (g > 1) EXPECT_GT(m.kernels().size(), 1u) << where;
+          if (g > 1) {
+            EXPECT_GT(m.kernels().size(), 1u) << where;
+          }
         } else {
           EXPECT_EQ(expands, 0) << where;
           EXPECT_EQ(m.kernels().size(), 1u) << where;

@@ -4,7 +4,7 @@
 //   {"machines": {"<cpu model> | <cpus> cpus | <mem> GiB | <threads> threads": {...}}}
 // like the profiler's bandwidth (entries older than a week are measured again). What is measured:
 //   bytes_per_s   an eager Add of two [2048, 4096] f32 arrays (3 x 32 MiB moved)
-//   launch_s      a chain of 64 eager Neg kernels on 8 floats, per kernel
+//   launch_s      a chain of 64 eager Add kernels on 8 floats, per kernel
 //   matmul        an eager [512, 512] x [512, 512] f32 MatMul
 //   attention     [1, 4, L, 64] scores -> scale -> softmax -> context at L = 128 and 1024, f32
 //                 and bf16, in graph mode as the flash-style kernel and with AttentionFusion off
