@@ -13,6 +13,7 @@
 #include "fusion/partition.h"
 #include "profiler_test_util.h"
 #include "test_util.h"
+#include "ubfuse/profiler.h"
 #include "util/machine_info.h"
 
 namespace ubfuse {
@@ -164,7 +165,8 @@ TEST(CostModel, BadValuesNameTheOptionOrVariable) {
 }
 
 // The figures come from the machine's cache entry when it is fresh and whole; otherwise they are
-// measured (each positive) and written back under the machine's key.
+// measured (each positive), without the measuring models reaching a recording profiler, and
+// written back under the machine's key.
 TEST(CostModel, CalibrationIsCachedPerMachine) {
   ::unsetenv("UBFUSE_REMEASURE_COSTS");
   const std::string key = machine_info().key() + " | 2 threads";
@@ -199,7 +201,15 @@ TEST(CostModel, CalibrationIsCachedPerMachine) {
                 {{key, {{"bytes_per_s", 31e9}, {"measured_unix", unix_now() - 14 * 86400}}}}}})
              .dump();
   }
+  // Measured inside a recording profiler, which does not see the calibration's models.
+  fixed_bandwidth();
+  Profiler prof({.trace_dir = stale, .name = "calibration"});
   const CostParams& m = calibrated_costs(2);
+  prof.stop();
+  json trace = json::parse(prof.trace_json());
+  for (auto& e : trace["traceEvents"]) {
+    EXPECT_TRUE(e["ph"] != "X" || (e["cat"] != "kernel" && e["cat"] != "compile")) << e;
+  }
   EXPECT_EQ(m.source, "measured");
   EXPECT_GT(m.bytes_per_s, 1e8);
   EXPECT_GT(m.launch_s, 0);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/cpu/attention.h"
+#include "runtime/trace_hook.h"
 #include "ubfuse/builder.h"
 #include "ubfuse/compile.h"
 #include "ubfuse/error.h"
@@ -111,6 +112,7 @@ double measure_attention(int threads, DType dt, int64_t len, const std::string& 
 }
 
 CostParams measure(int threads, const std::string& key) {
+  TraceMute mute;  // not the user's compiles and runs
   CostParams p;
   p.source = "measured";
   p.machine = key;
@@ -228,7 +230,15 @@ const CostParams& calibrated_costs(int threads) {
       if (auto p = from_json(j["machines"][key], key)) return done[slot] = *p;
     }
   }
-  CostParams p = measure(threads, key);
+  CostParams p;
+  try {
+    p = measure(threads, key);
+  } catch (const Error& e) {
+    // The model still decides, on fixed figures, and says so in every NotProfitable note.
+    p = builtin_costs();
+    p.source = std::string("builtin: calibration failed: ") + e.what();
+    return done[slot] = p;
+  }
   json j = read_machine_cache(path);  // re-read: another process may have added its machine
   if (!j.contains("machines")) j["machines"] = json::object();
   j["machines"][key] = to_json(p);

@@ -12,6 +12,8 @@
 // It takes about a second on 2 cores, most of it building the MatMul epilogue kernels once.
 // Overrides: UBFUSE_REMEASURE_COSTS=1 measures again; the option cost_model=builtin (or
 // UBFUSE_COST_MODEL=builtin, the default of that option) uses fixed figures without measuring.
+// A measurement that fails (an Error) leaves the fixed figures, their source saying why; the
+// measuring models report to no profiler (TraceMute).
 #pragma once
 
 #include "fusion/cost.h"

@@ -12,9 +12,14 @@ namespace ubfuse {
 
 namespace {
 std::atomic<TraceSink*> g_sink{nullptr};
-}
+thread_local int t_muted = 0;  // live TraceMutes on this thread
+}  // namespace
 
-TraceSink* active_trace_sink() { return g_sink.load(std::memory_order_acquire); }
+TraceSink* active_trace_sink() {
+  return t_muted > 0 ? nullptr : g_sink.load(std::memory_order_acquire);
+}
+TraceMute::TraceMute() { t_muted++; }
+TraceMute::~TraceMute() { t_muted--; }
 void set_active_trace_sink(TraceSink* s) { g_sink.store(s, std::memory_order_release); }
 void note_compiled(const CompiledModel& m) {
   if (TraceSink* s = active_trace_sink()) s->on_compile(m);

@@ -34,6 +34,17 @@ class TraceSink {
 TraceSink* active_trace_sink();
 void set_active_trace_sink(TraceSink* s);
 void note_compiled(const CompiledModel& m);
+
+// While one lives, this thread's compiles and runs report to no sink (active_trace_sink() is null
+// here): the cost model's calibration runs its small models inside a user's compile, which a
+// recording profiler must not show as the user's.
+class TraceMute {
+ public:
+  TraceMute();
+  ~TraceMute();
+  TraceMute(const TraceMute&) = delete;
+  TraceMute& operator=(const TraceMute&) = delete;
+};
 int64_t now_ns();
 
 }  // namespace ubfuse
