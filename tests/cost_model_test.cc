@@ -227,5 +227,60 @@ TEST(CostModel, CalibrationIsCachedPerMachine) {
   ::unsetenv("UBFUSE_CACHE_DIR");
 }
 
+// Where the two estimates of an attention chain are close, both forms are timed at its sizes at
+// compile time; the timing is kept per machine and read back by the next compile.
+TEST(CostModel, UnsureAttentionIsTimedAndTheTimingCached) {
+  ::unsetenv("UBFUSE_REMEASURE_COSTS");
+  const std::string key = machine_info().key() + " | 2 threads";
+  const std::string dir = temp_dir("costs_unsure");
+  ::setenv("UBFUSE_CACHE_DIR", dir.c_str(), 1);
+  {
+    // Both forms at the same rate: the estimates differ by one launch.
+    std::ofstream f(dir + "/costs.json");
+    f << json({{"machines",
+                {{key,
+                  {{"bytes_per_s", 1e12},
+                   {"launch_s", 1e-7},
+                   {"matmul_flops_per_s", 1e11},
+                   {"attention_lengths", {128, 1024}},
+                   {"flash_flops_per_s", {{1e11, 1e11}, {1e11, 1e11}}},
+                   {"split_flops_per_s", {{1e11, 1e11}, {1e11, 1e11}}},
+                   {"measured_unix", unix_now()}}}}}})
+             .dump();
+  }
+  Options o = graph_opts();
+  o["cost_model"] = "calibrated";
+  o["num_threads"] = "2";
+  Graph g = attention_f32(128);
+  const std::string probe = "f32 h4 q128 k128 d64";
+  for (const char* source : {"(measured)", "(cache)"}) {
+    CompiledModel m = compile(g, o);
+    int timed = 0;
+    for (auto& d : m.decisions()) {
+      if (d.message.find("; timed at " + probe + " " + source + ": ") == std::string::npos) {
+        continue;
+      }
+      timed++;
+      EXPECT_TRUE(d.reason == FusionReason::Fused || d.reason == FusionReason::NotProfitable);
+      // Kept as one kernel exactly when timed faster (within the margin).
+      int flash = 0;
+      for (auto& k : m.kernels()) flash += k.variant == "flash attention";
+      EXPECT_EQ(flash, d.reason == FusionReason::Fused ? 1 : 0) << d.message;
+    }
+    EXPECT_EQ(timed, 1) << source;
+    const std::map<std::string, Tensor> in = {
+        {"q", Tensor::random(DType::f32, {1, 4, 128, 64}, 1)},
+        {"kt", Tensor::random(DType::f32, {1, 4, 64, 128}, 2)},
+        {"v", Tensor::random(DType::f32, {1, 4, 128, 64}, 3)}};
+    EXPECT_TRUE(close_to_ref(m.run(in).at("o"), ref::run_graph(g, in).at("o")));
+  }
+  json j = read_json(dir + "/costs.json");
+  const json& t = j["machines"][key]["attention"][probe];
+  ASSERT_TRUE(t.is_array() && t.size() == 2) << j.dump();
+  EXPECT_GT(t[0].get<double>(), 0);
+  EXPECT_GT(t[1].get<double>(), 0);
+  ::unsetenv("UBFUSE_CACHE_DIR");
+}
+
 }  // namespace
 }  // namespace ubfuse

@@ -92,24 +92,47 @@ double measure_matmul_flops_per_s(int threads) {
   return 2.0 * 512 * 512 * 512 / best_seconds(m, in, 5);
 }
 
-// flops per second of the attention chain at key length len, as one kernel or (rules_path given)
-// as MatMuls.
-double measure_attention(int threads, DType dt, int64_t len, const std::string& rules_path) {
-  constexpr int64_t kHeads = 4, kDim = 64;
+// Wall seconds of the attention chain over `heads` matrices of q_len x dim queries against
+// k_len keys, as one kernel or (rules_path given) as MatMuls.
+double time_attention_chain(int threads, DType dt, int64_t heads, int64_t q_len, int64_t k_len,
+                            int64_t dim, const std::string& rules_path) {
   GraphBuilder b;
-  auto q = b.input("q", dt, {1, kHeads, len, kDim});
-  auto kt = b.input("kt", dt, {1, kHeads, kDim, len});
-  auto v = b.input("v", dt, {1, kHeads, len, kDim});
+  auto q = b.input("q", dt, {1, heads, q_len, dim});
+  auto kt = b.input("kt", dt, {1, heads, dim, k_len});
+  auto v = b.input("v", dt, {1, heads, k_len, dim});
   b.output("o", b.matmul(b.softmax(b.mul(b.matmul(q, kt), 0.125)), v));
   Options o = base_options(threads, true);
   if (!rules_path.empty()) o["rules"] = rules_path;
   CompiledModel m = compile(b.build(), o);
-  const std::map<std::string, Tensor> in = {{"q", Tensor::random(dt, {1, kHeads, len, kDim}, 1)},
-                                            {"kt", Tensor::random(dt, {1, kHeads, kDim, len}, 2)},
-                                            {"v", Tensor::random(dt, {1, kHeads, len, kDim}, 3)}};
-  const double flops = 4.0 * kHeads * double(len) * double(len) * kDim;
-  return flops / best_seconds(m, in, len > 256 ? 3 : 10);
+  const std::map<std::string, Tensor> in = {{"q", Tensor::random(dt, {1, heads, q_len, dim}, 1)},
+                                            {"kt", Tensor::random(dt, {1, heads, dim, k_len}, 2)},
+                                            {"v", Tensor::random(dt, {1, heads, k_len, dim}, 3)}};
+  const double flops = 4.0 * double(heads) * double(q_len) * double(k_len) * double(dim);
+  return best_seconds(m, in, flops > 2e8 ? 3 : 10);
 }
+
+// A rules file that turns the flash-style kernel off, for the other form; removed with it.
+class SplitRules {
+ public:
+  SplitRules()
+      : path_(fs::temp_directory_path() /
+              ("ubfuse-calibration-" + std::to_string(::getpid()) + ".json")) {
+    std::ofstream f(path_);
+    f << R"({"Switch": {"UBFusion": {"AttentionFusion": "off"}}})"
+      << "\n";
+    if (!f) throw Error("cost calibration: cannot write " + path_.string());
+  }
+  ~SplitRules() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  SplitRules(const SplitRules&) = delete;
+  SplitRules& operator=(const SplitRules&) = delete;
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
 
 CostParams measure(int threads, const std::string& key) {
   TraceMute mute;  // not the user's compiles and runs
@@ -119,31 +142,19 @@ CostParams measure(int threads, const std::string& key) {
   p.bytes_per_s = measure_bytes_per_s(threads);
   p.launch_s = measure_launch_s(threads);
   p.matmul_flops_per_s = measure_matmul_flops_per_s(threads);
-  // A rules file that turns the flash-style kernel off, for the other form.
-  const fs::path rules =
-      fs::temp_directory_path() / ("ubfuse-calibration-" + std::to_string(::getpid()) + ".json");
-  {
-    std::ofstream f(rules);
-    f << R"({"Switch": {"UBFusion": {"AttentionFusion": "off"}}})"
-      << "\n";
-    if (!f) throw Error("cost calibration: cannot write " + rules.string());
-  }
-  try {
-    for (int d = 0; d < 2; d++) {
-      const DType dt = d == 0 ? DType::f32 : DType::bf16;
-      for (int l = 0; l < 2; l++) {
-        p.flash_flops_per_s[d][l] = measure_attention(threads, dt, p.attention_lengths[l], "");
-        p.split_flops_per_s[d][l] =
-            measure_attention(threads, dt, p.attention_lengths[l], rules.string());
-      }
+  const SplitRules rules;
+  constexpr int64_t kHeads = 4, kDim = 64;
+  for (int d = 0; d < 2; d++) {
+    const DType dt = d == 0 ? DType::f32 : DType::bf16;
+    for (int l = 0; l < 2; l++) {
+      const int64_t len = p.attention_lengths[l];
+      const double flops = 4.0 * kHeads * double(len) * double(len) * kDim;
+      p.flash_flops_per_s[d][l] =
+          flops / time_attention_chain(threads, dt, kHeads, len, len, kDim, "");
+      p.split_flops_per_s[d][l] =
+          flops / time_attention_chain(threads, dt, kHeads, len, len, kDim, rules.path());
     }
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(rules, ec);
-    throw;
   }
-  std::error_code ec;
-  fs::remove(rules, ec);
   return p;
 }
 
@@ -212,10 +223,17 @@ const CostParams& builtin_costs() {
   return p;
 }
 
-const CostParams& calibrated_costs(int threads) {
+namespace {
+// One lock for both writers of costs.json in this process.
+std::mutex& cache_mutex() {
   static std::mutex mu;
+  return mu;
+}
+}  // namespace
+
+const CostParams& calibrated_costs(int threads) {
   static std::map<std::string, CostParams> done;  // by cache path and key
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(cache_mutex());
   const std::string key = machine_info().key() + " | " + std::to_string(threads) + " threads";
   const std::string path = machine_cache_path("costs.json");
   const std::string slot = path + "\n" + key;
@@ -241,9 +259,52 @@ const CostParams& calibrated_costs(int threads) {
   }
   json j = read_machine_cache(path);  // re-read: another process may have added its machine
   if (!j.contains("machines")) j["machines"] = json::object();
-  j["machines"][key] = to_json(p);
+  j["machines"][key] = to_json(p);  // timings of single chains (timed_attention) start over
   write_machine_cache(path, j);
   return done[slot] = p;
+}
+
+std::optional<AttentionTiming> timed_attention(int threads, const AttentionProbe& probe) {
+  const double flops = 4.0 * double(probe.heads) * double(probe.q_len) * double(probe.k_len) *
+                       double(probe.head_dim);
+  if (flops > 4e9) return std::nullopt;
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  const std::string key = machine_info().key() + " | " + std::to_string(threads) + " threads";
+  const std::string path = machine_cache_path("costs.json");
+  const bool remeasure = env_on("UBFUSE_REMEASURE_COSTS");
+  json j = read_machine_cache(path);
+  if (!remeasure && j.contains("machines") && j["machines"].contains(key)) {
+    const json& e = j["machines"][key];
+    if (machine_cache_fresh(e) && e.contains("attention") && e["attention"].is_object() &&
+        e["attention"].contains(probe.key())) {
+      const json& t = e["attention"][probe.key()];
+      if (t.is_array() && t.size() == 2 && t[0].is_number() && t[1].is_number() &&
+          t[0].get<double>() > 0 && t[1].get<double>() > 0) {
+        return AttentionTiming{t[0].get<double>(), t[1].get<double>(), "cache"};
+      }
+    }
+  }
+  AttentionTiming t;
+  t.source = "measured";
+  try {
+    TraceMute mute;
+    const SplitRules rules;
+    t.flash_s = time_attention_chain(threads, probe.dtype, probe.heads, probe.q_len, probe.k_len,
+                                     probe.head_dim, "");
+    t.split_s = time_attention_chain(threads, probe.dtype, probe.heads, probe.q_len, probe.k_len,
+                                     probe.head_dim, rules.path());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  // Kept beside the calibration's figures; an entry without them gets them on its first use.
+  j = read_machine_cache(path);
+  if (!j.contains("machines")) j["machines"] = json::object();
+  json& e = j["machines"][key];
+  if (!e.is_object()) e = json::object();
+  e["attention"][probe.key()] = {t.flash_s, t.split_s};
+  if (!e.contains("measured_unix")) e["measured_unix"] = unix_now();
+  write_machine_cache(path, j);
+  return t;
 }
 
 }  // namespace ubfuse

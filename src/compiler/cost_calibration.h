@@ -9,12 +9,15 @@
 //   attention     [1, 4, L, 64] scores -> scale -> softmax -> context at L = 128 and 1024, f32
 //                 and bf16, in graph mode as the flash-style kernel and with AttentionFusion off
 //                 (a MatMul with its softmax epilogue, and a MatMul)
-// It takes about a second on 2 cores, most of it building the MatMul epilogue kernels once.
+// It takes a few seconds on 2 cores, most of it building the MatMul epilogue kernels once. The
+// entry also keeps, under "attention", the timings of single chains (timed_attention).
 // Overrides: UBFUSE_REMEASURE_COSTS=1 measures again; the option cost_model=builtin (or
 // UBFUSE_COST_MODEL=builtin, the default of that option) uses fixed figures without measuring.
 // A measurement that fails (an Error) leaves the fixed figures, their source saying why; the
 // measuring models report to no profiler (TraceMute).
 #pragma once
+
+#include <optional>
 
 #include "fusion/cost.h"
 
@@ -22,6 +25,11 @@ namespace ubfuse {
 
 // Thread-safe; measures at most once per process, cache file and thread count.
 const CostParams& calibrated_costs(int threads);
+
+// Both forms of the canonical attention chain timed at a probe's sizes, cached per machine and
+// threads under "attention" in the same file; nullopt when the chain is too large to time at
+// compile time (over 4 GFLOP) or a measurement fails.
+std::optional<AttentionTiming> timed_attention(int threads, const AttentionProbe& probe);
 
 // Fixed figures (no measurement): what the tests use, for decisions that do not depend on the
 // machine they run on but for the CPU's bf16 dot products, as before measurement existed.

@@ -167,6 +167,9 @@ FusionConfig fusion_config(const CompileConfig& c) {
   } else if (model == "calibrated") {
     const int threads = run_config(c).pool->size();
     f.costs = [threads]() -> const CostParams& { return calibrated_costs(threads); };
+    f.time_attention = [threads](const AttentionProbe& probe) {
+      return timed_attention(threads, probe);
+    };
   }
   f.lowers = [](const FusedGroup& g, std::string* why) {
     return g.kind == GroupKind::Attention || kir::lower_group(g, why) != nullptr;

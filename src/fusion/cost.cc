@@ -121,6 +121,30 @@ CostEstimate estimate_fused(const Graph& graph, const FusedGroup& g, bool op_by_
   return e;
 }
 
+AttentionProbe attention_probe(const Node* scores, const Node* context) {
+  auto size = [](const Dim& d) {
+    if (d.is_static()) return std::max<int64_t>(1, d.value());
+    SymbolBindings b;
+    for (const std::string& s : d.symbols()) b[s] = kSymbolSize;
+    return std::max<int64_t>(1, eval_dim(d, b).value_or(kSymbolSize));
+  };
+  const Shape& sc = scores->out()->shape;  // [..., q_len, k_len]
+  const Shape& q = scores->inputs.at(0)->shape;
+  AttentionProbe p;
+  p.dtype = context->out()->dtype;
+  UBF_CHECK(sc.size() >= 2 && !q.empty(), "attention_probe: scores of rank < 2");
+  for (size_t i = 0; i + 2 < sc.size(); i++) p.heads *= size(sc[i]);
+  p.q_len = size(sc[sc.size() - 2]);
+  p.k_len = size(sc.back());
+  p.head_dim = size(q.back());
+  return p;
+}
+
+std::string AttentionProbe::key() const {
+  return std::string(dtype_name(dtype)) + " h" + std::to_string(heads) + " q" +
+         std::to_string(q_len) + " k" + std::to_string(k_len) + " d" + std::to_string(head_dim);
+}
+
 CostEstimate estimate_attention(const Node* scores, const Node* context, bool flash,
                                 const CostParams& p) {
   UBF_CHECK(scores->op == OpKind::MatMul && context->op == OpKind::MatMul,

@@ -15,7 +15,9 @@
 //     the epilogue) and MatMul: flops at the rates measured for each form, per dtype (f32; bf16),
 //     at two key lengths, interpolated in log(length) between them and held beyond.
 // Symbolic dims are estimated at kSymbolSize (both forms scale alike; attention uses its key
-// length where fixed).
+// length where fixed). Where the two estimates of an attention chain are within kUnsureRatio of
+// each other, the model is unsure: both forms are timed at the chain's sizes (AttentionProbe,
+// FusionConfig::time_attention) and the faster kept, the timing cached per machine.
 #pragma once
 
 #include <string>
@@ -40,6 +42,7 @@ struct CostParams {
 };
 
 inline constexpr int64_t kSymbolSize = 256;
+inline constexpr double kUnsureRatio = 1.25;
 // A group is refused when its estimate exceeds its parts' by more than this factor.
 inline constexpr double kProfitMargin = 1.05;
 
@@ -61,5 +64,20 @@ CostEstimate estimate_fused(const Graph& graph, const FusedGroup& g, bool op_by_
 // kernel (`flash`) or as MatMul with its epilogue and MatMul.
 CostEstimate estimate_attention(const Node* scores, const Node* context, bool flash,
                                 const CostParams& p);
+
+// The sizes of an attention chain to time both forms at: `heads` (all leading dims together)
+// matrices of q_len x head_dim queries against k_len keys.
+struct AttentionProbe {
+  DType dtype = DType::f32;
+  int64_t heads = 1, q_len = 1, k_len = 1, head_dim = 1;
+  std::string key() const;  // "f32 h16 q512 k512 d64"
+};
+AttentionProbe attention_probe(const Node* scores, const Node* context);
+
+// Both forms' wall time at a probe's sizes.
+struct AttentionTiming {
+  double flash_s = 0, split_s = 0;
+  std::string source;  // measured | cache
+};
 
 }  // namespace ubfuse

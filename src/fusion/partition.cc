@@ -1,6 +1,7 @@
 #include "fusion/partition.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <queue>
@@ -19,6 +20,12 @@ using fusion::has;
 using fusion::heads_epilogue;
 using fusion::merged_domain;
 using fusion::State;
+
+std::string fmt_us(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f us", seconds * 1e6);
+  return buf;
+}
 
 using EdgeDecisions = std::map<std::pair<const Node*, const Node*>, FusionDecision>;
 
@@ -86,17 +93,36 @@ class Partitioner {
         const CostParams& cp = st_.config.costs();
         const CostEstimate flash = estimate_attention(m->scores, m->context, true, cp);
         const CostEstimate split = estimate_attention(m->scores, m->context, false, cp);
-        if (flash.seconds > split.seconds * kProfitMargin) {
+        bool slower = flash.seconds > split.seconds * kProfitMargin;
+        std::string timed;
+        const double ratio = std::max(flash.seconds, split.seconds) /
+                             std::max(1e-12, std::min(flash.seconds, split.seconds));
+        if (ratio < kUnsureRatio && st_.config.time_attention) {
+          const AttentionProbe probe = attention_probe(m->scores, m->context);
+          if (auto t = st_.config.time_attention(probe)) {
+            slower = t->flash_s > t->split_s * kProfitMargin;
+            timed = "; timed at " + probe.key() + " (" + t->source + "): " + fmt_us(t->flash_s) +
+                    " as one kernel, " + fmt_us(t->split_s) + " as MatMuls";
+          }
+        }
+        if (slower) {
           decisions_.push_back(
               {FusionReason::NotProfitable, m->scores->name, n->name,
                "the attention chain '" + m->scores->name + "' .. '" + n->name + "' (" +
                    std::string(dtype_name(n->out()->dtype)) +
                    ") is predicted slower as the flash-style kernel, " + flash.str() +
                    ", than as a MatMul with its softmax epilogue and a MatMul, " + split.str() +
-                   "; it stays apart (cost model: " + cp.summary() + ")",
+                   timed + "; it stays apart (cost model: " + cp.summary() + ")",
                "nothing; cost_model=off fuses it anyway"});
           objected_by_.push_back({});
           continue;
+        }
+        if (!timed.empty()) {
+          decisions_.push_back({FusionReason::Fused, m->scores->name, n->name,
+                                "the attention chain '" + m->scores->name + "' .. '" + n->name +
+                                    "' runs as the flash-style kernel" + timed,
+                                ""});
+          objected_by_.push_back({});
         }
       }
       const std::vector<const Node*> nodes = m->nodes();

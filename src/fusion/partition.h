@@ -58,6 +58,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -93,6 +94,9 @@ struct FusionConfig {
   // The cost model's figures, asked the first time a decision needs them (the compiler may
   // measure them then); unset: no cost model, every group the checks allow is kept.
   std::function<const CostParams&()> costs;
+  // Times both forms of an attention chain where the estimates are unsure (kUnsureRatio); unset
+  // or nullopt: the estimates decide.
+  std::function<std::optional<AttentionTiming>(const AttentionProbe&)> time_attention;
   // Whether codegen expresses a group as one generated kernel (else it runs op by op; *why says
   // why not). Unset: every group is.
   std::function<bool(const FusedGroup&, std::string* why)> lowers;
