@@ -1,6 +1,8 @@
 // The safety net: a group the kernel IR cannot express (integer dtypes, unusual broadcasts) runs
 // its member nodes one after another with their eager kernels, through temporaries. Correct
-// whatever the group; as slow as eager mode. KernelInfo::variant says "op-by-op" and why.
+// whatever the group; slower than eager mode (temporaries and shape inference per call), so the
+// cost model refuses such groups and it runs only with cost_model=off. KernelInfo::variant says
+// "op-by-op" and why.
 #pragma once
 
 #include <memory>
