@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -71,9 +72,10 @@ double measure_launch_s(int threads) {
   for (int i = 0; i < kChain; i++) v = b.add(v, y);  // nothing the simplifier folds away
   b.output("z", v);
   CompiledModel m = compile(b.build(), base_options(threads, false));
-  UBF_CHECK(m.kernels().size() == size_t(kChain), "cost calibration: the launch chain has " +
-                                                      std::to_string(m.kernels().size()) +
-                                                      " kernels, not " + std::to_string(kChain));
+  if (m.kernels().size() != size_t(kChain)) {
+    throw Error("cost calibration: the launch chain has " + std::to_string(m.kernels().size()) +
+                " kernels, not " + std::to_string(kChain));
+  }
   return best_seconds(
              m,
              {{"x", Tensor::random(DType::f32, {8}, 1)}, {"y", Tensor::random(DType::f32, {8}, 2)}},
@@ -114,13 +116,20 @@ double time_attention_chain(int threads, DType dt, int64_t heads, int64_t q_len,
 // A rules file that turns the flash-style kernel off, for the other form; removed with it.
 class SplitRules {
  public:
-  SplitRules()
-      : path_(fs::temp_directory_path() /
-              ("ubfuse-calibration-" + std::to_string(::getpid()) + ".json")) {
-    std::ofstream f(path_);
-    f << R"({"Switch": {"UBFusion": {"AttentionFusion": "off"}}})"
-      << "\n";
-    if (!f) throw Error("cost calibration: cannot write " + path_.string());
+  SplitRules() {
+    std::string name =
+        (fs::temp_directory_path() / "ubfuse-calibration-XXXXXX.json").string();  // mkstemps'
+    const int fd = ::mkstemps(name.data(), 5);  // a fresh file of ours (no planted symlink)
+    if (fd < 0) throw Error("cost calibration: cannot create " + name);
+    const std::string text = R"({"Switch": {"UBFusion": {"AttentionFusion": "off"}}})";
+    const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+    ::close(fd);
+    path_ = name;
+    if (!ok) {
+      std::error_code ec;
+      fs::remove(path_, ec);
+      throw Error("cost calibration: cannot write " + name);
+    }
   }
   ~SplitRules() {
     std::error_code ec;
@@ -196,7 +205,9 @@ std::optional<CostParams> from_json(const json& e, const std::string& key) {
   p.launch_s = e["launch_s"].get<double>();
   p.matmul_flops_per_s = e["matmul_flops_per_s"].get<double>();
   for (int l = 0; l < 2; l++) {
-    p.attention_lengths[l] = int64_t(e["attention_lengths"][size_t(l)].get<double>());
+    const double len = e["attention_lengths"][size_t(l)].get<double>();
+    if (!(len >= 1 && len < double(int64_t(1) << 31))) return std::nullopt;
+    p.attention_lengths[l] = int64_t(len);
     for (int d = 0; d < 2; d++) {
       p.flash_flops_per_s[d][l] = e["flash_flops_per_s"][size_t(d)][size_t(l)].get<double>();
       p.split_flops_per_s[d][l] = e["split_flops_per_s"][size_t(d)][size_t(l)].get<double>();
@@ -232,17 +243,14 @@ std::mutex& cache_mutex() {
 }  // namespace
 
 const CostParams& calibrated_costs(int threads) {
-  static std::map<std::string, CostParams> done;  // by cache path and key
+  // By cache path and key; an entry is never replaced (callers hold references to it).
+  static std::map<std::string, CostParams> done;
   std::lock_guard<std::mutex> lock(cache_mutex());
   const std::string key = machine_info().key() + " | " + std::to_string(threads) + " threads";
   const std::string path = machine_cache_path("costs.json");
   const std::string slot = path + "\n" + key;
-  const bool remeasure = env_on("UBFUSE_REMEASURE_COSTS");
-  if (auto it = done.find(slot);
-      it != done.end() && (!remeasure || it->second.source == "measured")) {
-    return it->second;
-  }
-  if (!remeasure) {
+  if (auto it = done.find(slot); it != done.end()) return it->second;
+  if (!env_on("UBFUSE_REMEASURE_COSTS")) {
     json j = read_machine_cache(path);
     if (j.contains("machines") && j["machines"].contains(key)) {
       if (auto p = from_json(j["machines"][key], key)) return done[slot] = *p;
@@ -251,7 +259,7 @@ const CostParams& calibrated_costs(int threads) {
   CostParams p;
   try {
     p = measure(threads, key);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     // The model still decides, on fixed figures, and says so in every NotProfitable note.
     p = builtin_costs();
     p.source = std::string("builtin: calibration failed: ") + e.what();
@@ -268,19 +276,27 @@ std::optional<AttentionTiming> timed_attention(int threads, const AttentionProbe
   const double flops = 4.0 * double(probe.heads) * double(probe.q_len) * double(probe.k_len) *
                        double(probe.head_dim);
   if (flops > 4e9) return std::nullopt;
+  // Every answer of this process, failures included, by cache path, key and probe: each probe is
+  // timed at most once per process (the partition asks again in each of its rounds).
+  static std::map<std::string, std::optional<AttentionTiming>> done;
   std::lock_guard<std::mutex> lock(cache_mutex());
   const std::string key = machine_info().key() + " | " + std::to_string(threads) + " threads";
   const std::string path = machine_cache_path("costs.json");
-  const bool remeasure = env_on("UBFUSE_REMEASURE_COSTS");
+  const std::string slot = path + "\n" + key + "\n" + probe.key();
+  if (auto it = done.find(slot); it != done.end()) {
+    std::optional<AttentionTiming> t = it->second;
+    if (t) t->source = "cache";
+    return t;
+  }
   json j = read_machine_cache(path);
-  if (!remeasure && j.contains("machines") && j["machines"].contains(key)) {
+  if (!env_on("UBFUSE_REMEASURE_COSTS") && j.contains("machines") && j["machines"].contains(key)) {
     const json& e = j["machines"][key];
     if (machine_cache_fresh(e) && e.contains("attention") && e["attention"].is_object() &&
         e["attention"].contains(probe.key())) {
       const json& t = e["attention"][probe.key()];
       if (t.is_array() && t.size() == 2 && t[0].is_number() && t[1].is_number() &&
           t[0].get<double>() > 0 && t[1].get<double>() > 0) {
-        return AttentionTiming{t[0].get<double>(), t[1].get<double>(), "cache"};
+        return done[slot] = AttentionTiming{t[0].get<double>(), t[1].get<double>(), "cache"};
       }
     }
   }
@@ -293,18 +309,19 @@ std::optional<AttentionTiming> timed_attention(int threads, const AttentionProbe
                                      probe.head_dim, "");
     t.split_s = time_attention_chain(threads, probe.dtype, probe.heads, probe.q_len, probe.k_len,
                                      probe.head_dim, rules.path());
-  } catch (const Error&) {
-    return std::nullopt;
+  } catch (const std::exception&) {
+    return done[slot] = std::nullopt;  // the estimates decide
   }
   // Kept beside the calibration's figures; an entry without them gets them on its first use.
   j = read_machine_cache(path);
   if (!j.contains("machines")) j["machines"] = json::object();
   json& e = j["machines"][key];
   if (!e.is_object()) e = json::object();
+  if (!e.contains("attention") || !e["attention"].is_object()) e["attention"] = json::object();
   e["attention"][probe.key()] = {t.flash_s, t.split_s};
   if (!e.contains("measured_unix")) e["measured_unix"] = unix_now();
   write_machine_cache(path, j);
-  return t;
+  return done[slot] = t;
 }
 
 }  // namespace ubfuse

@@ -43,7 +43,8 @@ struct CostParams {
 
 inline constexpr int64_t kSymbolSize = 256;
 inline constexpr double kUnsureRatio = 1.25;
-// A group is refused when its estimate exceeds its parts' by more than this factor.
+// A group is refused when its estimate exceeds its parts' by more than this factor (one that
+// would run op by op, when it exceeds them at all).
 inline constexpr double kProfitMargin = 1.05;
 
 struct CostEstimate {

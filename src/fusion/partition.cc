@@ -89,6 +89,12 @@ class Partitioner {
       if (n->op != OpKind::MatMul || is_source(n)) continue;
       auto m = fusion::match_attention(n, only_reader);
       if (!m) continue;
+      const std::vector<const Node*> nodes = m->nodes();
+      bool free = true;
+      for (const Node* x : nodes) {
+        free = free && !is_source(x) && !st_.groups[size_t(st_.group_of[x])].attention;
+      }
+      if (!free) continue;
       if (st_.config.costs) {
         const CostParams& cp = st_.config.costs();
         const CostEstimate flash = estimate_attention(m->scores, m->context, true, cp);
@@ -125,12 +131,6 @@ class Partitioner {
           objected_by_.push_back({});
         }
       }
-      const std::vector<const Node*> nodes = m->nodes();
-      bool free = true;
-      for (const Node* x : nodes) {
-        free = free && !is_source(x) && !st_.groups[size_t(st_.group_of[x])].attention;
-      }
-      if (!free) continue;
       const int gi = st_.group_of[n];
       for (const Node* x : nodes) {
         const int gx = st_.group_of[x];
@@ -164,7 +164,8 @@ class Partitioner {
       }
       const CostEstimate fused = estimate_fused(st_.g, sized, op_by_op, cp);
       const CostEstimate parts = estimate_parts(st_.g, fg.nodes, cp);
-      if (fused.seconds <= parts.seconds * kProfitMargin) continue;
+      // An op-by-op group is its parts plus overhead: refused whenever predicted slower at all.
+      if (fused.seconds <= parts.seconds * (op_by_op ? 1.0 : kProfitMargin)) continue;
       const std::string text =
           fg.name + " is predicted slower as one kernel" +
           (op_by_op ? " (it would run op by op: " + why + ")" : std::string()) + ", " +

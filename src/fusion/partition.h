@@ -52,9 +52,10 @@
 //                                       when the row length is fixed)
 // Groups that still cannot keep their row in the UB are marked `reread` (two-pass variant).
 // With a cost model (FusionConfig::costs), each group of several nodes is then estimated as one
-// kernel and as its parts; one predicted slower (by more than kProfitMargin) is refused: its
-// edges go to the Profitable check and the partition runs again, until no group is refused. An
-// attention chain is estimated as the flash-style kernel and as MatMul + MatMul before it forms.
+// kernel and as its parts; one predicted slower (by more than kProfitMargin; an op-by-op group at
+// all) is refused: its edges go to the Profitable check and the partition runs again, until no
+// group is refused. An attention chain is estimated as the flash-style kernel and as MatMul +
+// MatMul before it forms.
 #pragma once
 
 #include <functional>
