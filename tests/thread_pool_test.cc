@@ -6,14 +6,19 @@
 //    runs its whole range inline.
 //  * If chunks throw, parallel_for rethrows the first exception to its caller after every thread
 //    has left the job; chunks not yet started are skipped; the pool stays usable.
+//  * Workers poll for the next job for UBFUSE_POOL_SPIN_US microseconds (200) before sleeping; a
+//    bad value is an error naming the variable when a pool is made, and any value stays correct.
 #include "runtime/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "ubfuse/error.h"
 
 namespace ubfuse {
 namespace {
@@ -149,6 +154,32 @@ TEST(ThreadPool, ManyShortJobs) {
     total += s.load();
   }
   EXPECT_EQ(total, 10000);
+}
+
+TEST(ThreadPool, SpinTimeFromTheEnvironment) {
+  for (const char* bad : {"abc", "-1", "12us", "99999999999"}) {
+    ::setenv("UBFUSE_POOL_SPIN_US", bad, 1);
+    try {
+      ThreadPool p(2);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("UBFUSE_POOL_SPIN_US='" + std::string(bad) + "'"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  for (const char* ok : {"0", "5000"}) {  // no spin, and a long one: the same sums
+    ::setenv("UBFUSE_POOL_SPIN_US", ok, 1);
+    ThreadPool p(2);
+    for (int rep = 0; rep < 50; rep++) {
+      std::atomic<int64_t> sum{0};
+      p.parallel_for(1000, 1, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; i++) sum += i;
+      });
+      ASSERT_EQ(sum.load(), 999 * 1000 / 2) << ok;
+    }
+  }
+  ::unsetenv("UBFUSE_POOL_SPIN_US");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -40,9 +41,32 @@
 namespace ubfuse {
 
 namespace {
-// Spin iterations (with pause) a worker polls for the next job before sleeping (tens of us):
-// back-to-back eager kernels then start without a futex wake-up.
-constexpr int kSpinIters = 2000;
+// How long a worker polls for the next job (and the caller for the last chunk) before sleeping:
+// kernels a short gap apart then start without a futex wake-up. Wall time, not PAUSE counts
+// (PAUSE takes 11 ns on one Xeon, a few on other cores). UBFUSE_POOL_SPIN_US overrides.
+int64_t spin_ns_from_env() {
+  const char* e = std::getenv("UBFUSE_POOL_SPIN_US");
+  if (!e) return int64_t(200) * 1000;
+  char* end = nullptr;
+  const long long v = std::strtoll(e, &end, 10);
+  if (end == e || *end != '\0' || v < 0 || v > 10 * 1000 * 1000) {
+    throw Error("UBFUSE_POOL_SPIN_US='" + std::string(e) +
+                "' is not a number of microseconds; hint: an integer from 0 to 10000000 (default "
+                "200), or unset it");
+  }
+  return int64_t(v) * 1000;
+}
+
+// Polls done() with PAUSE for up to ns nanoseconds; true once it holds.
+template <class F>
+bool spin_until(int64_t ns, const F& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    UBF_CPU_RELAX();
+    if ((i & 63) == 0 && std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
 }  // namespace
 
 struct ThreadPool::State {
@@ -57,6 +81,7 @@ struct ThreadPool::State {
   };
 
   int size = 1;
+  int64_t spin_ns = 0;
   std::vector<std::thread> threads;
 
   std::mutex mu;
@@ -92,10 +117,7 @@ struct ThreadPool::State {
   void worker_loop(int worker) {
     uint64_t seen = 0;
     for (;;) {
-      for (int i = 0; i < kSpinIters; ++i) {
-        if (generation.load(std::memory_order_acquire) != seen) break;
-        UBF_CPU_RELAX();
-      }
+      spin_until(spin_ns, [&] { return generation.load(std::memory_order_acquire) != seen; });
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> l(mu);
@@ -110,6 +132,12 @@ struct ThreadPool::State {
 };
 
 ThreadPool::ThreadPool(int num_threads) : s_(new State) {
+  try {
+    s_->spin_ns = spin_ns_from_env();
+  } catch (...) {
+    delete s_;
+    throw;
+  }
   s_->size = std::max(1, num_threads);
   s_->threads.reserve(size_t(s_->size - 1));
   for (int t = 1; t < s_->size; ++t) s_->threads.emplace_back([this, t] { s_->worker_loop(t); });
@@ -149,9 +177,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
   }
   s.work_cv.notify_all();
   s.run_chunks(*job, 0);
-  for (int i = 0; i < kSpinIters && job->done.load(std::memory_order_acquire) != chunks; ++i) {
-    UBF_CPU_RELAX();
-  }
+  spin_until(s.spin_ns, [&] { return job->done.load(std::memory_order_acquire) == chunks; });
   std::exception_ptr err;
   {
     std::unique_lock<std::mutex> l(s.mu);

@@ -300,7 +300,8 @@ bool int_gemm_columns(const void* a, ddt src_t, const PreparedB& prep, int32_t* 
   }
   const auto* base = static_cast<const int8_t*>(prep.packed->get_data_handle());
   pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi, int) {
-    std::vector<int32_t> own;
+    // Kept per thread rather than allocated per call.
+    thread_local std::vector<int32_t> own;
     for (int64_t part = lo; part < hi; part++) {
       int64_t n0 = 0;
       const int64_t cols = cols_of(part, &n0);
