@@ -284,7 +284,7 @@ std::shared_ptr<GemmPrim> packed_prim(const PreparedB& prep, ddt src_t, int64_t 
 // columns (oneDNN 2.6's JIT kernels take no row stride for C), so no OpenMP team is woken per
 // call. False (nothing done) where oneDNN would run a slice on its reference loops.
 bool int_gemm_columns(const void* a, ddt src_t, const PreparedB& prep, int32_t* c, int64_t m,
-                      ThreadPool& pool) {
+                      ThreadPool& pool, const int32_t* za_only = nullptr) {
   const int64_t n = prep.n, blocks = (n + 63) / 64;
   const int64_t parts = std::min<int64_t>(pool.size(), blocks);
   auto cols_of = [&](int64_t part, int64_t* n0) {
@@ -308,7 +308,17 @@ bool int_gemm_columns(const void* a, ddt src_t, const PreparedB& prep, int32_t* 
       own.resize(size_t(m * cols));
       execute_prim(*prims[size_t(part)], a, base + n0 / 64 * prep.block_bytes, own.data(), 0, 1);
       for (int64_t i = 0; i < m; i++) {
-        std::memcpy(c + i * n + n0, own.data() + i * cols, size_t(cols) * sizeof(int32_t));
+        if (!za_only || za_only[i] == 0) {
+          std::memcpy(c + i * n + n0, own.data() + i * cols, size_t(cols) * sizeof(int32_t));
+          continue;
+        }
+        // A's zero point, while the part is in cache: c -= za_i colsum[j], in wrapping u32 lanes
+        // as correct_zero_points computes it.
+        const uint32_t zai = uint32_t(za_only[i]);
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(own.data() + i * cols);
+        const uint32_t* cs = reinterpret_cast<const uint32_t*>(prep.colsum.data() + n0);
+        uint32_t* dst = reinterpret_cast<uint32_t*>(c + i * n + n0);
+        for (int64_t j = 0; j < cols; j++) dst[j] = src[j] - zai * cs[j];
       }
     }
   });
@@ -421,10 +431,14 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
       correct_zero_points(a, ta, nullptr, za, zb, c, m, k, n, pool, prep);
       return;
     }
-    if (prep && prep->column_blocks && m <= kSplitRows && prep->n >= 128 && pool.size() > 1 &&
-        int_gemm_columns(a, src_t, *prep, c, m, pool)) {
-      correct_zero_points(a, ta, nullptr, za, zb, c, m, k, n, pool, prep);
-      return;
+    if (prep && prep->column_blocks && m <= kSplitRows && prep->n >= 128 && pool.size() > 1) {
+      // B's zero points all at the shift (s8 weights with 0, u8 with 128): only A's is left,
+      // applied as each part is copied out.
+      const bool za_only = std::all_of(zb, zb + n, [&](int32_t z) { return z == prep->shift; });
+      if (int_gemm_columns(a, src_t, *prep, c, m, pool, za_only ? za : nullptr)) {
+        if (!za_only) correct_zero_points(a, ta, nullptr, za, zb, c, m, k, n, pool, prep);
+        return;
+      }
     }
     // One zero point for all of A's rows and none left on B (s8 weights with zero point 0, u8
     // with 128): oneDNN applies it in the product, from the column sums its layout carries.
