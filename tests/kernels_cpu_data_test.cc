@@ -112,15 +112,23 @@ TEST(KernelsCpu, MatMulWithFewRowsRunsItsOwnLoop) {
 }
 
 // Constant weights that oneDNN packs in 64-column panels (as it does on AVX-512) are read by our
-// own loop up to kPanelMatMulRows rows: K and N off the 16 and 64 blocks, every row count, from
-// three threads at once.
+// own loop for few rows (panel_matmul_applies): K and N off the 16 and 64 blocks, every row count
+// up to kPanelMatMulRows + 1, and for a B past kPanelLargeB rows around kPanelMatMulRowsLargeB,
+// from three threads at once.
 TEST(KernelsCpu, MatMulReadsPackedPanelsForFewRows) {
   uint64_t seed = 1200;
   struct Case {
     int64_t K, N;
   };
   bool any_panels = false;
-  for (Case c : {Case{1, 1}, Case{17, 63}, Case{64, 64}, Case{100, 130}, Case{768, 200}}) {
+  for (Case c :
+       {Case{1, 1}, Case{17, 63}, Case{64, 64}, Case{100, 130}, Case{768, 200}, Case{513, 1023}}) {
+    const bool large = c.K * c.N >= cpu::kPanelLargeB;
+    std::vector<int64_t> rows;
+    for (int64_t m = 1; m <= cpu::kPanelMatMulRows + 1; m++) rows.push_back(m);
+    if (large) {
+      rows = {1, 7, 32, 33, 70, 131, cpu::kPanelMatMulRowsLargeB, cpu::kPanelMatMulRowsLargeB + 1};
+    }
     Tensor w = Tensor::random(DType::f32, {c.K, c.N}, seed++, -1, 1);
     GraphBuilder b;
     V x = b.input("x", DType::f32, {"m", c.K});
@@ -135,10 +143,13 @@ TEST(KernelsCpu, MatMulReadsPackedPanelsForFewRows) {
     std::atomic<int> bad{0};
     for (int t = 0; t < 3; ++t) {
       ts.emplace_back([&, t] {
-        for (int64_t m = 1 + t; m <= cpu::kPanelMatMulRows + 1; m += 3) {
+        for (size_t i = size_t(t); i < rows.size(); i += 3) {
+          const int64_t m = rows[i];
           const std::string impl = cpu::matmul_call_info(*k, {m, c.K}, {c.K, c.N}, DType::f32).impl;
-          if (panels != (impl == "ubfuse:panels_f32") && m <= cpu::kPanelMatMulRows) bad++;
-          if (m > cpu::kPanelMatMulRows && impl == "ubfuse:panels_f32") bad++;
+          const bool applies = cpu::panel_matmul_applies(m, c.K, c.N);
+          EXPECT_EQ(applies, m <= (large ? cpu::kPanelMatMulRowsLargeB : cpu::kPanelMatMulRows));
+          if (panels != (impl == "ubfuse:panels_f32") && applies) bad++;
+          if (!applies && impl == "ubfuse:panels_f32") bad++;
           Tensor a = Tensor::random(DType::f32, {m, c.K}, uint64_t(m) * 31 + 7, -1, 1);
           auto want =
               ref::eval_node(*y->producer, {ref::from_tensor(a), ref::from_tensor(w)}).at(0);
@@ -155,7 +166,8 @@ TEST(KernelsCpu, MatMulReadsPackedPanelsForFewRows) {
   if (!any_panels) std::cout << "(oneDNN does not pack f32 weights in panels on this CPU)\n";
 }
 
-// Past kPanelMatMulRows rows, products of constant f32 weights run split over the pool: by runs
+// Past the rows panel_matmul_applies takes, products of constant f32 weights run split over the
+// pool: by runs
 // of panels (B of 10 and 16 panels at these sizes) or by runs of rows (4 panels, and [301,768] x
 // [768,768], past the column split's size), on pools of 2 and 3 threads (uneven runs of panels and
 // rows), each part on oneDNN's JIT kernel; every element against the double reference.

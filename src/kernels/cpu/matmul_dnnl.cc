@@ -7,9 +7,10 @@
 //   whenever oneDNN accepts that layout for the concrete M (else the plain copy).
 // * f32 runs in f32; bf16 x bf16 runs natively (AVX512-BF16 / AMX when present, f32 accumulate,
 //   bf16 output); f16 (and bf16 where the CPU lacks a bf16 kernel) converts through f32.
-// * f32 with at most kPanelMatMulRows rows of A times a constant B that oneDNN packed in
-//   64-column panels (16a64b, its choice on AVX-512) runs our own loop over those panels
-//   (matmul_small.h): it streams them faster than oneDNN's kernel does at such M.
+// * f32 with few rows of A (panel_matmul_applies: up to 32, or 160 with a large B) times a
+//   constant B that oneDNN packed in 64-column panels (16a64b, its choice on AVX-512) runs our
+//   own loop over those panels (matmul_small.h): it streams them faster than oneDNN's kernel does
+//   at such M.
 // * f32 with more rows times such packed B runs split over the pool (by runs of panels or of A's
 //   rows), each part a oneDNN call on one OpenMP thread: waking and joining oneDNN's OpenMP team
 //   costs more than the second core gains at small sizes, and its own split is slower at large.
@@ -39,7 +40,7 @@ using dims = dnnl::memory::dims;
 
 dnnl::engine& cpu_engine() { return dnnl_cpu_engine(); }
 
-// Products of packed f32 weights past kPanelMatMulRows rows run split over the pool, by runs of
+// Products of packed f32 weights past panel_matmul_applies run split over the pool, by runs of
 // B's panels up to kSplitColumnsMacs multiply-adds where there are kSplitPanelsPerPart panels per
 // thread, else by runs of A's rows. Measured on 2 threads (Intel Xeon with AMX): by columns wins
 // at few rows and big B ([40,768]x[768,3072] 649 -> 595 us) but copies its columns and loses past
@@ -234,7 +235,7 @@ class MatMulKernel : public KernelBase {
   // a few percent slower at large ones ([512,768]x[768,768] 1.46 -> 1.37 ms).
   bool split(const Geometry& g, DType dt, const Sizes& sb, int threads) const {
     return dt == DType::f32 && g.two_d && panel_tag_ && sb == packed_sizes_ && threads > 1 &&
-           g.a[0] > kPanelMatMulRows;
+           !panel_matmul_applies(g.a[0], g.a[1], g.b[1]);
   }
   static bool by_columns(int64_t M, int64_t K, int64_t N, int threads) {
     return M * K * N <= kSplitColumnsMacs && (N + 63) / 64 >= kSplitPanelsPerPart * threads;
@@ -330,8 +331,8 @@ class MatMulKernel : public KernelBase {
   // A few f32 rows times the constant B packed in 64-column panels: our own loop over oneDNN's
   // packed weights (matmul_small.h), which streams them faster than oneDNN's kernel at such M.
   bool panels(const Geometry& g, DType dt, const Sizes& sb) const {
-    return dt == DType::f32 && g.two_d && panel_stride_ > 0 && sb == packed_sizes_ && g.a[0] >= 1 &&
-           g.a[0] <= kPanelMatMulRows;
+    return dt == DType::f32 && g.two_d && panel_stride_ > 0 && sb == packed_sizes_ &&
+           panel_matmul_applies(g.a[0], g.a[1], g.b[1]);
   }
 
   // A few f32 rows times an unbatched B: our own loop (matmul_small.h), not oneDNN.

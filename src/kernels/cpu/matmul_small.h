@@ -19,8 +19,16 @@ bool small_matmul_applies(int64_t M, int64_t K, int64_t N);
 void small_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N,
                       ThreadPool& pool);
 
-// The most rows for which panel_matmul_f32 beats oneDNN's own kernel on the same packed weights.
+// The most rows for which panel_matmul_f32 beats oneDNN's own kernel on the same packed weights:
+// always up to 32; up to 160 where B has at least 2^19 elements (2 MiB of f32, past L2), which
+// the pool's oneDNN calls, split by rows, each read whole while this loop reads it once.
 inline constexpr int64_t kPanelMatMulRows = 32;
+inline constexpr int64_t kPanelMatMulRowsLargeB = 160;
+inline constexpr int64_t kPanelLargeB = int64_t(1) << 19;
+inline bool panel_matmul_applies(int64_t M, int64_t K, int64_t N) {
+  return M >= 1 &&
+         (M <= kPanelMatMulRows || (M <= kPanelMatMulRowsLargeB && K * N >= kPanelLargeB));
+}
 
 // c[M, N] = a[M, K] b for b packed in oneDNN's f32 layout of 64-column panels (blocking 16a64b:
 // panel p, which holds columns [64p, 64p + 64) zero-padded, is at panels + p * panel_stride, its
