@@ -112,8 +112,9 @@ void SmallMatMulRange(const float* a, const float* b, float* acc, int64_t M, int
 }
 
 // Where one pass over a panel prefetches its share of the next panel into L2: the lines
-// [t * 4 / passes, (t + 1) * 4 / passes) at step t = pass * K + k, so the next panel arrives
-// evenly over all passes of this one and memory works while the cores multiply.
+// [t * 4 / passes, (t + 1) * 4 / passes) at its t-th step of the passes x K (a pass's row k of
+// the panel, slice by slice), so the next panel arrives evenly over all passes of this one and
+// memory works while the cores multiply.
 struct PanelAhead {
   const float* next;  // the next panel, or null
   int64_t line;       // the next line of it to fetch (64 bytes, 16 floats)
@@ -121,20 +122,30 @@ struct PanelAhead {
   int64_t passes;
 };
 
-// c[r, n0:n0+cols) = A[r, :] times one 64-column panel of packed B (row k at panel + k * 64), for
-// the R rows at a and c; the sums stay in registers while the panel streams past.
+// c[r, n0:n0+cols) (+)= A[r, k0:k1) times rows [k0, k1) of one 64-column panel of packed B (row
+// k at panel + k * 64), for the R rows at a and c: the sums start at 0 when `first`, else at what
+// c holds, and stay in registers while the panel's rows stream past.
 template <int R>
 HWY_INLINE void PanelRows(const float* HWY_RESTRICT a, const float* HWY_RESTRICT panel,
                           PanelAhead& ahead, float* HWY_RESTRICT c, int64_t K, int64_t N,
-                          int64_t n0, int64_t cols) {
+                          int64_t n0, int64_t cols, int64_t k0, int64_t k1, bool first) {
   const hn::ScalableTag<float> d;
   constexpr int kL = int(hn::MaxLanes(d));
   constexpr int kV = 64 / kL;  // vectors per panel row
   hn::Vec<decltype(d)> acc[R][kV];
+  HWY_ALIGN float tail[64];
   for (int r = 0; r < R; r++) {
-    for (int v = 0; v < kV; v++) acc[r][v] = hn::Zero(d);
+    const float* in = c + r * N + n0;
+    if (first) {
+      for (int v = 0; v < kV; v++) acc[r][v] = hn::Zero(d);
+    } else if (cols == 64) {
+      for (int v = 0; v < kV; v++) acc[r][v] = hn::LoadU(d, in + v * kL);
+    } else {
+      for (int64_t j = 0; j < 64; j++) tail[j] = j < cols ? in[j] : 0.0f;
+      for (int v = 0; v < kV; v++) acc[r][v] = hn::Load(d, tail + v * kL);
+    }
   }
-  for (int64_t k = 0; k < K; k++) {
+  for (int64_t k = k0; k < k1; k++) {
     if (ahead.next) {
       for (ahead.carry += 4; ahead.carry >= ahead.passes; ahead.carry -= ahead.passes) {
         __builtin_prefetch(ahead.next + ahead.line * 16, 0, 2);
@@ -154,7 +165,6 @@ HWY_INLINE void PanelRows(const float* HWY_RESTRICT a, const float* HWY_RESTRICT
       for (int v = 0; v < kV; v++) hn::StoreU(acc[r][v], d, out + v * kL);
       continue;
     }
-    HWY_ALIGN float tail[64];
     for (int v = 0; v < kV; v++) hn::Store(acc[r][v], d, tail + v * kL);
     for (int64_t j = 0; j < cols; j++) out[j] = tail[j];
   }
@@ -196,21 +206,31 @@ HWY_INLINE void InPanelRowBlocks(int64_t M, const F& f) {
   }
 }
 
+// Rows of a panel per slice when A's rows take several passes over it: 128 rows of 64 floats
+// (32 KiB) stay in L1 while every pass runs over them, where a whole panel (K x 256 bytes) sits in
+// L2 and its rows came from there on every pass.
+constexpr int64_t kPanelSliceRows = 128;
+
 // The panels [p0, p1) of C = A B for B packed as oneDNN's 64-column panels (panel p at
-// panels + p * panel_stride), each in passes of up to six rows of A (24 sums in registers); the
-// passes over a panel also fetch the next one into L2 (PanelAhead), so every pass after a thread's
-// first reads B from cache.
+// panels + p * panel_stride), each in passes of up to six rows of A (24 sums in registers), slice
+// by slice of the panel's rows when there is more than one pass; the passes also fetch the next
+// panel into L2 (PanelAhead), so every pass after a thread's first reads B from cache.
 void PanelMatMulRange(const float* a, const float* panels, int64_t panel_stride, float* c,
                       int64_t M, int64_t K, int64_t N, int64_t p0, int64_t p1) {
   int64_t passes = 0;
   InPanelRowBlocks(M, [&](int64_t, auto) { passes++; });
+  const int64_t slice = passes > 1 ? kPanelSliceRows : K;
   for (int64_t p = p0; p < p1; p++) {
     const float* panel = panels + p * panel_stride;
     PanelAhead ahead{p + 1 < p1 ? panel + panel_stride : nullptr, 0, 0, passes};
     const int64_t n0 = p * 64, cols = std::min<int64_t>(64, N - n0);
-    InPanelRowBlocks(M, [&](int64_t m, auto rows) {
-      PanelRows<decltype(rows)::value>(a + m * K, panel, ahead, c + m * N, K, N, n0, cols);
-    });
+    for (int64_t k0 = 0; k0 < K; k0 += slice) {
+      const int64_t k1 = std::min(K, k0 + slice);
+      InPanelRowBlocks(M, [&](int64_t m, auto rows) {
+        PanelRows<decltype(rows)::value>(a + m * K, panel, ahead, c + m * N, K, N, n0, cols, k0, k1,
+                                         k0 == 0);
+      });
+    }
   }
 }
 
