@@ -74,6 +74,27 @@ HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT a, const float* HWY_RES
   }
 }
 
+// Calls block(std::integral_constant<int, n>{}) for a run-time n in [1, 6].
+template <class B>
+HWY_INLINE void WithRowCount(int64_t n, const B& block) {
+  switch (n) {
+    case 6:
+      return block(std::integral_constant<int, 6>{});
+    case 5:
+      return block(std::integral_constant<int, 5>{});
+    case 4:
+      return block(std::integral_constant<int, 4>{});
+    case 3:
+      return block(std::integral_constant<int, 3>{});
+    case 2:
+      return block(std::integral_constant<int, 2>{});
+    case 1:
+      return block(std::integral_constant<int, 1>{});
+    default:
+      HWY_ABORT("matmul_small: %d rows in a block", int(n));
+  }
+}
+
 // Calls f(m, std::integral_constant<int, R>) for blocks of R rows covering [0, M) in order: four
 // at a time, then the 1 to 3 left.
 template <class F>
@@ -84,19 +105,7 @@ HWY_INLINE void InRowBlocks(int64_t M, const F& f) {
     m += decltype(rows)::value;
   };
   while (M - m >= 4) block(std::integral_constant<int, 4>{});
-  switch (M - m) {
-    case 3:
-      block(std::integral_constant<int, 3>{});
-      break;
-    case 2:
-      block(std::integral_constant<int, 2>{});
-      break;
-    case 1:
-      block(std::integral_constant<int, 1>{});
-      break;
-    default:
-      break;
-  }
+  if (M > m) WithRowCount(M - m, block);
 }
 
 // acc[M, N] += A[:, k0:k1) B[k0:k1, :], the rows four at a time: B's eight rows of one sweep stay
@@ -182,28 +191,7 @@ HWY_INLINE void InPanelRowBlocks(int64_t M, const F& f) {
   };
   while (M - m > 8) block(std::integral_constant<int, 6>{});
   if (M - m >= 7) block(std::integral_constant<int, 4>{});  // 7 = 4 + 3, 8 = 4 + 4
-  switch (M - m) {
-    case 6:
-      block(std::integral_constant<int, 6>{});
-      break;
-    case 5:
-      block(std::integral_constant<int, 5>{});
-      break;
-    case 4:
-      block(std::integral_constant<int, 4>{});
-      break;
-    case 3:
-      block(std::integral_constant<int, 3>{});
-      break;
-    case 2:
-      block(std::integral_constant<int, 2>{});
-      break;
-    case 1:
-      block(std::integral_constant<int, 1>{});
-      break;
-    default:
-      break;
-  }
+  if (M > m) WithRowCount(M - m, block);
 }
 
 // Rows of a panel per slice when A's rows take several passes over it: 128 rows of 64 floats
