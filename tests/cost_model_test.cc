@@ -169,7 +169,7 @@ TEST(CostModel, BadValuesNameTheOptionOrVariable) {
 // written back under the machine's key.
 TEST(CostModel, CalibrationIsCachedPerMachine) {
   ::unsetenv("UBFUSE_REMEASURE_COSTS");
-  const std::string key = machine_info().key() + " | 2 threads";
+  const std::string key = machine_key(2);
   const std::string cached = temp_dir("costs_cached");
   ::setenv("UBFUSE_CACHE_DIR", cached.c_str(), 1);
   {
@@ -231,7 +231,7 @@ TEST(CostModel, CalibrationIsCachedPerMachine) {
 // compile time; the timing is kept per machine and read back by the next compile.
 TEST(CostModel, UnsureAttentionIsTimedAndTheTimingCached) {
   ::unsetenv("UBFUSE_REMEASURE_COSTS");
-  const std::string key = machine_info().key() + " | 2 threads";
+  const std::string key = machine_key(2);
   const std::string dir = temp_dir("costs_unsure");
   ::setenv("UBFUSE_CACHE_DIR", dir.c_str(), 1);
   {

@@ -250,8 +250,7 @@ TEST(Profiler, OneAtATimeAndBadOptionsAreErrors) {
 TEST(Profiler, BandwidthComesFromTheCacheFileKeyedByMachine) {
   ::unsetenv("UBFUSE_BANDWIDTH_GBPS");
   ::unsetenv("UBFUSE_REMEASURE_BANDWIDTH");
-  std::string key =
-      machine_info().key() + " | " + std::to_string(prof::threads_for_measurement()) + " threads";
+  std::string key = machine_key(prof::threads_for_measurement());
   for (double gbps : {77.25, 123.5}) {
     std::string cache = temp_dir("prof_bwcache_" + std::to_string(int(gbps)));
     ::setenv("UBFUSE_CACHE_DIR", cache.c_str(), 1);

@@ -246,7 +246,7 @@ const CostParams& calibrated_costs(int threads) {
   // By cache path and key; an entry is never replaced (callers hold references to it).
   static std::map<std::string, CostParams> done;
   std::lock_guard<std::mutex> lock(cache_mutex());
-  const std::string key = machine_info().key() + " | " + std::to_string(threads) + " threads";
+  const std::string key = machine_key(threads);
   const std::string path = machine_cache_path("costs.json");
   const std::string slot = path + "\n" + key;
   if (auto it = done.find(slot); it != done.end()) return it->second;
@@ -280,7 +280,7 @@ std::optional<AttentionTiming> timed_attention(int threads, const AttentionProbe
   // timed at most once per process (the partition asks again in each of its rounds).
   static std::map<std::string, std::optional<AttentionTiming>> done;
   std::lock_guard<std::mutex> lock(cache_mutex());
-  const std::string key = machine_info().key() + " | " + std::to_string(threads) + " threads";
+  const std::string key = machine_key(threads);
   const std::string path = machine_cache_path("costs.json");
   const std::string slot = path + "\n" + key + "\n" + probe.key();
   if (auto it = done.find(slot); it != done.end()) {

@@ -12,18 +12,18 @@ namespace ubfuse {
 
 namespace {
 
+// d's size with every symbol at kSymbolSize (at least 1 where symbolic).
+int64_t estimated_size(const Dim& d) {
+  if (d.is_static()) return d.value();
+  SymbolBindings b;
+  for (const std::string& s : d.symbols()) b[s] = kSymbolSize;
+  return std::max<int64_t>(1, eval_dim(d, b).value_or(kSymbolSize));
+}
+
 // Elements of v with every symbol at kSymbolSize.
 double numel(const Value* v) {
   double n = 1;
-  for (const Dim& d : v->shape) {
-    if (d.is_static()) {
-      n *= double(d.value());
-      continue;
-    }
-    SymbolBindings b;
-    for (const std::string& s : d.symbols()) b[s] = kSymbolSize;
-    n *= double(std::max<int64_t>(1, eval_dim(d, b).value_or(kSymbolSize)));
-  }
+  for (const Dim& d : v->shape) n *= double(estimated_size(d));
   return n;
 }
 
@@ -122,12 +122,7 @@ CostEstimate estimate_fused(const Graph& graph, const FusedGroup& g, bool op_by_
 }
 
 AttentionProbe attention_probe(const Node* scores, const Node* context) {
-  auto size = [](const Dim& d) {
-    if (d.is_static()) return std::max<int64_t>(1, d.value());
-    SymbolBindings b;
-    for (const std::string& s : d.symbols()) b[s] = kSymbolSize;
-    return std::max<int64_t>(1, eval_dim(d, b).value_or(kSymbolSize));
-  };
+  auto size = [](const Dim& d) { return std::max<int64_t>(1, estimated_size(d)); };
   const Shape& sc = scores->out()->shape;  // [..., q_len, k_len]
   const Shape& q = scores->inputs.at(0)->shape;
   AttentionProbe p;

@@ -151,12 +151,14 @@ class Partitioner {
   bool refuse_unprofitable(EdgeDecisions* refuse) {
     if (!st_.config.costs) return false;
     bool any = false;
+    const CostParams* params = nullptr;  // asked once, at the first group (it may calibrate)
     for (const Group& g : st_.groups) {
       if (!g.alive || g.attention || g.nodes.size() < 2) continue;
       const FusedGroup fg = st_.describe(g.nodes, g.domain, false);
       std::string why;
       const bool op_by_op = st_.config.lowers && !st_.config.lowers(fg, &why);
-      const CostParams& cp = st_.config.costs();
+      if (!params) params = &st_.config.costs();
+      const CostParams& cp = *params;
       FusedGroup sized = fg;
       if (!op_by_op) {
         std::vector<FusionDecision> notes;

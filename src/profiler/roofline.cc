@@ -66,8 +66,7 @@ Roofline machine_roofline(bool remeasure) {
   if (have && cached_for == path && (!remeasure || measured_here)) return cached;
 
   // Bandwidth scales with threads, so the thread count is part of the key.
-  std::string key =
-      machine_info().key() + " | " + std::to_string(threads_for_measurement()) + " threads";
+  std::string key = machine_key(threads_for_measurement());
   if (!remeasure && !path.empty()) {
     json j = read_machine_cache(path);
     if (j.contains("machines") && j["machines"].contains(key)) {

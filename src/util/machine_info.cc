@@ -49,13 +49,20 @@ std::string MachineInfo::key() const {
   return s.str();
 }
 
-MachineInfo machine_info() {
-  MachineInfo m;
-  m.cpu_model = proc_field("/proc/cpuinfo", "model name");
-  if (m.cpu_model.empty()) m.cpu_model = "unknown";
-  m.cpus = int(std::thread::hardware_concurrency());
-  m.memory_bytes = int64_t(machine_memory_bytes());
-  return m;
+const MachineInfo& machine_info() {
+  static const MachineInfo info = [] {
+    MachineInfo m;
+    m.cpu_model = proc_field("/proc/cpuinfo", "model name");
+    if (m.cpu_model.empty()) m.cpu_model = "unknown";
+    m.cpus = int(std::thread::hardware_concurrency());
+    m.memory_bytes = int64_t(machine_memory_bytes());
+    return m;
+  }();
+  return info;
+}
+
+std::string machine_key(int threads) {
+  return machine_info().key() + " | " + std::to_string(threads) + " threads";
 }
 
 std::string machine_cache_path(const std::string& file) {

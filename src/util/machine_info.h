@@ -17,7 +17,11 @@ struct MachineInfo {
   std::string key() const;
 };
 
-MachineInfo machine_info();
+// Read once per process (the CPU, its count and the memory do not change while it runs).
+const MachineInfo& machine_info();
+
+// "<machine key> | <threads> threads": the key of a measurement that scales with threads.
+std::string machine_key(int threads);
 
 // $UBFUSE_CACHE_DIR/<file>, else ~/.cache/ubfuse/<file>; "" when neither is set.
 std::string machine_cache_path(const std::string& file);
