@@ -340,8 +340,8 @@ std::map<std::string, Tensor> cloned(const std::map<std::string, Tensor>& in) {
 }
 
 // Key blocks masked out for a tile's rows are skipped only where that changes nothing: causal
-// masks of -inf and of float's lowest value (as HF exports write them) over 3 blocks of keys,
-// added or as a Where's fill; a mask of -5, whose masked scores still count;
+// masks of -inf and of float's lowest value (as HF exports write them), and of -1e9 and -1e4,
+// over 3 blocks of keys, added or as a Where's fill; a mask of -5, whose masked scores still count;
 // rows masked out entirely by the lowest value (a softmax over the masked scores, so no block
 // may be skipped); an infinite or NaN key or value in a masked-out block, and scores that
 // overflow (the rows become NaN as the reference's do); a mask applied after the scale.
@@ -359,13 +359,14 @@ TEST(Attention, MaskedOutBlocksSkipOnlyWhereExact) {
   }
   for (Scale scale : {Scale::Div, Scale::MaskFirst}) {
     Graph g = attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {Mask::Causal, scale});
-    for (float fill : {ninf, lowest}) {
+    // -1e4 and -1e9: masks of older exports, far enough below the scores to skip blocks too.
+    for (float fill : {ninf, lowest, -1e9f, -1e4f}) {
       auto in = inputs(DType::f32, q, kt, v, Mask::Causal);
       for (int64_t i = 0; i < 300 * 300; i++) {
         if (in["mask"].get(i) != 0) in["mask"].set(i, fill);
       }
-      const std::string where =
-          std::string(fill == ninf ? "-inf" : "lowest") + " scale " + std::to_string(int(scale));
+      const std::string where = std::string(fill == ninf ? "-inf" : std::to_string(fill)) +
+                                " scale " + std::to_string(int(scale));
       check(g, in, where + " causal");
       // A mask of -5 with small queries: masked scores far below the row's max but not 0 after
       // the exp, so no block may be skipped.

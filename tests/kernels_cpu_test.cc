@@ -185,6 +185,42 @@ TEST(KernelsCpu, SoftmaxAccuracyInUlps) {
   EXPECT_LE(softmax_pair_max_ulp(-88, -86, 20001), 1.3);
 }
 
+// Vectors whose lanes mix ordinary scores with masked ones (-1e9, lowest, -inf: exp is 0 without
+// the underflowing arithmetic) and scores with subnormal exps (the exact, slower form): every
+// output as the double reference's, within one subnormal ulp of 0 where that rounds to 0.
+TEST(KernelsCpu, SoftmaxMixesMaskedAndSubnormalLanes) {
+  const float lowest = std::numeric_limits<float>::lowest();
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const std::vector<float> pool = {-1e9f,   -95.0f, lowest, -50.0f, -104.5f,
+                                   -103.5f, ninf,   -87.2f, -1.0f,  -200.0f};
+  for (int64_t cols : {16, 37}) {
+    for (bool subnormals : {false, true}) {
+      std::vector<float> xs(size_t(4 * cols));
+      for (size_t i = 0; i < xs.size(); i++) {
+        const float v = pool[(i * 7 + i / size_t(cols)) % pool.size()];
+        xs[i] = (i % size_t(cols) == 0)                      ? 0.0f
+                : (!subnormals && v > -104.0f && v < -87.0f) ? -1.0f
+                                                             : v;
+      }
+      const Tensor out = run_eager_op([](GraphBuilder& b, V v) { return b.softmax(v); },
+                                      Tensor::from_floats(DType::f32, {4, cols}, xs));
+      for (int64_t r = 0; r < 4; r++) {
+        double sum = 0;
+        for (int64_t c = 0; c < cols; c++) sum += std::exp(double(xs[size_t(r * cols + c)]));
+        for (int64_t c = 0; c < cols; c++) {
+          const double want = std::exp(double(xs[size_t(r * cols + c)])) / sum;
+          const float got = out.data_as<float>()[r * cols + c];
+          if (float(want) == 0.0f) {  // 0, or one subnormal ulp as exp(-104) may round
+            EXPECT_LE(got, 0x1p-149f) << "cols " << cols << " row " << r << " col " << c;
+          } else {
+            EXPECT_LE(ulps_off(got, want), 3.3) << "cols " << cols << " row " << r << " col " << c;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelsCpu, UnarySpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();

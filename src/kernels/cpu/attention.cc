@@ -293,55 +293,57 @@ HWY_INLINE float MaxAbs(D d, const float* HWY_RESTRICT p, size_t n) {
   return ok ? m : std::numeric_limits<float>::infinity();
 }
 
-// One mask element as f32 (a bool mask's 0 or 1).
-template <typename TM>
-HWY_INLINE float MaskValue(TM v) {
-  if constexpr (std::is_same_v<TM, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<TM, uint8_t>) {
-    return float(v);
-  } else {
-    uint16_t bits;
-    std::memcpy(&bits, &v, sizeof(bits));
-    return std::is_same_v<TM, hwy::bfloat16_t> ? bf16_to_f32(bits) : f16_to_f32(bits);
-  }
-}
-
-// How far below a row's running max every score of a block must be for the block to add
-// exactly nothing to that row: exp(-1e30) is 0 in every exp this kernel uses.
-constexpr float kSkipMargin = 1e30f;
+// How far below a row's running max every score of a block must be for the block to add exactly
+// nothing to that row: the exp this kernel uses is 0 below -104. The test also allows a relative
+// 1e-5 for the roundings of the scores and of their difference to the max (each a few ulps).
+constexpr float kSkipMargin = 128.0f;
+constexpr double kSkipSlack = 1e-5;
 
 // Whether the scores of the block for the `real` rows of a tile, after the mask step (the last
 // step), all lie kSkipMargin or more below their rows' running maxima m: each score before the
 // mask is at most `bound` in magnitude, so a masked-out score is at most mask + bound (an added
 // mask) or the fill value (a Where); then the block changes no row's max, sum or output and is
-// skipped. Rows whose max is still -inf take every block.
-template <typename TM>
-HWY_INLINE bool BlockMaskedOut(const cpu::AttentionStep& st, float bound, const TM* mask,
+// skipped. Rows whose max is still -inf take every block. A row's mask is read in vectors: this
+// test runs for every tile and block, as often as the scores' product.
+template <class D, typename TM>
+HWY_INLINE bool BlockMaskedOut(D d, const cpu::AttentionStep& st, float bound, const TM* mask,
                                int64_t i0, int64_t i1, size_t r0, size_t real, int64_t j0,
                                size_t nj, int64_t row_stride, int64_t col_stride, const float* m) {
+  using V = hn::VFromD<D>;
+  const size_t N = hn::Lanes(d);
   const bool add = st.kind == cpu::AttentionStep::kAddMask;
   // An added mask keeps what the scores are: an infinite or NaN one (bound not finite) makes the
   // masked score NaN. A Where replaces them whatever they are.
   if (add && !std::isfinite(bound)) return false;
+  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const V one = hn::Set(d, 1.0f);
   for (size_t r = 0; r < real; r++) {
     const float mr = m[r0 + r];
     if (!(mr > -std::numeric_limits<float>::infinity())) return false;
     const int64_t i = std::min(i0 + int64_t(r0 + r), i1 - 1);
     const TM* mrow = mask + i * row_stride + j0 * col_stride;
     const size_t n = col_stride == 0 ? 1 : nj;
-    float top = -std::numeric_limits<float>::infinity();
-    for (size_t j = 0; j < n; j++) {
-      const float mv = MaskValue(mrow[j]);
+    // add: the largest mask value (NaN lanes flagged apart); Where: any kept score.
+    V top = ninf;
+    auto bad = hn::Lt(one, one);  // all false
+    for (size_t j = 0; j < n; j += N) {
+      const size_t c = std::min(N, n - j);
+      const V mv = c == N ? LoadF32(d, mrow + j) : LoadNF32(d, mrow + j, c);
+      const auto in = hn::FirstN(d, c);
       if (add) {
-        top = std::max(top, mv + bound);
-        if (std::isnan(mv)) return false;
-      } else if ((mv == 1.0f) == st.keep_when_true) {
-        return false;  // a kept score
+        top = hn::Max(top, hn::IfThenElse(in, mv, ninf));
+        bad = hn::Or(bad, hn::And(in, hn::IsNaN(mv)));
+      } else {
+        const auto kept = st.keep_when_true ? hn::Eq(mv, one) : hn::Ne(mv, one);
+        bad = hn::Or(bad, hn::And(in, kept));
       }
     }
-    if (!add) top = st.scalar;
-    if (!(top < mr - kSkipMargin)) return false;
+    if (!hn::AllFalse(d, bad)) return false;
+    const double hi = add ? double(ReduceMaxF(d, top)) + double(bound) : double(st.scalar);
+    if (hi == -std::numeric_limits<double>::infinity()) continue;  // exp gives exactly 0
+    const double slack =
+        kSkipSlack * (std::abs(hi) + std::abs(double(bound)) + std::abs(double(mr)));
+    if (!(hi + slack < double(mr) - kSkipMargin)) return false;
   }
   return true;
 }
@@ -446,9 +448,9 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
     }
     for (size_t t = 0; t < tiles; t++) {
       const size_t r0 = t * kRows;
-      if (may_skip && BlockMaskedOut(p.steps.back(), score_bound(qmax[t], kmax), mask, i0, i1, r0,
-                                     std::min(kRows, rows - r0), int64_t(j0), nj, p.mask_row_stride,
-                                     p.mask_col_stride, sc.m.data())) {
+      if (may_skip && BlockMaskedOut(d, p.steps.back(), score_bound(qmax[t], kmax), mask, i0, i1,
+                                     r0, std::min(kRows, rows - r0), int64_t(j0), nj,
+                                     p.mask_row_stride, p.mask_col_stride, sc.m.data())) {
         continue;
       }
       if (direct) {

@@ -29,19 +29,12 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
-// With VSCALEFPS (AVX-512) ExpNonPositiveF has no range test to skip, so no min is taken.
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr bool kTakeRowMin = false;
-#else
-constexpr bool kTakeRowMin = true;
-#endif
-
 // The max and min of a row (NaN elements aside; a NaN max makes the row's range test fail).
 struct RowRange {
   float max = 0.0f, min = 0.0f;
   // Whether every x - max of the row is in ExpInRangeF's range: x - max >= min - max, as
   // rounding is monotonic. False for a NaN or infinite max or min.
-  bool exp_in_range() const { return kTakeRowMin && min - max >= kExpInRangeMin; }
+  bool exp_in_range() const { return min - max >= kExpInRangeMin; }
 };
 
 // One row-step of the pipelined loop over the columns [0, cols) of three consecutive rows, all
@@ -88,10 +81,8 @@ HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float 
       const V x0 = LoadF32(d, xn + i), x1 = LoadF32(d, xn + i + N);
       m0 = hn::Max(m0, x0);
       m1 = hn::Max(m1, x1);
-      if constexpr (kTakeRowMin) {
-        n0 = hn::Min(x0, n0);  // a NaN x is skipped on x86 (NaN elsewhere: the test fails)
-        n1 = hn::Min(x1, n1);
-      }
+      n0 = hn::Min(x0, n0);  // a NaN x is skipped on x86 (NaN elsewhere: the test fails)
+      n1 = hn::Min(x1, n1);
     }
   }
   for (; i < cols; i += N) {
@@ -106,13 +97,13 @@ HWY_INLINE void SoftmaxStages(D d, size_t cols, const T* HWY_RESTRICT xr, float 
       const auto valid = hn::FirstN(d, c);
       const V xv = LoadNF32(d, xn + i, c);
       m0 = hn::Max(m0, hn::IfThenElse(valid, xv, ninf));
-      if constexpr (kTakeRowMin) n0 = hn::Min(hn::IfThenElse(valid, xv, pinf), n0);
+      n0 = hn::Min(hn::IfThenElse(valid, xv, pinf), n0);
     }
   }
   if constexpr (kCur) *sum = ReduceSumF(d, hn::Add(s0, s1));
   if constexpr (kNext) {
     next->max = ReduceMaxF(d, hn::Max(m0, m1));
-    if constexpr (kTakeRowMin) next->min = -ReduceMaxF(d, hn::Neg(hn::Min(n0, n1)));
+    next->min = -ReduceMaxF(d, hn::Neg(hn::Min(n0, n1)));
   }
 }
 

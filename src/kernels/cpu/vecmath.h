@@ -214,21 +214,14 @@ inline constexpr float kExpInRangeMin = -87.0f;
 // e^x for x in [kExpInRangeMin, 0] or NaN, which the caller has checked (eager Softmax once per
 // row, from the row's min and max), 0.9 ulp. Without VSCALEFPS, 2^n is then one exponent field
 // and y * 2^n one multiply that rounds once, as ExpF's two-factor scaling does: 3 operations
-// instead of 9. On AVX-512 it is ExpNonPositiveF.
+// instead of 9. On AVX-512 it is ExpNonPositiveF's table form without its range tests.
 template <class D, class V>
 HWY_INLINE V ExpInRangeF(D d, V x);
 
-// e^x for x <= 0 or NaN (softmax's exp(x - max)), < 1.3 ulp, subnormal results included, 0 below
-// -104. On targets of 16 or more lanes (AVX-512) it splits x = (16k + j) ln2/16 + r, |r| <= ln2/32,
-// and takes 2^(j/16) from a 16-entry table held in one register (one permute), e^r - 1 from a
-// degree-3 polynomial and 2^k from VSCALEFPS: as many operations as ExpF, but 8 multiplies or
-// FMAs to its 10 and a dependency chain half as long. The pipelined eager Softmax loop computes
-// 9% more elements per second in cache with it. The table's rounding (half an ulp) is what
-// ExpF's 0.9 ulp becomes 1.3 for; a second table of the rounding errors brought it to 0.7 ulp
-// but gave back half the speed. Positive x is out of its contract. Other targets take
-// ExpInRangeF's short scaling when every lane is in its range, else ExpF's.
+namespace detail {
+// ExpNonPositiveF without its test for results below float's least normal (see there).
 template <class D, class V>
-HWY_INLINE V ExpNonPositiveF(D d, V x) {
+HWY_INLINE V ExpNonPositiveAnyF(D d, V x) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   if constexpr (hn::MaxLanes(d) >= 16) {
     alignas(64) static constexpr float kPow2Sixteenths[16] = {
@@ -252,10 +245,6 @@ HWY_INLINE V ExpNonPositiveF(D d, V x) {
     return detail::ScaleF(hn::MulAdd(tj, q, tj), hn::Mul(n, hn::Set(d, 0.0625f)));
   }
 #else
-  // The test comes first, so the fast path needs no clamp.
-  if (hn::AllTrue(d, hn::Ge(x, hn::Set(d, kExpInRangeMin)))) {  // false for a NaN lane
-    return ExpInRangeF(d, x);
-  }
   V n, t;
   const V xc = hn::Max(hn::Set(d, -104.0f), x);  // x second: a NaN x stays NaN
   const V res = Pow2ScaleF(d, detail::ExpReducedF(d, xc, n, t), n, t);
@@ -267,11 +256,35 @@ HWY_INLINE V ExpNonPositiveF(D d, V x) {
 #endif
   return ExpF(d, x);
 }
+}  // namespace detail
+
+// e^x for x <= 0 or NaN (softmax's exp(x - max)), < 1.3 ulp, subnormal results included, 0 below
+// -104. On targets of 16 or more lanes (AVX-512) it splits x = (16k + j) ln2/16 + r, |r| <= ln2/32,
+// and takes 2^(j/16) from a 16-entry table held in one register (one permute), e^r - 1 from a
+// degree-3 polynomial and 2^k from VSCALEFPS: as many operations as ExpF, but 8 multiplies or
+// FMAs to its 10 and a dependency chain half as long. The pipelined eager Softmax loop computes
+// 9% more elements per second in cache with it. The table's rounding (half an ulp) is what
+// ExpF's 0.9 ulp becomes 1.3 for; a second table of the rounding errors brought it to 0.7 ulp
+// but gave back half the speed. Positive x is out of its contract. Other targets take
+// ExpInRangeF's short scaling when every lane is in its range.
+// A vector with a lane below kExpInRangeMin takes a second test: lanes below -104 (a masked
+// score's exp) become 0 without the arithmetic, because an underflowing result costs a microcode
+// assist per vector on Intel cores without flush-to-zero (a causal mask's softmax ran 2x slower on
+// a Xeon with AMX); only real subnormal results, x in [-104, -87), take the underflowing path.
+template <class D, class V>
+HWY_INLINE V ExpNonPositiveF(D d, V x) {
+  const auto low = hn::Lt(x, hn::Set(d, kExpInRangeMin));  // false for a NaN lane
+  if (HWY_LIKELY(hn::AllFalse(d, low))) return ExpInRangeF(d, x);
+  if (!hn::AllFalse(d, hn::And(low, hn::Ge(x, hn::Set(d, -104.0f))))) {
+    return detail::ExpNonPositiveAnyF(d, x);
+  }
+  return hn::IfThenZeroElse(low, ExpInRangeF(d, hn::IfThenZeroElse(low, x)));
+}
 
 template <class D, class V>
 HWY_INLINE V ExpInRangeF(D d, V x) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  if constexpr (hn::MaxLanes(d) >= 16) return ExpNonPositiveF(d, x);
+  if constexpr (hn::MaxLanes(d) >= 16) return detail::ExpNonPositiveAnyF(d, x);
 #endif
   V n, t;
   const V y = detail::ExpReducedF(d, x, n, t);
