@@ -109,66 +109,91 @@ HWY_INLINE void ScoreTile(D d, const float* HWY_RESTRICT q, size_t depth,
   }
 }
 
-// One row's scores s[0, nj) of the block: the steps from first_step on, then the online softmax
-// update of its running max *m and sum *l (rescaling its accumulated output o[0, ldo) when the max
-// grows); leaves exp(s - max) in s, 0 past nj up to the next vector.
+// The tile's rows of scores s[r * lds + (0, nj)] for the block: the steps from first_step on (row
+// r's mask row at mrows[r]), then the online softmax update of each row's running max m[r] and sum
+// l[r] (rescaling its accumulated output o[r * ldo + (0, ldo)] when the max grows); leaves
+// exp(s - max) in s, 0 past nj up to the next vector. The rows' max and sum loops are interleaved:
+// their reductions are independent chains the core overlaps (one row at a time, their latency
+// was not hidden).
 template <class D, typename TM>
-HWY_INLINE void SoftmaxUpdate(D d, float* HWY_RESTRICT s, size_t nj,
+HWY_INLINE void SoftmaxUpdate(D d, float* HWY_RESTRICT s, size_t lds, size_t nj,
                               const std::vector<cpu::AttentionStep>& steps, size_t first_step,
-                              const TM* HWY_RESTRICT mrow, int64_t mcol, float* m, float* l,
+                              const TM* const* mrows, int64_t mcol, float* m, float* l,
                               float* HWY_RESTRICT o, size_t ldo) {
   using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
   const size_t nv = (nj + N - 1) / N;  // s has room for whole vectors
   for (size_t k = first_step; k < steps.size(); k++) {
     const cpu::AttentionStep& st = steps[k];
-    if (st.kind == cpu::AttentionStep::kAddMask || st.kind == cpu::AttentionStep::kWhere) {
-      const bool add = st.kind == cpu::AttentionStep::kAddMask;
-      const V fill = hn::Set(d, st.scalar);
-      // A bool mask loads as 0/1: keep the scores where it is 1 (0 when !keep_when_true).
-      const V keep = hn::Set(d, st.keep_when_true ? 1.0f : 0.0f);
-      for (size_t i = 0; i < nv; i++) {
-        const size_t c = std::min(N, nj - i * N);
-        const V mv = mcol == 0 ? hn::Set(d, hn::GetLane(LoadNF32(d, mrow, 1)))
-                     : c == N  ? LoadF32(d, mrow + i * N)
-                               : LoadNF32(d, mrow + i * N, c);
-        const V x = hn::LoadU(d, s + i * N);
-        hn::StoreU(add ? hn::Add(x, mv) : hn::IfThenElse(hn::Eq(mv, keep), x, fill), d, s + i * N);
+    for (size_t r = 0; r < kRows; r++) {
+      float* sr = s + r * lds;
+      if (st.kind == cpu::AttentionStep::kAddMask || st.kind == cpu::AttentionStep::kWhere) {
+        const bool add = st.kind == cpu::AttentionStep::kAddMask;
+        const V fill = hn::Set(d, st.scalar);
+        // A bool mask loads as 0/1: keep the scores where it is 1 (0 when !keep_when_true).
+        const V keep = hn::Set(d, st.keep_when_true ? 1.0f : 0.0f);
+        const TM* mrow = mrows[r];
+        for (size_t i = 0; i < nv; i++) {
+          const size_t c = std::min(N, nj - i * N);
+          const V mv = mcol == 0 ? hn::Set(d, hn::GetLane(LoadNF32(d, mrow, 1)))
+                       : c == N  ? LoadF32(d, mrow + i * N)
+                                 : LoadNF32(d, mrow + i * N, c);
+          const V x = hn::LoadU(d, sr + i * N);
+          hn::StoreU(add ? hn::Add(x, mv) : hn::IfThenElse(hn::Eq(mv, keep), x, fill), d,
+                     sr + i * N);
+        }
+        continue;
       }
-      continue;
-    }
-    const V c = hn::Set(d, st.scalar);
-    for (size_t i = 0; i < nv; i++) {
-      const V x = hn::LoadU(d, s + i * N);
-      hn::StoreU(st.kind == cpu::AttentionStep::kMul ? hn::Mul(x, c) : hn::Div(x, c), d, s + i * N);
+      const V c = hn::Set(d, st.scalar);
+      for (size_t i = 0; i < nv; i++) {
+        const V x = hn::LoadU(d, sr + i * N);
+        hn::StoreU(st.kind == cpu::AttentionStep::kMul ? hn::Mul(x, c) : hn::Div(x, c), d,
+                   sr + i * N);
+      }
     }
   }
   const float ninf = -std::numeric_limits<float>::infinity();
-  V mx = hn::Set(d, ninf);
+  V mx[kRows];
+  for (size_t r = 0; r < kRows; r++) mx[r] = hn::Set(d, ninf);
   for (size_t i = 0; i < nv; i++) {
-    const V x = hn::LoadU(d, s + i * N);
-    mx = hn::Max(mx, hn::IfThenElse(hn::FirstN(d, nj - i * N), x, hn::Set(d, ninf)));
+    const auto valid = hn::FirstN(d, nj - i * N);
+    for (size_t r = 0; r < kRows; r++) {
+      mx[r] = hn::Max(mx[r],
+                      hn::IfThenElse(valid, hn::LoadU(d, s + r * lds + i * N), hn::Set(d, ninf)));
+    }
   }
-  const float bmax = ReduceMaxF(d, mx);
-  const float m_new = std::isnan(bmax) ? bmax : std::max(*m, bmax);
-  // All keys so far masked out: exp(-inf - 0) = 0 keeps the sum at 0 (and the row NaN at the end).
-  const float m_use = m_new == ninf ? 0.0f : m_new;
-  if (*m != ninf && *m != m_use) {
-    const float corr = std::exp(*m - m_use);
-    *l *= corr;
-    const V vc = hn::Set(d, corr);
-    for (size_t i = 0; i < ldo; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, o + i), vc), d, o + i);
+  V vm[kRows], sum[kRows];
+  float m_new[kRows];
+  for (size_t r = 0; r < kRows; r++) {
+    const float bmax = ReduceMaxF(d, mx[r]);
+    m_new[r] = std::isnan(bmax) ? bmax : std::max(m[r], bmax);
+    // All keys so far masked out: exp(-inf - 0) = 0 keeps the sum at 0 (and the row NaN at the
+    // end).
+    const float m_use = m_new[r] == ninf ? 0.0f : m_new[r];
+    if (m[r] != ninf && m[r] != m_use) {
+      const float corr = std::exp(m[r] - m_use);
+      l[r] *= corr;
+      const V vc = hn::Set(d, corr);
+      float* orow = o + r * ldo;
+      for (size_t i = 0; i < ldo; i += N)
+        hn::StoreU(hn::Mul(hn::LoadU(d, orow + i), vc), d, orow + i);
+    }
+    vm[r] = hn::Set(d, m_use);
+    sum[r] = hn::Zero(d);
   }
-  const V vm = hn::Set(d, m_use);
-  V sum = hn::Zero(d);
   for (size_t i = 0; i < nv; i++) {
-    const V e = hn::IfThenElseZero(hn::FirstN(d, nj - i * N),
-                                   ExpNonPositiveF(d, hn::Sub(hn::LoadU(d, s + i * N), vm)));
-    hn::StoreU(e, d, s + i * N);
-    sum = hn::Add(sum, e);
+    const auto valid = hn::FirstN(d, nj - i * N);
+    for (size_t r = 0; r < kRows; r++) {
+      float* sr = s + r * lds + i * N;
+      const V e = hn::IfThenElseZero(valid, ExpNonPositiveF(d, hn::Sub(hn::LoadU(d, sr), vm[r])));
+      hn::StoreU(e, d, sr);
+      sum[r] = hn::Add(sum[r], e);
+    }
   }
-  *l += ReduceSumF(d, sum);
-  *m = m_new;
+  for (size_t r = 0; r < kRows; r++) {
+    l[r] += ReduceSumF(d, sum[r]);
+    m[r] = m_new[r];
+  }
 }
 
 // o[r][c0, c0 + kNV * N) += sum_j p[r][j] v[j][c0, ...) for the kRows rows of the tile p (row
@@ -458,14 +483,14 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
       } else {
         ScoreTile(d, q + r0 * depth, depth, ktp, kKeyBlock, njv, s, lds);
       }
-      for (size_t r = 0; r < kRows; r++) {
+      const TM* mrows[kRows] = {};
+      for (size_t r = 0; r < kRows && mask; r++) {
         // A padding row reads the chunk's last mask row.
         const int64_t i = std::min(i0 + int64_t(r0 + r), i1 - 1);
-        const TM* mrow =
-            mask ? mask + i * p.mask_row_stride + int64_t(j0) * p.mask_col_stride : nullptr;
-        SoftmaxUpdate(d, s + r * lds, nj, p.steps, first_step, mrow, p.mask_col_stride,
-                      &sc.m[r0 + r], &sc.l[r0 + r], o + (r0 + r) * ldo, ldo);
+        mrows[r] = mask + i * p.mask_row_stride + int64_t(j0) * p.mask_col_stride;
       }
+      SoftmaxUpdate(d, s, lds, nj, p.steps, first_step, mrows, p.mask_col_stride, &sc.m[r0],
+                    &sc.l[r0], o + r0 * ldo, ldo);
       ValueTiles(d, s, lds, nj, vp, ldo, o + r0 * ldo, ldo);
     }
   }
