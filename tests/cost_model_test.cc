@@ -182,6 +182,7 @@ TEST(CostModel, CalibrationIsCachedPerMachine) {
                    {"attention_lengths", {128, 1024}},
                    {"flash_flops_per_s", {{101e9, 102e9}, {103e9, 104e9}}},
                    {"split_flops_per_s", {{91e9, 92e9}, {93e9, 94e9}}},
+                   {"kernels", kCostsKernelRevision},
                    {"measured_unix", unix_now()}}}}}})
              .dump();
   }
@@ -192,14 +193,17 @@ TEST(CostModel, CalibrationIsCachedPerMachine) {
   EXPECT_DOUBLE_EQ(c.flash_flops_per_s[1][1], 104e9);
   EXPECT_DOUBLE_EQ(c.split_flops_per_s[0][1], 92e9);
 
-  // A stale entry (two weeks old) is measured again and replaced.
+  // A stale entry is measured again and replaced: one two weeks old, or (here) one whole and
+  // fresh but measured with other kernels (an older kCostsKernelRevision).
+  EXPECT_FALSE(machine_cache_fresh(json{{"measured_unix", unix_now() - 14 * 86400}}));
+  EXPECT_TRUE(machine_cache_fresh(json{{"measured_unix", unix_now()}}));
   const std::string stale = temp_dir("costs_stale");
   ::setenv("UBFUSE_CACHE_DIR", stale.c_str(), 1);
   {
+    json e = read_json(cached + "/costs.json")["machines"][key];
+    e["kernels"] = kCostsKernelRevision - 1;
     std::ofstream f(stale + "/costs.json");
-    f << json({{"machines",
-                {{key, {{"bytes_per_s", 31e9}, {"measured_unix", unix_now() - 14 * 86400}}}}}})
-             .dump();
+    f << json({{"machines", {{key, e}}}}).dump();
   }
   // Measured inside a recording profiler, which does not see the calibration's models.
   fixed_bandwidth();
@@ -223,6 +227,7 @@ TEST(CostModel, CalibrationIsCachedPerMachine) {
   json j = read_json(stale + "/costs.json");
   ASSERT_TRUE(j["machines"].contains(key));
   EXPECT_DOUBLE_EQ(j["machines"][key]["bytes_per_s"].get<double>(), m.bytes_per_s);
+  EXPECT_EQ(j["machines"][key]["kernels"], kCostsKernelRevision);
   EXPECT_EQ(&calibrated_costs(2), &m);  // once per process and cache file
   ::unsetenv("UBFUSE_CACHE_DIR");
 }
@@ -245,6 +250,7 @@ TEST(CostModel, UnsureAttentionIsTimedAndTheTimingCached) {
                    {"attention_lengths", {128, 1024}},
                    {"flash_flops_per_s", {{1e11, 1e11}, {1e11, 1e11}}},
                    {"split_flops_per_s", {{1e11, 1e11}, {1e11, 1e11}}},
+                   {"kernels", kCostsKernelRevision},
                    {"measured_unix", unix_now()}}}}}})
              .dump();
   }

@@ -178,7 +178,14 @@ json to_json(const CostParams& p) {
           {"split_flops_per_s",
            {{p.split_flops_per_s[0][0], p.split_flops_per_s[0][1]},
             {p.split_flops_per_s[1][0], p.split_flops_per_s[1][1]}}},
+          {"kernels", kCostsKernelRevision},
           {"measured_unix", unix_now()}};
+}
+
+// Whether a cache entry is fresh and was measured with these kernels.
+bool current(const json& e) {
+  return machine_cache_fresh(e) && e.contains("kernels") && e["kernels"].is_number_integer() &&
+         e["kernels"].get<int>() == kCostsKernelRevision;
 }
 
 // The entry's figures, when each is there and positive (else nullopt: measure again).
@@ -187,7 +194,7 @@ std::optional<CostParams> from_json(const json& e, const std::string& key) {
   auto pair = [&](const json& v) {
     return v.is_array() && v.size() == 2 && pos(v[0]) && pos(v[1]);
   };
-  if (!machine_cache_fresh(e) || !e.contains("bytes_per_s") || !pos(e["bytes_per_s"]) ||
+  if (!current(e) || !e.contains("bytes_per_s") || !pos(e["bytes_per_s"]) ||
       !e.contains("launch_s") || !pos(e["launch_s"]) || !e.contains("matmul_flops_per_s") ||
       !pos(e["matmul_flops_per_s"]) || !e.contains("attention_lengths") ||
       !pair(e["attention_lengths"]) || !e.contains("flash_flops_per_s") ||
@@ -291,7 +298,7 @@ std::optional<AttentionTiming> timed_attention(int threads, const AttentionProbe
   json j = read_machine_cache(path);
   if (!env_on("UBFUSE_REMEASURE_COSTS") && j.contains("machines") && j["machines"].contains(key)) {
     const json& e = j["machines"][key];
-    if (machine_cache_fresh(e) && e.contains("attention") && e["attention"].is_object() &&
+    if (current(e) && e.contains("attention") && e["attention"].is_object() &&
         e["attention"].contains(probe.key())) {
       const json& t = e["attention"][probe.key()];
       if (t.is_array() && t.size() == 2 && t[0].is_number() && t[1].is_number() &&
@@ -316,7 +323,8 @@ std::optional<AttentionTiming> timed_attention(int threads, const AttentionProbe
   j = read_machine_cache(path);
   if (!j.contains("machines")) j["machines"] = json::object();
   json& e = j["machines"][key];
-  if (!e.is_object()) e = json::object();
+  // An entry of other kernels starts over (its calibration is measured again when next read).
+  if (!e.is_object() || !current(e)) e = json::object({{"kernels", kCostsKernelRevision}});
   if (!e.contains("attention") || !e["attention"].is_object()) e["attention"] = json::object();
   e["attention"][probe.key()] = {t.flash_s, t.split_s};
   if (!e.contains("measured_unix")) e["measured_unix"] = unix_now();

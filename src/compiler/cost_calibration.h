@@ -10,7 +10,9 @@
 //                 and bf16, in graph mode as the flash-style kernel and with AttentionFusion off
 //                 (a MatMul with its softmax epilogue, and a MatMul)
 // It takes a few seconds on 2 cores, most of it building the MatMul epilogue kernels once. The
-// entry also keeps, under "attention", the timings of single chains (timed_attention).
+// entry also keeps, under "attention", the timings of single chains (timed_attention), and
+// "kernels": the kCostsKernelRevision it was measured with; an entry of another revision is
+// measured again.
 // Overrides: UBFUSE_REMEASURE_COSTS=1 measures again; the option cost_model=builtin (or
 // UBFUSE_COST_MODEL=builtin, the default of that option) uses fixed figures without measuring.
 // A measurement that fails (an Error) leaves the fixed figures, their source saying why; the
@@ -22,6 +24,10 @@
 #include "fusion/cost.h"
 
 namespace ubfuse {
+
+// Raised when a kernel these figures time changes its speed (the flash attention kernel, the
+// MatMul and its softmax epilogue, eager Add): cached figures of another revision are stale.
+inline constexpr int kCostsKernelRevision = 2;
 
 // Thread-safe; measures at most once per process, cache file and thread count.
 const CostParams& calibrated_costs(int threads);
