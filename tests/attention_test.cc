@@ -216,6 +216,44 @@ TEST(Attention, TransposeOfKJoinsTheKernel) {
   }
 }
 
+// Q, K and V as the projections leave them ([B, L, H, D]) with the head Transposes in the graph,
+// as BERT-style exports write them: [0, 2, 1, 3] for Q and V; for K either [0, 2, 3, 1] straight
+// to K^T or [0, 2, 1, 3] then [0, 1, 3, 2]. The kernel reads the rows in place (H * D apart): one
+// kernel, no Transpose. One head broadcast to all (H of 1); a Transpose whose result is needed
+// elsewhere stays a kernel of its own.
+TEST(Attention, HeadTransposesJoinTheKernel) {
+  for (int64_t lq : {1, 5, 37}) {
+    for (DType t : {DType::f32, DType::f16}) {
+      for (int form = 0; form < 4; form++) {
+        // form 0: K straight to K^T; 1: K in two Transposes; 2: Q's heads also an output; 3: V
+        // with one head read by all.
+        const int64_t lk = 150, heads = 3, d = 20, dv = 24, vh = form == 3 ? 1 : heads;
+        GraphBuilder b;
+        auto q = b.input("q", t, {2, lq, heads, d});
+        auto k = b.input("k", t, {2, lk, heads, d});
+        auto v = b.input("v", t, {2, lk, vh, dv});
+        auto qh = b.transpose(q, {0, 2, 1, 3});
+        auto kt = form == 1 ? b.transpose(b.transpose(k, {0, 2, 1, 3}), {0, 1, 3, 2})
+                            : b.transpose(k, {0, 2, 3, 1});
+        auto s = b.add(b.mul(b.matmul(qh, kt), 0.25), b.input("mask", t, {2, 1, 1, lk}));
+        b.output("y", b.matmul(b.softmax(s), b.transpose(v, {0, 2, 1, 3})));
+        if (form == 2) b.output("qh", qh);
+        Graph g = b.build();
+        std::map<std::string, Tensor> in = {{"q", Tensor::random(t, {2, lq, heads, d}, 1, -2, 2)},
+                                            {"k", Tensor::random(t, {2, lk, heads, d}, 2, -2, 2)},
+                                            {"v", Tensor::random(t, {2, lk, vh, dv}, 3)},
+                                            {"mask", Tensor::random(t, {2, 1, 1, lk}, 4, -3, 0)}};
+        const std::string where = std::string(dtype_name(t)) + " lq " + std::to_string(lq) +
+                                  " form " + std::to_string(form);
+        CompiledModel m = compile(g, graph_opts());
+        EXPECT_EQ(m.kernels().size(), form == 2 ? 2u : 1u) << where;
+        auto want = ref::run_graph(g, in);
+        auto got = m.run(in);
+        EXPECT_TRUE(close_to_ref(got.at("y"), want.at("y"), t == DType::f32 ? 1 : 2)) << where;
+      }
+    }
+  }
+}
 // Grouped-query heads as exporters write repeat_kv (Reshape to [B, Hkv, 1, L, D], Expand to g,
 // Reshape to [B, Hkv * g, L, D]) on K and on V join the kernel, which reads the Hkv heads: one
 // kernel, no Expand, every query head against its own K/V head. A repeat whose result is needed

@@ -46,6 +46,34 @@ std::vector<int64_t> kv_offsets(const Sizes& s, const Sizes& batch, bool repeat)
   return batch_offsets(s1, b1);
 }
 
+// Offsets of each batch's matrix in x [.., L, H, D] read as [.., H, L, D] (a head Transpose the
+// group holds) against the batch [.., H]: the dims before L broadcast as in batch_offsets, head h
+// starts h * D in (0 for a single head read by all). Its rows lie H * D apart.
+std::vector<int64_t> head_offsets(const Sizes& x, const Sizes& batch) {
+  const size_t n = x.size();
+  UBF_CHECK(n >= 3 && batch.size() >= 1 && (batch.back() == x[n - 2] || x[n - 2] == 1) &&
+                batch.size() + 2 >= n,
+            "attention: heads layout " + sizes_str(x) + " against the batch " + sizes_str(batch));
+  // x in the batch's frame: [batch's leading dims.., L, H, D] (one head broadcasts: stride 0).
+  Sizes frame(batch.begin(), batch.end() - 1);
+  frame.insert(frame.end(), {x[n - 3], batch.back(), x[n - 1]});
+  const std::vector<int64_t> st = broadcast_strides(x, frame);
+  const size_t nb = batch.size();
+  std::vector<int64_t> stride(nb);
+  for (size_t i = 0; i + 1 < nb; i++) stride[i] = st[i];
+  stride[nb - 1] = st[nb];  // H's (frame: nb - 1 leading dims, L, H, D)
+  std::vector<int64_t> off(size_t(numel(batch)), 0);
+  std::vector<int64_t> idx(nb, 0);
+  for (int64_t& o : off) {
+    for (size_t i = 0; i < nb; i++) o += idx[i] * stride[i];
+    for (size_t i = nb; i-- > 0;) {
+      if (++idx[i] < batch[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return off;
+}
+
 class AttentionKernel : public Kernel {
  public:
   explicit AttentionKernel(const FusedGroup& g) {
@@ -61,7 +89,10 @@ class AttentionKernel : public Kernel {
       UBF_CHECK(it != g.inputs.end(), "'" + v->name + "' is no input of " + g.name);
       return int(it - g.inputs.begin());
     };
-    q_ = index(m->scores->inputs[0]);
+    q_ = index(m->q_input());
+    q_heads_ = m->q_heads != nullptr;
+    k_heads_ = m->k_in_heads_layout();
+    v_heads_ = m->v_heads != nullptr;
     k_rows_ = m->k_transpose != nullptr;
     kt_ = index(m->k_input());
     v_ = index(m->v_input());
@@ -83,9 +114,15 @@ class AttentionKernel : public Kernel {
     const Tensor& v = in[size_t(v_)];
     Tensor& o = out.at(0);
     const int r = o.rank();
-    // kt is K^T [.., D, Lk], or K [.., Lk, D] when the group holds the Transpose between them.
-    const int64_t lq = q.dim(-2), d = q.dim(-1), lk = kt.dim(k_rows_ ? -2 : -1), dv = v.dim(-1);
-    if (kt.dim(k_rows_ ? -1 : -2) != d || v.dim(-2) != lk || o.dim(-2) != lq || o.dim(-1) != dv) {
+    // kt is K^T [.., D, Lk], or K [.., Lk, D] when the group holds the Transpose between them;
+    // an operand in the heads layout is [.., L, H, D] (L one axis further out).
+    const int64_t lq = q.dim(q_heads_ ? -3 : -2), d = q.dim(-1),
+                  lk = kt.dim(k_heads_  ? -3
+                              : k_rows_ ? -2
+                                        : -1),
+                  dv = v.dim(-1);
+    if (kt.dim(k_rows_ ? -1 : -2) != d || v.dim(v_heads_ ? -3 : -2) != lk || o.dim(-2) != lq ||
+        o.dim(-1) != dv) {
       cpu::kernel_fail(who_, "operands do not chain: " + cpu::tensors_str({q, kt, v}),
                        k_rows_ ? "Q [.., Lq, D], K [.., Lk, D] and V [.., Lk, Dv]"
                                : "Q [.., Lq, D], K^T [.., D, Lk] and V [.., Lk, Dv]");
@@ -106,16 +143,25 @@ class AttentionKernel : public Kernel {
     p.lk = lk;
     p.d = d;
     p.dv = dv;
-    p.q_off = batch_offsets(q.sizes(), batch);
+    if (q_heads_) {
+      p.q_off = head_offsets(q.sizes(), batch);
+      p.q_ld = q.dim(-2) * d;
+    } else {
+      p.q_off = batch_offsets(q.sizes(), batch);
+    }
     // K (as rows) and V may lead larger buffers along their rows (a KV cache's rows so far):
     // their matrices then lie the buffer's row count apart, their rows still D apart.
     auto storage = [&](int i, const Tensor& t) -> const Sizes& {
       if (!ctx.in_storage || (*ctx.in_storage)[size_t(i)].empty()) return t.sizes();
       return (*ctx.in_storage)[size_t(i)];
     };
-    p.kt_off = kv_offsets(storage(kt_, kt), batch, k_repeat_);
+    p.kt_off =
+        k_heads_ ? head_offsets(kt.sizes(), batch) : kv_offsets(storage(kt_, kt), batch, k_repeat_);
+    p.k_ld = k_heads_ ? kt.dim(-2) * d : 0;
     p.k_rows = k_rows_;
-    p.v_off = kv_offsets(storage(v_, v), batch, v_repeat_);
+    p.v_off =
+        v_heads_ ? head_offsets(v.sizes(), batch) : kv_offsets(storage(v_, v), batch, v_repeat_);
+    p.v_ld = v_heads_ ? v.dim(-2) * dv : 0;
     p.out_off = batch_offsets(o.sizes(), batch);
     for (size_t i = 0; i < match_.steps.size(); i++) {
       const Node* s = match_.steps[i];
@@ -150,7 +196,7 @@ class AttentionKernel : public Kernel {
     cpu::run_attention(p, *ctx.pool);
   }
   bool reads_pitched(size_t i, int axis, int rank) const override {
-    const bool kv = (int(i) == kt_ && k_rows_) || int(i) == v_;
+    const bool kv = (int(i) == kt_ && k_rows_ && !k_heads_) || (int(i) == v_ && !v_heads_);
     bool elsewhere = int(i) == q_;  // the same value as Q or a step's operand is read densely
     for (size_t k = 0; k < operands_.size(); k++) {
       elsewhere |= operands_[k] == int(i) || fills_[k] == int(i);
@@ -162,6 +208,8 @@ class AttentionKernel : public Kernel {
   fusion::AttentionMatch match_;
   int q_ = -1, kt_ = -1, v_ = -1;
   bool k_rows_ = false;  // kt_ is K (rows), the Transpose to K^T being in the group
+  // Q, K, V in the heads layout [.., L, H, D], their head Transposes in the group.
+  bool q_heads_ = false, k_heads_ = false, v_heads_ = false;
   bool k_repeat_ = false, v_repeat_ = false;  // K, V: fewer heads, each read by g query heads
   std::vector<int> operands_;  // per step: its scalar, mask or condition among the inputs
   std::vector<int> fills_;     // per Where step: its scalar among the inputs

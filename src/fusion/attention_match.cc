@@ -1,6 +1,7 @@
 #include "fusion/attention_match.h"
 
 #include <algorithm>
+#include <array>
 
 namespace ubfuse::fusion {
 
@@ -72,10 +73,43 @@ HeadRepeat match_head_repeat(const Value* v, const Node* reader, size_t out_rank
   return r;
 }
 
+// Whether perm keeps every axis but the last three and maps them as `last3` (positions r-3, r-2,
+// r-1 read axes r-3 + last3[i]).
+bool is_perm_of_last3(const std::vector<int64_t>& perm, const std::array<int64_t, 3>& last3) {
+  const int64_t r = int64_t(perm.size());
+  if (r < 3) return false;
+  for (int64_t i = 0; i + 3 < r; i++) {
+    if (perm[size_t(i)] != i) return false;
+  }
+  for (int64_t i = 0; i < 3; i++) {
+    if (perm[size_t(r - 3 + i)] != r - 3 + last3[size_t(i)]) return false;
+  }
+  return true;
+}
+
+// [.., L, H, D] -> [.., H, L, D] and [.., L, H, D] -> [.., H, D, L] (K^T).
+constexpr std::array<int64_t, 3> kHeadsPerm = {1, 0, 2};
+constexpr std::array<int64_t, 3> kHeadsToKtPerm = {1, 2, 0};
+
+// The Transpose producing v with `last3`, of dtype t, when `reader` alone reads v.
+const Node* transpose_of(const Value* v, const Node* reader, const std::array<int64_t, 3>& last3,
+                         DType t,
+                         const std::function<bool(const Value*, const Node*)>& only_reader) {
+  const Node* tr = v->producer;
+  if (!tr || tr->op != OpKind::Transpose || !tr->has_attr("perm") || !only_reader(v, reader) ||
+      tr->inputs[0]->dtype != t || !is_perm_of_last3(tr->attr_ints("perm"), last3)) {
+    return nullptr;
+  }
+  return tr;
+}
+
 }  // namespace
 
 std::vector<const Node*> AttentionMatch::nodes() const {
   std::vector<const Node*> out;
+  for (const Node* h : {q_heads, k_heads, v_heads}) {
+    if (h) out.push_back(h);
+  }
   for (const HeadRepeat* r : {&v_repeat, &k_repeat}) {
     if (*r) out.insert(out.end(), {r->unsqueeze, r->expand, r->merge});
   }
@@ -95,12 +129,17 @@ const Node* before(const AttentionMatch& m, const Node* s) {
 }
 }  // namespace
 
+const Value* AttentionMatch::q_input() const {
+  return q_heads ? q_heads->inputs[0] : scores->inputs[0];
+}
 const Value* AttentionMatch::k_input() const {
   if (k_repeat) return k_repeat.source();
+  if (k_heads) return k_heads->inputs[0];
   return k_transpose ? k_transpose->inputs[0] : scores->inputs[1];
 }
 const Value* AttentionMatch::v_input() const {
-  return v_repeat ? v_repeat.source() : context->inputs[1];
+  if (v_repeat) return v_repeat.source();
+  return v_heads ? v_heads->inputs[0] : context->inputs[1];
 }
 
 const Value* AttentionMatch::operand(const Node* s) const {
@@ -177,12 +216,25 @@ std::optional<AttentionMatch> match_attention(
     for (int64_t i = 0; i + 2 < r && swap; i++) swap = perm[size_t(i)] == i;
     if (swap && tr->inputs[0]->dtype == t) m.k_transpose = tr;
   }
+  if (!m.k_transpose) {
+    m.k_transpose = transpose_of(kt, m.scores, kHeadsToKtPerm, t, only_reader);
+    m.k_transpose_heads = m.k_transpose != nullptr;
+  }
   // Grouped-query heads: K (as rows) and V repeated from fewer heads.
-  if (m.k_transpose)
+  if (m.k_transpose && !m.k_transpose_heads)
     m.k_repeat = match_head_repeat(m.k_transpose->inputs[0], m.k_transpose,
                                    context->out()->shape.size(), only_reader);
   m.v_repeat =
       match_head_repeat(context->inputs[1], context, context->out()->shape.size(), only_reader);
+  // Head Transposes read in place (the heads layout needs rank 3 or more, as the scores have).
+  if (s->shape.size() >= 3) {
+    m.q_heads = transpose_of(m.scores->inputs[0], m.scores, kHeadsPerm, t, only_reader);
+    if (m.k_transpose && !m.k_transpose_heads && !m.k_repeat) {
+      m.k_heads = transpose_of(m.k_transpose->inputs[0], m.k_transpose, kHeadsPerm, t, only_reader);
+    }
+    if (!m.v_repeat)
+      m.v_heads = transpose_of(context->inputs[1], context, kHeadsPerm, t, only_reader);
+  }
   int masks = 0;
   for (const Node* st : m.steps) masks += st->op == OpKind::Add || st->op == OpKind::Where;
   if (masks > 1) return std::nullopt;  // the kernel reads one mask

@@ -25,8 +25,16 @@ struct HeadRepeat {
 
 struct AttentionMatch {
   // The Transpose that makes K^T from K (the last two axes swapped), when the scores are its only
-  // reader: the kernel then reads K's rows itself.
+  // reader: the kernel then reads K's rows itself. With k_transpose_heads it goes from K's heads
+  // layout [.., L, H, D] straight to K^T [.., H, D, L] (perm 0, 2, 3, 1 at rank 4).
   const Node* k_transpose = nullptr;
+  bool k_transpose_heads = false;
+  // Head Transposes [.., L, H, D] -> [.., H, L, D] (perm 0, 2, 1, 3 at rank 4) of Q, of K before
+  // k_transpose and of V, each read by the chain alone: the kernel reads the rows in place, H * D
+  // elements apart, and no kernel moves them. Not with a head repeat of the same operand.
+  const Node* q_heads = nullptr;
+  const Node* k_heads = nullptr;
+  const Node* v_heads = nullptr;
   // K (read by k_transpose) and V as repeats of fewer heads, when they are (grouped-query heads).
   HeadRepeat k_repeat, v_repeat;
   const Node* scores = nullptr;    // MatMul(Q, K^T)
@@ -35,9 +43,12 @@ struct AttentionMatch {
   const Node* context = nullptr;  // MatMul(P, V)
 
   std::vector<const Node*> nodes() const;  // the chain in order (the head repeats first)
-  // The values the kernel reads as K (rows, or K^T) and V: before any head repeat.
+  // The values the kernel reads as Q, K (rows, or K^T) and V: before any head repeat or head
+  // Transpose; and whether each is in the heads layout [.., L, H, D].
+  const Value* q_input() const;
   const Value* k_input() const;
   const Value* v_input() const;
+  bool k_in_heads_layout() const { return k_heads || k_transpose_heads; }
   // The input of step `s` that does not come from the chain: the scalar, the mask, or a Where's
   // condition.
   const Value* operand(const Node* s) const;

@@ -257,30 +257,30 @@ HWY_INLINE void PackRow(D d, const T* HWY_RESTRICT src, size_t n, float* HWY_RES
   if (i < n) hn::Store(LoadNF32(d, src + i, n - i), d, dst + i);
 }
 
-// kt[k * ldk + j] = k_rows[j * depth + k] as f32 for the nj rows of K, zeros for j in [nj, njv):
-// a block of K^T packed from K's rows.
+// kt[k * ldk + j] = k_rows[j * ldr + k] as f32 for the nj rows of K, zeros for j in [nj, njv):
+// a block of K^T packed from K's rows (ldr elements apart).
 template <class D, typename T>
-void PackTransposed(D d, const T* HWY_RESTRICT k_rows, size_t nj, size_t njv, size_t depth,
-                    float* HWY_RESTRICT kt, size_t ldk, float* HWY_RESTRICT row) {
+void PackTransposed(D d, const T* HWY_RESTRICT k_rows, size_t ldr, size_t nj, size_t njv,
+                    size_t depth, float* HWY_RESTRICT kt, size_t ldk, float* HWY_RESTRICT row) {
   for (size_t k = 0; k < depth; k++) std::fill(kt + k * ldk + nj, kt + k * ldk + njv, 0.0f);
   for (size_t j = 0; j < nj; j++) {
-    PackRow(d, k_rows + j * depth, depth, row);  // widened once, then scattered
+    PackRow(d, k_rows + j * ldr, depth, row);  // widened once, then scattered
     for (size_t k = 0; k < depth; k++) kt[k * ldk + j] = row[k];
   }
 }
 
 // s[r * lds + j] = q[r] . K[j] for the first `real` rows of q and the nj rows of K ([nj, depth],
-// contiguous): one dot product per score, for tiles of a few query rows (a decoder's step) where
+// rows ldr apart): one dot product per score, for tiles of a few query rows (a decoder's step) where
 // transposing K into blocks would cost more than the scores.
 template <class D, typename T>
 HWY_INLINE void ScoreRowsDirect(D d, const float* HWY_RESTRICT q, size_t depth, size_t real,
-                                const T* HWY_RESTRICT k_rows, size_t nj, float* HWY_RESTRICT s,
-                                size_t lds) {
+                                const T* HWY_RESTRICT k_rows, size_t ldr, size_t nj,
+                                float* HWY_RESTRICT s, size_t lds) {
   using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
   for (size_t r = real; r < kRows; r++) std::fill(s + r * lds, s + r * lds + nj, 0.0f);
   for (size_t j = 0; j < nj; j++) {
-    const T* row = k_rows + j * depth;
+    const T* row = k_rows + j * ldr;
     for (size_t r = 0; r < real; r++) {
       V acc = hn::Zero(d);
       size_t k = 0;
@@ -395,7 +395,14 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   const size_t tiles = (rows + kRows - 1) / kRows;
   float* q = ad::aligned(sc.q, tiles * kRows * depth);
   std::fill(q, q + tiles * kRows * depth, 0.0f);
-  Widen(static_cast<const T*>(p.q) + p.q_off[size_t(b)] + size_t(i0) * depth, q, rows * depth);
+  const size_t q_ld = p.q_ld ? size_t(p.q_ld) : depth, k_ld = p.k_ld ? size_t(p.k_ld) : depth,
+               v_ld = p.v_ld ? size_t(p.v_ld) : dv;
+  const T* q_src = static_cast<const T*>(p.q) + p.q_off[size_t(b)] + size_t(i0) * q_ld;
+  if (q_ld == depth) {
+    Widen(q_src, q, rows * depth);
+  } else {
+    for (size_t r = 0; r < rows; r++) Widen(q_src + r * q_ld, q + r * depth, depth);
+  }
   // A scale right after the product is applied to q instead (one multiply per query element, not
   // per score; the scores differ from the graph's by a rounding). A factor of 0 or inf stays a
   // step: 0 * inf in the scores must still give NaN.
@@ -459,10 +466,10 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
     if (!p.k_rows) {
       for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * kKeyBlock);
     } else if (!direct) {
-      PackTransposed(d, kt + j0 * depth, nj, njv, depth, ktp, kKeyBlock,
+      PackTransposed(d, kt + j0 * k_ld, k_ld, nj, njv, depth, ktp, kKeyBlock,
                      ad::aligned(sc.pack_row, depth + N));
     }
-    for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * dv, dv, vp + j * ldo);
+    for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * v_ld, dv, vp + j * ldo);
     // A masked key adds 0 * v[j] to the outputs: NaN where v is not finite, so such a block is
     // never skipped.
     bool may_skip = mask_last && !direct;
@@ -479,7 +486,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
         continue;
       }
       if (direct) {
-        ScoreRowsDirect(d, q + r0 * depth, depth, rows, kt + j0 * depth, nj, s, lds);
+        ScoreRowsDirect(d, q + r0 * depth, depth, rows, kt + j0 * k_ld, k_ld, nj, s, lds);
       } else {
         ScoreTile(d, q + r0 * depth, depth, ktp, kKeyBlock, njv, s, lds);
       }
@@ -549,9 +556,10 @@ void run_attention(const AttentionProblem& p, ThreadPool& pool) {
                 (!p.mask || p.mask_off.size() == size_t(p.batches)),
             "attention offsets per batch");
   if (p.batches == 0 || p.lq == 0 || p.dv == 0) return;
-  // Chunks of up to 256 query rows (each packs all of its batch's K and V once), smaller until
-  // every thread has a few.
-  int64_t rows = 256;
+  // Chunks of up to 256 query rows (each packs all of its batch's K and V once), 512 when K comes
+  // as rows (transposed while packed, which costs more than a copy), smaller until every thread
+  // has a few.
+  int64_t rows = p.k_rows ? 512 : 256;
   const int64_t want = 4 * int64_t(pool.size());
   while (rows > 4 && p.batches * ((p.lq + rows - 1) / rows) < want) rows /= 2;
   const int64_t per = (p.lq + rows - 1) / rows;

@@ -42,6 +42,9 @@ struct AttentionProblem {
   int64_t mask_row_stride = 0, mask_col_stride = 0;
   // kt holds K itself, [lk, d] per batch (the graph's Transpose to K^T runs inside the kernel).
   bool k_rows = false;
+  // The element distance between consecutive rows of q, of K (k_rows) and of v; 0: dense (d, d,
+  // dv). A head Transpose read in place ([.., L, H, D] as [.., H, L, D]) has rows H * D apart.
+  int64_t q_ld = 0, k_ld = 0, v_ld = 0;
   std::vector<AttentionStep> steps;
 };
 
