@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <limits>
+#include <tuple>
 
 #include "profiler_test_util.h"
 #include "test_util.h"
@@ -254,6 +255,28 @@ TEST(Attention, HeadTransposesJoinTheKernel) {
     }
   }
 }
+// The heads layout with symbolic batch and lengths: one compile serves every size.
+TEST(Attention, HeadTransposesWithSymbolicLengths) {
+  GraphBuilder b;
+  auto q = b.input("q", DType::f32, {Dim("b"), Dim("lq"), Dim(4), Dim(16)});
+  auto k = b.input("k", DType::f32, {Dim("b"), Dim("lk"), Dim(4), Dim(16)});
+  auto v = b.input("v", DType::f32, {Dim("b"), Dim("lk"), Dim(4), Dim(16)});
+  auto s = b.div(b.matmul(b.transpose(q, {0, 2, 1, 3}), b.transpose(k, {0, 2, 3, 1})), 4.0);
+  b.output("y", b.matmul(b.softmax(s), b.transpose(v, {0, 2, 1, 3})));
+  Graph g = b.build();
+  CompiledModel m = compile(g, graph_opts());
+  ASSERT_EQ(m.kernels().size(), 1u);
+  for (auto [batch, lq, lk] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {2, 7, 300}, {3, 130, 130}}) {
+    std::map<std::string, Tensor> in = {
+        {"q", Tensor::random(DType::f32, {batch, lq, 4, 16}, 1, -2, 2)},
+        {"k", Tensor::random(DType::f32, {batch, lk, 4, 16}, 2, -2, 2)},
+        {"v", Tensor::random(DType::f32, {batch, lk, 4, 16}, 3)}};
+    EXPECT_TRUE(close_to_ref(m.run(in).at("y"), ref::run_graph(g, in).at("y")))
+        << batch << " " << lq << " " << lk;
+  }
+}
+
 // Grouped-query heads as exporters write repeat_kv (Reshape to [B, Hkv, 1, L, D], Expand to g,
 // Reshape to [B, Hkv * g, L, D]) on K and on V join the kernel, which reads the Hkv heads: one
 // kernel, no Expand, every query head against its own K/V head. A repeat whose result is needed
