@@ -263,15 +263,46 @@ template <class D, typename T>
 void PackTransposed(D d, const T* HWY_RESTRICT k_rows, size_t ldr, size_t nj, size_t njv,
                     size_t depth, float* HWY_RESTRICT kt, size_t ldk, float* HWY_RESTRICT row) {
   for (size_t k = 0; k < depth; k++) std::fill(kt + k * ldk + nj, kt + k * ldk + njv, 0.0f);
-  for (size_t j = 0; j < nj; j++) {
+  size_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (std::is_same_v<T, float>) {
+    // 4 x 4 blocks transposed in registers: one 16-byte store per column of 4 keys instead of
+    // four scalar ones (ldk and j are multiples of 4, so the stores stay in one line).
+    const hn::Full128<float> d4;
+    for (; j + 4 <= nj; j += 4) {
+      const float* r0 = k_rows + j * ldr;
+      const float* r1 = r0 + ldr;
+      const float* r2 = r1 + ldr;
+      const float* r3 = r2 + ldr;
+      size_t k = 0;
+      for (; k + 4 <= depth; k += 4) {
+        const auto a0 = hn::LoadU(d4, r0 + k), a1 = hn::LoadU(d4, r1 + k);
+        const auto a2 = hn::LoadU(d4, r2 + k), a3 = hn::LoadU(d4, r3 + k);
+        const auto t0 = hn::InterleaveLower(d4, a0, a1), t1 = hn::InterleaveLower(d4, a2, a3);
+        const auto t2 = hn::InterleaveUpper(d4, a0, a1), t3 = hn::InterleaveUpper(d4, a2, a3);
+        hn::StoreU(hn::ConcatLowerLower(d4, t1, t0), d4, kt + k * ldk + j);
+        hn::StoreU(hn::ConcatUpperUpper(d4, t1, t0), d4, kt + (k + 1) * ldk + j);
+        hn::StoreU(hn::ConcatLowerLower(d4, t3, t2), d4, kt + (k + 2) * ldk + j);
+        hn::StoreU(hn::ConcatUpperUpper(d4, t3, t2), d4, kt + (k + 3) * ldk + j);
+      }
+      for (; k < depth; k++) {
+        kt[k * ldk + j] = r0[k];
+        kt[k * ldk + j + 1] = r1[k];
+        kt[k * ldk + j + 2] = r2[k];
+        kt[k * ldk + j + 3] = r3[k];
+      }
+    }
+  }
+#endif
+  for (; j < nj; j++) {
     PackRow(d, k_rows + j * ldr, depth, row);  // widened once, then scattered
     for (size_t k = 0; k < depth; k++) kt[k * ldk + j] = row[k];
   }
 }
 
 // s[r * lds + j] = q[r] . K[j] for the first `real` rows of q and the nj rows of K ([nj, depth],
-// rows ldr apart): one dot product per score, for tiles of a few query rows (a decoder's step) where
-// transposing K into blocks would cost more than the scores.
+// rows ldr apart): one dot product per score, for tiles of a few query rows (a decoder's step)
+// where transposing K into blocks would cost more than the scores.
 template <class D, typename T>
 HWY_INLINE void ScoreRowsDirect(D d, const float* HWY_RESTRICT q, size_t depth, size_t real,
                                 const T* HWY_RESTRICT k_rows, size_t ldr, size_t nj,
