@@ -13,22 +13,28 @@ namespace ubfuse {
 
 namespace {
 
-// Element offsets of each batch's matrix in an operand of sizes `s` (its last two dims are the
-// matrix, the dims before broadcast against `batch` from the right; a size-1 dim repeats).
-std::vector<int64_t> batch_offsets(const Sizes& s, const Sizes& batch) {
-  const int64_t matrix = s[s.size() - 2] * s.back();
-  const std::vector<int64_t> stride = broadcast_strides(Sizes(s.begin(), s.end() - 2), batch);
+// The offset sum_i idx[i] * stride[i] of every index of `batch`, in row-major order.
+std::vector<int64_t> strided_offsets(const Sizes& batch, const std::vector<int64_t>& stride) {
   const size_t nb = batch.size();
   std::vector<int64_t> off(size_t(numel(batch)), 0);
   std::vector<int64_t> idx(nb, 0);
   for (int64_t& o : off) {
-    for (size_t i = 0; i < nb; i++) o += idx[i] * stride[i] * matrix;
+    for (size_t i = 0; i < nb; i++) o += idx[i] * stride[i];
     for (size_t i = nb; i-- > 0;) {
       if (++idx[i] < batch[i]) break;
       idx[i] = 0;
     }
   }
   return off;
+}
+
+// Element offsets of each batch's matrix in an operand of sizes `s` (its last two dims are the
+// matrix, the dims before broadcast against `batch` from the right; a size-1 dim repeats).
+std::vector<int64_t> batch_offsets(const Sizes& s, const Sizes& batch) {
+  const int64_t matrix = s[s.size() - 2] * s.back();
+  std::vector<int64_t> stride = broadcast_strides(Sizes(s.begin(), s.end() - 2), batch);
+  for (int64_t& st : stride) st *= matrix;
+  return strided_offsets(batch, stride);
 }
 
 // K's or V's offsets; with `repeat` (grouped-query heads) s is [..., Hkv, L, D] while the batch
@@ -62,16 +68,7 @@ std::vector<int64_t> head_offsets(const Sizes& x, const Sizes& batch) {
   std::vector<int64_t> stride(nb);
   for (size_t i = 0; i + 1 < nb; i++) stride[i] = st[i];
   stride[nb - 1] = st[nb];  // H's (frame: nb - 1 leading dims, L, H, D)
-  std::vector<int64_t> off(size_t(numel(batch)), 0);
-  std::vector<int64_t> idx(nb, 0);
-  for (int64_t& o : off) {
-    for (size_t i = 0; i < nb; i++) o += idx[i] * stride[i];
-    for (size_t i = nb; i-- > 0;) {
-      if (++idx[i] < batch[i]) break;
-      idx[i] = 0;
-    }
-  }
-  return off;
+  return strided_offsets(batch, stride);
 }
 
 class AttentionKernel : public Kernel {

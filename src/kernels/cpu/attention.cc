@@ -362,9 +362,9 @@ constexpr double kSkipSlack = 1e-5;
 // skipped. Rows whose max is still -inf take every block. A row's mask is read in vectors: this
 // test runs for every tile and block, as often as the scores' product.
 template <class D, typename TM>
-HWY_INLINE bool BlockMaskedOut(D d, const cpu::AttentionStep& st, float bound, const TM* mask,
-                               int64_t i0, int64_t i1, size_t r0, size_t real, int64_t j0,
-                               size_t nj, int64_t row_stride, int64_t col_stride, const float* m) {
+HWY_INLINE bool BlockMaskedOut(D d, const cpu::AttentionStep& st, float bound,
+                               const TM* const* mrows, size_t real, size_t nj, int64_t col_stride,
+                               const float* m) {
   using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
   const bool add = st.kind == cpu::AttentionStep::kAddMask;
@@ -374,10 +374,9 @@ HWY_INLINE bool BlockMaskedOut(D d, const cpu::AttentionStep& st, float bound, c
   const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
   const V one = hn::Set(d, 1.0f);
   for (size_t r = 0; r < real; r++) {
-    const float mr = m[r0 + r];
+    const float mr = m[r];
     if (!(mr > -std::numeric_limits<float>::infinity())) return false;
-    const int64_t i = std::min(i0 + int64_t(r0 + r), i1 - 1);
-    const TM* mrow = mask + i * row_stride + j0 * col_stride;
+    const TM* mrow = mrows[r];
     const size_t n = col_stride == 0 ? 1 : nj;
     // add: the largest mask value (NaN lanes flagged apart); Where: any kept score.
     V top = ninf;
@@ -511,21 +510,21 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
     }
     for (size_t t = 0; t < tiles; t++) {
       const size_t r0 = t * kRows;
-      if (may_skip && BlockMaskedOut(d, p.steps.back(), score_bound(qmax[t], kmax), mask, i0, i1,
-                                     r0, std::min(kRows, rows - r0), int64_t(j0), nj,
-                                     p.mask_row_stride, p.mask_col_stride, sc.m.data())) {
+      // The tile's mask rows at this block; a padding row reads the chunk's last one.
+      const TM* mrows[kRows] = {};
+      for (size_t r = 0; r < kRows && mask; r++) {
+        const int64_t i = std::min(i0 + int64_t(r0 + r), i1 - 1);
+        mrows[r] = mask + i * p.mask_row_stride + int64_t(j0) * p.mask_col_stride;
+      }
+      if (may_skip &&
+          BlockMaskedOut(d, p.steps.back(), score_bound(qmax[t], kmax), mrows,
+                         std::min(kRows, rows - r0), nj, p.mask_col_stride, &sc.m[r0])) {
         continue;
       }
       if (direct) {
         ScoreRowsDirect(d, q + r0 * depth, depth, rows, kt + j0 * k_ld, k_ld, nj, s, lds);
       } else {
         ScoreTile(d, q + r0 * depth, depth, ktp, kKeyBlock, njv, s, lds);
-      }
-      const TM* mrows[kRows] = {};
-      for (size_t r = 0; r < kRows && mask; r++) {
-        // A padding row reads the chunk's last mask row.
-        const int64_t i = std::min(i0 + int64_t(r0 + r), i1 - 1);
-        mrows[r] = mask + i * p.mask_row_stride + int64_t(j0) * p.mask_col_stride;
       }
       SoftmaxUpdate(d, s, lds, nj, p.steps, first_step, mrows, p.mask_col_stride, &sc.m[r0],
                     &sc.l[r0], o + r0 * ldo, ldo);
