@@ -278,6 +278,56 @@ TEST(Attention, HeadTransposesWithSymbolicLengths) {
   }
 }
 
+// A fused QKV projection split as ViT and BERT exporters write it: [B, L, 3 * H * D] reshaped to
+// [B, L, 3, H, D], transposed to [3, B, H, L, D] and gathered by a scalar index into q, k and v.
+// Simplify moves the Gathers before the Transpose and the attention kernel reads the projection in
+// place (part p at p * H * D, rows 3 * H * D apart): one kernel besides the projection's Add. A
+// part also needed elsewhere is moved by its own kernel.
+TEST(Attention, FusedProjectionPartsJoinTheKernel) {
+  for (bool symbolic : {false, true}) {
+    // 1: negative indices; 2: v also an output; 3: v's index out of range
+    for (int form = 0; form < 4; form++) {
+      for (int64_t lq : {1, 7, 130}) {
+        const int64_t heads = 3, d = 20;
+        GraphBuilder b;
+        const Shape xs =
+            symbolic ? Shape{"batch", "len", 3 * heads * d} : Shape{2, lq, 3 * heads * d};
+        auto x = b.input("x", DType::f32, xs);
+        auto bias = b.input("bias", DType::f32, {3 * heads * d});
+        auto parts = b.transpose(b.reshape(b.add(x, bias), {0, 0, 3, heads, d}), {2, 0, 3, 1, 4});
+        auto part = [&](int64_t i) {
+          Tensor c(DType::i64, {});
+          c.set(0, double(form == 1 ? i - 3 : i));
+          return b.gather(parts, b.constant(c), 0);
+        };
+        auto q = part(0), k = part(1), v = part(form == 3 ? 3 : 2);
+        auto s = b.div(b.matmul(q, b.transpose(k, {0, 1, 3, 2})), 4.0);
+        b.output("y", b.matmul(b.softmax(s), v));
+        if (form == 2) b.output("v", v);
+        Graph g = b.build();
+        std::map<std::string, Tensor> in = {
+            {"x", Tensor::random(DType::f32, {2, lq, 3 * heads * d}, 1, -2, 2)},
+            {"bias", Tensor::random(DType::f32, {3 * heads * d}, 2)}};
+        const std::string where = "symbolic " + std::to_string(symbolic) + " form " +
+                                  std::to_string(form) + " lq " + std::to_string(lq);
+        CompiledModel m = compile(g, graph_opts());
+        EXPECT_EQ(m.kernels().size(), form == 2 ? 4u : 2u) << where;
+        if (form == 3) {
+          EXPECT_TRUE(throws_with([&] { m.run(in); }, {"part index 3 out of range", "3 parts"}))
+              << where;
+          continue;
+        }
+        auto want = ref::run_graph(g, in);
+        auto got = m.run(in);
+        EXPECT_TRUE(close_to_ref(got.at("y"), want.at("y"))) << where;
+        if (form == 2) {
+          EXPECT_TRUE(close_to_ref(got.at("v"), want.at("v"))) << where;
+        }
+      }
+    }
+  }
+}
+
 // Grouped-query heads as exporters write repeat_kv (Reshape to [B, Hkv, 1, L, D], Expand to g,
 // Reshape to [B, Hkv * g, L, D]) on K and on V join the kernel, which reads the Hkv heads: one
 // kernel, no Expand, every query head against its own K/V head. A repeat whose result is needed

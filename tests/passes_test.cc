@@ -178,6 +178,42 @@ TEST(Simplify, TransposesAndExpandsThatDoNothing) {
   EXPECT_TRUE(same_as_original(g, s, random_inputs(g, 6)));
 }
 
+// Gathers of one index each from a Transpose that only they read (a fused QKV split) gather from
+// the Transpose's input instead, each behind its own smaller Transpose; a Transpose with another
+// reader, or a Gather of several indices, stays as it was.
+TEST(Simplify, ScalarGathersSinkBelowTheirTranspose) {
+  for (int form = 0; form < 3; form++) {  // 0: all parts; 1: the Transpose also an output; 2: a
+                                          // Gather of two indices among them
+    GraphBuilder b;
+    auto x = b.input("x", f32, {2, 5, 3, 2, 4});
+    auto t = b.transpose(x, {2, 0, 3, 1, 4});  // [3, 2, 2, 5, 4]
+    auto i64 = [&](std::vector<int64_t> v, Sizes s) {
+      Tensor c(DType::i64, s);
+      for (size_t i = 0; i < v.size(); i++) c.set(int64_t(i), double(v[i]));
+      return b.constant(c);
+    };
+    b.output("q", b.gather(t, i64({0}, {}), 0));
+    b.output("k", b.gather(t, i64({1}, {}), 0));
+    b.output("v", form == 2 ? b.gather(t, i64({2, 0}, {2}), 0) : b.gather(t, i64({-1}, {}), 0));
+    if (form == 1) b.output("t", t);
+    Graph g = b.build();
+    Graph s = simplified(g);
+    const std::string where = "form " + std::to_string(form) + "\n" + print_graph(s);
+    if (form == 0) {
+      EXPECT_EQ(count_op(s, OpKind::Transpose), 3) << where;
+      for (int i = 0; i < 3; i++) {
+        const Node* tr = s.outputs()[size_t(i)].second->producer;
+        ASSERT_EQ(tr->op, OpKind::Transpose) << where;
+        EXPECT_EQ(tr->attr_ints("perm"), (std::vector<int64_t>{0, 2, 1, 3})) << where;
+        EXPECT_EQ(tr->inputs[0]->producer->attr_int("axis", -1), 2) << where;
+      }
+    } else {
+      EXPECT_EQ(count_op(s, OpKind::Transpose), 1) << where;
+    }
+    EXPECT_TRUE(same_as_original(g, s, random_inputs(g, 7))) << where;
+  }
+}
+
 TEST(Simplify, RowOpBetweenRowRegroupingReshapes) {
   GraphBuilder b;
   auto x = b.input("x", f32, {"batch", 3, 16});

@@ -52,10 +52,20 @@ std::vector<int64_t> kv_offsets(const Sizes& s, const Sizes& batch, bool repeat)
   return batch_offsets(s1, b1);
 }
 
+// An operand the kernel reads in the heads layout: x [.., L, H, D], or part p of a fused
+// projection [.., L, P, H, D] (parts = P), whose rows then lie P * H * D apart.
+struct HeadsOperand {
+  Sizes x;  // [.., L, H, D]
+  int64_t parts = 1, part = 0;
+  int64_t row_stride() const { return parts * x[x.size() - 2] * x.back(); }
+};
+
 // Offsets of each batch's matrix in x [.., L, H, D] read as [.., H, L, D] (a head Transpose the
 // group holds) against the batch [.., H]: the dims before L broadcast as in batch_offsets, head h
-// starts h * D in (0 for a single head read by all). Its rows lie H * D apart.
-std::vector<int64_t> head_offsets(const Sizes& x, const Sizes& batch) {
+// starts h * D in (0 for a single head read by all). Its rows lie H * D apart, or P * H * D as
+// part p of P, which starts p * H * D in.
+std::vector<int64_t> head_offsets(const HeadsOperand& op, const Sizes& batch) {
+  const Sizes& x = op.x;
   const size_t n = x.size();
   UBF_CHECK(n >= 3 && batch.size() >= 1 && (batch.back() == x[n - 2] || x[n - 2] == 1) &&
                 batch.size() + 2 >= n,
@@ -66,9 +76,11 @@ std::vector<int64_t> head_offsets(const Sizes& x, const Sizes& batch) {
   const std::vector<int64_t> st = broadcast_strides(x, frame);
   const size_t nb = batch.size();
   std::vector<int64_t> stride(nb);
-  for (size_t i = 0; i + 1 < nb; i++) stride[i] = st[i];
+  for (size_t i = 0; i + 1 < nb; i++) stride[i] = st[i] * op.parts;  // dims outside P
   stride[nb - 1] = st[nb];  // H's (frame: nb - 1 leading dims, L, H, D)
-  return strided_offsets(batch, stride);
+  std::vector<int64_t> off = strided_offsets(batch, stride);
+  for (int64_t& o : off) o += op.part * x[n - 2] * x[n - 1];
+  return off;
 }
 
 class AttentionKernel : public Kernel {
@@ -87,6 +99,10 @@ class AttentionKernel : public Kernel {
       return int(it - g.inputs.begin());
     };
     q_ = index(m->q_input());
+    auto part_index = [&](const Node* ga) { return ga ? index(ga->inputs[1]) : -1; };
+    q_part_ = part_index(m->q_part);
+    k_part_ = part_index(m->k_part);
+    v_part_ = part_index(m->v_part);
     q_heads_ = m->q_heads != nullptr;
     k_heads_ = m->k_in_heads_layout();
     v_heads_ = m->v_heads != nullptr;
@@ -104,6 +120,25 @@ class AttentionKernel : public Kernel {
     who_ = g.name + " (" + m->scores->name + " .. " + m->context->name + ")";
   }
 
+  // Operand t in the heads layout; with a part Gather (its index input `part`, -1 without) t is
+  // the projection [.., L, P, H, D] and the index picks p.
+  HeadsOperand heads(const Tensor& t, int part, const std::vector<Tensor>& in) const {
+    HeadsOperand op;
+    op.x = t.sizes();
+    if (part < 0) return op;
+    op.parts = t.dim(-3);
+    op.x.erase(op.x.end() - 3);
+    const int64_t p = int64_t(in[size_t(part)].get(0));
+    op.part = p < 0 ? p + op.parts : p;
+    if (op.part < 0 || op.part >= op.parts) {
+      cpu::kernel_fail(who_,
+                       "part index " + std::to_string(p) + " out of range for " +
+                           sizes_str(t.sizes()) + " (" + std::to_string(op.parts) + " parts)",
+                       "Gather's index lies in [-P, P) for the projection's P parts on axis -3");
+    }
+    return op;
+  }
+
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ExecContext& ctx) const override {
     const Tensor& q = in[size_t(q_)];
@@ -112,14 +147,17 @@ class AttentionKernel : public Kernel {
     Tensor& o = out.at(0);
     const int r = o.rank();
     // kt is K^T [.., D, Lk], or K [.., Lk, D] when the group holds the Transpose between them;
-    // an operand in the heads layout is [.., L, H, D] (L one axis further out).
-    const int64_t lq = q.dim(q_heads_ ? -3 : -2), d = q.dim(-1),
-                  lk = kt.dim(k_heads_  ? -3
-                              : k_rows_ ? -2
-                                        : -1),
+    // an operand in the heads layout is [.., L, H, D] (L one axis further out), and a part of a
+    // projection [.., L, P, H, D] (L two axes further out).
+    const HeadsOperand qh = heads(q, q_part_, in), kh = heads(kt, k_part_, in),
+                       vh = heads(v, v_part_, in);
+    const int64_t lq = q_heads_ ? qh.x[qh.x.size() - 3] : q.dim(-2), d = q.dim(-1),
+                  lk = k_heads_  ? kh.x[kh.x.size() - 3]
+                       : k_rows_ ? kt.dim(-2)
+                                 : kt.dim(-1),
                   dv = v.dim(-1);
-    if (kt.dim(k_rows_ ? -1 : -2) != d || v.dim(v_heads_ ? -3 : -2) != lk || o.dim(-2) != lq ||
-        o.dim(-1) != dv) {
+    const int64_t v_rows = v_heads_ ? vh.x[vh.x.size() - 3] : v.dim(-2);
+    if (kt.dim(k_rows_ ? -1 : -2) != d || v_rows != lk || o.dim(-2) != lq || o.dim(-1) != dv) {
       cpu::kernel_fail(who_, "operands do not chain: " + cpu::tensors_str({q, kt, v}),
                        k_rows_ ? "Q [.., Lq, D], K [.., Lk, D] and V [.., Lk, Dv]"
                                : "Q [.., Lq, D], K^T [.., D, Lk] and V [.., Lk, Dv]");
@@ -141,8 +179,8 @@ class AttentionKernel : public Kernel {
     p.d = d;
     p.dv = dv;
     if (q_heads_) {
-      p.q_off = head_offsets(q.sizes(), batch);
-      p.q_ld = q.dim(-2) * d;
+      p.q_off = head_offsets(qh, batch);
+      p.q_ld = qh.row_stride();
     } else {
       p.q_off = batch_offsets(q.sizes(), batch);
     }
@@ -152,13 +190,11 @@ class AttentionKernel : public Kernel {
       if (!ctx.in_storage || (*ctx.in_storage)[size_t(i)].empty()) return t.sizes();
       return (*ctx.in_storage)[size_t(i)];
     };
-    p.kt_off =
-        k_heads_ ? head_offsets(kt.sizes(), batch) : kv_offsets(storage(kt_, kt), batch, k_repeat_);
-    p.k_ld = k_heads_ ? kt.dim(-2) * d : 0;
+    p.kt_off = k_heads_ ? head_offsets(kh, batch) : kv_offsets(storage(kt_, kt), batch, k_repeat_);
+    p.k_ld = k_heads_ ? kh.row_stride() : 0;
     p.k_rows = k_rows_;
-    p.v_off =
-        v_heads_ ? head_offsets(v.sizes(), batch) : kv_offsets(storage(v_, v), batch, v_repeat_);
-    p.v_ld = v_heads_ ? v.dim(-2) * dv : 0;
+    p.v_off = v_heads_ ? head_offsets(vh, batch) : kv_offsets(storage(v_, v), batch, v_repeat_);
+    p.v_ld = v_heads_ ? vh.row_stride() : 0;
     p.out_off = batch_offsets(o.sizes(), batch);
     for (size_t i = 0; i < match_.steps.size(); i++) {
       const Node* s = match_.steps[i];
@@ -207,7 +243,8 @@ class AttentionKernel : public Kernel {
   bool k_rows_ = false;  // kt_ is K (rows), the Transpose to K^T being in the group
   // Q, K, V in the heads layout [.., L, H, D], their head Transposes in the group.
   bool q_heads_ = false, k_heads_ = false, v_heads_ = false;
-  bool k_repeat_ = false, v_repeat_ = false;  // K, V: fewer heads, each read by g query heads
+  bool k_repeat_ = false, v_repeat_ = false;     // K, V: fewer heads, each read by g query heads
+  int q_part_ = -1, k_part_ = -1, v_part_ = -1;  // a part Gather's index among the inputs
   std::vector<int> operands_;  // per step: its scalar, mask or condition among the inputs
   std::vector<int> fills_;     // per Where step: its scalar among the inputs
   std::string who_;

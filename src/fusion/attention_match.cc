@@ -103,10 +103,33 @@ const Node* transpose_of(const Value* v, const Node* reader, const std::array<in
   return tr;
 }
 
+// The Gather choosing part p of [.., L, P, H, D] (axis -3, a scalar integer index) that produces
+// x [.., L, H, D], when `reader` alone reads x.
+const Node* part_of(const Value* x, const Node* reader,
+                    const std::function<bool(const Value*, const Node*)>& only_reader) {
+  const Node* ga = x->producer;
+  if (!ga || ga->op != OpKind::Gather || !only_reader(x, reader)) return nullptr;
+  const Value* y = ga->inputs[0];
+  const Value* idx = ga->inputs[1];
+  const size_t n = x->shape.size();
+  if (n < 3 || y->shape.size() != n + 1 || y->dtype != x->dtype || !idx->shape.empty() ||
+      (idx->dtype != DType::i64 && idx->dtype != DType::i32) ||
+      ga->attr_int("axis", 0) != int64_t(n) - 2 || !y->shape[n - 2].is_static()) {
+    return nullptr;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (!(y->shape[i < n - 2 ? i : i + 1] == x->shape[i])) return nullptr;
+  }
+  return ga;
+}
+
 }  // namespace
 
 std::vector<const Node*> AttentionMatch::nodes() const {
   std::vector<const Node*> out;
+  for (const Node* p : {q_part, k_part, v_part}) {
+    if (p) out.push_back(p);
+  }
   for (const Node* h : {q_heads, k_heads, v_heads}) {
     if (h) out.push_back(h);
   }
@@ -130,14 +153,17 @@ const Node* before(const AttentionMatch& m, const Node* s) {
 }  // namespace
 
 const Value* AttentionMatch::q_input() const {
+  if (q_part) return q_part->inputs[0];
   return q_heads ? q_heads->inputs[0] : scores->inputs[0];
 }
 const Value* AttentionMatch::k_input() const {
+  if (k_part) return k_part->inputs[0];
   if (k_repeat) return k_repeat.source();
   if (k_heads) return k_heads->inputs[0];
   return k_transpose ? k_transpose->inputs[0] : scores->inputs[1];
 }
 const Value* AttentionMatch::v_input() const {
+  if (v_part) return v_part->inputs[0];
   if (v_repeat) return v_repeat.source();
   return v_heads ? v_heads->inputs[0] : context->inputs[1];
 }
@@ -234,6 +260,10 @@ std::optional<AttentionMatch> match_attention(
     }
     if (!m.v_repeat)
       m.v_heads = transpose_of(context->inputs[1], context, kHeadsPerm, t, only_reader);
+    if (m.q_heads) m.q_part = part_of(m.q_heads->inputs[0], m.q_heads, only_reader);
+    const Node* k_reader = m.k_heads ? m.k_heads : m.k_transpose_heads ? m.k_transpose : nullptr;
+    if (k_reader) m.k_part = part_of(k_reader->inputs[0], k_reader, only_reader);
+    if (m.v_heads) m.v_part = part_of(m.v_heads->inputs[0], m.v_heads, only_reader);
   }
   int masks = 0;
   for (const Node* st : m.steps) masks += st->op == OpKind::Add || st->op == OpKind::Where;

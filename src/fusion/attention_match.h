@@ -35,6 +35,12 @@ struct AttentionMatch {
   const Node* q_heads = nullptr;
   const Node* k_heads = nullptr;
   const Node* v_heads = nullptr;
+  // A head-layout operand [.., L, H, D] gathered as part p of a fused projection [.., L, P, H, D]
+  // (a Gather with a scalar index on axis -3, read by the head Transpose alone): the kernel reads
+  // the projection in place, p * H * D elements in, rows P * H * D apart.
+  const Node* q_part = nullptr;
+  const Node* k_part = nullptr;
+  const Node* v_part = nullptr;
   // K (read by k_transpose) and V as repeats of fewer heads, when they are (grouped-query heads).
   HeadRepeat k_repeat, v_repeat;
   const Node* scores = nullptr;    // MatMul(Q, K^T)
@@ -43,8 +49,8 @@ struct AttentionMatch {
   const Node* context = nullptr;  // MatMul(P, V)
 
   std::vector<const Node*> nodes() const;  // the chain in order (the head repeats first)
-  // The values the kernel reads as Q, K (rows, or K^T) and V: before any head repeat or head
-  // Transpose; and whether each is in the heads layout [.., L, H, D].
+  // The values the kernel reads as Q, K (rows, or K^T) and V: before any head repeat, head
+  // Transpose or part Gather; and whether each is in the heads layout [.., L, H, D].
   const Value* q_input() const;
   const Value* k_input() const;
   const Value* v_input() const;

@@ -116,6 +116,38 @@ bool sink_row_op_reshapes(Graph& g, Node* n) {
   return false;
 }
 
+// Gather(Transpose(x, perm), i, axis a) with a scalar index i is Transpose(Gather(x, i, axis
+// perm[a]), perm without a). Applied only when every reader of the Transpose is such a Gather, so
+// no element moves twice: a fused QKV split ([B, L, 3, H, D] -> [3, B, H, L, D] -> q, k, v) then
+// leaves each part behind its own head Transpose, which an attention group reads in place.
+bool sink_scalar_gather(Graph& g, Node* n) {
+  Node* tr = producer_if(n->inputs[0], OpKind::Transpose);
+  if (!tr || tr->inputs.size() != 1 || g.is_output(tr->out())) return false;
+  for (const Node* u : g.users(tr->out())) {
+    if (u->op != OpKind::Gather || u->inputs[0] != tr->out() || !u->inputs[1]->shape.empty()) {
+      return false;
+    }
+  }
+  const auto perm = tr->attr_ints("perm");
+  const int64_t a = n->attr_int("axis", 0);  // normalized by shape inference
+  const int64_t from = perm.at(size_t(a));
+  std::vector<int64_t> rest;
+  for (size_t i = 0; i < perm.size(); i++) {
+    if (int64_t(i) != a) rest.push_back(perm[i] - (perm[i] > from ? 1 : 0));
+  }
+  Node* part = g.add_node(OpKind::Gather, {tr->inputs[0], n->inputs[1]}, {{"axis", from}},
+                          g.unique_name(n->name + ".part"));
+  try {
+    infer_node(*part);
+  } catch (const Error&) {
+    g.remove_node(part);
+    return false;
+  }
+  if (replace_node(g, n, OpKind::Transpose, {part->out()}, {{"perm", rest}})) return true;
+  g.remove_node(part);
+  return false;
+}
+
 }  // namespace
 
 bool simplify_identity(Graph& g, Node* n) {
@@ -151,6 +183,7 @@ bool simplify_data_movement(Graph& g, Node* n) {
     std::iota(iota.begin(), iota.end(), 0);
     return (perm == iota && bypass(g, n, n->inputs[0])) || merge_transposes(n);
   }
+  if (n->op == OpKind::Gather && n->inputs[1]->shape.empty()) return sink_scalar_gather(g, n);
   return false;
 }
 

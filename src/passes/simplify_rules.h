@@ -25,7 +25,8 @@ bool simplify_identity(Graph& g, Node* n);
 // Reshape/Expand to the same shape, identity Transpose: bypassed. Reshape of Reshape and
 // Transpose of Transpose: merged into one node. Reshape(rowop(Reshape(x))) with both reshapes
 // keeping the last dim and the outer one restoring x's shape (the flatten-to-2-D that ONNX
-// function bodies write around a norm or softmax): rowop(x).
+// function bodies write around a norm or softmax): rowop(x). Gathers of one index each from a
+// Transpose that only they read: each gathers from the Transpose's input, behind its own Transpose.
 bool simplify_data_movement(Graph& g, Node* n);
 
 }  // namespace ubfuse::passes
