@@ -60,8 +60,11 @@ namespace HWY_NAMESPACE {
 
 namespace ad = cpu::attention_detail;
 
-constexpr size_t kRows = 4;        // query rows per tile
-constexpr size_t kKeyBlock = 128;  // keys per block: K^T and V blocks of 36-128 dims fit L1
+constexpr size_t kRows = 4;  // query rows per tile
+// Keys per block: at most kKeyBlock, fewer where the packed K^T and V blocks would not fit
+// kBlockBytes together, so that both stay in L1 while a chunk's tiles pass over them.
+constexpr size_t kKeyBlock = 128;
+constexpr size_t kBlockBytes = size_t(32) << 10;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr size_t kScoreVecs = 4;  // 16 accumulators of 32 registers
 constexpr size_t kOutVecs = 4;
@@ -453,9 +456,15 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   ad::fit(sc.l, tiles * kRows);
   std::fill(sc.m.begin(), sc.m.end(), -std::numeric_limits<float>::infinity());
   std::fill(sc.l.begin(), sc.l.end(), 0.0f);
+  // A single tile reuses no block, so it takes the largest (fewer softmax updates per row).
+  const size_t step = kScoreVecs * N;  // ScoreTile's widest column group
+  const size_t kb =
+      tiles == 1 ? kKeyBlock
+                 : std::clamp<size_t>(kBlockBytes / ((depth + ldo) * sizeof(float)) / step * step,
+                                      step, kKeyBlock);
   const size_t lds = kKeyBlock + N;
   float* s = ad::aligned(sc.s, kRows * lds);
-  // Each block of K^T ([depth, kKeyBlock]) and V ([kKeyBlock, ldo]) is packed into aligned rows
+  // Each block of K^T ([depth, kb]) and V ([kb, ldo]) is packed into aligned rows
   // padded with zeros (widened from bf16/f16 on the way): whole aligned vectors, no line splits.
   // With K given as rows (k_rows) the block is transposed while it is packed.
   float* ktp = ad::aligned(sc.kt, depth * kKeyBlock);
@@ -488,15 +497,15 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
     ad::fit(qmax, tiles);
     for (size_t t = 0; t < tiles; t++) qmax[t] = MaxAbs(d, q + t * kRows * depth, kRows * depth);
   }
-  for (size_t j0 = 0; j0 < lk; j0 += kKeyBlock) {
-    const size_t nj = std::min(kKeyBlock, lk - j0);
+  for (size_t j0 = 0; j0 < lk; j0 += kb) {
+    const size_t nj = std::min(kb, lk - j0);
     const size_t njv = (nj + N - 1) / N * N;
     // K as rows: one tile scores them directly, more tiles share a transposed packed block.
     const bool direct = p.k_rows && tiles == 1;
     if (!p.k_rows) {
-      for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * kKeyBlock);
+      for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * kb);
     } else if (!direct) {
-      PackTransposed(d, kt + j0 * k_ld, k_ld, nj, njv, depth, ktp, kKeyBlock,
+      PackTransposed(d, kt + j0 * k_ld, k_ld, nj, njv, depth, ktp, kb,
                      ad::aligned(sc.pack_row, depth + N));
     }
     for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * v_ld, dv, vp + j * ldo);
@@ -505,7 +514,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
     bool may_skip = mask_last && !direct;
     float kmax = 0.0f;
     if (may_skip) {
-      for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * kKeyBlock, nj));
+      for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * kb, nj));
       may_skip = std::isfinite(MaxAbs(d, vp, nj * ldo));
     }
     for (size_t t = 0; t < tiles; t++) {
@@ -524,7 +533,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
       if (direct) {
         ScoreRowsDirect(d, q + r0 * depth, depth, rows, kt + j0 * k_ld, k_ld, nj, s, lds);
       } else {
-        ScoreTile(d, q + r0 * depth, depth, ktp, kKeyBlock, njv, s, lds);
+        ScoreTile(d, q + r0 * depth, depth, ktp, kb, njv, s, lds);
       }
       SoftmaxUpdate(d, s, lds, nj, p.steps, first_step, mrows, p.mask_col_stride, &sc.m[r0],
                     &sc.l[r0], o + r0 * ldo, ldo);
@@ -592,7 +601,10 @@ void run_attention(const AttentionProblem& p, ThreadPool& pool) {
   int64_t rows = p.k_rows ? 512 : 256;
   const int64_t want = 4 * int64_t(pool.size());
   while (rows > 4 && p.batches * ((p.lq + rows - 1) / rows) < want) rows /= 2;
-  const int64_t per = (p.lq + rows - 1) / rows;
+  // A remainder of up to an eighth of a chunk is spread over the chunks (ViT's 513 tokens: one
+  // chunk of 513, not 512 and 1, which would pack all of K and V again for one row).
+  const int64_t per = std::max<int64_t>(1, (p.lq + rows / 8) / rows);
+  rows = ((p.lq + per - 1) / per + 3) / 4 * 4;
   // Chunks of at least ~32K multiply-adds: a decode step's few heads of one query row each run
   // on the calling thread, where waking a worker would cost more than they do.
   const int64_t chunk_macs = std::max<int64_t>(1, std::min(rows, p.lq) * p.lk * (p.d + p.dv));
@@ -600,7 +612,7 @@ void run_attention(const AttentionProblem& p, ThreadPool& pool) {
   pool.parallel_for(p.batches * per, grain, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; t++) {
       const int64_t b = t / per, i0 = (t % per) * rows;
-      HWY_DYNAMIC_DISPATCH(AttentionChunk)(p, b, i0, std::min(p.lq, i0 + rows));
+      if (i0 < p.lq) HWY_DYNAMIC_DISPATCH(AttentionChunk)(p, b, i0, std::min(p.lq, i0 + rows));
     }
   });
 }
