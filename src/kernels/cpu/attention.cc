@@ -497,15 +497,20 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
     ad::fit(qmax, tiles);
     for (size_t t = 0; t < tiles; t++) qmax[t] = MaxAbs(d, q + t * kRows * depth, kRows * depth);
   }
-  for (size_t j0 = 0; j0 < lk; j0 += kb) {
-    const size_t nj = std::min(kb, lk - j0);
+  size_t nj = 0;
+  for (size_t j0 = 0; j0 < lk; j0 += nj) {
+    // A last block of a quarter of kb or less joins the one before (513 keys: 64 x 7 and 65, not
+    // 64 x 8 and 1): a block's softmax update costs about the same for one key as for kb.
+    nj = std::min(kb, lk - j0);
+    if (lk - j0 - nj <= kb / 4 && lk - j0 <= kKeyBlock) nj = lk - j0;
     const size_t njv = (nj + N - 1) / N * N;
+    const size_t ldk = std::max(kb, njv);  // the packed K^T block's row stride
     // K as rows: one tile scores them directly, more tiles share a transposed packed block.
     const bool direct = p.k_rows && tiles == 1;
     if (!p.k_rows) {
-      for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * kb);
+      for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * ldk);
     } else if (!direct) {
-      PackTransposed(d, kt + j0 * k_ld, k_ld, nj, njv, depth, ktp, kb,
+      PackTransposed(d, kt + j0 * k_ld, k_ld, nj, njv, depth, ktp, ldk,
                      ad::aligned(sc.pack_row, depth + N));
     }
     for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * v_ld, dv, vp + j * ldo);
@@ -514,7 +519,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
     bool may_skip = mask_last && !direct;
     float kmax = 0.0f;
     if (may_skip) {
-      for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * kb, nj));
+      for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * ldk, nj));
       may_skip = std::isfinite(MaxAbs(d, vp, nj * ldo));
     }
     for (size_t t = 0; t < tiles; t++) {
@@ -533,7 +538,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
       if (direct) {
         ScoreRowsDirect(d, q + r0 * depth, depth, rows, kt + j0 * k_ld, k_ld, nj, s, lds);
       } else {
-        ScoreTile(d, q + r0 * depth, depth, ktp, kb, njv, s, lds);
+        ScoreTile(d, q + r0 * depth, depth, ktp, ldk, njv, s, lds);
       }
       SoftmaxUpdate(d, s, lds, nj, p.steps, first_step, mrows, p.mask_col_stride, &sc.m[r0],
                     &sc.l[r0], o + r0 * ldo, ldo);
