@@ -278,6 +278,43 @@ TEST(Attention, HeadTransposesWithSymbolicLengths) {
   }
 }
 
+// The context's head Transpose back to [B, L, H, Dv] (which a Reshape then merges, as a view)
+// joins the kernel, which then writes each head's rows H * Dv apart: one kernel for the whole
+// chain. When the context is also read elsewhere the Transpose stays a kernel of its own.
+TEST(Attention, OutputHeadTransposeJoinsTheKernel) {
+  for (DType t : {DType::f32, DType::f16}) {
+    for (bool context_out : {false, true}) {
+      for (int64_t lq : {1, 6, 70}) {
+        const int64_t heads = 3, lk = 90, d = 16, dv = 20;
+        GraphBuilder b;
+        auto q = b.input("q", t, {"batch", heads, "lq", d});
+        auto k = b.input("k", t, {"batch", heads, lk, d});
+        auto v = b.input("v", t, {"batch", heads, lk, dv});
+        auto s = b.mul(b.matmul(q, b.transpose(k, {0, 1, 3, 2})), 0.25);
+        auto c = b.matmul(b.softmax(s), v);
+        b.output("y", b.transpose(c, {0, 2, 1, 3}));
+        if (context_out) b.output("c", c);
+        Graph g = b.build();
+        std::map<std::string, Tensor> in = {{"q", Tensor::random(t, {2, heads, lq, d}, 1, -2, 2)},
+                                            {"k", Tensor::random(t, {2, heads, lk, d}, 2, -2, 2)},
+                                            {"v", Tensor::random(t, {2, heads, lk, dv}, 3)}};
+        const std::string where = std::string(dtype_name(t)) + " context_out " +
+                                  std::to_string(context_out) + " lq " + std::to_string(lq);
+        CompiledModel m = compile(g, graph_opts());
+        std::string names;
+        for (const KernelInfo& k : m.kernels()) names += " " + k.name;
+        EXPECT_EQ(m.kernels().size(), context_out ? 2u : 1u) << where << names;
+        auto want = ref::run_graph(g, in);
+        auto got = m.run(in);
+        EXPECT_TRUE(close_to_ref(got.at("y"), want.at("y"), t == DType::f32 ? 1 : 2)) << where;
+        if (context_out) {
+          EXPECT_TRUE(close_to_ref(got.at("c"), want.at("c"), t == DType::f32 ? 1 : 2)) << where;
+        }
+      }
+    }
+  }
+}
+
 // A fused QKV projection split as ViT and BERT exporters write it: [B, L, 3 * H * D] reshaped to
 // [B, L, 3, H, D], transposed to [3, B, H, L, D] and gathered by a scalar index into q, k and v.
 // Simplify moves the Gathers before the Transpose and the attention kernel reads the projection in
@@ -302,7 +339,8 @@ TEST(Attention, FusedProjectionPartsJoinTheKernel) {
         };
         auto q = part(0), k = part(1), v = part(form == 3 ? 3 : 2);
         auto s = b.div(b.matmul(q, b.transpose(k, {0, 1, 3, 2})), 4.0);
-        b.output("y", b.matmul(b.softmax(s), v));
+        // Back to [B, L, H, D] as ViT does (before its Reshape): the Transpose joins too.
+        b.output("y", b.transpose(b.matmul(b.softmax(s), v), {0, 2, 1, 3}));
         if (form == 2) b.output("v", v);
         Graph g = b.build();
         std::map<std::string, Tensor> in = {

@@ -86,12 +86,17 @@ std::vector<int64_t> head_offsets(const HeadsOperand& op, const Sizes& batch) {
 class AttentionKernel : public Kernel {
  public:
   explicit AttentionKernel(const FusedGroup& g) {
-    auto m = fusion::match_attention(g.nodes.back(), [&](const Value* v, const Node*) {
-      // The chain as the partitioner grouped it: a value counts when a member produces it.
+    // The chain as the partitioner grouped it: a value counts when a member produces it.
+    const auto in_group = [&](const Value* v, const Node*) {
       return std::find(g.nodes.begin(), g.nodes.end(), v->producer) != g.nodes.end();
-    });
-    UBF_CHECK(m.has_value() && m->nodes().size() == g.nodes.size(),
-              "attention group " + g.name + " is no attention chain");
+    };
+    const Node* last = g.nodes.back();
+    const bool heads_out = last->op == OpKind::Transpose && last->inputs[0]->producer;
+    auto m = fusion::match_attention(heads_out ? last->inputs[0]->producer : last, in_group);
+    if (m && heads_out) fusion::match_output_heads(*m, last, in_group);
+    UBF_CHECK(
+        m.has_value() && m->nodes().size() == g.nodes.size() && bool(m->out_heads) == heads_out,
+        "attention group " + g.name + " is no attention chain");
     match_ = *m;
     auto index = [&](const Value* v) {
       const auto it = std::find(g.inputs.begin(), g.inputs.end(), v);
@@ -115,8 +120,9 @@ class AttentionKernel : public Kernel {
       operands_.push_back(index(m->operand(s)));
       fills_.push_back(s->op == OpKind::Where ? index(m->fill(s)) : -1);
     }
-    UBF_CHECK(g.outputs.size() == 1 && g.outputs[0] == m->context->out(),
+    UBF_CHECK(g.outputs.size() == 1 && g.outputs[0] == m->output(),
               "attention group " + g.name + " must output only its context");
+    out_heads_ = heads_out;
     who_ = g.name + " (" + m->scores->name + " .. " + m->context->name + ")";
   }
 
@@ -146,6 +152,8 @@ class AttentionKernel : public Kernel {
     const Tensor& v = in[size_t(v_)];
     Tensor& o = out.at(0);
     const int r = o.rank();
+    // The output [.., Lq, Dv], or [.., Lq, H, Dv] with its head Transpose in the group.
+    const int64_t o_rows = o.dim(out_heads_ ? -3 : -2);
     // kt is K^T [.., D, Lk], or K [.., Lk, D] when the group holds the Transpose between them;
     // an operand in the heads layout is [.., L, H, D] (L one axis further out), and a part of a
     // projection [.., L, P, H, D] (L two axes further out).
@@ -157,7 +165,7 @@ class AttentionKernel : public Kernel {
                                  : kt.dim(-1),
                   dv = v.dim(-1);
     const int64_t v_rows = v_heads_ ? vh.x[vh.x.size() - 3] : v.dim(-2);
-    if (kt.dim(k_rows_ ? -1 : -2) != d || v_rows != lk || o.dim(-2) != lq || o.dim(-1) != dv) {
+    if (kt.dim(k_rows_ ? -1 : -2) != d || v_rows != lk || o_rows != lq || o.dim(-1) != dv) {
       cpu::kernel_fail(who_, "operands do not chain: " + cpu::tensors_str({q, kt, v}),
                        k_rows_ ? "Q [.., Lq, D], K [.., Lk, D] and V [.., Lk, Dv]"
                                : "Q [.., Lq, D], K^T [.., D, Lk] and V [.., Lk, Dv]");
@@ -166,7 +174,8 @@ class AttentionKernel : public Kernel {
       std::memset(o.data(), 0, o.nbytes());
       return;
     }
-    const Sizes batch(o.sizes().begin(), o.sizes().end() - 2);
+    Sizes batch(o.sizes().begin(), o.sizes().end() - 2);
+    if (out_heads_) batch.back() = o.dim(-2);  // [.., Lq, H] -> [.., H]
     cpu::AttentionProblem p;
     p.dtype = o.dtype();
     p.q = q.data();
@@ -195,7 +204,12 @@ class AttentionKernel : public Kernel {
     p.k_rows = k_rows_;
     p.v_off = v_heads_ ? head_offsets(vh, batch) : kv_offsets(storage(v_, v), batch, v_repeat_);
     p.v_ld = v_heads_ ? vh.row_stride() : 0;
-    p.out_off = batch_offsets(o.sizes(), batch);
+    if (out_heads_) {
+      p.out_off = head_offsets(HeadsOperand{o.sizes()}, batch);
+      p.out_ld = o.dim(-2) * dv;
+    } else {
+      p.out_off = batch_offsets(o.sizes(), batch);
+    }
     for (size_t i = 0; i < match_.steps.size(); i++) {
       const Node* s = match_.steps[i];
       const Tensor& t = in[size_t(operands_[i])];
@@ -245,6 +259,7 @@ class AttentionKernel : public Kernel {
   bool q_heads_ = false, k_heads_ = false, v_heads_ = false;
   bool k_repeat_ = false, v_repeat_ = false;     // K, V: fewer heads, each read by g query heads
   int q_part_ = -1, k_part_ = -1, v_part_ = -1;  // a part Gather's index among the inputs
+  bool out_heads_ = false;                       // the output in the heads layout [.., Lq, H, Dv]
   std::vector<int> operands_;  // per step: its scalar, mask or condition among the inputs
   std::vector<int> fills_;     // per Where step: its scalar among the inputs
   std::string who_;

@@ -141,6 +141,7 @@ std::vector<const Node*> AttentionMatch::nodes() const {
   out.insert(out.end(), steps.begin(), steps.end());
   out.push_back(softmax);
   out.push_back(context);
+  if (out_heads) out.push_back(out_heads);
   return out;
 }
 
@@ -168,6 +169,10 @@ const Value* AttentionMatch::v_input() const {
   return v_heads ? v_heads->inputs[0] : context->inputs[1];
 }
 
+const Value* AttentionMatch::output() const {
+  return out_heads ? out_heads->out() : context->out();
+}
+
 const Value* AttentionMatch::operand(const Node* s) const {
   if (s->op == OpKind::Where) return s->inputs[0];
   return s->inputs[0]->producer == before(*this, s) ? s->inputs[1] : s->inputs[0];
@@ -179,6 +184,18 @@ bool AttentionMatch::keeps_when_true(const Node* s) const {
 
 const Value* AttentionMatch::fill(const Node* s) const {
   return keeps_when_true(s) ? s->inputs[2] : s->inputs[1];
+}
+
+void match_output_heads(AttentionMatch& m, const Node* reader,
+                        const std::function<bool(const Value*, const Node*)>& only_reader) {
+  const Value* c = m.context->out();
+  if (!reader || reader->op != OpKind::Transpose || reader->inputs.size() != 1 ||
+      reader->inputs[0] != c || c->shape.size() < 3 || !reader->has_attr("perm") ||
+      reader->out()->dtype != c->dtype || !only_reader(c, reader) ||
+      !is_perm_of_last3(reader->attr_ints("perm"), kHeadsPerm)) {
+    return;
+  }
+  m.out_heads = reader;
 }
 
 std::optional<AttentionMatch> match_attention(

@@ -47,6 +47,9 @@ struct AttentionMatch {
   std::vector<const Node*> steps;  // Mul/Div by a scalar, Add of a mask, Where; the chain's order
   const Node* softmax = nullptr;
   const Node* context = nullptr;  // MatMul(P, V)
+  // The head Transpose [.., H, L, Dv] -> [.., L, H, Dv] of the context, when it alone reads it
+  // (match_output_heads): the kernel writes the rows in that layout, H * Dv elements apart.
+  const Node* out_heads = nullptr;
 
   std::vector<const Node*> nodes() const;  // the chain in order (the head repeats first)
   // The values the kernel reads as Q, K (rows, or K^T) and V: before any head repeat, head
@@ -54,6 +57,7 @@ struct AttentionMatch {
   const Value* q_input() const;
   const Value* k_input() const;
   const Value* v_input() const;
+  const Value* output() const;  // the context, or its head Transpose's result
   bool k_in_heads_layout() const { return k_heads || k_transpose_heads; }
   // The input of step `s` that does not come from the chain: the scalar, the mask, or a Where's
   // condition.
@@ -63,6 +67,11 @@ struct AttentionMatch {
   const Value* fill(const Node* s) const;
   bool keeps_when_true(const Node* s) const;
 };
+
+// Makes `reader` m's out_heads when it is a head Transpose ([.., H, L, Dv] -> [.., L, H, Dv], of
+// the context's dtype) and the context's only reader.
+void match_output_heads(AttentionMatch& m, const Node* reader,
+                        const std::function<bool(const Value*, const Node*)>& only_reader);
 
 // The chain ending at the MatMul `context`, or nullopt. only_reader(v, n) says whether n is the
 // one reader of v and v is no graph output (the scores must not be needed elsewhere).

@@ -89,6 +89,9 @@ class Partitioner {
       if (n->op != OpKind::MatMul || is_source(n)) continue;
       auto m = fusion::match_attention(n, only_reader);
       if (!m) continue;
+      const auto& readers = st_.users_of(n->out());
+      if (readers.size() == 1 && !is_source(readers[0]))
+        fusion::match_output_heads(*m, readers[0], only_reader);
       const std::vector<const Node*> nodes = m->nodes();
       bool free = true;
       for (const Node* x : nodes) {

@@ -545,16 +545,17 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
       ValueTiles(d, s, lds, nj, vp, ldo, o + r0 * ldo, ldo);
     }
   }
-  T* out = static_cast<T*>(p.out) + p.out_off[size_t(b)] + size_t(i0) * dv;
+  const size_t out_ld = p.out_ld ? size_t(p.out_ld) : dv;
+  T* out = static_cast<T*>(p.out) + p.out_off[size_t(b)] + size_t(i0) * out_ld;
   for (size_t r = 0; r < rows; r++) {
     const hn::VFromD<decltype(d)> inv = hn::Set(d, 1.0f / sc.l[r]);
     const float* orow = o + r * ldo;
     for (size_t c = 0; c < dv; c += N) {
       const hn::VFromD<decltype(d)> x = hn::Mul(hn::LoadU(d, orow + c), inv);
       if (c + N <= dv) {
-        StoreF32(x, d, out + r * dv + c);
+        StoreF32(x, d, out + r * out_ld + c);
       } else {
-        StoreNF32(x, d, out + r * dv + c, dv - c);
+        StoreNF32(x, d, out + r * out_ld + c, dv - c);
       }
     }
   }

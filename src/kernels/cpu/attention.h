@@ -45,6 +45,7 @@ struct AttentionProblem {
   // The element distance between consecutive rows of q, of K (k_rows) and of v; 0: dense (d, d,
   // dv). A head Transpose read in place ([.., L, H, D] as [.., H, L, D]) has rows H * D apart.
   int64_t q_ld = 0, k_ld = 0, v_ld = 0;
+  int64_t out_ld = 0;  // the same for out's rows (dv when 0)
   std::vector<AttentionStep> steps;
 };
 
