@@ -262,7 +262,8 @@ TEST(Int8, MatMulIntegerFullRangeBothPaths) {
 // points, against the reference.
 // Constant weights, prepared once: up to 4 rows run the AVX512-VNNI loop where the CPU has it
 // (int_gemm_vnni.h; K with and without a partial quad, N with a partial 64-column block), up to
-// 32 oneDNN by column blocks, more by rows.
+// 32 oneDNN by column blocks, more by rows; with AMX, 1-4 rows past whole 16-row tiles (33, 49, 68)
+// run that loop after oneDNN's part, 5 or more (300, 69) stay in it.
 TEST(Int8, MatMulIntegerConstantWeights) {
   for (DType tb : {u8, i8}) {
     for (bool zps : {false, true}) {
@@ -279,7 +280,7 @@ TEST(Int8, MatMulIntegerConstantWeights) {
         }
         b.output("y", b.matmul_integer(a, w, za, zb));
         Graph g = b.build();
-        for (int64_t rows : {1, 2, 3, 4, 5, 7, 32, 33, 300}) {
+        for (int64_t rows : {1, 2, 3, 4, 5, 7, 32, 33, 49, 68, 69, 300}) {
           std::map<std::string, Tensor> in{{"a", Tensor::random(u8, {rows, k}, 5, 0, 256)}};
           for (const char* threads : {"2", "3"}) {
             Options eager = testing::eager_opts(), graph = testing::graph_opts();

@@ -15,6 +15,8 @@
 //   oneDNN's team costs more than the product. Where the packed B is in 64-column blocks
 //   (BA16a64b4a, with AMX or AVX512-VNNI) the pool's threads take runs of those blocks instead,
 //   each a oneDNN call on one OpenMP thread; with more rows they take runs of A's rows.
+// * With AMX, whose tiles oneDNN runs in blocks of 16 rows of A, 1-4 rows past whole tiles run
+//   on the VNNI loop after oneDNN's call for the rest.
 // * Elsewhere (and for what oneDNN refuses, or with UBFUSE_INT8_NO_ONEDNN=1, which the tests use to
 //   check both paths) a loop: B - zb once per call as i16, then rows of A times it with i32
 //   accumulators.
@@ -47,6 +49,12 @@ bool cpu_has_vnni() {
     return isa == dnnl::cpu_isa::avx512_core_vnni || isa == dnnl::cpu_isa::avx512_core_bf16 ||
            isa == dnnl::cpu_isa::avx512_core_amx || isa == dnnl::cpu_isa::avx2_vnni;
   }();
+  return v;
+}
+
+// AMX's int8 tiles, which oneDNN's brgemm runs in blocks of 16 rows of A.
+bool cpu_has_amx() {
+  static const bool v = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
   return v;
 }
 
@@ -233,6 +241,7 @@ namespace {
 // pool (packed B) or on one thread.
 constexpr int64_t kSplitRows = 32;
 constexpr int64_t kVnniLoopRows = 4;
+constexpr int64_t kAmxTileRows = 16;
 
 // Runs p on C = A W with its own stream and scratchpad, on one OpenMP thread when macs is small.
 void execute_prim(const GemmPrim& p, const void* a, const void* w, int32_t* c, int64_t macs,
@@ -429,6 +438,20 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
                        static_cast<const int8_t*>(prep->packed->get_data_handle()),
                        prep->block_bytes, c, m, k, n, pool);
       correct_zero_points(a, ta, nullptr, za, zb, c, m, k, n, pool, prep);
+      return;
+    }
+    // A tail of up to kVnniLoopRows rows past whole AMX tiles (ViT's 513 tokens: 512 + 1) runs on
+    // that loop: in oneDNN's parts it cost its part about one more pass (ViT's [513,768] x
+    // [768,3072] split by rows: 257 rows took 1.05 ms, 256 rows 0.67, Intel Xeon with AMX).
+    const int64_t tail = m % kAmxTileRows;
+    if (prep && prep->column_blocks && m > kSplitRows && tail <= kVnniLoopRows && tail > 0 &&
+        ta == DType::u8 && cpu_has_amx() && vnni_loop_available()) {
+      const int64_t mh = m - tail;  // whole tiles: no tail in the call below
+      int_gemm(a, ta, b, tb, za, zb, c, mh, k, n, pool, prep);
+      const auto* at = static_cast<const uint8_t*>(a) + mh * k;
+      vnni_gemm_packed(at, static_cast<const int8_t*>(prep->packed->get_data_handle()),
+                       prep->block_bytes, c + mh * n, tail, k, n, pool);
+      correct_zero_points(at, ta, nullptr, za + mh, zb, c + mh * n, tail, k, n, pool, prep);
       return;
     }
     if (prep && prep->column_blocks && m <= kSplitRows && prep->n >= 128 && pool.size() > 1) {
