@@ -170,7 +170,8 @@ TEST(KernelsCpu, MatMulReadsPackedPanelsForFewRows) {
 // pool: by runs
 // of panels (B of 10 and 16 panels at these sizes) or by runs of rows (4 panels, and [301,768] x
 // [768,768], past the column split's size), on pools of 2 and 3 threads (uneven runs of panels and
-// rows), each part on oneDNN's JIT kernel; every element against the double reference.
+// rows; a tail of 1-4 rows past whole 16-row blocks per part on the panel loop), each part on
+// oneDNN's JIT kernel; every element against the double reference.
 TEST(KernelsCpu, MatMulSplitsPackedProductsOverThePool) {
   uint64_t seed = 1300;
   ThreadPool pool3(3);
@@ -187,7 +188,9 @@ TEST(KernelsCpu, MatMulSplitsPackedProductsOverThePool) {
     Graph g = b.build();
     auto k = cpu::make_op_kernel(*y->producer);
     for (ThreadPool* pool : {&pool2(), &pool3}) {
-      for (int64_t m : {int64_t(33), int64_t(77), int64_t(128), int64_t(301)}) {
+      // 196, 257 and 289 rows by rows: 1-4 rows past parts of whole 16-row blocks, which the
+      // panel loop takes after oneDNN's parts.
+      for (int64_t m : {33, 77, 128, 196, 257, 289, 301}) {
         const std::string impl =
             cpu::matmul_call_info(*k, {m, c.K}, {c.K, c.N}, DType::f32, pool->size()).impl;
         if (impl.find(" split by ") != std::string::npos) {
