@@ -464,8 +464,9 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
                                       step, kKeyBlock);
   const size_t lds = kKeyBlock + N;
   float* s = ad::aligned(sc.s, kRows * lds);
-  // Each block of K^T ([depth, kb]) and V ([kb, ldo]) is packed into aligned rows
-  // padded with zeros (widened from bf16/f16 on the way): whole aligned vectors, no line splits.
+  // Each block of K^T ([depth, kb], wider for a merged last block) and V ([kb, ldo]) is packed
+  // into aligned rows padded with zeros (widened from bf16/f16 on the way): whole aligned
+  // vectors, no line splits.
   // With K given as rows (k_rows) the block is transposed while it is packed.
   float* ktp = ad::aligned(sc.kt, depth * kKeyBlock);
   float* vp = ad::aligned(sc.v, kKeyBlock * ldo);
@@ -609,8 +610,9 @@ void run_attention(const AttentionProblem& p, ThreadPool& pool) {
   while (rows > 4 && p.batches * ((p.lq + rows - 1) / rows) < want) rows /= 2;
   // A remainder of up to an eighth of a chunk is spread over the chunks (ViT's 513 tokens: one
   // chunk of 513, not 512 and 1, which would pack all of K and V again for one row).
-  const int64_t per = std::max<int64_t>(1, (p.lq + rows / 8) / rows);
-  rows = ((p.lq + per - 1) / per + 3) / 4 * 4;
+  const int64_t chunks = std::max<int64_t>(1, (p.lq + rows / 8) / rows);
+  rows = ((p.lq + chunks - 1) / chunks + 3) / 4 * 4;
+  const int64_t per = (p.lq + rows - 1) / rows;  // no empty chunk after the rounding to 4 rows
   // Chunks of at least ~32K multiply-adds: a decode step's few heads of one query row each run
   // on the calling thread, where waking a worker would cost more than they do.
   const int64_t chunk_macs = std::max<int64_t>(1, std::min(rows, p.lq) * p.lk * (p.d + p.dv));
@@ -618,7 +620,7 @@ void run_attention(const AttentionProblem& p, ThreadPool& pool) {
   pool.parallel_for(p.batches * per, grain, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; t++) {
       const int64_t b = t / per, i0 = (t % per) * rows;
-      if (i0 < p.lq) HWY_DYNAMIC_DISPATCH(AttentionChunk)(p, b, i0, std::min(p.lq, i0 + rows));
+      HWY_DYNAMIC_DISPATCH(AttentionChunk)(p, b, i0, std::min(p.lq, i0 + rows));
     }
   });
 }
