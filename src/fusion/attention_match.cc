@@ -91,16 +91,18 @@ bool is_perm_of_last3(const std::vector<int64_t>& perm, const std::array<int64_t
 constexpr std::array<int64_t, 3> kHeadsPerm = {1, 0, 2};
 constexpr std::array<int64_t, 3> kHeadsToKtPerm = {1, 2, 0};
 
+// Whether tr is a Transpose of a dtype-t value by `last3` (a perm attribute).
+bool is_heads_transpose(const Node* tr, const std::array<int64_t, 3>& last3, DType t) {
+  return tr && tr->op == OpKind::Transpose && tr->has_attr("perm") && tr->inputs[0]->dtype == t &&
+         is_perm_of_last3(tr->attr_ints("perm"), last3);
+}
+
 // The Transpose producing v with `last3`, of dtype t, when `reader` alone reads v.
 const Node* transpose_of(const Value* v, const Node* reader, const std::array<int64_t, 3>& last3,
                          DType t,
                          const std::function<bool(const Value*, const Node*)>& only_reader) {
   const Node* tr = v->producer;
-  if (!tr || tr->op != OpKind::Transpose || !tr->has_attr("perm") || !only_reader(v, reader) ||
-      tr->inputs[0]->dtype != t || !is_perm_of_last3(tr->attr_ints("perm"), last3)) {
-    return nullptr;
-  }
-  return tr;
+  return is_heads_transpose(tr, last3, t) && only_reader(v, reader) ? tr : nullptr;
 }
 
 // The Gather choosing part p of [.., L, P, H, D] (axis -3, a scalar integer index) that produces
@@ -189,13 +191,10 @@ const Value* AttentionMatch::fill(const Node* s) const {
 void match_output_heads(AttentionMatch& m, const Node* reader,
                         const std::function<bool(const Value*, const Node*)>& only_reader) {
   const Value* c = m.context->out();
-  if (!reader || reader->op != OpKind::Transpose || reader->inputs.size() != 1 ||
-      reader->inputs[0] != c || c->shape.size() < 3 || !reader->has_attr("perm") ||
-      reader->out()->dtype != c->dtype || !only_reader(c, reader) ||
-      !is_perm_of_last3(reader->attr_ints("perm"), kHeadsPerm)) {
-    return;
+  if (is_heads_transpose(reader, kHeadsPerm, c->dtype) && reader->inputs[0] == c &&
+      only_reader(c, reader)) {
+    m.out_heads = reader;
   }
-  m.out_heads = reader;
 }
 
 std::optional<AttentionMatch> match_attention(
