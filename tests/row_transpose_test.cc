@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "codegen/ubk_abi.h"
 #include "fused_kernel_util.h"
 #include "test_util.h"
 
@@ -138,12 +139,43 @@ TEST(RowTranspose, StaysApartWithAReason) {
 // block through the heads' transpose at [1, 32, 2048, 128] f32, docs/performance.md).
 TEST(RowTranspose, GeneratedCodePrefetchesRowsAhead) {
   const std::string code = generated_code(heads_block(DType::f32));
-  EXPECT_NE(code.find("ubf_row_offset(&a->in[0], r + 4)"), std::string::npos) << code;
+  EXPECT_NE(code.find("cf0 = ubf_cursor_at(&a->in[0], r0 + 4)"), std::string::npos) << code;
+  EXPECT_NE(code.find("(const char*)(in0 + cf0.off)"), std::string::npos) << code;
   EXPECT_EQ(code.find("__builtin_prefetch(p0 + i0"), std::string::npos) << code;
   EXPECT_NE(code.find("__builtin_prefetch(p1 + i0"), std::string::npos) << code;  // c
 }
 
 // RowTransposeFusion off in a rules file: the Transpose runs its own kernel again.
+// Generated loops walk a row map with a cursor (ubf_cursor_at, then ubf_cursor_next per row); from
+// any first row it gives ubf_row_offset's offset at every row, for strided, broadcast (stride 0)
+// and size-1 dims and for a plain row stride.
+TEST(RowTranspose, RowCursorsGiveTheRowMapsOffsets) {
+  UbfTensorArg maps[3] = {};
+  maps[0].mode = 1;
+  maps[0].ndims = 4;
+  const int64_t sizes[4] = {2, 1, 3, 5}, strides[4] = {1000, 77, 0, 36};
+  for (int k = 0; k < 4; k++) {
+    maps[0].sizes[k] = sizes[k];
+    maps[0].strides[k] = strides[k];
+  }
+  maps[1] = maps[0];
+  maps[1].ndims = 1;  // one dim: the offset wraps nowhere inside the domain
+  maps[1].sizes[0] = 30;
+  maps[1].strides[0] = 3;
+  maps[2].mode = 0;
+  maps[2].stride = 36;
+  for (const UbfTensorArg& t : maps) {
+    const int64_t rows = 30;
+    for (int64_t r0 = 0; r0 < rows; r0++) {
+      UbfRowCursor c = ubf_cursor_at(&t, r0);
+      for (int64_t r = r0; r < rows; r++) {
+        ASSERT_EQ(c.off, ubf_row_offset(&t, r)) << "mode " << t.mode << " from " << r0;
+        ubf_cursor_next(&t, &c);
+      }
+    }
+  }
+}
+
 TEST(RowTranspose, RuleSwitchesItOff) {
   const std::string path = ::testing::TempDir() + "row_transpose_rules.json";
   std::ofstream(path) << R"({"Switch": {"UBFusion": {"RowTransposeFusion": "off"}}})";

@@ -48,21 +48,39 @@ std::string step_prefetches(const kir::Program& p, const kir::Schedule& s, int q
   return o;
 }
 
+namespace {
+// The inputs whose rows are prefetched ahead: read through a transposed row map.
+bool ahead(const kir::Input& in) { return !contiguous_rows(in) && !in.vector && !in.matmul; }
+}  // namespace
+
+std::string row_ahead_cursors(const kir::Program& p, const std::string& ind) {
+  if (!prefetch_on()) return "";
+  std::string o;
+  for (size_t i = 0; i < p.inputs.size(); i++) {
+    if (!ahead(p.inputs[i])) continue;
+    const std::string n = std::to_string(i);
+    o += ind + "UbfRowCursor cf" + n + " = ubf_cursor_at(&a->in[" + n + "], r0 + " +
+         std::to_string(kRowsAhead) + ");\n";
+  }
+  return o;
+}
+
 std::string row_ahead_prefetches(const kir::Program& p, const std::string& row,
                                  const std::string& ind) {
   if (!prefetch_on()) return "";
   std::string o;
   for (size_t i = 0; i < p.inputs.size(); i++) {
     const kir::Input& in = p.inputs[i];
-    if (contiguous_rows(in) || in.vector || in.matmul) continue;
-    const std::string ahead = row + " + " + std::to_string(kRowsAhead), n = std::to_string(i);
-    o += ind + "if (" + ahead + " < r1) {  // a transposed input's rows are not contiguous\n";
-    o += ind + "  const char* const f = (const char*)(in" + n + " + ubf_row_offset(&a->in[" + n +
-         "], " + ahead + "));\n";
+    if (!ahead(in)) continue;
+    const std::string n = std::to_string(i);
+    o += ind + "if (" + row + " + " + std::to_string(kRowsAhead) +
+         " < r1) {  // a transposed input's rows are not contiguous\n";
+    o += ind + "  const char* const f = (const char*)(in" + n + " + cf" + n + ".off);\n";
     o += ind + "  for (int64_t b = 0; b < cols * " + std::to_string(dtype_size(in.dtype)) +
          "; b += 64) __builtin_prefetch(f + b, 0, " + std::to_string(cpu::prefetch_locality()) +
          ");\n";
     o += ind + "}\n";
+    o += ind + "ubf_cursor_next(&a->in[" + n + "], &cf" + n + ");\n";
   }
   return o;
 }

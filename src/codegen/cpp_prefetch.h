@@ -26,8 +26,12 @@ bool streams(const kir::Program& p, const kir::Schedule& s, int q, int i);
 std::string step_prefetches(const kir::Program& p, const kir::Schedule& s, int q,
                             const std::string& pfx, const std::string& ind);
 
-// At the start of row `row` (chunk end r1): the whole row kRowsAhead rows on of each input read
+// Before the row loop: the cursors cf<i> (ubk_abi.h) at row r0 + kRowsAhead of each input read
 // through a transposed row map.
+std::string row_ahead_cursors(const kir::Program& p, const std::string& ind);
+
+// At the start of row `row` (chunk end r1), once per row in order: the whole row kRowsAhead rows
+// on of each such input, then its cursor moves one row on.
 std::string row_ahead_prefetches(const kir::Program& p, const std::string& row,
                                  const std::string& ind);
 

@@ -33,12 +33,14 @@ class Renderer {
                      " UB slot(s)"
                : "re-read variant: crossing values are recomputed from the inputs");
     for (int e : s.per_call) row_expr(e, "  ");
+    cursors("  ");
     o_ << "  for (int64_t r = r0; r < r1; ++r) {\n";
     const std::string ind = "    ";
     row_pointers(ind, "r", "ub");
     for (int e : s.before) row_expr(e, ind);
     for (int o : s.row_outs_before) row_out(o, ind);
     for (size_t q = 0; q < s.phases.size(); q++) pass(int(q), ind);
+    next_row(ind, "");
     o_ << "  }\n";
     end();
   }
@@ -63,9 +65,10 @@ class Renderer {
     }
     if (!decl.empty()) o_ << "  float " << decl << ";\n";
     o_ << "  const int64_t slot_set = " << s.num_slots << " * a->slot_floats;\n";
-    // Prologue: the first pass of the first row.
+    cursors("  ");
+    // Prologue: the first pass of the first row (its pointers; no row-ahead prefetch).
     o_ << "  if (r0 < r1) {\n    const int64_t r = r0;\n";
-    row_pointers("    ", "r", "ub");
+    row_pointers("    ", "r", "ub", /*ahead=*/false);
     for (int e : s.before) row_expr(e, "    ");
     for (int o : s.row_outs_before) row_out(o, "    ");
     pass(0, "    ");
@@ -77,6 +80,7 @@ class Renderer {
     o_ << ind << "if (r + 1 < r1) {\n";
     const std::string in2 = ind + "  ";
     pfx_ = "n";
+    next_row(in2, "n");  // row r + 1's cursors: copies of row r's, moved on
     row_pointers(in2, "r + 1", "ub + ((r + 1 - r0) & 1) * slot_set");
     for (int e : s.before) row_expr(e, in2);
     for (int o : s.row_outs_before) row_out(o, in2);
@@ -96,6 +100,7 @@ class Renderer {
     o_ << ind << "} else {\n";
     pass(P - 1, in2);
     o_ << ind << "}\n";
+    next_row(ind, "");
     o_ << "  }\n";
     assign_ = false;
     end();
@@ -130,18 +135,46 @@ class Renderer {
     o_ << "}\n\n";
   }
 
-  // Row pointers p<i> / o<i> and UB slots s<k> (all with the current prefix) for row `row`.
-  void row_pointers(const std::string& ind, const std::string& row, const std::string& slot_base) {
-    if (pfx_.empty()) o_ << row_ahead_prefetches(p_, row, ind);
+  // Before the row loop: a row cursor (ubk_abi.h) at r0 for each input read and each output,
+  // ci<i> / co<i>, and those of the row-ahead prefetches.
+  void cursors(const std::string& ind) {
+    for (size_t i = 0; i < p_.inputs.size(); i++) {
+      if (used_input(int(i))) {
+        o_ << ind << "UbfRowCursor ci" << i << " = ubf_cursor_at(&a->in[" << i << "], r0);\n";
+      }
+    }
+    for (size_t i = 0; i < p_.outputs.size(); i++)
+      o_ << ind << "UbfRowCursor co" << i << " = ubf_cursor_at(&a->out[" << i << "], r0);\n";
+    o_ << row_ahead_cursors(p_, ind);
+  }
+
+  // The cursors one row on: in place (pfx "") or as copies named with prefix pfx.
+  void next_row(const std::string& ind, const std::string& pfx) {
+    const auto step = [&](const std::string& c, const std::string& arg) {
+      if (!pfx.empty()) o_ << ind << "UbfRowCursor " << pfx << c << " = " << c << ";\n";
+      o_ << ind << "ubf_cursor_next(&" << arg << ", &" << pfx << c << ");\n";
+    };
+    for (size_t i = 0; i < p_.inputs.size(); i++) {
+      if (used_input(int(i))) step("ci" + std::to_string(i), "a->in[" + std::to_string(i) + "]");
+    }
+    for (size_t i = 0; i < p_.outputs.size(); i++)
+      step("co" + std::to_string(i), "a->out[" + std::to_string(i) + "]");
+  }
+
+  // Row pointers p<i> / o<i> and UB slots s<k> (all with the current prefix) for row `row`, from
+  // the cursors of that prefix; with `ahead`, the row-ahead prefetches of row r first.
+  void row_pointers(const std::string& ind, const std::string& row, const std::string& slot_base,
+                    bool ahead = true) {
+    if (ahead && pfx_.empty()) o_ << row_ahead_prefetches(p_, row, ind);
     for (size_t i = 0; i < p_.inputs.size(); i++) {
       if (!used_input(int(i))) continue;
       const char* t = storage_type(p_.inputs[i].dtype);
-      o_ << ind << "const " << t << "* const " << pfx_ << "p" << i << " = in" << i
-         << " + ubf_row_offset(&a->in[" << i << "], " << row << ");\n";
+      o_ << ind << "const " << t << "* const " << pfx_ << "p" << i << " = in" << i << " + " << pfx_
+         << "ci" << i << ".off;\n";
     }
     for (size_t i = 0; i < p_.outputs.size(); i++) {
       o_ << ind << storage_type(p_.outputs[i].dtype) << "* const " << pfx_ << "o" << i << " = out"
-         << i << " + ubf_row_offset(&a->out[" << i << "], " << row << ");\n";
+         << i << " + " << pfx_ << "co" << i << ".off;\n";
     }
     for (int k = 0; k < s_->num_slots; k++) {
       o_ << ind << "float* const " << pfx_ << "s" << k << " = " << slot_base << " + " << k

@@ -44,3 +44,41 @@ static inline int64_t ubf_row_offset(const struct UbfTensorArg* t, int64_t r) {
   }
   return off;
 }
+
+// Row offsets of one tensor for consecutive rows: `off` is row r's (as ubf_row_offset gives it),
+// and ubf_cursor_next moves to row r + 1 by counting through the leading dims. Generated loops
+// walk their rows with these: the divisions of ubf_row_offset, a few per dim and tensor, cost
+// more than a short row's arithmetic (a RoPE row of 36 floats read through a head transpose).
+struct UbfRowCursor {
+  int64_t off;
+  int64_t idx[UBF_MAX_ROW_DIMS];
+};
+
+static inline struct UbfRowCursor ubf_cursor_at(const struct UbfTensorArg* t, int64_t r) {
+  struct UbfRowCursor c = {0, {0}};
+  if (t->mode == 0) {
+    c.off = r * t->stride;
+    return c;
+  }
+  for (int32_t k = t->ndims - 1; k >= 0; --k) {
+    const int64_t n = t->sizes[k];
+    c.idx[k] = r % n;
+    c.off += c.idx[k] * t->strides[k];
+    r /= n;
+  }
+  return c;
+}
+
+// Past the last row the indices wrap to row 0's; callers do not read there.
+static inline void ubf_cursor_next(const struct UbfTensorArg* t, struct UbfRowCursor* c) {
+  if (t->mode == 0) {
+    c->off += t->stride;
+    return;
+  }
+  for (int32_t k = t->ndims - 1; k >= 0; --k) {
+    c->off += t->strides[k];
+    if (++c->idx[k] < t->sizes[k]) return;
+    c->off -= t->sizes[k] * t->strides[k];
+    c->idx[k] = 0;
+  }
+}
