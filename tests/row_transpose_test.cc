@@ -145,7 +145,6 @@ TEST(RowTranspose, GeneratedCodePrefetchesRowsAhead) {
   EXPECT_NE(code.find("__builtin_prefetch(p1 + i0"), std::string::npos) << code;  // c
 }
 
-// RowTransposeFusion off in a rules file: the Transpose runs its own kernel again.
 // Generated loops walk a row map with a cursor (ubf_cursor_at, then ubf_cursor_next per row); from
 // any first row it gives ubf_row_offset's offset at every row, for strided, broadcast (stride 0)
 // and size-1 dims and for a plain row stride.
@@ -176,6 +175,7 @@ TEST(RowTranspose, RowCursorsGiveTheRowMapsOffsets) {
   }
 }
 
+// RowTransposeFusion off in a rules file: the Transpose runs its own kernel again.
 TEST(RowTranspose, RuleSwitchesItOff) {
   const std::string path = ::testing::TempDir() + "row_transpose_rules.json";
   std::ofstream(path) << R"({"Switch": {"UBFusion": {"RowTransposeFusion": "off"}}})";

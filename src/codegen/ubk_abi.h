@@ -34,21 +34,9 @@ struct UbfKernelArgs {
 typedef void (*UbfKernelFn)(const struct UbfKernelArgs* args, int64_t row_begin, int64_t row_end,
                             float* ub, int64_t ub_floats);
 
-static inline int64_t ubf_row_offset(const struct UbfTensorArg* t, int64_t r) {
-  if (t->mode == 0) return r * t->stride;
-  int64_t off = 0;
-  for (int32_t k = t->ndims - 1; k >= 0; --k) {
-    const int64_t n = t->sizes[k];
-    off += (r % n) * t->strides[k];
-    r /= n;
-  }
-  return off;
-}
-
-// Row offsets of one tensor for consecutive rows: `off` is row r's (as ubf_row_offset gives it),
-// and ubf_cursor_next moves to row r + 1 by counting through the leading dims. Generated loops
-// walk their rows with these: the divisions of ubf_row_offset, a few per dim and tensor, cost
-// more than a short row's arithmetic (a RoPE row of 36 floats read through a head transpose).
+// Row offsets of one tensor for consecutive rows: `off` is row r's, and ubf_cursor_next moves to
+// row r + 1 by counting through the leading dims. Generated loops walk their rows with these, so
+// the row loop does no division per row and tensor.
 struct UbfRowCursor {
   int64_t off;
   int64_t idx[UBF_MAX_ROW_DIMS];
@@ -67,6 +55,10 @@ static inline struct UbfRowCursor ubf_cursor_at(const struct UbfTensorArg* t, in
     r /= n;
   }
   return c;
+}
+
+static inline int64_t ubf_row_offset(const struct UbfTensorArg* t, int64_t r) {
+  return ubf_cursor_at(t, r).off;
 }
 
 // Past the last row the indices wrap to row 0's; callers do not read there.
