@@ -207,6 +207,47 @@ TEST(QuantMatMul, TheProducerComputesTheActivationsRange) {
   }
 }
 
+// onnxruntime's quantizer writes one DynamicQuantizeLinear per activation, read by each of its
+// projections: every chain becomes its own DynamicQuantMatMul and the shared op goes. Where one
+// reader cannot be taken (weights that are no constant), the others still are, and the shared op
+// stays for that one (x is then quantized once more: cheaper than the i32 products each taken
+// chain no longer writes and reads back).
+TEST(QuantMatMul, ProjectionsSharingOneQuantizationAreEachOneOp) {
+  for (bool constant_v : {true, false}) {
+    SCOPED_TRACE(constant_v ? "q, k, v constant" : "v's weights an input");
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {"seq", 24});
+    auto q = b.dynamic_quantize_linear(x);
+    b.name_last("dql");
+    for (const char* name : {"q", "k", "v"}) {
+      const bool input = !constant_v && name[0] == 'v';
+      auto w = input ? b.input("wv", DType::i8, {24, 8})
+                     : b.constant(Tensor::random(DType::i8, {24, 8}, uint64_t(name[0]), -128, 128));
+      auto ws = b.constant(Tensor::from_floats(DType::f32, {}, {0.01f * float(name[0] % 5 + 1)}));
+      auto y = b.mul(b.cast(b.matmul_integer(q[0], w, q[2]), DType::f32), b.mul(q[1], ws));
+      b.output(name, b.add(y, b.constant(Tensor::random(DType::f32, {8}, uint64_t(name[0])))));
+    }
+    Graph g = b.build();
+    CompiledModel eager = compile(g, testing::eager_opts());
+    CompiledModel graph = compile(g, graph_opts());
+    EXPECT_EQ(count_op(graph, "DynamicQuantMatMul"), constant_v ? 3 : 2);
+    EXPECT_EQ(count_op(graph, "DynamicQuantizeLinear"), constant_v ? 0 : 1);
+    if (constant_v) {
+      EXPECT_EQ(graph.kernels().size(), 3u);
+    }
+    for (int64_t rows : {1, 5, 67}) {
+      std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {rows, 24}, 7, -2, 3)},
+                                       {"wv", Tensor::random(DType::i8, {24, 8}, 8, -128, 128)}};
+      if (constant_v) in.erase("wv");
+      auto want = eager.run(in), got = graph.run(in);
+      for (const char* o : {"q", "k", "v"}) {
+        ASSERT_EQ(0, std::memcmp(got.at(o).data(), want.at(o).data(), want.at(o).nbytes()))
+            << o << " rows " << rows;
+      }
+    }
+  }
+}
+
 TEST(QuantMatMul, ExplainNamesTheChainAndWhyOneStaysApart) {
   CompiledModel m = compile(chain_graph({}), graph_opts());
   int fused = 0;

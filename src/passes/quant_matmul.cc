@@ -7,7 +7,8 @@
 // becomes y = DynamicQuantMatMul(x, W, w_scale, w_zp?), bit-exact with the chain (the same
 // quantization, integer sums and f32 products), which fusion then treats as a MatMul: the bias
 // Add, activation or residual norm after it run as its epilogue, on each block of rows while it is
-// in cache. Every intermediate must be read by the chain alone. Each chain taken or left is a
+// in cache. Every intermediate must be read by the chain alone, but for the
+// DynamicQuantizeLinear's outputs, which several chains may share (one per projection of x). Each chain taken or left is a
 // decision that `explain` reports: the edges inside the new op as Fused, and for a chain left
 // apart, why.
 #include <unordered_map>
@@ -93,12 +94,12 @@ class QuantMatMulPass : public Pass {
     const Value* q = dql->outputs[0];
     const Value* s = dql->outputs[1];
     const Value* z = dql->outputs[2];
-    if (mmi->inputs.size() < 3 || mmi->inputs[2] != z) {
-      why = "its a_zero_point is not the DynamicQuantizeLinear's zero point";
+    if (mmi->inputs.size() < 3 || mmi->inputs[0] != q || mmi->inputs[2] != z) {
+      why = "its A and a_zero_point are not the DynamicQuantizeLinear's y and zero point";
       return nullptr;
     }
-    if (!uses.single_use(q) || !uses.single_use(z)) {
-      why = "the quantized activation or its zero point is read elsewhere too";
+    if (!chain_reads_only(uses, dql)) {
+      why = "the quantized activation, its scale or its zero point is read elsewhere too";
       return nullptr;
     }
     if (dql->inputs[0]->shape.size() < 2) {
@@ -131,7 +132,7 @@ class QuantMatMulPass : public Pass {
       why = "the Cast's result is not read by one Mul alone";
       return nullptr;
     }
-    if (!ws || !uses.single_use(factor) || !uses.single_use(s) || ws == s) {
+    if (!ws || !uses.single_use(factor) || ws == s) {
       why = "the Mul's factor is not x_scale * w_scale read by it alone";
       return nullptr;
     }
@@ -163,6 +164,29 @@ class QuantMatMulPass : public Pass {
                     {dql->name, scales->name},
                     {scales->name, root->name}};
     return root;
+  }
+
+  // True when the outputs of `dql` are read only as chains of this pass read them: q and z as a
+  // MatMulInteger's or ConvInteger's operands 0 and 2, s by Muls (the scale products), none a
+  // graph output. onnxruntime's quantizer writes one DynamicQuantizeLinear per activation, read
+  // by every projection of it (q, k and v): each chain becomes its own op, which quantizes x
+  // itself, and the DynamicQuantizeLinear goes once the last chain is taken.
+  static bool chain_reads_only(const UseInfo& uses, const Node* dql) {
+    for (size_t o = 0; o < 3; o++) {
+      const Value* v = dql->outputs[o];
+      if (uses.is_output(v)) return false;
+      for (const Node* n : uses.users(v)) {
+        if (o == 1) {
+          if (n->op != OpKind::Mul) return false;
+          continue;
+        }
+        if (n->op != OpKind::MatMulInteger && n->op != OpKind::ConvInteger) return false;
+        for (size_t i = 0; i < n->inputs.size(); i++) {
+          if (n->inputs[i] == v && i != (o == 0 ? 0u : 2u)) return false;
+        }
+      }
+    }
+    return true;
   }
 
   // A ConvInteger's scale factor as DynamicQuantConv takes it: itself when one element, else a

@@ -5,7 +5,8 @@ Every MatMul whose B is a 2-D float initializer becomes
     A -> DynamicQuantizeLinear -> (A_q u8, A_scale, A_zp)
     MatMulInteger(A_q, W_q, A_zp, W_zp) -> Cast(float) -> Mul(A_scale * W_scale)
 
-with W_q int8, symmetric (zero points 0): per tensor for even-numbered MatMuls and per output
+with one DynamicQuantizeLinear per activation, read by every MatMul of it (a layer's q, k and v
+projections share one, as in onnxruntime's quantizer), and W_q int8, symmetric (zero points 0): per tensor for even-numbered MatMuls and per output
 column (per axis 1: a scale and a zero point per column) for odd ones, so one model has both
 forms. Whatever followed the MatMul (a bias Add, the rest of the graph) is unchanged. The
 references are onnxruntime's outputs on the float model's stored inputs (refs/<model>/<set>/in),
@@ -42,6 +43,7 @@ def quantize(model):
     g = model.graph
     inits = {i.name: i for i in g.initializer}
     nodes, k = [], 0
+    quantized = {}  # activation -> its DynamicQuantizeLinear's outputs, shared by its MatMuls
     for n in g.node:
         w = inits.get(n.input[1]) if n.op_type == "MatMul" else None
         if w is None or len(w.dims) != 2 or w.data_type != TensorProto.FLOAT:
@@ -53,14 +55,17 @@ def quantize(model):
         g.initializer.extend([numpy_helper.from_array(q, p + "_W"),
                               numpy_helper.from_array(scale, p + "_W_scale"),
                               numpy_helper.from_array(zp, p + "_W_zp")])
+        if n.input[0] not in quantized:
+            quantized[n.input[0]] = a = [p + "_A", p + "_A_scale", p + "_A_zp"]
+            nodes.append(helper.make_node("DynamicQuantizeLinear", [n.input[0]], a,
+                                          name=p + "_dql"))
+        a_q, a_scale, a_zp = quantized[n.input[0]]
         nodes += [
-            helper.make_node("DynamicQuantizeLinear", [n.input[0]],
-                             [p + "_A", p + "_A_scale", p + "_A_zp"], name=p + "_dql"),
-            helper.make_node("MatMulInteger", [p + "_A", p + "_W", p + "_A_zp", p + "_W_zp"],
+            helper.make_node("MatMulInteger", [a_q, p + "_W", a_zp, p + "_W_zp"],
                              [p + "_int"], name=p + "_mmi"),
             helper.make_node("Cast", [p + "_int"], [p + "_f"], name=p + "_cast",
                              to=TensorProto.FLOAT),
-            helper.make_node("Mul", [p + "_A_scale", p + "_W_scale"], [p + "_scale"],
+            helper.make_node("Mul", [a_scale, p + "_W_scale"], [p + "_scale"],
                              name=p + "_scale_mul"),
             helper.make_node("Mul", [p + "_f", p + "_scale"], [n.output[0]], name=p + "_rescale"),
         ]
