@@ -8,9 +8,9 @@
 // quantization, integer sums and f32 products), which fusion then treats as a MatMul: the bias
 // Add, activation or residual norm after it run as its epilogue, on each block of rows while it is
 // in cache. Every intermediate must be read by the chain alone, but for the
-// DynamicQuantizeLinear's outputs, which several chains may share (one per projection of x). Each chain taken or left is a
-// decision that `explain` reports: the edges inside the new op as Fused, and for a chain left
-// apart, why.
+// DynamicQuantizeLinear's outputs, which several chains may share (one per projection of x).
+// Each chain taken or left is a decision that `explain` reports: the edges inside the new op as
+// Fused, and for a chain left apart, why.
 #include <unordered_map>
 
 #include "passes/pass.h"
