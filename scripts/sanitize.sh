@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sanitizer builds of the library and tests, in their own build dirs:
-#   scripts/sanitize.sh asan   ASan+UBSan (clang-14, -O1 -gline-tables-only) in build-asan, the configuration the
-#                              fuzz targets share (fuzz/fuzz.cmake), so the library is built once
-#                              for both; runs the suite minus UBFUSE_ASAN_EXCLUDE in 2 shards
+#   scripts/sanitize.sh asan   ASan+UBSan (clang-14, -O1 -gline-tables-only) in build-asan, the
+#                              configuration the fuzz targets share (fuzz/fuzz.cmake), so the
+#                              library is built once for both; runs the suite minus
+#                              UBFUSE_ASAN_EXCLUDE in 2 shards
 #   scripts/sanitize.sh tsan   ThreadSanitizer (gcc, -O1 -g1) in build-tsan: Concurrency* only, from
 #                              their own binary (ubfuse_concurrency_tests: concurrency_test.cc)
 #   scripts/sanitize.sh asan-configure   only configures build-asan (used by scripts/fuzz.sh)
