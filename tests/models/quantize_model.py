@@ -8,9 +8,10 @@ Every MatMul whose B is a 2-D float initializer becomes
 with one DynamicQuantizeLinear per activation, read by every MatMul of it (a layer's q, k and v
 projections share one, as in onnxruntime's quantizer), and W_q int8, symmetric (zero points 0):
 per tensor for even-numbered MatMuls and per output column (per axis 1: a scale and a zero point
-per column) for odd ones, so one model has both forms. Whatever followed the MatMul (a bias Add, the rest of the graph) is unchanged. The
-references are onnxruntime's outputs on the float model's stored inputs (refs/<model>/<set>/in),
-written to refs/<model>_int8/ in the same layout (tests/models/README.md).
+per column) for odd ones, so one model has both forms. Whatever followed the MatMul (a bias
+Add, the rest of the graph) is unchanged. The references are onnxruntime's outputs on the float
+model's stored inputs (refs/<model>/<set>/in), written to refs/<model>_int8/ in the same layout
+(tests/models/README.md).
 
     /usr/bin/python3 tests/models/quantize_model.py bert_stack      # writes bert_stack_int8.onnx
     /usr/bin/python3 tests/models/quantize_model.py bert_stack --no-refs
