@@ -6,9 +6,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "codegen/cpp_compile.h"
@@ -81,6 +83,31 @@ TEST(KernelBuild, UnitsCompileInParallelAndReportProgress) {
   EXPECT_EQ(again.kernels_cached, 6);
   EXPECT_EQ(again.jobs, 0);
   EXPECT_EQ(call(libs[2], "unit_" + tag + "_2"), 23);
+}
+
+// Two builds of the same new unit at once (as two processes starting one model): the key's lock
+// file lets one compile while the other waits and then loads the result.
+TEST(KernelBuild, ConcurrentBuildsOfOneUnitCompileItOnce) {
+  ASSERT_TRUE(cpp::toolchain().available) << cpp::toolchain().why_not;
+  const std::string tag = fresh_tag("l");
+  auto before = cpp::build_counters();
+  std::vector<std::shared_ptr<void>> got[2];
+  std::thread other([&] { got[1] = cpp::build_libraries(units(1, tag), kCache, 1, {}, nullptr); });
+  got[0] = cpp::build_libraries(units(1, tag), kCache, 1, {}, nullptr);
+  other.join();
+  const auto after = cpp::build_counters();
+  // Each call found the unit missing when it looked; one compiled it and the other found it
+  // after waiting (counted as a cache hit), unless it came late enough to find it at once.
+  EXPECT_EQ(after.compiles, before.compiles + 1);
+  EXPECT_EQ(after.cache_hits, before.cache_hits + 1);
+  for (auto& libs : got) EXPECT_EQ(call(libs.at(0), "unit_" + tag + "_0"), 1);
+  // The lock file is gone with the build.
+  std::vector<std::string> locks;
+  for (const auto& e : std::filesystem::directory_iterator(kCache)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".lock") == 0) locks.push_back(n);
+  }
+  EXPECT_TRUE(locks.empty()) << locks.front();
 }
 
 TEST(KernelBuild, AFailingUnitNamesItselfAndTheOthersStillLoadLater) {

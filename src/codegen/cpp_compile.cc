@@ -3,11 +3,13 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -297,11 +299,50 @@ bool is_loaded(const std::string& so) {
   return it != g_loaded.end() && !it->second.expired();
 }
 
-// Runs the compiler on one unit into its .so (through a temporary name: concurrent processes
-// building the same key each rename a complete file). Throws with the compiler's message.
+// An exclusive flock on a unit's lock file, so that processes building the same key at once
+// (two services starting one model, tests side by side) compile it once: the others wait, then
+// find the .so. Waits in steps of 20 ms while not cancelled. The holder removes the file when it
+// is done: whoever waited on it, or opens a new one by that name, checks for the .so after
+// locking, and at worst (the compile failed) two processes both try it.
+class KeyLock {
+ public:
+  KeyLock(const std::string& path, const std::atomic<bool>& cancelled) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;  // a read-only cache dir: compiles unlocked, as before
+    while (!cancelled) {
+      if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+        held_ = true;
+        return;
+      }
+      if (errno != EWOULDBLOCK && errno != EINTR) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~KeyLock() {
+    if (held_) ::unlink(path_.c_str());
+    if (fd_ >= 0) ::close(fd_);
+  }
+  KeyLock(const KeyLock&) = delete;
+  KeyLock& operator=(const KeyLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool held_ = false;
+};
+
+// Runs the compiler on one unit into its .so (through a temporary name, so that a reader never
+// sees a partial file), unless another process built it while this one waited for the key's
+// lock. Throws with the compiler's message.
 void compile_unit(const UnitSource& u, UnitBuild& b, std::vector<std::string> argv,
                   const std::string& dir, const std::string& compiler,
                   const std::atomic<bool>& cancelled) {
+  KeyLock lock(dir + "/ubk-" + b.key + ".lock", cancelled);
+  if (file_exists(b.so)) {
+    g_hits++;
+    return;
+  }
+  if (cancelled) throw Error("compiling the generated kernels of " + u.what + " was cancelled");
   const std::string tmp = dir + "/tmp-" + b.key + "-" + unique_suffix();
   write_atomic(tmp + ".cc", u.source);
   argv.insert(argv.end(), {"-o", tmp + ".so", tmp + ".cc"});
