@@ -3,14 +3,16 @@
 
     make bench-models [BENCH_MODELS_ARGS="--quick"]
     /usr/bin/python3 bench/models_bench.py [--build build] [--models a,b] [--lengths 16,512]
-        [--batches 1,8] [--runs 5] [--rounds 2] [--threads 2] [--quick] [--no-ort] [--json out.json]
+        [--batches 1,8] [--runs 5] [--min-ms 1000] [--rounds 2] [--threads 2] [--quick] [--no-ort]
+        [--json out.json]
 
 Exports the benchmark-sized models once into BUILD/bench_models (tests/models/export_models.py
 --bench; re-exported when the export scripts change), makes fixed-seed inputs for each model,
 batch and sequence length, and times each engine on them with the same thread count:
 ubfuse through `BUILD/ubfuse run --mode graph|eager --iters N --json` (median ms), onnxruntime-node
-through scripts/ort.sh --time N at levels all and disabled (median ms). Prints one table with the
-ratios and the kernel count per engine (onnxruntime: the nodes of the graph it runs after its
+through scripts/ort.sh --time N at levels all and disabled (median ms), N the same for every
+engine: --runs, or more where a 3-run probe of graph mode says that many take under --min-ms.
+Prints one table with the ratios, the kernel count per engine (onnxruntime: the nodes of the graph it runs after its
 optimizations). A model ubfuse cannot load shows the error it stops at.
 
 Sequence length means: tokens for bert_stack and llama_stack, encoder frames for speech_encoder
@@ -199,7 +201,11 @@ def main():
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
     ap.add_argument("--lengths", default="16,64,512,2048")
     ap.add_argument("--batches", default="1,8")
-    ap.add_argument("--runs", type=int, default=5, help="timed runs per engine and round (median)")
+    ap.add_argument("--runs", type=int, default=5,
+                    help="timed runs per engine and round (median), at least")
+    ap.add_argument("--min-ms", type=float, default=1000,
+                    help="more runs where a model is fast: enough for about this many ms per "
+                         "engine and round (at most 500 runs), from a 3-run graph-mode probe")
     ap.add_argument("--rounds", type=int, default=2,
                     help="rounds over the engines, in alternating order; each keeps its best")
     ap.add_argument("--threads", type=int, default=2)
@@ -208,7 +214,7 @@ def main():
     ap.add_argument("--json", help="also write all measurements to this file")
     a = ap.parse_args()
     if a.quick:
-        a.lengths, a.batches, a.runs, a.rounds = "16,512", "1", 3, 1
+        a.lengths, a.batches, a.runs, a.rounds, a.min_ms = "16,512", "1", 3, 1, 300
     models = [m for m in a.models.split(",") if m]
     for m in models:
         if base_name(m) not in zoo.BUILDERS:
@@ -232,20 +238,27 @@ def main():
                 folder = os.path.join(out, "inputs", name, f"b{batch}_l{length}")
                 inputs = make_inputs(name, batch, length, folder)
                 r = {"model": name, "batch": batch, "length": length}
+                # A 4 ms model timed 5 times is 20 ms of samples, which one burst of load on a
+                # shared machine decides: fast ones get more runs (the same for every engine).
+                runs = a.runs
+                probe = time_ubfuse(cli, path, inputs, "graph", 3, a.threads)
+                if "ms" in probe and probe["ms"] > 0:
+                    runs = max(a.runs, min(500, math.ceil(a.min_ms / probe["ms"])))
+                r["runs"] = runs
                 # Rounds alternate the engines' order; each engine keeps its fastest round, so a
                 # burst of load on a shared machine costs one round, not one engine's figure.
                 engines = ["graph", "eager", "ort_all", "ort_disabled"]
                 for rnd in range(a.rounds):
                     for eng in engines if rnd % 2 == 0 else engines[::-1]:
                         if eng in ("graph", "eager"):
-                            res = time_ubfuse(cli, path, inputs, eng, a.runs, a.threads)
+                            res = time_ubfuse(cli, path, inputs, eng, runs, a.threads)
                         elif a.no_ort or ort_down:
                             r[eng] = None
                             continue
                         else:
                             opt = eng[4:]
                             want = (name, opt) not in nodes_seen
-                            res = time_ort(path, inputs, opt, a.runs, a.threads, want)
+                            res = time_ort(path, inputs, opt, runs, a.threads, want)
                             if res.get("unavailable"):
                                 ort_down = res["error"]
                                 r[eng] = None
@@ -263,16 +276,16 @@ def main():
                       f"ort all {cell(r.get('ort_all'))}, disabled {cell(r.get('ort_disabled'))}",
                       file=sys.stderr)
 
-    print(f"\nWhole-model benchmark, {a.threads} threads, median of {a.runs} runs, best of "
-          f"{a.rounds} rounds, {cpu_name()}; "
+    print(f"\nWhole-model benchmark, {a.threads} threads, median of the runs (at least {a.runs}, "
+          f"enough for {a.min_ms:g} ms), best of {a.rounds} rounds, {cpu_name()}; "
           f"onnxruntime-node {ort_version or '(not run)'}. Times in ms (kernels).")
     head = ["model", "batch", "len", "ubfuse graph", "ubfuse eager", "ort all", "ort disabled",
-            "graph vs eager", "graph vs ort all"]
+            "graph vs eager", "graph vs ort all", "runs"]
     table = [head]
     for r in rows:
         table.append([r["model"], str(r["batch"]), str(r["length"]), cell(r["graph"]), cell(r["eager"]),
                       cell(r.get("ort_all")), cell(r.get("ort_disabled")),
-                      ratio(r["graph"], r["eager"]), ratio(r["graph"], r.get("ort_all"))])
+                      ratio(r["graph"], r["eager"]), ratio(r["graph"], r.get("ort_all")), str(r["runs"])])
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for k, row in enumerate(table):
         print("  ".join(c.rjust(w) if i >= 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
@@ -291,7 +304,8 @@ def main():
         print(f"onnxruntime not run: {ort_down}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"cpu": cpu_name(), "threads": a.threads, "runs": a.runs, "rounds": a.rounds,
+            json.dump({"cpu": cpu_name(), "threads": a.threads, "runs": a.runs, "min_ms": a.min_ms,
+                       "rounds": a.rounds,
                        "onnxruntime": ort_version, "rows": rows}, f, indent=1)
 
 
