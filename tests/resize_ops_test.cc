@@ -14,7 +14,6 @@ using testing::throws_with;
 using testing::values;
 using V = std::vector<int64_t>;
 constexpr int kFloat = onnx::TensorProto::FLOAT;
-constexpr int kInt64 = onnx::TensorProto::INT64;
 
 Tensor floats(const Sizes& s, std::vector<float> v) { return Tensor::from_floats(f32, s, v); }
 
