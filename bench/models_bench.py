@@ -12,8 +12,8 @@ batch and sequence length, and times each engine on them with the same thread co
 ubfuse through `BUILD/ubfuse run --mode graph|eager --iters N --json` (median ms), onnxruntime-node
 through scripts/ort.sh --time N at levels all and disabled (median ms), N the same for every
 engine: --runs, or more where a 3-run probe of graph mode says that many take under --min-ms.
-Prints one table with the ratios, the kernel count per engine (onnxruntime: the nodes of the graph it runs after its
-optimizations). A model ubfuse cannot load shows the error it stops at.
+Prints one table with the ratios, the kernel count per engine (onnxruntime: the nodes of the graph
+it runs after its optimizations) and N. A model ubfuse cannot load shows the error it stops at.
 
 Sequence length means: tokens for bert_stack and llama_stack, encoder frames for speech_encoder
 (its input has 4x as many mel frames), patches for vit_encoder (plus the class token), and the
