@@ -11,6 +11,7 @@
 #include <limits>
 #include <tuple>
 
+#include "hwy/targets.h"
 #include "profiler_test_util.h"
 #include "test_util.h"
 
@@ -175,6 +176,25 @@ TEST(Attention, OddAndSizeOneLengthsAndHeadSizes) {
             std::string(dtype_name(t)) + " lq " + std::to_string(s.lq) + " lk " +
                 std::to_string(s.lk) + " d " + std::to_string(s.d) + " dv " + std::to_string(s.dv));
     }
+  }
+}
+
+// The kernel on Highway's other targets: at AVX2's 8 lanes value tails of up to 4 columns (dv 36,
+// 20, 3) are dot products over the keys, wider ones (6) a padded vector; at 1 lane there is none.
+TEST(Attention, OtherHighwayTargets) {
+  for (int64_t target : {int64_t(HWY_AVX2), int64_t(HWY_SCALAR)}) {
+    if ((hwy::SupportedTargets() & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (int64_t dv : {36, 20, 3, 6, 24}) {
+      for (Mask mask : {Mask::None, Mask::Causal}) {
+        const Sizes q = {1, 2, 37, 20}, kt = {1, 2, 20, 150}, v = {1, 2, 150, dv};
+        Graph g = attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {mask});
+        check(g, inputs(DType::f32, q, kt, v, mask),
+              "dv " + std::to_string(dv) + " mask " + std::to_string(int(mask)));
+      }
+    }
+    hwy::SetSupportedTargetsForTest(0);
   }
 }
 

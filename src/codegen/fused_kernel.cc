@@ -40,24 +40,29 @@ void choose_variant(const LoweredGroup& lg, RowArgs& ra, const std::vector<Tenso
           : 0;
 }
 
+void run_rows_on(const Engine& eng, const RowArgs& ra, int64_t r0, int64_t r1, int worker,
+                 const ExecContext& ctx) {
+  if (r1 <= r0) return;
+  float* ub = nullptr;
+  if (!ctx.ub.empty()) {
+    UBF_CHECK(worker >= 0 && size_t(worker) < ctx.ub.size(), "worker index past the UBs");
+    ub = ctx.ub[size_t(worker)];
+  }
+  eng.run(&ra.args, r0, r1, ub, ctx.ub_bytes / int64_t(sizeof(float)));
+}
+
 void run_rows(const Engine& eng, const RowArgs& ra, int64_t r0, int64_t r1, ExecContext& ctx) {
-  const UbfKernelArgs& a = ra.args;
   const int64_t rows = r1 - r0;
   if (rows <= 0) return;
-  const int64_t ub_floats = ctx.ub_bytes / int64_t(sizeof(float));
-  auto ub_of = [&](int w) -> float* {
-    if (ctx.ub.empty()) return nullptr;
-    UBF_CHECK(w >= 0 && size_t(w) < ctx.ub.size(), "worker index past the UBs");
-    return ctx.ub[size_t(w)];
-  };
   // Chunks of at least ~32K elements: waking a worker costs about what that saves.
-  const int64_t grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(a.cols, 1));
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(ra.args.cols, 1));
   if (!ctx.pool || rows <= grain) {
-    eng.run(&a, r0, r1, ub_of(0), ub_floats);
+    run_rows_on(eng, ra, r0, r1, 0, ctx);
     return;
   }
   ctx.pool->parallel_for(rows, grain, [&](int64_t b, int64_t e, int w) {
-    eng.run(&a, r0 + b, r0 + e, ub_of(w), ub_floats);
+    run_rows_on(eng, ra, r0 + b, r0 + e, w, ctx);
   });
 }
 

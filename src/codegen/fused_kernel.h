@@ -45,6 +45,9 @@ void choose_variant(const LoweredGroup& lg, RowArgs& ra, const std::vector<Tenso
                     int64_t out_bytes, ExecContext& ctx);
 // Runs rows [r0, r1) of a bound call, split over ctx.pool; each worker uses its own UB.
 void run_rows(const Engine& eng, const RowArgs& ra, int64_t r0, int64_t r1, ExecContext& ctx);
+// Runs rows [r0, r1) on the calling thread, which is the pool's worker `worker`, with its UB.
+void run_rows_on(const Engine& eng, const RowArgs& ra, int64_t r0, int64_t r1, int worker,
+                 const ExecContext& ctx);
 
 class FusedKernel : public Kernel {
  public:

@@ -153,19 +153,30 @@ class MatMulEpilogueKernel : public Kernel {
     const size_t blk = ra.in.size() - 1;
     const char* a_data = static_cast<const char*>(A.data());
     const int64_t a_es = int64_t(dtype_size(A.dtype()));
+    bool per_part = false;
     for (int64_t r0 = 0; r0 < rows; r0 += br) {
       const int64_t r1 = std::min(rows, r0 + br);
       char* cblock = base ? base + r0 * N * esize : block;
+      // Row r of the domain is row r - r0 of this block.
+      ra.in[blk].data = cblock - r0 * N * esize;
       if (dq_) {
         dq_->rows(operands, q, r0, r1, reinterpret_cast<float*>(cblock), *ctx.pool);
       } else {
         Tensor av =
             Tensor::view(A.dtype(), {r1 - r0, K}, const_cast<char*>(a_data + r0 * K * a_es));
-        std::vector<Tensor> cv = {Tensor::view(dt, {r1 - r0, N}, cblock)};
-        matmul_->run({av, B}, cv, *ctx.pool);
+        Tensor cv = Tensor::view(dt, {r1 - r0, N}, cblock);
+        // Where the product is split by rows over the pool, each part's thread runs the
+        // epilogue on its rows while they are in its cache: no second pass over the pool.
+        if (cpu::matmul_rows_then(*matmul_, av, B, cv, *ctx.pool,
+                                  [&](int64_t b, int64_t e, int w) {
+                                    run_rows_on(eng_, ra, r0 + b, r0 + e, w, ctx);
+                                  })) {
+          per_part = true;
+          continue;
+        }
+        std::vector<Tensor> cvs = {cv};
+        matmul_->run({av, B}, cvs, *ctx.pool);
       }
-      // Row r of the domain is row r - r0 of this block.
-      ra.in[blk].data = cblock - r0 * N * esize;
       run_rows(eng_, ra, r0, r1, ctx);
     }
     // What ran, for the trace: how the product was split, and by which oneDNN kernel.
@@ -177,7 +188,8 @@ class MatMulEpilogueKernel : public Kernel {
             : cpu::matmul_call_info(*matmul_, {br, K}, B.sizes(), dt, ctx.pool->size()).impl;
     ctx.variant_used = (ctx.variant_used.empty() ? info.variant : ctx.variant_used) + ", " +
                        std::to_string(blocks) + (blocks == 1 ? " block of " : " blocks of ") +
-                       std::to_string(br) + " rows, " + impl;
+                       std::to_string(br) + " rows, " + impl +
+                       (per_part ? ", epilogue on each part's thread" : "");
   }
 
  private:

@@ -200,6 +200,20 @@ class MatMulKernel : public KernelBase {
     if (pc != y.data()) convert_floats(DType::f32, pc, dta, y.data(), y.numel(), pool);
   }
 
+  bool run_rows_then(const Tensor& a, const Tensor& b, Tensor& y, ThreadPool& pool,
+                     const RowsDone& done) const {
+    if (a.dtype() != DType::f32 || b.dtype() != DType::f32 || y.dtype() != DType::f32) return false;
+    auto f = [&](const std::string& m) { fail(m + " (operands " + tensors_str({a, b}) + ")"); };
+    const Geometry g = geometry(a.sizes(), b.sizes(), y.sizes(), f);
+    if (y.numel() == 0 || g.a.back() == 0 || panels(g, DType::f32, b.sizes()) ||
+        small(g, DType::f32) || small_batched(g, DType::f32) ||
+        !split(g, DType::f32, b.sizes(), pool.size()) ||
+        by_columns(g.a[0], g.a[1], g.b[1], pool.size())) {
+      return false;
+    }
+    return run_split(a.data_as<float>(), y.data_as<float>(), g.a[0], g.a[1], g.b[1], pool, &done);
+  }
+
   MatMulCallInfo call_info(const Sizes& sa, const Sizes& sb, DType dt, int threads) const {
     Sizes out = sa;
     if (!out.empty()) out.back() = sb.empty() ? 1 : sb.back();
@@ -245,10 +259,11 @@ class MatMulKernel : public KernelBase {
   // C = A B with the pool's threads each running oneDNN on a part (by_columns): a run of B's
   // panels (a narrower B of the same layout: B is read once in all) into a buffer of its own,
   // then copied to C's columns (oneDNN 2.6 runs a strided destination on its reference loops), or
-  // a run of A's rows, reading all of B. False (nothing done) where
-  // oneDNN would run a part on other than a JIT kernel with the packed weights.
-  bool run_split(const float* a, float* c, int64_t M, int64_t K, int64_t N,
-                 ThreadPool& pool) const {
+  // a run of A's rows, reading all of B, then calling *done (when given) for those rows on the
+  // part's thread. False (nothing done) where oneDNN would run a part on other than a JIT kernel
+  // with the packed weights.
+  bool run_split(const float* a, float* c, int64_t M, int64_t K, int64_t N, ThreadPool& pool,
+                 const RowsDone* done = nullptr) const {
     const bool columns = by_columns(M, K, N, pool.size());
     // Runs of at least kSplitPanelsPerPart panels, or of at least one row: no part is empty.
     const int64_t panels = (N + 63) / 64,
@@ -259,10 +274,11 @@ class MatMulKernel : public KernelBase {
     // Xeon), and vit_encoder at 1 x 513 went 120.8-122.5 -> 115.5-117.1 ms without.
     const int64_t tail = columns ? 0 : M % (16 * parts);
     if (tail > 0 && tail <= kPanelTailRows && M - tail >= 16 * parts) {
-      if (!run_split(a, c, M - tail, K, N, pool)) return false;
+      if (!run_split(a, c, M - tail, K, N, pool, done)) return false;
       panel_matmul_f32(a + (M - tail) * K,
                        static_cast<const float*>(packed_f32_->get_data_handle()), panel_stride_,
                        c + (M - tail) * N, tail, K, N, pool);
+      if (done) (*done)(M - tail, M, 0);  // the pool is idle again: the caller is worker 0
       return true;
     }
     // Part q's first row or column and its count.
@@ -283,7 +299,8 @@ class MatMulKernel : public KernelBase {
       if (!p || !p->packed || p->impl.rfind("brg", 0) != 0) return false;
     }
     const auto* w = static_cast<const float*>(packed_f32_->get_data_handle());
-    pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi, int) {
+    UBF_CHECK(!done || !columns, "a product split by columns has no whole rows per part");
+    pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi, int worker) {
       dnnl::engine& eng = cpu_engine();
       dnnl::stream s(eng);
       for (int64_t q = lo; q < hi; q++) {
@@ -309,7 +326,10 @@ class MatMulKernel : public KernelBase {
           p.prim.execute(s, args);
           s.wait();
         }
-        if (!columns) continue;
+        if (!columns) {
+          if (done) (*done)(first, first + count, worker);
+          continue;
+        }
         for (int64_t i = 0; i < M; i++) {
           std::memcpy(c + i * N + first, pc + i * count, size_t(count) * sizeof(float));
         }
@@ -537,6 +557,12 @@ MatMulCallInfo matmul_call_info(const OpKernel& matmul, const Sizes& a, const Si
   const auto* k = dynamic_cast<const MatMulKernel*>(&matmul);
   UBF_CHECK(k != nullptr, "matmul_call_info: not a MatMul kernel");
   return k->call_info(a, b, dtype, threads);
+}
+
+bool matmul_rows_then(const OpKernel& matmul, const Tensor& a, const Tensor& b, Tensor& c,
+                      ThreadPool& pool, const RowsDone& done) {
+  const auto* k = dynamic_cast<const MatMulKernel*>(&matmul);
+  return k != nullptr && k->run_rows_then(a, b, c, pool, done);
 }
 
 std::unique_ptr<OpKernel> make_matmul_kernel(const Node& n) {
