@@ -167,10 +167,9 @@ class MatMulEpilogueKernel : public Kernel {
         Tensor cv = Tensor::view(dt, {r1 - r0, N}, cblock);
         // Where the product is split by rows over the pool, each part's thread runs the
         // epilogue on its rows while they are in its cache: no second pass over the pool.
-        if (cpu::matmul_rows_then(*matmul_, av, B, cv, *ctx.pool,
-                                  [&](int64_t b, int64_t e, int w) {
-                                    run_rows_on(eng_, ra, r0 + b, r0 + e, w, ctx);
-                                  })) {
+        if (cpu::matmul_rows_then(*matmul_, av, B, cv, *ctx.pool, [&](int64_t b, int64_t e, int w) {
+              run_rows_on(eng_, ra, r0 + b, r0 + e, w, ctx);
+            })) {
           per_part = true;
           continue;
         }
