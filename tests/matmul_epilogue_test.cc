@@ -87,6 +87,27 @@ TEST(MatMulEpilogue, EveryBlockingMatchesTheReference) {
   }
 }
 
+// A product split by rows over two threads: each part's thread runs the epilogue on its rows, and
+// rows past whole 16-row parts (514 = 2 x 256 + 2) after them on the caller. The 512 rows before
+// that tail would be split by columns on their own (512 x 512 x 512 multiply-adds is the bound),
+// which has no whole rows per part: the tail's recursion stays split by rows.
+TEST(MatMulEpilogue, EachPartRunsTheEpilogueOfItsRows) {
+  const int64_t K = 512, N = 512;
+  for (int64_t rows : {int64_t(514), int64_t(600)}) {
+    Graph g = projection(DType::f32, rows, K, N, false);
+    auto in = projection_inputs(DType::f32, rows, K, N);
+    Options o = graph_opts();
+    o["num_threads"] = "2";
+    CompiledModel m = compile(g, o);
+    ASSERT_EQ(m.kernels().size(), 1u);
+    EXPECT_TRUE(close_to_ref(m.run(in).at("y"), ref::run_graph(g, in).at("y"))) << rows;
+    const std::string v = variant_ran(m, in, "mme_parts");
+    if (v.find(" split by rows over 2 threads") != std::string::npos) {
+      EXPECT_NE(v.find(", epilogue on each part's thread"), std::string::npos) << v;
+    }
+  }
+}
+
 // The blocks hold whole rows, so a norm after the residual add sees each row once, complete.
 TEST(MatMulEpilogue, RowReductionsAcrossBlocks) {
   for (DType t : {DType::f32, DType::bf16}) {

@@ -553,9 +553,10 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   const size_t step = kScoreVecs * N;  // ScoreTile's widest column group
   const size_t kb =
       tiles == 1 ? kKeyBlock
-                 : std::clamp<size_t>(
-                       ad::block_bytes() / ((depth + ldv + tail) * sizeof(float)) / step * step,
-                       step, kKeyBlock);
+                 : std::clamp<size_t>(ad::block_bytes() /
+                                          ((depth + ldv + (dot_tail ? tail : 0)) * sizeof(float)) /
+                                          step * step,
+                                      step, kKeyBlock);
   const size_t lds = kKeyBlock + N;
   float* s = ad::aligned(sc.s, kRows * lds);
   // Each block of K^T ([depth, kb], wider for a merged last block) and V ([kb, ldv]) is packed

@@ -264,7 +264,9 @@ class MatMulKernel : public KernelBase {
   // with the packed weights.
   bool run_split(const float* a, float* c, int64_t M, int64_t K, int64_t N, ThreadPool& pool,
                  const RowsDone* done = nullptr) const {
-    const bool columns = by_columns(M, K, N, pool.size());
+    // With *done, by rows always: a run of columns has no whole rows (the rows before a tail may
+    // be few enough for columns where all of M was not).
+    const bool columns = !done && by_columns(M, K, N, pool.size());
     // Runs of at least kSplitPanelsPerPart panels, or of at least one row: no part is empty.
     const int64_t panels = (N + 63) / 64,
                   parts = columns ? pool.size() : std::min<int64_t>(pool.size(), M);
@@ -299,7 +301,6 @@ class MatMulKernel : public KernelBase {
       if (!p || !p->packed || p->impl.rfind("brg", 0) != 0) return false;
     }
     const auto* w = static_cast<const float*>(packed_f32_->get_data_handle());
-    UBF_CHECK(!done || !columns, "a product split by columns has no whole rows per part");
     pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi, int worker) {
       dnnl::engine& eng = cpu_engine();
       dnnl::stream s(eng);
