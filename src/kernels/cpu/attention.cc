@@ -246,30 +246,34 @@ HWY_INLINE void ValueTile(D d, const float* HWY_RESTRICT p, size_t lds, size_t n
   }
 }
 
+// f(std::integral_constant<size_t, n>{}) for a count n from 1 to kOutVecs: a run-time count of
+// vectors or columns as the template argument of an unrolled tile.
+template <class F>
+HWY_INLINE void WithCount(size_t n, const F& f) {
+  switch (n) {
+    case 1:
+      return f(std::integral_constant<size_t, 1>{});
+    case 2:
+      return f(std::integral_constant<size_t, 2>{});
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    case 3:
+      return f(std::integral_constant<size_t, 3>{});
+    case 4:
+      return f(std::integral_constant<size_t, 4>{});
+#endif
+    default:
+      HWY_ABORT("attention: %zu vectors or columns per tile", n);
+  }
+}
+
 template <class D>
 HWY_INLINE void ValueTiles(D d, const float* p, size_t lds, size_t nj, const float* v, size_t ldv,
                            float* o, size_t ldo) {
   const size_t N = hn::Lanes(d);
   for (size_t c0 = 0; c0 < ldv; c0 += kOutVecs * N) {
-    const size_t nv = std::min(kOutVecs, (ldv - c0) / N);
-    switch (nv) {
-      case 1:
-        ValueTile<1>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
-        break;
-      case 2:
-        ValueTile<2>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
-        break;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      case 3:
-        ValueTile<3>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
-        break;
-      case 4:
-        ValueTile<4>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
-        break;
-#endif
-      default:
-        HWY_ABORT("attention: %zu output vectors per tile", nv);
-    }
+    WithCount(std::min(kOutVecs, (ldv - c0) / N), [&](auto nv) HWY_ATTR {
+      ValueTile<decltype(nv)::value>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
+    });
   }
 }
 
@@ -301,37 +305,15 @@ HWY_INLINE void TailTile(D d, const float* HWY_RESTRICT p, size_t lds, size_t nj
   }
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr size_t kTailCols = 4;  // 16 accumulators of 32 registers
-#else
-constexpr size_t kTailCols = 2;  // 8 of 16
-#endif
-
 template <class D>
 HWY_INLINE void TailTiles(D d, const float* p, size_t lds, size_t njv, const float* vt, size_t ldt,
                           size_t tail, float* o, size_t ldo) {
   const size_t N = hn::Lanes(d);
-  for (size_t c0 = 0; c0 < tail; c0 += kTailCols) {
-    const float* vc = vt + c0 * ldt;
-    float* oc = o + c0 * N;
-    switch (std::min(kTailCols, tail - c0)) {
-      case 1:
-        TailTile<1>(d, p, lds, njv, vc, ldt, oc, ldo);
-        break;
-      case 2:
-        TailTile<2>(d, p, lds, njv, vc, ldt, oc, ldo);
-        break;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      case 3:
-        TailTile<3>(d, p, lds, njv, vc, ldt, oc, ldo);
-        break;
-      case 4:
-        TailTile<4>(d, p, lds, njv, vc, ldt, oc, ldo);
-        break;
-#endif
-      default:
-        HWY_ABORT("attention: %zu tail columns per tile", tail - c0);
-    }
+  // kOutVecs columns at a time: as many accumulators as ValueTile's widest tile.
+  for (size_t c0 = 0; c0 < tail; c0 += kOutVecs) {
+    WithCount(std::min(kOutVecs, tail - c0), [&](auto nc) HWY_ATTR {
+      TailTile<decltype(nc)::value>(d, p, lds, njv, vt + c0 * ldt, ldt, o + c0 * N, ldo);
+    });
   }
 }
 

@@ -205,9 +205,10 @@ class MatMulKernel : public KernelBase {
     if (a.dtype() != DType::f32 || b.dtype() != DType::f32 || y.dtype() != DType::f32) return false;
     auto f = [&](const std::string& m) { fail(m + " (operands " + tensors_str({a, b}) + ")"); };
     const Geometry g = geometry(a.sizes(), b.sizes(), y.sizes(), f);
-    if (y.numel() == 0 || g.a.back() == 0 || panels(g, DType::f32, b.sizes()) ||
-        small(g, DType::f32) || small_batched(g, DType::f32) ||
-        !split(g, DType::f32, b.sizes(), pool.size()) ||
+    // split() excludes what run() takes before it: the panel loop's few rows (and with them the
+    // small loop's), batched products.
+    static_assert(kSmallMatMulRows <= kPanelMatMulRows, "the small loop's rows are panel rows");
+    if (y.numel() == 0 || g.a.back() == 0 || !split(g, DType::f32, b.sizes(), pool.size()) ||
         by_columns(g.a[0], g.a[1], g.b[1], pool.size())) {
       return false;
     }
