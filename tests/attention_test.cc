@@ -546,6 +546,16 @@ TEST(Attention, MaskedOutBlocksSkipOnlyWhereExact) {
         if (mild["mask"].get(i) != 0) mild["mask"].set(i, -5.0);
       }
       check(g, mild, where + " mask of -5");
+      // Keys masked before a window of 260 as well as past the diagonal, and a bias of -0.3 on
+      // the keys from 150 on: rows 256-260 see all keys before theirs, the first 150 with a mask
+      // of 0 and the next ones not, so the mask must still be added to their block of keys
+      // 128-255, below the diagonal.
+      auto window = cloned(in);
+      for (int64_t i = 0; i < 300; i++) {
+        for (int64_t j = 0; j < 300; j++)
+          window["mask"].set(i * 300 + j, j > i || j < i - 260 ? fill : j < 150 ? 0.0 : -0.3);
+      }
+      check(g, window, where + " window with a bias");
       // Rows 0-9 masked out entirely with the lowest value: a softmax over masked scores.
       auto all = cloned(in);
       for (int64_t i = 0; i < 10 * 300; i++) all["mask"].set(i, lowest);

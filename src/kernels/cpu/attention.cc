@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -46,10 +47,25 @@ inline size_t block_bytes() {
   return bytes;
 }
 
+// What a tile needs to know of one mask row, read once per chunk (MaskExtent): `last` is the last
+// of its lk keys whose mask value is above kMaskFloor or NaN (an added mask) or keeps the score (a
+// Where), -1 if none; `top` the largest mask value after it (-inf if none); `zeros` how many of
+// its first keys leave the scores as they are (a mask value of 0, or kept by a Where).
+struct MaskRow {
+  int64_t last, zeros;
+  float top;
+};
+
 // Per-thread staging: the chunk's query rows, K^T and V widened to f32, the output rows being
-// accumulated with their running max and sum, and one tile of scores.
+// accumulated with their running max and sum, and one tile of scores; the MaskRows of the last
+// chunk's mask rows, which the next chunk of the same call reuses when it has the same rows of the
+// same mask (the heads of a causal or padding mask shared by all of them).
 struct Scratch {
   std::vector<float> q, kt, v, o, m, l, s, row, pack_row;
+  std::vector<MaskRow> mask_rows;
+  uint64_t mask_call = 0;
+  const void* mask_at = nullptr;
+  int64_t mask_i0 = 0, mask_i1 = 0;
 };
 inline Scratch& scratch() {
   thread_local Scratch s;
@@ -86,42 +102,67 @@ constexpr size_t kScoreVecs = 2;  // 8 accumulators of 16 registers
 constexpr size_t kOutVecs = 2;
 #endif
 
-// s[r * lds + j] = q[r] . kt[:, j] for the kRows rows of q ([kRows, depth]) and the nj columns of
-// kt ([depth, ldk]); nj is a multiple of Lanes(d).
+// f(std::integral_constant<size_t, n>{}) for a count n from 1 to kOutVecs: a run-time count of
+// vectors or columns as the template argument of an unrolled tile.
+template <class F>
+HWY_INLINE void WithCount(size_t n, const F& f) {
+  switch (n) {
+    case 1:
+      return f(std::integral_constant<size_t, 1>{});
+    case 2:
+      return f(std::integral_constant<size_t, 2>{});
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    case 3:
+      return f(std::integral_constant<size_t, 3>{});
+    case 4:
+      return f(std::integral_constant<size_t, 4>{});
+#endif
+    default:
+      HWY_ABORT("attention: %zu vectors or columns per tile", n);
+  }
+}
+
+// s[r * lds + j + (0, kV * N)] = q[r] . kt[:, j + ...] for the kRows rows of q ([kRows, depth])
+// and kV vectors of columns of kt ([depth, ldk]) from j.
+template <size_t kV, class D>
+HWY_INLINE void ScoreCols(D d, const float* HWY_RESTRICT q, size_t depth,
+                          const float* HWY_RESTRICT kt, size_t ldk, size_t j, float* HWY_RESTRICT s,
+                          size_t lds) {
+  using V = hn::VFromD<D>;
+  const size_t N = hn::Lanes(d);
+  V acc[kRows][kV];
+  for (size_t r = 0; r < kRows; r++) {
+    for (size_t u = 0; u < kV; u++) acc[r][u] = hn::Zero(d);
+  }
+  for (size_t k = 0; k < depth; k++) {
+    const float* kr = kt + k * ldk + j;
+    V kv[kV];
+    for (size_t u = 0; u < kV; u++) kv[u] = hn::Load(d, kr + u * N);
+    for (size_t r = 0; r < kRows; r++) {
+      const V qb = hn::Set(d, q[r * depth + k]);
+      for (size_t u = 0; u < kV; u++) acc[r][u] = hn::MulAdd(qb, kv[u], acc[r][u]);
+    }
+  }
+  for (size_t r = 0; r < kRows; r++) {
+    for (size_t u = 0; u < kV; u++) hn::StoreU(acc[r][u], d, s + r * lds + j + u * N);
+  }
+}
+
+// The tile's scores against the nj columns of kt (a multiple of Lanes(d)): groups of kScoreVecs
+// vectors, then the rest as one narrower group (a causal block cut at the diagonal leaves 1-3).
+static_assert(kScoreVecs - 1 <= kOutVecs, "ScoreTile's last group goes through WithCount");
 template <class D>
 HWY_INLINE void ScoreTile(D d, const float* HWY_RESTRICT q, size_t depth,
                           const float* HWY_RESTRICT kt, size_t ldk, size_t nj,
                           float* HWY_RESTRICT s, size_t lds) {
-  using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
   size_t j = 0;
-  for (; j + kScoreVecs * N <= nj; j += kScoreVecs * N) {
-    V acc[kRows][kScoreVecs];
-    for (size_t r = 0; r < kRows; r++) {
-      for (size_t u = 0; u < kScoreVecs; u++) acc[r][u] = hn::Zero(d);
-    }
-    for (size_t k = 0; k < depth; k++) {
-      const float* kr = kt + k * ldk + j;
-      V kv[kScoreVecs];
-      for (size_t u = 0; u < kScoreVecs; u++) kv[u] = hn::Load(d, kr + u * N);
-      for (size_t r = 0; r < kRows; r++) {
-        const V qb = hn::Set(d, q[r * depth + k]);
-        for (size_t u = 0; u < kScoreVecs; u++) acc[r][u] = hn::MulAdd(qb, kv[u], acc[r][u]);
-      }
-    }
-    for (size_t r = 0; r < kRows; r++) {
-      for (size_t u = 0; u < kScoreVecs; u++) hn::StoreU(acc[r][u], d, s + r * lds + j + u * N);
-    }
-  }
-  for (; j + N <= nj; j += N) {
-    V acc[kRows];
-    for (size_t r = 0; r < kRows; r++) acc[r] = hn::Zero(d);
-    for (size_t k = 0; k < depth; k++) {
-      const V kv = hn::Load(d, kt + k * ldk + j);
-      for (size_t r = 0; r < kRows; r++)
-        acc[r] = hn::MulAdd(hn::Set(d, q[r * depth + k]), kv, acc[r]);
-    }
-    for (size_t r = 0; r < kRows; r++) hn::StoreU(acc[r], d, s + r * lds + j);
+  for (; j + kScoreVecs * N <= nj; j += kScoreVecs * N)
+    ScoreCols<kScoreVecs>(d, q, depth, kt, ldk, j, s, lds);
+  if (j < nj) {
+    WithCount((nj - j) / N, [&](auto nv) HWY_ATTR {
+      ScoreCols<decltype(nv)::value>(d, q, depth, kt, ldk, j, s, lds);
+    });
   }
 }
 
@@ -134,12 +175,12 @@ HWY_INLINE void ScoreTile(D d, const float* HWY_RESTRICT q, size_t depth,
 template <class D, typename TM>
 HWY_INLINE void SoftmaxUpdate(D d, float* HWY_RESTRICT s, size_t lds, size_t nj,
                               const std::vector<cpu::AttentionStep>& steps, size_t first_step,
-                              const TM* const* mrows, int64_t mcol, float* m, float* l,
-                              float* HWY_RESTRICT o, size_t ldo) {
+                              size_t end_step, const TM* const* mrows, int64_t mcol, float* m,
+                              float* l, float* HWY_RESTRICT o, size_t ldo) {
   using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
   const size_t nv = (nj + N - 1) / N;  // s has room for whole vectors
-  for (size_t k = first_step; k < steps.size(); k++) {
+  for (size_t k = first_step; k < end_step; k++) {
     const cpu::AttentionStep& st = steps[k];
     for (size_t r = 0; r < kRows; r++) {
       float* sr = s + r * lds;
@@ -243,26 +284,6 @@ HWY_INLINE void ValueTile(D d, const float* HWY_RESTRICT p, size_t lds, size_t n
   }
   for (size_t r = 0; r < kRows; r++) {
     for (size_t u = 0; u < kNV; u++) hn::StoreU(acc[r][u], d, o + r * ldo + u * N);
-  }
-}
-
-// f(std::integral_constant<size_t, n>{}) for a count n from 1 to kOutVecs: a run-time count of
-// vectors or columns as the template argument of an unrolled tile.
-template <class F>
-HWY_INLINE void WithCount(size_t n, const F& f) {
-  switch (n) {
-    case 1:
-      return f(std::integral_constant<size_t, 1>{});
-    case 2:
-      return f(std::integral_constant<size_t, 2>{});
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    case 3:
-      return f(std::integral_constant<size_t, 3>{});
-    case 4:
-      return f(std::integral_constant<size_t, 4>{});
-#endif
-    default:
-      HWY_ABORT("attention: %zu vectors or columns per tile", n);
   }
 }
 
@@ -424,55 +445,97 @@ HWY_INLINE float MaxAbs(D d, const float* HWY_RESTRICT p, size_t n) {
 constexpr float kSkipMargin = 128.0f;
 constexpr double kSkipSlack = 1e-5;
 
-// Whether the scores of the block for the `real` rows of a tile, after the mask step (the last
-// step), all lie kSkipMargin or more below their rows' running maxima m: each score before the
-// mask is at most `bound` in magnitude, so a masked-out score is at most mask + bound (an added
-// mask) or the fill value (a Where); then the block changes no row's max, sum or output and is
-// skipped. Rows whose max is still -inf take every block. A row's mask is read in vectors: this
-// test runs for every tile and block, as often as the scores' product.
+// Mask values at or below this (and not NaN) are taken as masking a key out when a chunk's mask
+// rows are first read (MaskExtent); whether one really adds nothing is decided per tile against
+// its row's running max (TileKeysNeeded). -inf, float's lowest and -1e4 masks are all below it.
+constexpr float kMaskFloor = -1000.0f;
+
+// The highest lane set in a mask of lanes (one at least).
+template <class D, class M>
+HWY_INLINE size_t LastLane(D d, M lanes) {
+  uint8_t bits[HWY_MAX_BYTES / sizeof(float) / 8 + 8] = {};
+  hn::StoreMaskBits(d, lanes, bits);
+  uint64_t word;
+  std::memcpy(&word, bits, sizeof(word));
+  return size_t(63 - __builtin_clzll(word));
+}
+
+// The MaskRow of mrow's lk keys (col_stride 0: one value for all). Reads the row from its end back
+// to the last key that counts and from its start to the first non-zero value: for a causal mask,
+// each value once.
 template <class D, typename TM>
-HWY_INLINE bool BlockMaskedOut(D d, const cpu::AttentionStep& st, float bound,
-                               const TM* const* mrows, size_t real, size_t nj, int64_t col_stride,
-                               const float* m) {
+HWY_INLINE ad::MaskRow MaskExtent(D d, const cpu::AttentionStep& st, const TM* mrow, size_t lk,
+                                  int64_t col_stride) {
   using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
   const bool add = st.kind == cpu::AttentionStep::kAddMask;
+  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const V floor = hn::Set(d, kMaskFloor);
+  const V keep = hn::Set(d, st.keep_when_true ? 1.0f : 0.0f);
+  const size_t n = col_stride == 0 ? 1 : lk;
+  const auto load = [&](size_t j, size_t c) HWY_ATTR {
+    return c == N ? LoadF32(d, mrow + j) : LoadNF32(d, mrow + j, c);
+  };
+  // Lanes that may count (NaN too: !(x <= floor)), and lanes that leave the scores unchanged.
+  const auto counts = [&](V mv)
+                          HWY_ATTR { return add ? hn::Not(hn::Le(mv, floor)) : hn::Eq(mv, keep); };
+  const auto neutral = [&](V mv)
+                           HWY_ATTR { return add ? hn::Eq(mv, hn::Zero(d)) : hn::Eq(mv, keep); };
+  ad::MaskRow mr{-1, int64_t(lk), -std::numeric_limits<float>::infinity()};
+  V tv = ninf;
+  for (size_t j = (n - 1) / N * N + N; j > 0;) {
+    j -= N;
+    const size_t c = std::min(N, n - j);
+    const V mv = load(j, c);
+    const auto in = hn::FirstN(d, c);
+    const auto k = hn::And(in, counts(mv));
+    // The lanes before the last that counts may join top too: a larger top is only stricter.
+    tv = hn::Max(tv, hn::IfThenElse(hn::AndNot(k, in), mv, ninf));
+    if (!hn::AllFalse(d, k)) {
+      mr.last = col_stride == 0 ? int64_t(lk) - 1 : int64_t(j + LastLane(d, k));
+      break;
+    }
+  }
+  mr.top = ReduceMaxF(d, tv);
+  for (size_t j = 0; j < n; j += N) {
+    const size_t c = std::min(N, n - j);
+    const auto in = hn::FirstN(d, c);
+    const auto other = hn::AndNot(neutral(load(j, c)), in);
+    if (!hn::AllFalse(d, other)) {
+      mr.zeros = col_stride == 0 ? 0 : int64_t(j + hn::FindKnownFirstTrue(d, other));
+      break;
+    }
+  }
+  return mr;
+}
+
+// How many of the nj keys of the block at j0 the `real` rows of a tile need (0 skips the block,
+// nj takes it all), from each row's MaskRow and running max m. Past a row's last key that counts,
+// each score after the mask step (the last step) is at most top + bound (an added mask; `bound`
+// bounds the scores before it) or the fill value (a Where); where that lies kSkipMargin below the
+// row's max, those keys change no row's max, sum or output. A causal mask's blocks above the
+// diagonal then come out 0 and the block on it is cut after the tile's last row. Rows whose max
+// is still -inf take every key.
+inline size_t TileKeysNeeded(const cpu::AttentionStep& st, float bound, const ad::MaskRow* rows,
+                             size_t real, size_t j0, size_t nj, const float* m) {
+  const bool add = st.kind == cpu::AttentionStep::kAddMask;
   // An added mask keeps what the scores are: an infinite or NaN one (bound not finite) makes the
   // masked score NaN. A Where replaces them whatever they are.
-  if (add && !std::isfinite(bound)) return false;
-  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
-  const V one = hn::Set(d, 1.0f);
+  if (add && !std::isfinite(bound)) return nj;
+  size_t need = 0;
   for (size_t r = 0; r < real; r++) {
+    const int64_t keys = rows[r].last + 1 - int64_t(j0);  // the row's keys in this block that count
+    if (keys >= int64_t(nj)) return nj;
+    need = std::max(need, size_t(std::max<int64_t>(keys, 0)));
     const float mr = m[r];
-    if (!(mr > -std::numeric_limits<float>::infinity())) return false;
-    const TM* mrow = mrows[r];
-    const size_t n = col_stride == 0 ? 1 : nj;
-    // add: the largest mask value (NaN lanes flagged apart); Where: any kept score. A vector
-    // with a lane that rules the block out ends the scan (a block on or below a causal mask's
-    // diagonal is seen at its first vector): a mask value at or above `cut` is one (the exact
-    // test below decides the rest).
-    const V cut = hn::Set(d, float(double(mr) - kSkipMargin - double(bound)));
-    V top = ninf;
-    for (size_t j = 0; j < n; j += N) {
-      const size_t c = std::min(N, n - j);
-      const V mv = c == N ? LoadF32(d, mrow + j) : LoadNF32(d, mrow + j, c);
-      const auto in = hn::FirstN(d, c);
-      auto bad = hn::Lt(one, one);  // all false
-      if (add) {
-        top = hn::Max(top, hn::IfThenElse(in, mv, ninf));
-        bad = hn::And(in, hn::Or(hn::IsNaN(mv), hn::Ge(mv, cut)));
-      } else {
-        bad = hn::And(in, st.keep_when_true ? hn::Eq(mv, one) : hn::Ne(mv, one));
-      }
-      if (!hn::AllFalse(d, bad)) return false;
-    }
-    const double hi = add ? double(ReduceMaxF(d, top)) + double(bound) : double(st.scalar);
+    if (!(mr > -std::numeric_limits<float>::infinity())) return nj;
+    const double hi = add ? double(rows[r].top) + double(bound) : double(st.scalar);
     if (hi == -std::numeric_limits<double>::infinity()) continue;  // exp gives exactly 0
     const double slack =
         kSkipSlack * (std::abs(hi) + std::abs(double(bound)) + std::abs(double(mr)));
-    if (!(hi + slack < double(mr) - kSkipMargin)) return false;
+    if (!(hi + slack < double(mr) - kSkipMargin)) return nj;
   }
-  return true;
+  return need;
 }
 
 // Widens n elements of src (dtype t) into dst; a copy for f32.
@@ -487,7 +550,7 @@ void Widen(const T* src, float* dst, size_t n) {
 }
 
 template <typename T, typename TM>
-void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
+void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, uint64_t call) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const size_t depth = size_t(p.d), lk = size_t(p.lk), dv = size_t(p.dv);
@@ -554,7 +617,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   const TM* mask = p.mask ? static_cast<const TM*>(p.mask) + p.mask_off[size_t(b)] : nullptr;
   // Blocks masked out for a tile's rows (a causal mask's upper triangle) are skipped where that
   // is exact: the mask is the last step, and the scores before it are bounded by
-  // depth * max|q| * max|k| times the steps' factors (BlockMaskedOut).
+  // depth * max|q| * max|k| times the steps' factors (TileKeysNeeded).
   const bool mask_last = mask && first_step < p.steps.size() &&
                          (p.steps.back().kind == cpu::AttentionStep::kAddMask ||
                           p.steps.back().kind == cpu::AttentionStep::kWhere);
@@ -572,10 +635,28 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
     }
     return float(bnd);
   };
-  std::vector<float>& qmax = sc.row;  // per tile
-  if (mask_last) {
+  // K as rows: one tile scores them directly, more tiles share a transposed packed block.
+  const bool direct = p.k_rows && tiles == 1;
+  std::vector<float>& qmax = sc.row;      // per tile
+  const ad::MaskRow* mrow_ext = nullptr;  // per row of the chunk
+  if (mask_last && !direct) {
     ad::fit(qmax, tiles);
     for (size_t t = 0; t < tiles; t++) qmax[t] = MaxAbs(d, q + t * kRows * depth, kRows * depth);
+    if (sc.mask_call != call || sc.mask_at != mask || sc.mask_i0 != i0 || sc.mask_i1 != i1) {
+      if (sc.mask_rows.size() < rows) sc.mask_rows.resize(rows);
+      for (size_t r = 0; r < rows; r++) {
+        sc.mask_rows[r] =
+            r > 0 && p.mask_row_stride == 0  // one mask row for all (a padding mask)
+                ? sc.mask_rows[0]
+                : MaskExtent(d, p.steps.back(), mask + (i0 + int64_t(r)) * p.mask_row_stride, lk,
+                             p.mask_col_stride);
+      }
+      sc.mask_call = call;
+      sc.mask_at = mask;
+      sc.mask_i0 = i0;
+      sc.mask_i1 = i1;
+    }
+    mrow_ext = sc.mask_rows.data();
   }
   size_t nj = 0;
   for (size_t j0 = 0; j0 < lk; j0 += nj) {
@@ -585,8 +666,6 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
     if (lk - j0 - nj <= kb / 4 && lk - j0 <= kKeyBlock) nj = lk - j0;
     const size_t njv = (nj + N - 1) / N * N;
     const size_t ldk = std::max(kb, njv);  // the packed K^T block's row stride
-    // K as rows: one tile scores them directly, more tiles share a transposed packed block.
-    const bool direct = p.k_rows && tiles == 1;
     if (!p.k_rows) {
       for (size_t k = 0; k < depth; k++) PackRow(d, kt + k * lk + j0, nj, ktp + k * ldk);
     } else if (!direct) {
@@ -624,20 +703,31 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
         const int64_t i = std::min(i0 + int64_t(r0 + r), i1 - 1);
         mrows[r] = mask + i * p.mask_row_stride + int64_t(j0) * p.mask_col_stride;
       }
-      if (may_skip &&
-          BlockMaskedOut(d, p.steps.back(), score_bound(qmax[t], kmax), mrows,
-                         std::min(kRows, rows - r0), nj, p.mask_col_stride, &sc.m[r0])) {
-        continue;
+      // The keys the tile needs: all, none (skipped), or up to a causal mask's diagonal.
+      const size_t nt =
+          may_skip ? TileKeysNeeded(p.steps.back(), score_bound(qmax[t], kmax), mrow_ext + r0,
+                                    std::min(kRows, rows - r0), j0, nj, &sc.m[r0])
+                   : nj;
+      if (nt == 0) continue;
+      // The mask step leaves the scores as they are where every row's keys up to nt have a
+      // neutral mask value (the keys below a causal mask's diagonal): then it is not run.
+      size_t end_step = p.steps.size();
+      if (mrow_ext) {
+        bool neutral = true;
+        for (size_t r = 0; r < std::min(kRows, rows - r0); r++)
+          neutral = neutral && mrow_ext[r0 + r].zeros >= int64_t(j0 + nt);
+        if (neutral) end_step--;
       }
+      const size_t ntv = (nt + N - 1) / N * N;
       if (direct) {
         ScoreRowsDirect(d, q + r0 * depth, depth, rows, kt + j0 * k_ld, k_ld, nj, s, lds);
       } else {
-        ScoreTile(d, q + r0 * depth, depth, ktp, ldk, njv, s, lds);
+        ScoreTile(d, q + r0 * depth, depth, ktp, ldk, ntv, s, lds);
       }
-      SoftmaxUpdate(d, s, lds, nj, p.steps, first_step, mrows, p.mask_col_stride, &sc.m[r0],
-                    &sc.l[r0], o + r0 * ldo, ldo);
-      ValueTiles(d, s, lds, nj, vp, ldv, o + r0 * ldo, ldo);
-      if (dot_tail) TailTiles(d, s, lds, njv, vt, ldt, tail, o + r0 * ldo + ldv, ldo);
+      SoftmaxUpdate(d, s, lds, nt, p.steps, first_step, end_step, mrows, p.mask_col_stride,
+                    &sc.m[r0], &sc.l[r0], o + r0 * ldo, ldo);
+      ValueTiles(d, s, lds, nt, vp, ldv, o + r0 * ldo, ldo);
+      if (dot_tail) TailTiles(d, s, lds, ntv, vt, ldt, tail, o + r0 * ldo + ldv, ldo);
     }
   }
   const size_t out_ld = p.out_ld ? size_t(p.out_ld) : dv;
@@ -662,13 +752,15 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
   }
 }
 
-void AttentionChunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1) {
+void AttentionChunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1,
+                    uint64_t call) {
   WithStorage(cpu::float_code(p.dtype), [&](auto s) HWY_ATTR {
     using T = typename decltype(s)::type;
-    if (!p.mask) return Chunk<T, float>(p, b, i0, i1);
-    if (p.mask_dtype == DType::boolean) return Chunk<T, uint8_t>(p, b, i0, i1);
-    WithStorage(cpu::float_code(p.mask_dtype),
-                [&](auto sm) HWY_ATTR { Chunk<T, typename decltype(sm)::type>(p, b, i0, i1); });
+    if (!p.mask) return Chunk<T, float>(p, b, i0, i1, call);
+    if (p.mask_dtype == DType::boolean) return Chunk<T, uint8_t>(p, b, i0, i1, call);
+    WithStorage(cpu::float_code(p.mask_dtype), [&](auto sm) HWY_ATTR {
+      Chunk<T, typename decltype(sm)::type>(p, b, i0, i1, call);
+    });
   });
 }
 
@@ -717,10 +809,14 @@ void run_attention(const AttentionProblem& p, ThreadPool& pool) {
   // on the calling thread, where waking a worker would cost more than they do.
   const int64_t chunk_macs = std::max<int64_t>(1, std::min(rows, p.lq) * p.lk * (p.d + p.dv));
   const int64_t grain = std::max<int64_t>(1, (int64_t(32) << 10) / chunk_macs);
+  // Tells a thread's chunks of this call from those of earlier calls (MaskRows are reused within
+  // one call only: the next may bring other mask values at the same address).
+  static std::atomic<uint64_t> calls{0};
+  const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
   pool.parallel_for(p.batches * per, grain, [&](int64_t begin, int64_t end, int) {
     for (int64_t t = begin; t < end; t++) {
       const int64_t b = t / per, i0 = (t % per) * rows;
-      HWY_DYNAMIC_DISPATCH(AttentionChunk)(p, b, i0, std::min(p.lq, i0 + rows));
+      HWY_DYNAMIC_DISPATCH(AttentionChunk)(p, b, i0, std::min(p.lq, i0 + rows), call);
     }
   });
 }
