@@ -166,46 +166,56 @@ HWY_INLINE void ScoreTile(D d, const float* HWY_RESTRICT q, size_t depth,
   }
 }
 
-// The tile's rows of scores s[r * lds + (0, nj)] for the block: the steps from first_step on (row
-// r's mask row at mrows[r]), then the online softmax update of each row's running max m[r] and sum
-// l[r] (rescaling its accumulated output o[r * ldo + (0, ldo)] when the max grows); leaves
-// exp(s - max) in s, 0 past nj up to the next vector. The rows' max and sum loops are interleaved:
-// their reductions are independent chains the core overlaps (one row at a time, their latency
-// was not hidden).
+// Whether a step is the mask (an Add of it, or a Where on it).
+inline bool IsMaskStep(const cpu::AttentionStep& st) {
+  return st.kind == cpu::AttentionStep::kAddMask || st.kind == cpu::AttentionStep::kWhere;
+}
+
+// The scores x of lanes [i * N, +N) of a row after the mask step st (the row's mask at mrow, its
+// columns mcol apart; nj keys in the block).
+template <class D, typename TM>
+HWY_INLINE hn::VFromD<D> ApplyMask(D d, const cpu::AttentionStep& st, const TM* mrow, int64_t mcol,
+                                   size_t i, size_t nj, hn::VFromD<D> x) {
+  const size_t N = hn::Lanes(d);
+  const size_t c = std::min(N, nj - i * N);
+  const auto mv = mcol == 0 ? hn::Set(d, hn::GetLane(LoadNF32(d, mrow, 1)))
+                  : c == N  ? LoadF32(d, mrow + i * N)
+                            : LoadNF32(d, mrow + i * N, c);
+  if (st.kind == cpu::AttentionStep::kAddMask) return hn::Add(x, mv);
+  // A bool mask loads as 0/1: keep the scores where it is 1 (0 when !keep_when_true).
+  return hn::IfThenElse(hn::Eq(mv, hn::Set(d, st.keep_when_true ? 1.0f : 0.0f)), x,
+                        hn::Set(d, st.scalar));
+}
+
+// The tile's rows of scores s[r * lds + (0, nj)] for the block: the steps [first_step, end_step)
+// (row r's mask row at mrows[r]), then the online softmax update of each row's running max m[r]
+// and sum, kept as N lanes l[r * N + (0, N)] summed when the chunk ends (rescaling those and its
+// accumulated output o[r * ldo + (0, ldo)] when the max grows); leaves exp(s - max) in s, 0 past
+// nj up to the next vector. A mask as the last step is applied in the pass that finds the
+// block's max. A row's max is only reduced to one number when a lane of the block exceeds the
+// running max (after the first blocks, rarely). The rows' loops are interleaved: their
+// reductions are independent chains the core overlaps.
 template <class D, typename TM>
 HWY_INLINE void SoftmaxUpdate(D d, float* HWY_RESTRICT s, size_t lds, size_t nj,
                               const std::vector<cpu::AttentionStep>& steps, size_t first_step,
                               size_t end_step, const TM* const* mrows, int64_t mcol, float* m,
-                              float* l, float* HWY_RESTRICT o, size_t ldo) {
+                              float* HWY_RESTRICT l, float* HWY_RESTRICT o, size_t ldo) {
   using V = hn::VFromD<D>;
   const size_t N = hn::Lanes(d);
   const size_t nv = (nj + N - 1) / N;  // s has room for whole vectors
-  for (size_t k = first_step; k < end_step; k++) {
+  const cpu::AttentionStep* last_mask =
+      end_step > first_step && IsMaskStep(steps[end_step - 1]) ? &steps[end_step - 1] : nullptr;
+  for (size_t k = first_step; k < end_step - (last_mask ? 1 : 0); k++) {
     const cpu::AttentionStep& st = steps[k];
+    const V c = hn::Set(d, st.scalar);
     for (size_t r = 0; r < kRows; r++) {
       float* sr = s + r * lds;
-      if (st.kind == cpu::AttentionStep::kAddMask || st.kind == cpu::AttentionStep::kWhere) {
-        const bool add = st.kind == cpu::AttentionStep::kAddMask;
-        const V fill = hn::Set(d, st.scalar);
-        // A bool mask loads as 0/1: keep the scores where it is 1 (0 when !keep_when_true).
-        const V keep = hn::Set(d, st.keep_when_true ? 1.0f : 0.0f);
-        const TM* mrow = mrows[r];
-        for (size_t i = 0; i < nv; i++) {
-          const size_t c = std::min(N, nj - i * N);
-          const V mv = mcol == 0 ? hn::Set(d, hn::GetLane(LoadNF32(d, mrow, 1)))
-                       : c == N  ? LoadF32(d, mrow + i * N)
-                                 : LoadNF32(d, mrow + i * N, c);
-          const V x = hn::LoadU(d, sr + i * N);
-          hn::StoreU(add ? hn::Add(x, mv) : hn::IfThenElse(hn::Eq(mv, keep), x, fill), d,
-                     sr + i * N);
-        }
-        continue;
-      }
-      const V c = hn::Set(d, st.scalar);
       for (size_t i = 0; i < nv; i++) {
         const V x = hn::LoadU(d, sr + i * N);
-        hn::StoreU(st.kind == cpu::AttentionStep::kMul ? hn::Mul(x, c) : hn::Div(x, c), d,
-                   sr + i * N);
+        hn::StoreU(IsMaskStep(st) ? ApplyMask(d, st, mrows[r], mcol, i, nj, x)
+                   : st.kind == cpu::AttentionStep::kMul ? hn::Mul(x, c)
+                                                         : hn::Div(x, c),
+                   d, sr + i * N);
       }
     }
   }
@@ -215,38 +225,52 @@ HWY_INLINE void SoftmaxUpdate(D d, float* HWY_RESTRICT s, size_t lds, size_t nj,
   for (size_t i = 0; i < nv; i++) {
     const auto valid = hn::FirstN(d, nj - i * N);
     for (size_t r = 0; r < kRows; r++) {
-      mx[r] = hn::Max(mx[r],
-                      hn::IfThenElse(valid, hn::LoadU(d, s + r * lds + i * N), hn::Set(d, ninf)));
+      float* sr = s + r * lds + i * N;
+      V x = hn::LoadU(d, sr);
+      if (last_mask) {
+        x = ApplyMask(d, *last_mask, mrows[r], mcol, i, nj, x);
+        hn::StoreU(x, d, sr);
+      }
+      mx[r] = hn::Max(mx[r], hn::IfThenElse(valid, x, hn::Set(d, ninf)));
     }
   }
-  V vm[kRows], sum[kRows];
-  float m_new[kRows];
+  V vm[kRows];
   // exp(old max - new max) of the rows whose max grew, for all rows in one vector exp (lanes
   // past kRows and rows whose max stayed hold 0).
   constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
   HWY_ALIGN float corr[kRows + kMaxLanes] = {};
-  bool grew[kRows];
+  bool grew[kRows], any_grew = false;
   for (size_t r = 0; r < kRows; r++) {
+    const V cur = hn::Set(d, m[r]);
+    grew[r] = false;
+    vm[r] = cur;
+    // No lane above the running max (and none NaN): the max stays.
+    if (m[r] != ninf && hn::AllFalse(d, hn::Or(hn::Gt(mx[r], cur), hn::IsNaN(mx[r])))) continue;
     const float bmax = ReduceMaxF(d, mx[r]);
-    m_new[r] = std::isnan(bmax) ? bmax : std::max(m[r], bmax);
+    const float m_new = std::isnan(bmax) ? bmax : std::max(m[r], bmax);
     // All keys so far masked out: exp(-inf - 0) = 0 keeps the sum at 0 (and the row NaN at the
     // end).
-    const float m_use = m_new[r] == ninf ? 0.0f : m_new[r];
+    const float m_use = m_new == ninf ? 0.0f : m_new;
     grew[r] = m[r] != ninf && m[r] != m_use;
+    any_grew |= grew[r];
     if (grew[r]) corr[r] = m[r] - m_use;
     vm[r] = hn::Set(d, m_use);
-    sum[r] = hn::Zero(d);
+    m[r] = m_new;
   }
-  for (size_t r = 0; r < kRows; r += N)
-    hn::Store(ExpNonPositiveF(d, hn::Load(d, corr + r)), d, corr + r);
-  for (size_t r = 0; r < kRows; r++) {
-    if (!grew[r]) continue;
-    l[r] *= corr[r];
-    const V vc = hn::Set(d, corr[r]);
-    float* orow = o + r * ldo;
-    for (size_t i = 0; i < ldo; i += N)
-      hn::StoreU(hn::Mul(hn::LoadU(d, orow + i), vc), d, orow + i);
+  if (any_grew) {
+    for (size_t r = 0; r < kRows; r += N)
+      hn::Store(ExpNonPositiveF(d, hn::Load(d, corr + r)), d, corr + r);
+    for (size_t r = 0; r < kRows; r++) {
+      if (!grew[r]) continue;
+      const V vc = hn::Set(d, corr[r]);
+      hn::Store(hn::Mul(hn::Load(d, l + r * N), vc), d, l + r * N);
+      float* orow = o + r * ldo;
+      for (size_t i = 0; i < ldo; i += N)
+        hn::StoreU(hn::Mul(hn::LoadU(d, orow + i), vc), d, orow + i);
+    }
   }
+  V sum[kRows];
+  for (size_t r = 0; r < kRows; r++) sum[r] = hn::Load(d, l + r * N);
   for (size_t i = 0; i < nv; i++) {
     const auto valid = hn::FirstN(d, nj - i * N);
     for (size_t r = 0; r < kRows; r++) {
@@ -256,10 +280,7 @@ HWY_INLINE void SoftmaxUpdate(D d, float* HWY_RESTRICT s, size_t lds, size_t nj,
       sum[r] = hn::Add(sum[r], e);
     }
   }
-  for (size_t r = 0; r < kRows; r++) {
-    l[r] += ReduceSumF(d, sum[r]);
-    m[r] = m_new[r];
-  }
+  for (size_t r = 0; r < kRows; r++) hn::Store(sum[r], d, l + r * N);
 }
 
 // o[r][c0, c0 + kNV * N) += sum_j p[r][j] v[j][c0, ...) for the kRows rows of the tile p (row
@@ -289,10 +310,10 @@ HWY_INLINE void ValueTile(D d, const float* HWY_RESTRICT p, size_t lds, size_t n
 
 template <class D>
 HWY_INLINE void ValueTiles(D d, const float* p, size_t lds, size_t nj, const float* v, size_t ldv,
-                           float* o, size_t ldo) {
+                           size_t width, float* o, size_t ldo) {
   const size_t N = hn::Lanes(d);
-  for (size_t c0 = 0; c0 < ldv; c0 += kOutVecs * N) {
-    WithCount(std::min(kOutVecs, (ldv - c0) / N), [&](auto nv) HWY_ATTR {
+  for (size_t c0 = 0; c0 < width; c0 += kOutVecs * N) {
+    WithCount(std::min(kOutVecs, (width - c0) / N), [&](auto nv) HWY_ATTR {
       ValueTile<decltype(nv)::value>(d, p, lds, nj, v + c0, ldv, o + c0, ldo);
     });
   }
@@ -559,7 +580,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
   const size_t rows = size_t(i1 - i0);
   const size_t tiles = (rows + kRows - 1) / kRows;
   float* q = ad::aligned(sc.q, tiles * kRows * depth);
-  std::fill(q, q + tiles * kRows * depth, 0.0f);
+  std::fill(q + rows * depth, q + tiles * kRows * depth, 0.0f);
   const size_t q_ld = p.q_ld ? size_t(p.q_ld) : depth, k_ld = p.k_ld ? size_t(p.k_ld) : depth,
                v_ld = p.v_ld ? size_t(p.v_ld) : dv;
   const T* q_src = static_cast<const T*>(p.q) + p.q_off[size_t(b)] + size_t(i0) * q_ld;
@@ -591,9 +612,9 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
   float* o = ad::aligned(sc.o, tiles * kRows * ldo);
   std::fill(o, o + tiles * kRows * ldo, 0.0f);
   ad::fit(sc.m, tiles * kRows);
-  ad::fit(sc.l, tiles * kRows);
+  float* lsum = ad::aligned(sc.l, tiles * kRows * N);  // each row's sum, in N lanes
   std::fill(sc.m.begin(), sc.m.end(), -std::numeric_limits<float>::infinity());
-  std::fill(sc.l.begin(), sc.l.end(), 0.0f);
+  std::fill(lsum, lsum + tiles * kRows * N, 0.0f);
   // A single tile reuses no block, so it takes the largest (fewer softmax updates per row).
   const size_t step = kScoreVecs * N;  // ScoreTile's widest column group
   const size_t kb =
@@ -614,6 +635,9 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
   const size_t ldt = kKeyBlock;
   const T* kt = static_cast<const T*>(p.kt) + p.kt_off[size_t(b)];
   const T* v = static_cast<const T*>(p.v) + p.v_off[size_t(b)];
+  // f32 value rows of whole vectors, each at an aligned address: ValueTile reads them in place.
+  const bool v_in_place = std::is_same_v<T, float> && !dot_tail && dv % N == 0 && v_ld % N == 0 &&
+                          reinterpret_cast<uintptr_t>(v) % (N * sizeof(float)) == 0;
   const TM* mask = p.mask ? static_cast<const TM*>(p.mask) + p.mask_off[size_t(b)] : nullptr;
   // Blocks masked out for a tile's rows (a causal mask's upper triangle) are skipped where that
   // is exact: the mask is the last step, and the scores before it are bounded by
@@ -672,9 +696,19 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
       PackTransposed(d, kt + j0 * k_ld, k_ld, nj, njv, depth, ktp, ldk,
                      ad::aligned(sc.pack_row, depth + N));
     }
-    if (!dot_tail) {
+    // The block's values: read where they are when they are f32 rows of whole aligned vectors,
+    // else packed.
+    const float* vb = vp;
+    size_t vld = ldv;
+    if constexpr (std::is_same_v<T, float>) {
+      if (v_in_place) {
+        vb = v + j0 * v_ld;
+        vld = v_ld;
+      }
+    }
+    if (vb == vp && !dot_tail) {
       for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * v_ld, dv, vp + j * ldv);
-    } else {
+    } else if (dot_tail) {  // never in place
       HWY_ALIGN float tv[HWY_MAX_BYTES / sizeof(float)];
       for (size_t j = 0; j < nj; j++) {
         const T* row = v + (j0 + j) * v_ld;
@@ -690,7 +724,9 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
     float kmax = 0.0f;
     if (may_skip) {
       for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * ldk, nj));
-      float vmax = MaxAbs(d, vp, nj * ldv);
+      float vmax = 0.0f;
+      for (size_t j = 0; j < (vb == vp ? 1 : nj); j++)
+        vmax = std::max(vmax, vb == vp ? MaxAbs(d, vp, nj * ldv) : MaxAbs(d, vb + j * vld, dv));
       for (size_t c = 0; c < (dot_tail ? tail : 0); c++)
         vmax = std::max(vmax, MaxAbs(d, vt + c * ldt, nj));
       may_skip = std::isfinite(vmax);
@@ -725,15 +761,15 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
         ScoreTile(d, q + r0 * depth, depth, ktp, ldk, ntv, s, lds);
       }
       SoftmaxUpdate(d, s, lds, nt, p.steps, first_step, end_step, mrows, p.mask_col_stride,
-                    &sc.m[r0], &sc.l[r0], o + r0 * ldo, ldo);
-      ValueTiles(d, s, lds, nt, vp, ldv, o + r0 * ldo, ldo);
+                    &sc.m[r0], lsum + r0 * N, o + r0 * ldo, ldo);
+      ValueTiles(d, s, lds, nt, vb, vld, ldv, o + r0 * ldo, ldo);
       if (dot_tail) TailTiles(d, s, lds, ntv, vt, ldt, tail, o + r0 * ldo + ldv, ldo);
     }
   }
   const size_t out_ld = p.out_ld ? size_t(p.out_ld) : dv;
   T* out = static_cast<T*>(p.out) + p.out_off[size_t(b)] + size_t(i0) * out_ld;
   for (size_t r = 0; r < rows; r++) {
-    const hn::VFromD<decltype(d)> inv = hn::Set(d, 1.0f / sc.l[r]);
+    const hn::VFromD<decltype(d)> inv = hn::Set(d, 1.0f / ReduceSumF(d, hn::Load(d, lsum + r * N)));
     const float* orow = o + r * ldo;
     const size_t cols = dot_tail ? full : dv;
     for (size_t c = 0; c < cols; c += N) {
