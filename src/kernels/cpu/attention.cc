@@ -642,9 +642,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
   // Blocks masked out for a tile's rows (a causal mask's upper triangle) are skipped where that
   // is exact: the mask is the last step, and the scores before it are bounded by
   // depth * max|q| * max|k| times the steps' factors (TileKeysNeeded).
-  const bool mask_last = mask && first_step < p.steps.size() &&
-                         (p.steps.back().kind == cpu::AttentionStep::kAddMask ||
-                          p.steps.back().kind == cpu::AttentionStep::kWhere);
+  const bool mask_last = mask && first_step < p.steps.size() && IsMaskStep(p.steps.back());
   // The bound on a tile's scores before the mask: depth max|q| max|k| (the raw product), then
   // each step's factor in turn, every partial below half of float's max so that no step's
   // result overflows (an infinite score times a factor of 0 would be NaN); +inf otherwise.
@@ -724,9 +722,9 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
     float kmax = 0.0f;
     if (may_skip) {
       for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * ldk, nj));
-      float vmax = 0.0f;
-      for (size_t j = 0; j < (vb == vp ? 1 : nj); j++)
-        vmax = std::max(vmax, vb == vp ? MaxAbs(d, vp, nj * ldv) : MaxAbs(d, vb + j * vld, dv));
+      float vmax = vb == vp ? MaxAbs(d, vp, nj * ldv) : 0.0f;
+      for (size_t j = 0; j < (vb == vp ? 0 : nj); j++)
+        vmax = std::max(vmax, MaxAbs(d, vb + j * vld, dv));
       for (size_t c = 0; c < (dot_tail ? tail : 0); c++)
         vmax = std::max(vmax, MaxAbs(d, vt + c * ldt, nj));
       may_skip = std::isfinite(vmax);
