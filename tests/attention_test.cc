@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <tuple>
@@ -589,6 +591,26 @@ TEST(Attention, MaskedOutBlocksSkipOnlyWhereExact) {
           close_to_ref(compile(g, graph_opts()).run(huge).at("y"), ref::run_graph(g, huge).at("y")))
           << where << " overflowing scores";
     }
+  }
+}
+
+// f32 value rows of whole vectors are read in place when they are aligned, and packed when they
+// are not: values given as a view one float past an aligned buffer take the packed path, causal
+// and not, with 299 query rows (a last tile of 3).
+TEST(Attention, ValuesInPlaceOrPackedByAlignment) {
+  const Sizes q = {1, 2, 299, 64}, kt = {1, 2, 64, 299}, v = {1, 2, 299, 64};
+  for (Mask mask : {Mask::None, Mask::Causal}) {
+    Graph g = attention(DType::f32, to_shape(q), to_shape(kt), to_shape(v), {mask, Scale::Div});
+    auto in = inputs(DType::f32, q, kt, v, mask);
+    const std::string where = "mask " + std::to_string(int(mask));
+    check(g, in, where + " aligned");
+    const Tensor& vals = in.at("v");
+    std::vector<float> shifted(size_t(vals.numel()) + 16);
+    float* at = shifted.data() + 1;
+    if (reinterpret_cast<uintptr_t>(at) % 64 == 0) at++;  // never on a vector boundary
+    std::memcpy(at, vals.data(), size_t(vals.numel()) * sizeof(float));
+    in["v"] = Tensor::view(DType::f32, v, at);
+    check(g, in, where + " values not aligned");
   }
 }
 

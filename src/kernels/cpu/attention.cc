@@ -47,25 +47,26 @@ inline size_t block_bytes() {
   return bytes;
 }
 
-// What a tile needs to know of one mask row, read once per chunk (MaskExtent): `last` is the last
-// of its lk keys whose mask value is above kMaskFloor or NaN (an added mask) or keeps the score (a
-// Where), -1 if none; `top` the largest mask value after it (-inf if none); `zeros` how many of
-// its first keys leave the scores as they are (a mask value of 0, or kept by a Where).
+// What a tile needs to know of one mask row, read once per call and thread (MaskExtent): `last`
+// is the last of its lk keys whose mask value is above kMaskFloor or NaN (an added mask) or keeps
+// the score (a Where), -1 if none; `top` at least the largest mask value after it (-inf if none);
+// `zeros` how many of its first keys leave the scores as they are (a mask value of 0, or kept by
+// a Where).
 struct MaskRow {
   int64_t last, zeros;
   float top;
 };
 
 // Per-thread staging: the chunk's query rows, K^T and V widened to f32, the output rows being
-// accumulated with their running max and sum, and one tile of scores; the MaskRows of the last
-// chunk's mask rows, which the next chunk of the same call reuses when it has the same rows of the
-// same mask (the heads of a causal or padding mask shared by all of them).
+// accumulated with their running max and sum, and one tile of scores; the MaskRows of one mask
+// by query row (`have` marks those read), kept for the rest of the call: the chunks of other
+// heads that share the mask (causal, padding) on this thread reuse them.
 struct Scratch {
   std::vector<float> q, kt, v, o, m, l, s, row, pack_row;
   std::vector<MaskRow> mask_rows;
+  std::vector<uint8_t> mask_have;
   uint64_t mask_call = 0;
   const void* mask_at = nullptr;
-  int64_t mask_i0 = 0, mask_i1 = 0;
 };
 inline Scratch& scratch() {
   thread_local Scratch s;
@@ -149,7 +150,8 @@ HWY_INLINE void ScoreCols(D d, const float* HWY_RESTRICT q, size_t depth,
 }
 
 // The tile's scores against the nj columns of kt (a multiple of Lanes(d)): groups of kScoreVecs
-// vectors, then the rest as one narrower group (a causal block cut at the diagonal leaves 1-3).
+// vectors, then the rest as one narrower group (a causal block cut at the diagonal leaves up to
+// kScoreVecs - 1).
 static_assert(kScoreVecs - 1 <= kOutVecs, "ScoreTile's last group goes through WithCount");
 template <class D>
 HWY_INLINE void ScoreTile(D d, const float* HWY_RESTRICT q, size_t depth,
@@ -193,8 +195,8 @@ HWY_INLINE hn::VFromD<D> ApplyMask(D d, const cpu::AttentionStep& st, const TM* 
 // accumulated output o[r * ldo + (0, ldo)] when the max grows); leaves exp(s - max) in s, 0 past
 // nj up to the next vector. A mask as the last step is applied in the pass that finds the
 // block's max. A row's max is only reduced to one number when a lane of the block exceeds the
-// running max (after the first blocks, rarely). The rows' loops are interleaved: their
-// reductions are independent chains the core overlaps.
+// running max, or is NaN, or the running max is still -inf (after the first blocks, rarely). The
+// rows' loops are interleaved: their reductions are independent chains the core overlaps.
 template <class D, typename TM>
 HWY_INLINE void SoftmaxUpdate(D d, float* HWY_RESTRICT s, size_t lds, size_t nj,
                               const std::vector<cpu::AttentionStep>& steps, size_t first_step,
@@ -471,14 +473,15 @@ constexpr double kSkipSlack = 1e-5;
 // its row's running max (TileKeysNeeded). -inf, float's lowest and -1e4 masks are all below it.
 constexpr float kMaskFloor = -1000.0f;
 
-// The highest lane set in a mask of lanes (one at least).
+// The highest lane set in a mask of lanes (one at least); StoreMaskBits puts lane i at bit i % 8
+// of byte i / 8.
 template <class D, class M>
 HWY_INLINE size_t LastLane(D d, M lanes) {
   uint8_t bits[HWY_MAX_BYTES / sizeof(float) / 8 + 8] = {};
-  hn::StoreMaskBits(d, lanes, bits);
-  uint64_t word;
-  std::memcpy(&word, bits, sizeof(word));
-  return size_t(63 - __builtin_clzll(word));
+  const size_t bytes = hn::StoreMaskBits(d, lanes, bits);
+  size_t i = bytes;
+  while (i > 1 && bits[i - 1] == 0) i--;
+  return (i - 1) * 8 + size_t(31 - __builtin_clz(unsigned(bits[i - 1])));
 }
 
 // The MaskRow of mrow's lk keys (col_stride 0: one value for all). Reads the row from its end back
@@ -664,21 +667,23 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
   if (mask_last && !direct) {
     ad::fit(qmax, tiles);
     for (size_t t = 0; t < tiles; t++) qmax[t] = MaxAbs(d, q + t * kRows * depth, kRows * depth);
-    if (sc.mask_call != call || sc.mask_at != mask || sc.mask_i0 != i0 || sc.mask_i1 != i1) {
-      if (sc.mask_rows.size() < rows) sc.mask_rows.resize(rows);
-      for (size_t r = 0; r < rows; r++) {
-        sc.mask_rows[r] =
-            r > 0 && p.mask_row_stride == 0  // one mask row for all (a padding mask)
-                ? sc.mask_rows[0]
-                : MaskExtent(d, p.steps.back(), mask + (i0 + int64_t(r)) * p.mask_row_stride, lk,
-                             p.mask_col_stride);
-      }
+    if (sc.mask_call != call || sc.mask_at != mask) {
+      sc.mask_rows.resize(size_t(p.lq));
+      sc.mask_have.assign(size_t(p.lq), 0);
       sc.mask_call = call;
       sc.mask_at = mask;
-      sc.mask_i0 = i0;
-      sc.mask_i1 = i1;
     }
-    mrow_ext = sc.mask_rows.data();
+    for (size_t r = 0; r < rows; r++) {
+      const size_t i = size_t(i0) + r;
+      if (sc.mask_have[i]) continue;
+      // One mask row for all (a padding mask): the chunk's first row, read first.
+      sc.mask_rows[i] = r > 0 && p.mask_row_stride == 0
+                            ? sc.mask_rows[size_t(i0)]
+                            : MaskExtent(d, p.steps.back(), mask + int64_t(i) * p.mask_row_stride,
+                                         lk, p.mask_col_stride);
+      sc.mask_have[i] = 1;
+    }
+    mrow_ext = sc.mask_rows.data() + i0;
   }
   size_t nj = 0;
   for (size_t j0 = 0; j0 < lk; j0 += nj) {
