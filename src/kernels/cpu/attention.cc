@@ -173,20 +173,30 @@ inline bool IsMaskStep(const cpu::AttentionStep& st) {
   return st.kind == cpu::AttentionStep::kAddMask || st.kind == cpu::AttentionStep::kWhere;
 }
 
+// The c mask values of a row from key j, widened to f32 (mrow's columns mcol apart; mcol 0: its
+// one value in every lane).
+template <class D, typename TM>
+HWY_INLINE hn::VFromD<D> MaskVec(D d, const TM* mrow, int64_t mcol, size_t j, size_t c) {
+  if (mcol == 0) return hn::Set(d, hn::GetLane(LoadNF32(d, mrow, 1)));
+  return c == hn::Lanes(d) ? LoadF32(d, mrow + j) : LoadNF32(d, mrow + j, c);
+}
+
+// The lanes whose score a Where step keeps: a bool mask loads as 0/1, kept where it is 1 (0 when
+// !keep_when_true).
+template <class D>
+HWY_INLINE auto Kept(D d, const cpu::AttentionStep& st, hn::VFromD<D> mv) {
+  return hn::Eq(mv, hn::Set(d, st.keep_when_true ? 1.0f : 0.0f));
+}
+
 // The scores x of lanes [i * N, +N) of a row after the mask step st (the row's mask at mrow, its
 // columns mcol apart; nj keys in the block).
 template <class D, typename TM>
 HWY_INLINE hn::VFromD<D> ApplyMask(D d, const cpu::AttentionStep& st, const TM* mrow, int64_t mcol,
                                    size_t i, size_t nj, hn::VFromD<D> x) {
   const size_t N = hn::Lanes(d);
-  const size_t c = std::min(N, nj - i * N);
-  const auto mv = mcol == 0 ? hn::Set(d, hn::GetLane(LoadNF32(d, mrow, 1)))
-                  : c == N  ? LoadF32(d, mrow + i * N)
-                            : LoadNF32(d, mrow + i * N, c);
+  const auto mv = MaskVec(d, mrow, mcol, i * N, std::min(N, nj - i * N));
   if (st.kind == cpu::AttentionStep::kAddMask) return hn::Add(x, mv);
-  // A bool mask loads as 0/1: keep the scores where it is 1 (0 when !keep_when_true).
-  return hn::IfThenElse(hn::Eq(mv, hn::Set(d, st.keep_when_true ? 1.0f : 0.0f)), x,
-                        hn::Set(d, st.scalar));
+  return hn::IfThenElse(Kept(d, st, mv), x, hn::Set(d, st.scalar));
 }
 
 // The tile's rows of scores s[r * lds + (0, nj)] for the block: the steps [first_step, end_step)
@@ -495,16 +505,13 @@ HWY_INLINE ad::MaskRow MaskExtent(D d, const cpu::AttentionStep& st, const TM* m
   const bool add = st.kind == cpu::AttentionStep::kAddMask;
   const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
   const V floor = hn::Set(d, kMaskFloor);
-  const V keep = hn::Set(d, st.keep_when_true ? 1.0f : 0.0f);
   const size_t n = col_stride == 0 ? 1 : lk;
-  const auto load = [&](size_t j, size_t c) HWY_ATTR {
-    return c == N ? LoadF32(d, mrow + j) : LoadNF32(d, mrow + j, c);
-  };
+  const auto load = [&](size_t j, size_t c) HWY_ATTR { return MaskVec(d, mrow, col_stride, j, c); };
   // Lanes that may count (NaN too: !(x <= floor)), and lanes that leave the scores unchanged.
   const auto counts = [&](V mv)
-                          HWY_ATTR { return add ? hn::Not(hn::Le(mv, floor)) : hn::Eq(mv, keep); };
+                          HWY_ATTR { return add ? hn::Not(hn::Le(mv, floor)) : Kept(d, st, mv); };
   const auto neutral = [&](V mv)
-                           HWY_ATTR { return add ? hn::Eq(mv, hn::Zero(d)) : hn::Eq(mv, keep); };
+                           HWY_ATTR { return add ? hn::Eq(mv, hn::Zero(d)) : Kept(d, st, mv); };
   ad::MaskRow mr{-1, int64_t(lk), -std::numeric_limits<float>::infinity()};
   V tv = ninf;
   for (size_t j = (n - 1) / N * N + N; j > 0;) {
@@ -709,7 +716,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
         vld = v_ld;
       }
     }
-    if (vb == vp && !dot_tail) {
+    if (!v_in_place && !dot_tail) {
       for (size_t j = 0; j < nj; j++) PackRow(d, v + (j0 + j) * v_ld, dv, vp + j * ldv);
     } else if (dot_tail) {  // never in place
       HWY_ALIGN float tv[HWY_MAX_BYTES / sizeof(float)];
@@ -727,9 +734,12 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
     float kmax = 0.0f;
     if (may_skip) {
       for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * ldk, nj));
-      float vmax = vb == vp ? MaxAbs(d, vp, nj * ldv) : 0.0f;
-      for (size_t j = 0; j < (vb == vp ? 0 : nj); j++)
-        vmax = std::max(vmax, MaxAbs(d, vb + j * vld, dv));
+      float vmax = 0.0f;
+      if (!v_in_place) {
+        vmax = MaxAbs(d, vp, nj * ldv);
+      } else {
+        for (size_t j = 0; j < nj; j++) vmax = std::max(vmax, MaxAbs(d, vb + j * vld, dv));
+      }
       for (size_t c = 0; c < (dot_tail ? tail : 0); c++)
         vmax = std::max(vmax, MaxAbs(d, vt + c * ldt, nj));
       may_skip = std::isfinite(vmax);
