@@ -28,6 +28,7 @@
 #include "codegen/hash.h"
 #include "codegen/ubk_abi.h"
 #include "ubfuse/error.h"
+#include "util/read_file.h"
 
 extern char** environ;
 
@@ -64,12 +65,8 @@ void mkdirs(const std::string& path) {
                 "'; hint: set cache_dir or UBFUSE_CACHE_DIR to a writable one");
 }
 
-std::string read_file(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+// The file's text, or "" when it cannot be read (a log the compiler did not write).
+std::string read_file(const std::string& p) { return read_whole_file(p).value_or(""); }
 
 std::string unique_suffix() {
   static std::atomic<int> n{0};

@@ -1,12 +1,13 @@
 #include "fusion/rules.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "ubfuse/error.h"
 #include "ubfuse/op.h"
+#include "util/read_file.h"
 
 namespace ubfuse {
 
@@ -151,15 +152,13 @@ FusionRules parse_fusion_rules(const std::string& text, const std::string& src) 
 }
 
 FusionRules load_fusion_rules(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) {
+  std::optional<std::string> text = read_whole_file(path);
+  if (!text) {
     throw Error(
         "fusion rules file " + path +
         " cannot be read; hint: check ge.fusion_optimizer_config_path / ge.fusionSwitchFile");
   }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_fusion_rules(ss.str(), path);
+  return parse_fusion_rules(*text, path);
 }
 
 }  // namespace ubfuse

@@ -4,9 +4,11 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "ubfuse/error.h"
+#include "util/read_file.h"
 
 namespace ubfuse {
 
@@ -218,11 +220,9 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
 }
 
 Tensor read_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(".npy '" + path + "': cannot open the file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return parse_npy(ss.str(), path);
+  std::optional<std::string> bytes = read_whole_file(path);
+  if (!bytes) throw Error(".npy '" + path + "': cannot open the file");
+  return parse_npy(*bytes, path);
 }
 
 std::string to_npy_bytes(const Tensor& t) {

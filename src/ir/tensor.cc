@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ubfuse/error.h"
+#include "util/big_alloc.h"
 #include "util/machine_memory.h"
 
 namespace ubfuse {
@@ -26,9 +27,7 @@ Tensor::Tensor(DType dtype, Sizes sizes) : dtype_(dtype), sizes_(std::move(sizes
                 " bytes, more than this machine's memory (" + std::to_string(mem) +
                 " bytes); hint: check the shapes or dims that produced it");
   }
-  size_t alloc = ((bytes + 63) / 64) * 64;
-  if (alloc == 0) alloc = 64;
-  void* p = std::aligned_alloc(64, alloc);
+  void* p = alloc_tensor_bytes(bytes ? bytes : 1);
   if (!p) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
   owner_ = std::shared_ptr<void>(p, std::free);
   data_ = p;

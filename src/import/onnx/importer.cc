@@ -1,11 +1,10 @@
 // import_onnx: parse the ModelProto, declare graph inputs (dim_param -> symbolic Dim), load
 // initializers as constants, convert the nodes in order through the op table, declare outputs.
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "import/onnx/context.h"
+#include "import/onnx/model_parse.h"
 #include "import/onnx/registry.h"
 
 namespace ubfuse {
@@ -161,16 +160,20 @@ void declare_outputs(const onnx::GraphProto& g, ImportState& st) {
   }
 }
 
-// A graph's initializers, as values known at import.
-void load_initializers(const onnx::GraphProto& g, ImportState& st) {
+// A graph's initializers, as values known at import; `raw`, where given, holds the raw_data
+// lifted out of each (model_parse.h).
+void load_initializers(const onnx::GraphProto& g, ImportState& st,
+                       const std::vector<std::optional<std::string_view>>* raw = nullptr) {
   if (g.sparse_initializer_size())
     throw OnnxUnsupportedError("sparse initializers are not supported");
-  for (const auto& init : g.initializer()) {
+  for (int i = 0; i < g.initializer_size(); i++) {
+    const onnx::TensorProto& init = g.initializer(i);
     if (init.name().empty()) throw Error("an initializer has no name");
     if (st.values.count(init.name()))
       throw Error("initializer '" + init.name() + "' is given twice");
     IValue iv;
-    iv.konst = tensor_from_proto(init, init.name(), st.tensor_options);
+    iv.konst = tensor_from_proto(init, init.name(), st.tensor_options,
+                                 raw && !raw->empty() ? (*raw)[size_t(i)] : std::nullopt);
     iv.dtype = iv.konst.dtype();
     iv.shape = to_shape(iv.konst.sizes());
     st.values[init.name()] = std::move(iv);
@@ -214,8 +217,9 @@ std::shared_ptr<Graph> import_branch(ImportState& parent, const onnx::GraphProto
 
 namespace {
 
-OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
+OnnxModel import_model(const ParsedModel& pm, const ImportOptions& options,
                        const std::string& base_dir) {
+  const onnx::ModelProto& m = pm.proto;
   ImportState st;
   st.options = options;
   st.tensor_options.base_dir = base_dir;
@@ -223,7 +227,7 @@ OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
   check_opsets(m, st);
   if (!m.has_graph()) throw Error("ONNX model has no graph");
   const onnx::GraphProto& g = m.graph();
-  load_initializers(g, st);
+  load_initializers(g, st, &pm.raw);
   int fresh = 0;
   for (const auto& in : g.input()) {
     if (st.values.count(in.name())) continue;  // an initializer listed as input (IR < 4)
@@ -261,26 +265,13 @@ OnnxModel import_model(const onnx::ModelProto& m, const ImportOptions& options,
   return out;
 }
 
-onnx::ModelProto parse_model(const std::string& bytes, const std::string& what) {
-  if (bytes.size() > size_t(std::numeric_limits<int>::max())) {
-    throw OnnxUnsupportedError(what + ": models over 2 GiB must keep weights as external data");
-  }
-  onnx::ModelProto m;
-  if (!m.ParseFromArray(bytes.data(), int(bytes.size()))) {
-    throw Error(what + ": not a valid ONNX model (protobuf parse failed)");
-  }
-  return m;
-}
-
 }  // namespace
 
 OnnxModel import_onnx_model(const std::string& path, const ImportOptions& options) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("ONNX model '" + path + "': cannot open the file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
+  const MappedFile file(path, /*populate=*/true);
   std::string what = "ONNX model '" + path + "'";
-  onnx::ModelProto m = parse_model(ss.str(), what);
+  ParsedModel m;
+  parse_model_bytes(file.bytes(), what, m);
   std::string dir = options.external_data_dir.empty()
                         ? std::filesystem::path(path).parent_path().string()
                         : options.external_data_dir;
@@ -288,7 +279,9 @@ OnnxModel import_onnx_model(const std::string& path, const ImportOptions& option
 }
 
 OnnxModel import_onnx_model_from_bytes(const std::string& bytes, const ImportOptions& options) {
-  return import_model(parse_model(bytes, "ONNX model"), options, options.external_data_dir);
+  ParsedModel m;
+  parse_model_bytes(bytes, "ONNX model", m);
+  return import_model(m, options, options.external_data_dir);
 }
 
 }  // namespace ubfuse
@@ -296,22 +289,20 @@ OnnxModel import_onnx_model_from_bytes(const std::string& bytes, const ImportOpt
 namespace ubfuse {
 
 std::vector<std::string> onnx_model_op_types(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("ONNX model '" + path + "': cannot open the file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  onnx::ModelProto m = parse_model(ss.str(), "ONNX model '" + path + "'");
+  const onnx_import::MappedFile file(path, /*populate=*/false);
+  onnx_import::ParsedModel pm;
+  onnx_import::parse_model_bytes(file.bytes(), "ONNX model '" + path + "'", pm);
+  const onnx::ModelProto& m = pm.proto;
   std::set<std::string> ops;
   for (const auto& n : m.graph().node()) ops.insert(n.op_type());
   return {ops.begin(), ops.end()};
 }
 
 std::vector<OnnxInputInfo> onnx_model_inputs(const std::string& path, const ImportOptions& o) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("ONNX model '" + path + "': cannot open the file");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  onnx::ModelProto m = parse_model(ss.str(), "ONNX model '" + path + "'");
+  const onnx_import::MappedFile file(path, /*populate=*/false);
+  onnx_import::ParsedModel pm;
+  onnx_import::parse_model_bytes(file.bytes(), "ONNX model '" + path + "'", pm);
+  const onnx::ModelProto& m = pm.proto;
   std::set<std::string> inits;
   for (const auto& t : m.graph().initializer()) inits.insert(t.name());
   std::vector<OnnxInputInfo> out;

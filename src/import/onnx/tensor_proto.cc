@@ -136,7 +136,8 @@ DType dtype_from_onnx(int32_t t, const std::string& what) {
                              "FLOAT)");
 }
 
-Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadOptions& o) {
+Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadOptions& o,
+                         const std::optional<std::string_view>& lifted_raw) {
   if (p.has_segment())
     throw OnnxUnsupportedError("ONNX tensor '" + what + "': segments are not supported");
   Sizes sizes;
@@ -156,14 +157,16 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
   const size_t item = is_f64 ? 8 : dtype_size(dt);
 
   std::string external;
-  const std::string* raw = nullptr;
+  std::optional<std::string_view> raw;
   if (p.data_location() == TP::EXTERNAL) {
     external = read_external(p, what, o);
-    raw = &external;
+    raw = external;
   } else if (p.data_location() != TP::DEFAULT) {
     bad(what, "data_location " + std::to_string(p.data_location()) + " is not valid");
+  } else if (lifted_raw) {
+    raw = lifted_raw;
   } else if (p.has_raw_data()) {
-    raw = &p.raw_data();
+    raw = p.raw_data();
   }
 
   // The data must match the dims before the tensor is allocated: a proto may declare dims far

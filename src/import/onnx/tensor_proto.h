@@ -3,7 +3,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ubfuse/tensor.h"
@@ -21,7 +23,10 @@ struct TensorReadOptions {
 };
 
 // Converts a TensorProto, checking every size, index and enum. `what` names it in errors.
+// `lifted_raw`, where given, is the tensor's raw_data, lifted out of the proto before it was
+// parsed (model_parse.h).
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& what,
-                         const TensorReadOptions& o);
+                         const TensorReadOptions& o,
+                         const std::optional<std::string_view>& lifted_raw = std::nullopt);
 
 }  // namespace ubfuse::onnx_import

@@ -23,6 +23,7 @@
 // oneDNN threads with its own OpenMP runtime (Debian's build), not with the ThreadPool.
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
@@ -31,6 +32,7 @@
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/matmul_info.h"
 #include "kernels/cpu/matmul_small.h"
+#include "util/big_alloc.h"
 
 namespace ubfuse::cpu {
 namespace {
@@ -488,7 +490,9 @@ class MatMulKernel : public KernelBase {
     // bf16 weights stay bf16 where oneDNN has a bf16 kernel; otherwise (and for f32 / f16) the
     // weights are packed as f32.
     if (bt.dtype() == DType::bf16) packed_bf16_ = pack(g, dt::bf16, bt.data(), &packed_bf16_md_);
-    if (!packed_bf16_) {
+    if (!packed_bf16_ && bt.dtype() == DType::f32) {
+      packed_f32_ = pack(g, dt::f32, bt.data(), &packed_f32_md_);
+    } else if (!packed_bf16_) {
       std::vector<float> w32(static_cast<size_t>(K * N));
       convert_floats(bt.dtype(), bt.data(), DType::f32, w32.data(), K * N);
       packed_f32_ = pack(g, dt::f32, w32.data(), &packed_f32_md_);
@@ -529,7 +533,15 @@ class MatMulKernel : public KernelBase {
       dnnl::matmul::primitive_desc pd(d, attr, cpu_engine(), /*allow_empty=*/true);
       if (!pd) return nullptr;
       *md_out = pd.weights_desc();
-      auto mem = std::make_shared<dnnl::memory>(*md_out, cpu_engine());
+      // In ubfuse's tensor storage (huge pages for large weights), freed with the memory object.
+      std::unique_ptr<void, decltype(&std::free)> buf(
+          alloc_tensor_bytes(std::max<size_t>(1, md_out->get_size())), &std::free);
+      if (!buf) return nullptr;
+      auto* m = new dnnl::memory(*md_out, cpu_engine(), buf.get());
+      std::shared_ptr<dnnl::memory> mem(m, [b = buf.release()](dnnl::memory* p) {
+        delete p;
+        std::free(b);
+      });
       dnnl::memory user(plain_md(g.b, cdt), cpu_engine(), const_cast<void*>(plain));
       dnnl::stream s(cpu_engine());
       dnnl::reorder(user, *mem).execute(s, user, *mem);

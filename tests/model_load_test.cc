@@ -1,0 +1,253 @@
+// Loading models fast: the ModelProto parse that lifts initializers' raw_data out of the bytes
+// (checked against protobuf's own parse, on good and mutated bytes), whole-file reads, and the
+// huge-page storage of large tensors.
+#define ONNX_ML 1
+#define ONNX_NAMESPACE onnx
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "import/onnx/model_parse.h"
+#include "test_util.h"
+#include "ubfuse/onnx.h"
+#include "util/big_alloc.h"
+#include "util/read_file.h"
+
+namespace ubfuse {
+namespace {
+
+namespace fs = std::filesystem;
+using onnx_import::ParsedModel;
+
+fs::path tmp_dir() {
+  fs::path d = fs::temp_directory_path() / ("ubfuse_model_load_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+void add_f32_initializer(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> dims,
+                         const std::vector<float>& v, bool raw) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  if (raw) {
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+  } else {
+    for (float f : v) t->add_float_data(f);
+  }
+}
+
+// y = x @ w + b, x [2, 3], w [3, 4] (raw data), b [4] (float_data).
+onnx::ModelProto matmul_add_model(const std::vector<float>& w, const std::vector<float>& b) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto* in = g->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {2, 3}) {
+    in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  add_f32_initializer(g, "w", {3, 4}, w, true);
+  add_f32_initializer(g, "b", {4}, b, false);
+  auto* mm = g->add_node();
+  mm->set_op_type("MatMul");
+  mm->set_name("mm");
+  mm->add_input("x");
+  mm->add_input("w");
+  mm->add_output("xw");
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->set_name("add");
+  add->add_input("xw");
+  add->add_input("b");
+  add->add_output("y");
+  g->add_output()->set_name("y");
+  return m;
+}
+
+// The parse with the lifted raw_data put back, serialized: protobuf's form of what was parsed.
+std::string with_raw_restored(ParsedModel& pm) {
+  for (size_t i = 0; i < pm.raw.size(); i++) {
+    if (pm.raw[i]) {
+      pm.proto.mutable_graph()->mutable_initializer(int(i))->set_raw_data(std::string(*pm.raw[i]));
+    }
+  }
+  return pm.proto.SerializeAsString();
+}
+
+void put_varint(std::string& s, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) s.push_back(char(v | 0x80));
+  s.push_back(char(v));
+}
+
+void put_field(std::string& s, int number, const std::string& payload) {
+  put_varint(s, uint64_t(number) << 3 | 2);
+  put_varint(s, payload.size());
+  s += payload;
+}
+
+}  // namespace
+
+TEST(ModelParse, LiftsRawDataInPlaceAndImportsTheSameValues) {
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::vector<float> b = {0.5f, -1, 2, 0};
+  const std::string bytes = matmul_add_model(w, b).SerializeAsString();
+  ParsedModel pm;
+  onnx_import::parse_model_bytes(bytes, "m", pm);
+  ASSERT_EQ(pm.raw.size(), 2u);
+  ASSERT_TRUE(pm.raw[0].has_value());
+  EXPECT_FALSE(pm.raw[1].has_value());  // b is in float_data
+  // A view into the bytes, not a copy; the parsed proto no longer holds it.
+  EXPECT_GE(pm.raw[0]->data(), bytes.data());
+  EXPECT_LE(pm.raw[0]->data() + pm.raw[0]->size(), bytes.data() + bytes.size());
+  EXPECT_EQ(pm.raw[0]->size(), w.size() * 4);
+  EXPECT_FALSE(pm.proto.graph().initializer(0).has_raw_data());
+  EXPECT_EQ(pm.proto.graph().initializer(1).float_data_size(), 4);
+
+  Graph g = import_onnx_from_bytes(bytes);
+  Tensor x = Tensor::from_floats(DType::f32, {2, 3}, {1, 0, -1, 2, 0.5f, 3});
+  for (auto& opts : {testing::eager_opts(), testing::graph_opts()}) {
+    Tensor y = compile(g, opts).run({{"x", x}}).at("y");
+    for (int i = 0; i < 2; i++) {
+      for (int j = 0; j < 4; j++) {
+        double want = b[size_t(j)];
+        for (int k = 0; k < 3; k++) want += x.get(i * 3 + k) * w[size_t(k * 4 + j)];
+        EXPECT_DOUBLE_EQ(y.get(i * 4 + j), want) << i << "," << j;
+      }
+    }
+  }
+}
+
+// A TensorProto may carry raw_data twice; protobuf keeps the last, and so must the lift.
+TEST(ModelParse, TheLastRawDataOfATensorWins) {
+  onnx::TensorProto t;
+  t.set_name("w");
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  t.add_dims(1);
+  t.set_raw_data(std::string("\0\0\x80\x3f", 4));  // 1.0f
+  std::string tensor = t.SerializeAsString();
+  put_field(tensor, 9, std::string("\0\0\0\x40", 4));  // 2.0f
+  onnx::ModelProto m = matmul_add_model(std::vector<float>(12, 1), std::vector<float>(4, 0));
+  m.mutable_graph()->clear_initializer();
+  std::string graph = m.graph().SerializeAsString();
+  put_field(graph, 5, tensor);
+  m.clear_graph();
+  std::string bytes = m.SerializeAsString();
+  put_field(bytes, 7, graph);
+
+  onnx::ModelProto ref;
+  ASSERT_TRUE(ref.ParseFromString(bytes));
+  ASSERT_EQ(ref.graph().initializer(0).raw_data(), std::string("\0\0\0\x40", 4));
+  ParsedModel pm;
+  onnx_import::parse_model_bytes(bytes, "m", pm);
+  ASSERT_EQ(pm.raw.size(), 1u);
+  EXPECT_EQ(*pm.raw[0], std::string_view("\0\0\0\x40", 4));
+  EXPECT_EQ(with_raw_restored(pm), ref.SerializeAsString());
+}
+
+// On any bytes the lifted parse accepts what protobuf accepts and yields the same message.
+TEST(ModelParse, AgreesWithProtobufOnMutatedBytes) {
+  std::vector<float> w(12), b(4);
+  for (size_t i = 0; i < w.size(); i++) w[i] = float(i) * 0.25f;
+  const std::string good = matmul_add_model(w, b).SerializeAsString();
+  std::mt19937 rng(7);
+  int parsed = 0, refused = 0;
+  for (int trial = 0; trial < 2000; trial++) {
+    std::string bytes = good;
+    if (trial % 3 == 0) {
+      bytes.resize(size_t(rng()) % bytes.size());
+    } else {
+      for (int k = 0; k < 1 + trial % 3; k++) bytes[size_t(rng()) % bytes.size()] = char(rng());
+    }
+    onnx::ModelProto ref;
+    const bool ref_ok = ref.ParseFromString(bytes);
+    ParsedModel pm;
+    bool ok = true;
+    try {
+      onnx_import::parse_model_bytes(bytes, "m", pm);
+    } catch (const Error& e) {
+      ok = false;
+      EXPECT_NE(std::string(e.what()).find("not a valid ONNX model"), std::string::npos);
+    }
+    ASSERT_EQ(ok, ref_ok) << "trial " << trial;
+    if (ok) {
+      EXPECT_EQ(with_raw_restored(pm), ref.SerializeAsString()) << "trial " << trial;
+    }
+    (ok ? parsed : refused)++;
+  }
+  EXPECT_GT(parsed, 100);
+  EXPECT_GT(refused, 100);
+}
+
+TEST(ModelParse, FilesAreMappedAndMissingOnesNamed) {
+  const fs::path p = tmp_dir() / "m.onnx";
+  {
+    std::ofstream f(p, std::ios::binary);
+    f << matmul_add_model(std::vector<float>(12, 2), std::vector<float>(4, 1)).SerializeAsString();
+  }
+  auto inputs = onnx_model_inputs(p.string());
+  ASSERT_EQ(inputs.size(), 1u);
+  EXPECT_EQ(inputs[0].name, "x");
+  EXPECT_EQ(onnx_model_op_types(p.string()), (std::vector<std::string>{"Add", "MatMul"}));
+  Graph g = import_onnx(p.string());
+  Tensor y = compile(g, testing::eager_opts())
+                 .run({{"x", Tensor::from_floats(DType::f32, {2, 3}, {1, 1, 1, 0, 0, 0})}})
+                 .at("y");
+  EXPECT_EQ(y.get(0), 7.0);  // 3 * 2 + 1
+  EXPECT_EQ(y.get(4), 1.0);
+  EXPECT_TRUE(testing::throws_with([&] { import_onnx((tmp_dir() / "none.onnx").string()); },
+                                   {"none.onnx", "cannot open the file"}));
+  EXPECT_TRUE(testing::throws_with([&] { onnx_model_inputs(tmp_dir().string()); },
+                                   {"cannot open the file", "not a regular file"}));
+  const fs::path empty = tmp_dir() / "empty.onnx";
+  std::ofstream(empty).close();
+  // An empty file is an empty ModelProto: no graph.
+  EXPECT_TRUE(testing::throws_with([&] { import_onnx(empty.string()); }, {"has no graph"}));
+}
+
+TEST(ReadWholeFile, ReadsEveryByteOfFilesAndNothingOfWhatIsNone) {
+  const fs::path p = tmp_dir() / "bytes.bin";
+  std::string want(100001, '\0');
+  for (size_t i = 0; i < want.size(); i++) want[i] = char(i * 131 + 7);
+  {
+    std::ofstream f(p, std::ios::binary);
+    f << want;
+  }
+  EXPECT_EQ(read_whole_file(p.string()), want);
+  const fs::path empty = tmp_dir() / "empty.bin";
+  std::ofstream(empty).close();
+  EXPECT_EQ(read_whole_file(empty.string()), std::string());
+  EXPECT_FALSE(read_whole_file((tmp_dir() / "none").string()).has_value());
+  EXPECT_FALSE(read_whole_file(tmp_dir().string()).has_value());
+  // /proc files say they are empty; their text is read to the end all the same.
+  auto status = read_whole_file("/proc/self/status");
+  ASSERT_TRUE(status.has_value());
+  EXPECT_NE(status->find("Pid:"), std::string::npos);
+}
+
+TEST(TensorStorage, LargeBlocksAreHugePageAlignedSmallOnes64) {
+  for (size_t bytes : {size_t(1), size_t(100), size_t(4) << 20, (size_t(23) << 20) + 4096}) {
+    void* p = alloc_tensor_bytes(bytes);
+    ASSERT_NE(p, nullptr);
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    EXPECT_EQ(at % 64, 0u) << bytes;
+    // Whole huge pages waste at most 1/8 of these, so they are placed on them.
+    if (bytes >= kHugePageBytes) {
+      EXPECT_EQ(at % kHugePageBytes, 0u) << bytes;
+    }
+    std::memset(p, 0x5a, bytes);
+    std::free(p);
+  }
+  Tensor t = Tensor::zeros(DType::f32, {1 << 20});  // 4 MiB
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % kHugePageBytes, 0u);
+  EXPECT_EQ(t.get((1 << 20) - 1), 0.0);
+}
+
+}  // namespace ubfuse
