@@ -314,6 +314,26 @@ TEST(KernelsCpu, ReshapeTransposeExpand) {
   }));
 }
 
+// ConstantOfShape fills whole parts of the pool's split by doubling copies: every element of
+// every dtype's fill, at sizes that split unevenly and at one element.
+TEST(KernelsCpu, ConstantOfShapeFillsEveryElement) {
+  const std::vector<std::pair<DType, float>> fills = {
+      {DType::f32, -0.75f}, {DType::i64, 123456789.0f}, {DType::bf16, 3.5f},
+      {DType::i8, -7.0f},   {DType::boolean, 1.0f},     {DType::i32, -5.0f}};
+  for (const Sizes& s : {Sizes{1}, Sizes{3, 1, 100003}, Sizes{2, 7}}) {
+    // The shape as a graph input: a constant one would fold the op away.
+    std::vector<float> dims(s.begin(), s.end());
+    Tensor shape = Tensor::from_floats(DType::i64, {int64_t(s.size())}, dims);
+    for (auto [dt, value] : fills) {
+      Tensor fill = Tensor::from_floats(dt, {1}, {value});
+      EXPECT_TRUE(check_op(
+          {shape},
+          [&](GraphBuilder& b, std::vector<V>& v) { return b.constant_of_shape(v[0], fill); }))
+          << dtype_name(dt) << " " << sizes_str(s);
+    }
+  }
+}
+
 TEST(KernelsCpu, SliceStepsAndClamping) {
   Tensor x = Tensor::random(DType::f32, {6, 7, 9}, 31, -5, 5);
   struct S {
