@@ -130,6 +130,7 @@ void BinaryRun(int op, int code, const void* a, bool as, const void* b, bool bs,
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 
@@ -178,31 +179,65 @@ std::optional<T> int_pow(T x, T y) {
 // Why an integer op fails for one pair of operands; nullptr when it does not. The sums, differences
 // and products of 8-bit operands are computed in int and wrap when stored (modulo 2^8), so does
 // i8's -128 / -1 (128); a quotient truncates toward zero.
+// out[i] = f(a[i], b[i]) over a run, with a broadcast scalar operand read once: loops the
+// compiler vectorizes (a [L] - [L, 1] position grid of a causal mask, 262144 i64 at 512 tokens).
+template <typename T, typename F>
+void int_run(const T* a, bool as, const T* b, bool bs, T* out, int64_t n, F f) {
+  if (as && bs) {
+    std::fill(out, out + n, f(a[0], b[0]));
+  } else if (as) {
+    const T x = a[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x, b[i]);
+  } else if (bs) {
+    const T y = b[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], y);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+  }
+}
+
 template <typename T>
 const char* int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_t n) {
   constexpr const char* kDivByZero = "integer division by zero";
+  // The ops that cannot fail, in unsigned arithmetic: it wraps where signed overflow would be
+  // undefined (i32, i64), and gives 8-bit operands' sums and products modulo 2^8 all the same.
+  using U = std::make_unsigned_t<T>;
+  switch (BinaryCode(op)) {
+    case kAdd:
+      int_run(a, as, b, bs, out, n, [](T x, T y) { return T(U(U(x) + U(y))); });
+      return nullptr;
+    case kSub:
+      int_run(a, as, b, bs, out, n, [](T x, T y) { return T(U(U(x) - U(y))); });
+      return nullptr;
+    case kMul:
+      int_run(a, as, b, bs, out, n, [](T x, T y) { return T(U(U(x) * U(y))); });
+      return nullptr;
+    case kMax:
+      int_run(a, as, b, bs, out, n, [](T x, T y) { return x > y ? x : y; });
+      return nullptr;
+    case kMin:
+      int_run(a, as, b, bs, out, n, [](T x, T y) { return x < y ? x : y; });
+      return nullptr;
+    case kDiv:  // these check each pair, below
+    case kMod:
+    case kFmod:
+    case kPowTensor:
+      break;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const T x = a[as ? 0 : i], y = b[bs ? 0 : i];
     T r{};
     switch (BinaryCode(op)) {
       case kAdd:
-        r = T(x + y);
-        break;
       case kSub:
-        r = T(x - y);
-        break;
       case kMul:
-        r = T(x * y);
+      case kMax:
+      case kMin:
+        UBF_CHECK(false, "int_binary: the ops that cannot fail ran above");
         break;
       case kDiv:
         if (y == 0) return kDivByZero;
         r = T(x / y);
-        break;
-      case kMax:
-        r = x > y ? x : y;
-        break;
-      case kMin:
-        r = x < y ? x : y;
         break;
       case kMod:   // the sign of y (Python's %)
       case kFmod:  // the sign of x (C's %)
