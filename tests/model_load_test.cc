@@ -212,6 +212,58 @@ TEST(ModelParse, FilesAreMappedAndMissingOnesNamed) {
   EXPECT_TRUE(testing::throws_with([&] { import_onnx(empty.string()); }, {"has no graph"}));
 }
 
+// External data is read from its file straight into the tensor: tensors at offsets of one
+// file, f64 converted on the way, and every span the file does not hold named in the error.
+TEST(ModelParse, ExternalDataIsReadIntoTheTensor) {
+  const fs::path dir = tmp_dir() / "external";
+  fs::create_directories(dir);
+  std::vector<float> w(12), b = {0.25f, -0.5f, 1, 2};
+  for (size_t i = 0; i < w.size(); i++) w[i] = float(i) - 5.5f;
+  std::vector<double> b64(b.begin(), b.end());
+  {
+    std::ofstream f(dir / "weights.bin", std::ios::binary);
+    f << std::string(16, 'x');
+    f.write(reinterpret_cast<const char*>(w.data()), std::streamsize(w.size() * 4));
+    f.write(reinterpret_cast<const char*>(b64.data()), std::streamsize(b64.size() * 8));
+  }
+  auto model = [&](int64_t w_length, int64_t b_offset) {
+    onnx::ModelProto m = matmul_add_model(w, b);
+    auto* g = m.mutable_graph();
+    auto external = [](onnx::TensorProto* t, int64_t offset, int64_t length) {
+      t->clear_raw_data();
+      t->clear_float_data();
+      t->set_data_location(onnx::TensorProto::EXTERNAL);
+      for (auto [k, v] : {std::pair<std::string, std::string>{"location", "weights.bin"},
+                          {"offset", std::to_string(offset)},
+                          {"length", std::to_string(length)}}) {
+        auto* e = t->add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      }
+    };
+    external(g->mutable_initializer(0), 16, w_length);
+    g->mutable_initializer(1)->set_data_type(onnx::TensorProto::DOUBLE);
+    external(g->mutable_initializer(1), b_offset, 32);
+    const fs::path p = dir / "m.onnx";
+    std::ofstream(p, std::ios::binary) << m.SerializeAsString();
+    return p.string();
+  };
+  Graph g = import_onnx(model(48, 64));
+  Tensor x = Tensor::from_floats(DType::f32, {2, 3}, {1, 2, 3, -1, 0, 0.5f});
+  Tensor y = compile(g, testing::eager_opts()).run({{"x", x}}).at("y");
+  for (int i = 0; i < 2; i++) {
+    for (int j = 0; j < 4; j++) {
+      double want = b[size_t(j)];
+      for (int k = 0; k < 3; k++) want += x.get(i * 3 + k) * w[size_t(k * 4 + j)];
+      EXPECT_DOUBLE_EQ(y.get(i * 4 + j), want) << i << "," << j;
+    }
+  }
+  EXPECT_TRUE(testing::throws_with([&] { import_onnx(model(44, 64)); },
+                                   {"tensor 'w'", "external data has 44 bytes", "need 48"}));
+  EXPECT_TRUE(testing::throws_with([&] { import_onnx(model(48, 72)); },
+                                   {"tensor 'b'", "runs past the end of 'weights.bin'"}));
+}
+
 TEST(ReadWholeFile, ReadsEveryByteOfFilesAndNothingOfWhatIsNone) {
   const fs::path p = tmp_dir() / "bytes.bin";
   std::string want(100001, '\0');

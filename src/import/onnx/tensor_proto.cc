@@ -18,8 +18,16 @@ using TP = onnx::TensorProto;
   throw Error("ONNX tensor '" + what + "': " + msg);
 }
 
-// Reads `length` bytes at `offset` of an external data file, which must stay inside base_dir.
-std::string read_external(const TP& p, const std::string& what, const TensorReadOptions& o) {
+// Where an external tensor's bytes are: `length` bytes at `offset` of `file`.
+struct ExternalSpan {
+  fs::path file;
+  std::string location;  // as the model spells it, for errors
+  int64_t offset = 0, length = 0;
+};
+
+// The span of an external data file a tensor names; the file must stay inside base_dir and hold
+// the span.
+ExternalSpan external_span(const TP& p, const std::string& what, const TensorReadOptions& o) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : p.external_data()) {
@@ -58,10 +66,10 @@ std::string read_external(const TP& p, const std::string& what, const TensorRead
   if (b_end != base.end()) {
     bad(what, "external data location '" + location + "' leaves the model's folder");
   }
-  std::ifstream f(full, std::ios::binary);
-  if (!f) bad(what, "cannot open external data file '" + full.string() + "'");
-  f.seekg(0, std::ios::end);
-  int64_t size = int64_t(f.tellg());
+  std::error_code ec;
+  const auto file_size = fs::file_size(full, ec);
+  if (ec) bad(what, "cannot open external data file '" + full.string() + "'");
+  const int64_t size = int64_t(file_size);
   if (offset > size) {
     bad(what, "external data offset " + std::to_string(offset) + " is past the end of '" +
                   location + "' (" + std::to_string(size) + " bytes)");
@@ -71,11 +79,16 @@ std::string read_external(const TP& p, const std::string& what, const TensorRead
     bad(what, "external data [" + std::to_string(offset) + ", +" + std::to_string(length) +
                   ") runs past the end of '" + location + "' (" + std::to_string(size) + " bytes)");
   }
-  std::string out(size_t(length), '\0');
-  f.seekg(offset);
-  f.read(out.data(), length);
-  if (!f) bad(what, "reading external data file '" + location + "' failed");
-  return out;
+  return {full, location, offset, length};
+}
+
+// Reads the span into dst (its length in bytes), straight from the file.
+void read_span(const ExternalSpan& e, const std::string& what, void* dst) {
+  std::ifstream f(e.file, std::ios::binary);
+  if (!f) bad(what, "cannot open external data file '" + e.file.string() + "'");
+  f.seekg(e.offset);
+  f.read(static_cast<char*>(dst), e.length);
+  if (!f) bad(what, "reading external data file '" + e.location + "' failed");
 }
 
 template <typename Field>
@@ -156,11 +169,21 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
   DType dt = is_f64 ? DType::f32 : dtype_from_onnx(type, "ONNX tensor '" + what + "'");
   const size_t item = is_f64 ? 8 : dtype_size(dt);
 
-  std::string external;
+  // External data is read straight into the tensor (f64 through a buffer, to convert it).
+  std::optional<ExternalSpan> external;
+  std::string external_f64;
   std::optional<std::string_view> raw;
   if (p.data_location() == TP::EXTERNAL) {
-    external = read_external(p, what, o);
-    raw = external;
+    external = external_span(p, what, o);
+    if (external->length != int64_t(size_t(n) * item)) {
+      bad(what, "external data has " + std::to_string(external->length) +
+                    " bytes, the dims and type need " + std::to_string(size_t(n) * item));
+    }
+    if (is_f64) {
+      external_f64.resize(size_t(external->length));
+      read_span(*external, what, external_f64.data());
+      raw = external_f64;
+    }
   } else if (p.data_location() != TP::DEFAULT) {
     bad(what, "data_location " + std::to_string(p.data_location()) + " is not valid");
   } else if (lifted_raw) {
@@ -175,9 +198,11 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
     bad(what, "raw data has " + std::to_string(raw->size()) + " bytes, the dims and type need " +
                   std::to_string(size_t(n) * item));
   }
-  if (!raw) check_typed_count(p, type, n, what);
+  if (!raw && !external) check_typed_count(p, type, n, what);
   Tensor t(dt, sizes);
-  if (raw) {
+  if (external && !is_f64) {
+    if (n) read_span(*external, what, t.data());
+  } else if (raw) {
     if (is_f64) {
       for (int64_t i = 0; i < n; i++) {
         double v;
