@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/op_kernel.h"
@@ -111,6 +112,49 @@ TEST(KernelsCpu, BinaryInteger) {
       }
     }
   }
+}
+
+// i32 and i64 sums, differences and products wrap modulo 2^bits (as ONNX's numpy reference does),
+// whichever operand is a broadcast scalar. The double-precision reference cannot hold these
+// values, so the wrapped results are computed here.
+template <typename T>
+void check_integer_wrap(DType dt) {
+  using U = std::make_unsigned_t<T>;
+  const T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  const std::vector<T> xs = {hi, lo, T(hi / 3 + 7), T(-5), T(1) << (sizeof(T) * 4)};
+  const T s = T(T(1) << (sizeof(T) * 4)) + 3;  // squares past 2^bits
+  auto tensor = [&](const std::vector<T>& v, Sizes sz) {
+    Tensor t(dt, std::move(sz));
+    std::memcpy(t.data(), v.data(), v.size() * sizeof(T));
+    return t;
+  };
+  const int64_t n = int64_t(xs.size());
+  for (int form = 0; form < 3; form++) {  // scalar b, scalar a, both full
+    for (int op = 0; op < 3; op++) {
+      GraphBuilder b;
+      auto x = b.input("x", dt, {form == 1 ? 1 : n});
+      auto y = b.input("y", dt, {form == 0 ? 1 : n});
+      b.output("z", op == 0 ? b.add(x, y) : op == 1 ? b.sub(x, y) : b.mul(x, y));
+      std::vector<T> yv(size_t(form == 0 ? 1 : n), s), xv = xs;
+      if (form == 1) xv = {s};
+      if (form == 2) yv = {xs.rbegin(), xs.rend()};
+      Tensor z = compile(b.build(), testing::eager_opts())
+                     .run({{"x", tensor(xv, {int64_t(xv.size())})},
+                           {"y", tensor(yv, {int64_t(yv.size())})}})
+                     .at("z");
+      for (int64_t i = 0; i < n; i++) {
+        const U u = U(xv[size_t(form == 1 ? 0 : i)]), v = U(yv[size_t(form == 0 ? 0 : i)]);
+        const T want = T(op == 0 ? U(u + v) : op == 1 ? U(u - v) : U(u * v));
+        EXPECT_EQ(z.data_as<T>()[i], want)
+            << dtype_name(dt) << " op " << op << " form " << form << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(KernelsCpu, BinaryIntegerWrapsModuloTheWidth) {
+  check_integer_wrap<int32_t>(DType::i32);
+  check_integer_wrap<int64_t>(DType::i64);
 }
 
 TEST(KernelsCpu, BinaryIntegerModAndPow) {

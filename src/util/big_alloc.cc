@@ -2,11 +2,13 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 namespace ubfuse {
 
 void* alloc_tensor_bytes(size_t bytes) {
+  if (bytes > SIZE_MAX - kHugePageBytes) return nullptr;  // the roundings below would wrap
   // On huge pages when the rounding to whole huge pages wastes at most 1/8 of the block.
   const size_t huge = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   if (bytes >= kHugePageBytes && huge - bytes <= bytes / 8) {

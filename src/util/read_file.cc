@@ -8,14 +8,9 @@
 
 namespace ubfuse {
 
-std::optional<std::string> read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+std::optional<std::string> read_whole_fd(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    return std::nullopt;
-  }
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) return std::nullopt;
   // The size the file says it has, then whatever follows it: pipes and /proc files say 0.
   std::string bytes(S_ISREG(st.st_mode) ? size_t(st.st_size) : 0, '\0');
   size_t done = 0;
@@ -26,10 +21,7 @@ std::optional<std::string> read_whole_file(const std::string& path) {
     const size_t room = in_place ? bytes.size() - done : sizeof more;
     const ssize_t n = ::read(fd, to, room);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      return std::nullopt;
-    }
+    if (n < 0) return std::nullopt;
     if (n == 0) break;
     if (in_place) {
       done += size_t(n);
@@ -38,8 +30,15 @@ std::optional<std::string> read_whole_file(const std::string& path) {
       done = bytes.size();
     }
   }
-  ::close(fd);
   bytes.resize(done);
+  return bytes;
+}
+
+std::optional<std::string> read_whole_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::optional<std::string> bytes = read_whole_fd(fd);
+  ::close(fd);
   return bytes;
 }
 

@@ -10,6 +10,7 @@
 
 #include "ubfuse/error.h"
 #include "ubfuse/onnx.h"
+#include "util/read_file.h"
 
 namespace ubfuse::onnx_import {
 
@@ -18,6 +19,8 @@ namespace {
 // Field numbers from onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.raw_data.
 constexpr uint32_t kModelGraph = 7, kGraphInitializer = 5, kTensorRawData = 9;
 constexpr uint32_t kLengthDelimited = 2;
+// The longest length-delimited field protobuf's parser takes (parse_context.h: INT_MAX - 16).
+constexpr uint64_t kMaxLength = uint64_t(std::numeric_limits<int>::max()) - 16;
 
 // A reader of protobuf's wire format over a byte range; every read reports failure rather than
 // running past the end (the range may be anything a file holds).
@@ -25,11 +28,12 @@ struct Wire {
   const char* p;
   const char* end;
 
-  bool varint(uint64_t& v) {
+  // A varint of at most max_bytes bytes (10 holds any 64-bit value).
+  bool varint(uint64_t& v, int max_bytes = 10) {
     v = 0;
-    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    for (int i = 0; i < max_bytes && p < end; i++) {
       const auto b = static_cast<uint8_t>(*p++);
-      v |= uint64_t(b & 0x7f) << shift;
+      v |= uint64_t(b & 0x7f) << (7 * i);
       if (!(b & 0x80)) return true;
     }
     return false;
@@ -39,8 +43,11 @@ struct Wire {
   // for a length-delimited field also its payload.
   bool field(uint32_t& number, uint32_t& type, const char*& start, std::string_view& payload) {
     start = p;
+    // Tags and lengths as protobuf reads them: at most 5 bytes, a tag within 32 bits, a length
+    // within kMaxLength. What protobuf would read otherwise (it truncates a longer tag) is left
+    // to its own parse: the walk fails.
     uint64_t tag = 0;
-    if (!varint(tag) || (tag >> 3) == 0 || (tag >> 3) > std::numeric_limits<uint32_t>::max())
+    if (!varint(tag, 5) || tag > std::numeric_limits<uint32_t>::max() || (tag >> 3) == 0)
       return false;
     number = uint32_t(tag >> 3);
     type = uint32_t(tag & 7);
@@ -53,7 +60,7 @@ struct Wire {
     } else if (type == 5) {
       len = 4;
     } else if (type == kLengthDelimited) {
-      if (!varint(len) || len > uint64_t(end - p)) return false;
+      if (!varint(len, 5) || len > kMaxLength || len > uint64_t(end - p)) return false;
       payload = {p, size_t(len)};
     } else {
       return false;
@@ -148,7 +155,13 @@ void parse_model_bytes(std::string_view bytes, const std::string& what, ParsedMo
   out.raw.clear();
   if (strip_model(bytes, stripped, out.raw) && out.proto.ParseFromString(stripped) &&
       out.proto.graph().initializer_size() == int(out.raw.size())) {
-    return;
+    // A raw_data the walk did not see as one (it cannot, by the rules above) would be read in
+    // the parse and shadowed by a lifted one: then trust protobuf alone.
+    bool seen = true;
+    for (int i = 0; i < out.proto.graph().initializer_size(); i++) {
+      seen = seen && !(out.raw[size_t(i)] && out.proto.graph().initializer(i).has_raw_data());
+    }
+    if (seen) return;
   }
   // Not walkable as the fields above (or parsed into another count of initializers): parse it
   // whole, copying the weights, so that protobuf decides what it is.
@@ -164,24 +177,40 @@ MappedFile::MappedFile(const std::string& path, bool populate) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(what + ": cannot open the file");
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  if (stat_ok && S_ISDIR(st.st_mode)) {
     ::close(fd);
-    throw Error(what + ": cannot open the file (not a regular file)");
+    throw Error(what + ": cannot open the file (it is a directory)");
   }
-  size_ = size_t(st.st_size);
+  if (stat_ok && S_ISREG(st.st_mode) && st.st_size > std::numeric_limits<int>::max()) {
+    ::close(fd);
+    throw OnnxUnsupportedError(what + ": models over 2 GiB must keep weights as external data");
+  }
+  size_ = stat_ok && S_ISREG(st.st_mode) ? size_t(st.st_size) : 0;
   if (size_ > 0) {
     data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
-    if (data_ == MAP_FAILED) {
-      data_ = nullptr;
-      ::close(fd);
-      throw Error(what + ": cannot map the file into memory");
-    }
+    if (data_ == MAP_FAILED) data_ = nullptr;
   }
+  if (data_ || (stat_ok && S_ISREG(st.st_mode) && size_ == 0)) {
+    ::close(fd);
+    return;
+  }
+  // A pipe or device, or a file that cannot be mapped: read it instead, from this descriptor (a
+  // pipe opened again would wait for another writer).
+  std::optional<std::string> bytes = read_whole_fd(fd);
   ::close(fd);
+  if (!bytes) throw Error(what + ": cannot read the file");
+  read_ = std::move(*bytes);
+  size_ = read_.size();
 }
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(data_, size_);
+}
+
+std::string_view MappedFile::bytes() const {
+  if (data_) return {static_cast<const char*>(data_), size_};
+  return read_;
 }
 
 }  // namespace ubfuse::onnx_import

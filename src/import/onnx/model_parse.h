@@ -24,19 +24,21 @@ struct ParsedModel {
 // Throws ubfuse::Error naming `what` when they are no ModelProto.
 void parse_model_bytes(std::string_view bytes, const std::string& what, ParsedModel& out);
 
-// A model file mapped read-only into memory for as long as the object lives; `populate` maps all
-// its pages at once (for a read of the whole file: one call instead of a fault per page).
+// A model file's bytes for as long as the object lives: mapped read-only (`populate` maps all
+// its pages at once, for a read of the whole file: one call instead of a fault per page), or
+// read where it cannot be mapped (a pipe).
 class MappedFile {
  public:
   MappedFile(const std::string& path, bool populate);  // throws ubfuse::Error naming the file
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
-  std::string_view bytes() const { return {static_cast<const char*>(data_), size_}; }
+  std::string_view bytes() const;
 
  private:
-  void* data_ = nullptr;
+  void* data_ = nullptr;  // the mapping, or null
   size_t size_ = 0;
+  std::string read_;  // the bytes where there is no mapping
 };
 
 }  // namespace ubfuse::onnx_import

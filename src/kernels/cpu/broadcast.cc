@@ -176,9 +176,6 @@ std::optional<T> int_pow(T x, T y) {
   return T(r);
 }
 
-// Why an integer op fails for one pair of operands; nullptr when it does not. The sums, differences
-// and products of 8-bit operands are computed in int and wrap when stored (modulo 2^8), so does
-// i8's -128 / -1 (128); a quotient truncates toward zero.
 // out[i] = f(a[i], b[i]) over a run, with a broadcast scalar operand read once: loops the
 // compiler vectorizes (a [L] - [L, 1] position grid of a causal mask, 262144 i64 at 512 tokens).
 template <typename T, typename F>
@@ -196,8 +193,13 @@ void int_run(const T* a, bool as, const T* b, bool bs, T* out, int64_t n, F f) {
   }
 }
 
+// Runs op over a run of integers: sums, differences and products wrap modulo 2^bits, i8's
+// -128 / -1 gives -128, a quotient truncates toward zero. Returns why the op fails for a pair of
+// operands (a division by zero), nullptr when it does not.
 template <typename T>
 const char* int_binary(int op, const T* a, bool as, const T* b, bool bs, T* out, int64_t n) {
+  // A 16-bit U would promote to int in U * U and overflow it.
+  static_assert(sizeof(T) != 2, "int_binary: no 16-bit integer dtype");
   constexpr const char* kDivByZero = "integer division by zero";
   // The ops that cannot fail, in unsigned arithmetic: it wraps where signed overflow would be
   // undefined (i32, i64), and gives 8-bit operands' sums and products modulo 2^8 all the same.
