@@ -2,6 +2,7 @@
 // initializers as constants, convert the nodes in order through the op table, declare outputs.
 #include <filesystem>
 #include <limits>
+#include <utility>
 
 #include "import/onnx/context.h"
 #include "import/onnx/model_parse.h"
@@ -288,21 +289,28 @@ OnnxModel import_onnx_model_from_bytes(const std::string& bytes, const ImportOpt
 
 namespace ubfuse {
 
-std::vector<std::string> onnx_model_op_types(const std::string& path) {
+namespace {
+
+// The model at `path`, to look at its graph: its main graph's raw weights are left in the file
+// (model_parse.h), not copied.
+onnx::ModelProto model_without_weights(const std::string& path) {
   const onnx_import::MappedFile file(path, /*populate=*/false);
   onnx_import::ParsedModel pm;
   onnx_import::parse_model_bytes(file.bytes(), "ONNX model '" + path + "'", pm);
-  const onnx::ModelProto& m = pm.proto;
+  return std::move(pm.proto);
+}
+
+}  // namespace
+
+std::vector<std::string> onnx_model_op_types(const std::string& path) {
+  const onnx::ModelProto m = model_without_weights(path);
   std::set<std::string> ops;
   for (const auto& n : m.graph().node()) ops.insert(n.op_type());
   return {ops.begin(), ops.end()};
 }
 
 std::vector<OnnxInputInfo> onnx_model_inputs(const std::string& path, const ImportOptions& o) {
-  const onnx_import::MappedFile file(path, /*populate=*/false);
-  onnx_import::ParsedModel pm;
-  onnx_import::parse_model_bytes(file.bytes(), "ONNX model '" + path + "'", pm);
-  const onnx::ModelProto& m = pm.proto;
+  const onnx::ModelProto m = model_without_weights(path);
   std::set<std::string> inits;
   for (const auto& t : m.graph().initializer()) inits.insert(t.name());
   std::vector<OnnxInputInfo> out;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "ubfuse/error.h"
 #include "ubfuse/onnx.h"
@@ -85,42 +86,55 @@ void put_message(std::string& out, uint32_t number, const std::string& body) {
   out += body;
 }
 
-// The TensorProto in `in` without its raw_data, which goes to `raw` (protobuf keeps the last
-// occurrence of a field that is not repeated).
-bool strip_tensor(std::string_view in, std::string& out, std::optional<std::string_view>& raw) {
+// What walk's `take` did with a field.
+enum class Field { kCopy, kTaken, kBad };  // copy it as it is; written or dropped; stop the walk
+
+// Copies the fields of the message in `in` to `out`, except those `take` takes: it is called
+// with each field's number, wire type and payload. False where the bytes do not walk as protobuf
+// or `take` says kBad.
+template <typename Take>
+bool walk(std::string_view in, std::string& out, const Take& take) {
   Wire w{in.data(), in.data() + in.size()};
   while (w.p < w.end) {
     uint32_t number = 0, type = 0;
     const char* start = nullptr;
     std::string_view payload;
     if (!w.field(number, type, start, payload)) return false;
-    if (number == kTensorRawData && type == kLengthDelimited) {
-      raw = payload;
-    } else {
-      out.append(start, size_t(w.p - start));
-    }
+    const Field f = take(number, type, payload);
+    if (f == Field::kBad) return false;
+    if (f == Field::kCopy) out.append(start, size_t(w.p - start));
   }
   return true;
 }
 
+// Writes message field `number` to `out` with its payload rewritten by strip(payload, body).
+template <typename Strip>
+Field put_stripped(std::string& out, uint32_t number, std::string_view payload,
+                   const Strip& strip) {
+  std::string body;
+  if (!strip(payload, body)) return Field::kBad;
+  put_message(out, number, body);
+  return Field::kTaken;
+}
+
+// The TensorProto in `in` without its raw_data, which goes to `raw` (protobuf keeps the last
+// occurrence of a field that is not repeated).
+bool strip_tensor(std::string_view in, std::string& out, std::optional<std::string_view>& raw) {
+  return walk(in, out, [&](uint32_t number, uint32_t type, std::string_view payload) {
+    if (number != kTensorRawData || type != kLengthDelimited) return Field::kCopy;
+    raw = payload;
+    return Field::kTaken;
+  });
+}
+
 bool strip_graph(std::string_view in, std::string& out,
                  std::vector<std::optional<std::string_view>>& raw) {
-  Wire w{in.data(), in.data() + in.size()};
-  while (w.p < w.end) {
-    uint32_t number = 0, type = 0;
-    const char* start = nullptr;
-    std::string_view payload;
-    if (!w.field(number, type, start, payload)) return false;
-    if (number == kGraphInitializer && type == kLengthDelimited) {
-      std::string tensor;
-      raw.emplace_back();
-      if (!strip_tensor(payload, tensor, raw.back())) return false;
-      put_message(out, number, tensor);
-    } else {
-      out.append(start, size_t(w.p - start));
-    }
-  }
-  return true;
+  return walk(in, out, [&](uint32_t number, uint32_t type, std::string_view payload) {
+    if (number != kGraphInitializer || type != kLengthDelimited) return Field::kCopy;
+    return put_stripped(out, number, payload, [&](std::string_view t, std::string& body) {
+      return strip_tensor(t, body, raw.emplace_back());
+    });
+  });
 }
 
 // The ModelProto in `in` with the raw_data of its graph's initializers lifted into `raw`; false
@@ -128,21 +142,12 @@ bool strip_graph(std::string_view in, std::string& out,
 // protobuf's own verdict).
 bool strip_model(std::string_view in, std::string& out,
                  std::vector<std::optional<std::string_view>>& raw) {
-  Wire w{in.data(), in.data() + in.size()};
-  while (w.p < w.end) {
-    uint32_t number = 0, type = 0;
-    const char* start = nullptr;
-    std::string_view payload;
-    if (!w.field(number, type, start, payload)) return false;
-    if (number == kModelGraph && type == kLengthDelimited) {
-      std::string graph;
-      if (!strip_graph(payload, graph, raw)) return false;
-      put_message(out, number, graph);
-    } else {
-      out.append(start, size_t(w.p - start));
-    }
-  }
-  return true;
+  return walk(in, out, [&](uint32_t number, uint32_t type, std::string_view payload) {
+    if (number != kModelGraph || type != kLengthDelimited) return Field::kCopy;
+    return put_stripped(out, number, payload, [&](std::string_view g, std::string& body) {
+      return strip_graph(g, body, raw);
+    });
+  });
 }
 
 }  // namespace

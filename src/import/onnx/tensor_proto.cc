@@ -171,19 +171,9 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
 
   // External data is read straight into the tensor (f64 through a buffer, to convert it).
   std::optional<ExternalSpan> external;
-  std::string external_f64;
   std::optional<std::string_view> raw;
   if (p.data_location() == TP::EXTERNAL) {
     external = external_span(p, what, o);
-    if (external->length != int64_t(size_t(n) * item)) {
-      bad(what, "external data has " + std::to_string(external->length) +
-                    " bytes, the dims and type need " + std::to_string(size_t(n) * item));
-    }
-    if (is_f64) {
-      external_f64.resize(size_t(external->length));
-      read_span(*external, what, external_f64.data());
-      raw = external_f64;
-    }
   } else if (p.data_location() != TP::DEFAULT) {
     bad(what, "data_location " + std::to_string(p.data_location()) + " is not valid");
   } else if (lifted_raw) {
@@ -194,11 +184,22 @@ Tensor tensor_from_proto(const TP& p, const std::string& what, const TensorReadO
 
   // The data must match the dims before the tensor is allocated: a proto may declare dims far
   // beyond what it carries (fuzz_onnx, crash-693cb3ab: petabytes from a few bytes).
-  if (raw && raw->size() != size_t(n) * item) {
-    bad(what, "raw data has " + std::to_string(raw->size()) + " bytes, the dims and type need " +
-                  std::to_string(size_t(n) * item));
+  if (external || raw) {
+    const size_t have = external ? size_t(external->length) : raw->size();
+    if (have != size_t(n) * item) {
+      bad(what, std::string(external ? "external data" : "raw data") + " has " +
+                    std::to_string(have) + " bytes, the dims and type need " +
+                    std::to_string(size_t(n) * item));
+    }
+  } else {
+    check_typed_count(p, type, n, what);
   }
-  if (!raw && !external) check_typed_count(p, type, n, what);
+  std::string external_f64;
+  if (external && is_f64) {
+    external_f64.resize(size_t(external->length));
+    read_span(*external, what, external_f64.data());
+    raw = external_f64;
+  }
   Tensor t(dt, sizes);
   if (external && !is_f64) {
     if (n) read_span(*external, what, t.data());
