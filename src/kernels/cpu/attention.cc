@@ -409,27 +409,43 @@ HWY_INLINE void ScoreRowsDirect(D d, const float* HWY_RESTRICT q, size_t depth, 
   }
 }
 
+// The largest |x| of floats, as the bits of |x| taken as unsigned integers: their order is |x|'s,
+// and a NaN or an infinity gives 0x7f800000 or more. One AND and one integer max per vector, where
+// a float max (which drops NaN) needs a second test, and one reduction for many rows.
+template <class D>
+class AbsMax {
+ public:
+  explicit AbsMax(D) : acc_(hn::Zero(du_)) {}
+  // Takes the n floats at p into account.
+  HWY_INLINE void Add(D d, const float* HWY_RESTRICT p, size_t n) {
+    const size_t N = hn::Lanes(d);
+    const auto magnitude = hn::Set(du_, 0x7fffffffu);
+    size_t i = 0;
+    for (; i + N <= n; i += N)
+      acc_ = hn::Max(acc_, hn::And(hn::BitCast(du_, hn::LoadU(d, p + i)), magnitude));
+    if (i < n)
+      acc_ = hn::Max(acc_, hn::And(hn::BitCast(du_, LoadNF32(d, p + i, n - i)), magnitude));
+  }
+  // The largest |x| so far (0 if none); +inf when one was not finite (NaN included).
+  HWY_INLINE float Get() const {
+    const uint32_t bits = hn::GetLane(hn::MaxOfLanes(du_, acc_));
+    if (bits >= 0x7f800000u) return std::numeric_limits<float>::infinity();
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+
+ private:
+  hn::RebindToUnsigned<D> du_;
+  hn::VFromD<hn::RebindToUnsigned<D>> acc_;
+};
+
 // The largest |x| of the n floats at p; +inf when one is not finite (NaN included).
 template <class D>
 HWY_INLINE float MaxAbs(D d, const float* HWY_RESTRICT p, size_t n) {
-  using V = hn::VFromD<D>;
-  const size_t N = hn::Lanes(d);
-  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
-  V mx = hn::Zero(d);
-  auto finite = hn::Eq(mx, mx);  // Max drops a NaN: the lanes' |x| < inf are tracked apart
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const V a = hn::Abs(hn::LoadU(d, p + i));
-    mx = hn::Max(mx, a);
-    finite = hn::And(finite, hn::Lt(a, inf));
-  }
-  float m = ReduceMaxF(d, mx);
-  bool ok = hn::AllTrue(d, finite);
-  for (; i < n; i++) {
-    m = std::max(m, std::abs(p[i]));
-    ok = ok && std::isfinite(p[i]);
-  }
-  return ok ? m : std::numeric_limits<float>::infinity();
+  AbsMax<D> m(d);
+  m.Add(d, p, n);
+  return m.Get();
 }
 
 // Widens n elements of src (dtype t) into dst; a copy for f32.
@@ -596,16 +612,16 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
     bool may_skip = mask_last && !direct;
     float kmax = 0.0f;
     if (may_skip) {
-      for (size_t k = 0; k < depth; k++) kmax = std::max(kmax, MaxAbs(d, ktp + k * ldk, nj));
-      float vmax = 0.0f;
+      AbsMax<decltype(d)> km(d), vm(d);
+      for (size_t k = 0; k < depth; k++) km.Add(d, ktp + k * ldk, nj);
+      kmax = km.Get();
       if (!v_in_place) {
-        vmax = MaxAbs(d, vp, nj * ldv);
+        vm.Add(d, vp, nj * ldv);
       } else {
-        for (size_t j = 0; j < nj; j++) vmax = std::max(vmax, MaxAbs(d, vb + j * vld, dv));
+        for (size_t j = 0; j < nj; j++) vm.Add(d, vb + j * vld, dv);
       }
-      for (size_t c = 0; c < (dot_tail ? tail : 0); c++)
-        vmax = std::max(vmax, MaxAbs(d, vt + c * ldt, nj));
-      may_skip = std::isfinite(vmax);
+      for (size_t c = 0; c < (dot_tail ? tail : 0); c++) vm.Add(d, vt + c * ldt, nj);
+      may_skip = std::isfinite(vm.Get());
     }
     for (size_t t = 0; t < tiles; t++) {
       const size_t r0 = t * kRows;
