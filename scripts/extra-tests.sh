@@ -9,7 +9,9 @@
 # (asan), 2-3 min (tsan) and under a minute (fuzz replay); docs/reliability.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# $1, the normal build dir, is not needed: every stage builds its own configuration.
+# Every stage builds its own configuration; $1, the normal build dir, tells the asan stage which
+# compiler that build builds generated kernels with (scripts/sanitize.sh).
+export UBFUSE_BUILD_DIR=${1:-${UBFUSE_BUILD_DIR:-build}}
 STAGES=${UBFUSE_EXTRA_STAGES:-asan tsan fuzz}
 [[ $STAGES == none ]] && STAGES=""
 

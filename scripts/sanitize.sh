@@ -8,7 +8,8 @@
 #                              their own binary (ubfuse_concurrency_tests: concurrency_test.cc)
 #   scripts/sanitize.sh asan-configure   only configures build-asan (used by scripts/fuzz.sh)
 # Env: UBFUSE_JOBS (build jobs, default nproc), UBFUSE_ASAN_FILTER / UBFUSE_TSAN_FILTER (gtest
-# filters overriding the defaults).
+# filters overriding the defaults), UBFUSE_BUILD_DIR (the normal build, default build: its compiler
+# builds the asan stage's generated kernels), UBFUSE_CXX (that compiler, given directly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=${1:?usage: sanitize.sh asan|tsan|asan-configure}
@@ -24,6 +25,17 @@ UBFUSE_ASAN_EXCLUDE=${UBFUSE_ASAN_EXCLUDE:-}
 COMMON=(-G Ninja -DCMAKE_BUILD_TYPE=Release
   "-DCMAKE_CXX_FLAGS=-march=native -DHWY_COMPILE_ONLY_STATIC=1" -DUBFUSE_BUILD_BENCH=OFF)
 
+# The C++ compiler of the normal build ($UBFUSE_BUILD_DIR, default build), which it also builds
+# generated kernels with; CMake's default (c++) where that build is not configured.
+normal_cxx() {
+  local cache=${UBFUSE_BUILD_DIR:-build}/CMakeCache.txt
+  if [[ -f $cache ]] && grep -q '^CMAKE_CXX_COMPILER:' "$cache"; then
+    sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$cache"
+  else
+    command -v c++
+  fi
+}
+
 case "$MODE" in
   asan | asan-configure)
     DIR=build-asan
@@ -36,6 +48,10 @@ case "$MODE" in
     TESTS=ubfuse_tests
     SHARDS=2
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:check_initialization_order=1
+    # Generated kernels are compiled by the normal build's compiler, not clang: they are not
+    # instrumented either way, and the kernel cache ctest's stage filled then serves them.
+    # UBFUSE_CXX set before this script keeps its value.
+    export UBFUSE_CXX=${UBFUSE_CXX:-$(normal_cxx)}
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     ;;
   tsan)
@@ -66,6 +82,7 @@ cmake -S . -B "$DIR" "${COMMON[@]}" "-DCMAKE_CXX_FLAGS_RELEASE=-O1 $DEBUG" "${FL
 cmake --build "$DIR" -j "$JOBS" --target "$TESTS"
 t1=$(date +%s)
 echo "[$MODE] build: $((t1 - t0)) s"
+if [[ $MODE == asan ]]; then echo "[asan] generated kernels built by $UBFUSE_CXX"; fi
 
 # Shards run side by side (gtest's GTEST_TOTAL_SHARDS); each writes its own log.
 pids=()
