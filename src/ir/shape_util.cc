@@ -409,7 +409,7 @@ std::optional<Shape> axes_shape(const std::string& mode, const Shape& s,
       if (x < 0) return fail("a size is negative");
       if (x > std::numeric_limits<int64_t>::max() - total) return fail("their sum overflows");
       total += x;
-      out.push_back(Dim(total));
+      out.emplace_back(total);
     }
     const Dim& d = s[size_t(axis)];
     if (!d.is_static()) return std::nullopt;  // the plan knows the axis' size
@@ -428,8 +428,9 @@ std::optional<Shape> axes_shape(const std::string& mode, const Shape& s,
       if (d.is_static() && d.value() > 0 && rep > std::numeric_limits<int64_t>::max() / d.value()) {
         return fail("the repeat of axis " + std::to_string(i) + " overflows its size");
       }
-      if (mode == "tile") out.push_back(Dim(v[size_t(i)]));
-      out.push_back(mode == "tile" ? s[size_t(i)] : Dim::mul(s[size_t(i)], Dim(v[size_t(i)])));
+      const Dim times(rep);
+      if (mode == "tile") out.push_back(times);
+      out.push_back(mode == "tile" ? s[size_t(i)] : Dim::mul(s[size_t(i)], times));
     }
     return out;
   }

@@ -50,7 +50,8 @@ Value* nll_loss(NodeCtx& c, Value* x, int target_in, int weight_in) {
     t = c.emit(OpKind::Where, {ignored, scalar_like(c, 0, t), t});
   }
   Shape idx_shape = want;
-  idx_shape.insert(idx_shape.begin() + 1, Dim(int64_t(1)));
+  const Dim one(1);
+  idx_shape.insert(idx_shape.begin() + 1, one);
   Value* picked =
       c.emit(OpKind::GatherElements, {x, c.reshape_to(t, idx_shape)}, {{"axis", int64_t(1)}});
   Value* loss = c.emit(OpKind::Neg, {c.reshape_to(picked, want)});

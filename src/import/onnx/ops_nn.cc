@@ -233,7 +233,7 @@ void global_pool(NodeCtx& c) {
   Dim window(int64_t(1));
   for (size_t i = 2; i < s.size(); i++) {
     window = Dim::mul(window, s[i]);
-    out.push_back(Dim(1));
+    out.emplace_back(1);
   }
   if (window == Dim(int64_t(0))) c.unsupported("pooling an empty spatial extent");
   rows.push_back(window);
@@ -376,7 +376,7 @@ Value* per_channel(NodeCtx& c, int i, const Value* x, const std::string& what) {
     p = cast_value(c, p, x->dtype);
   }
   Shape s{x->shape[1]};
-  for (size_t k = 2; k < x->shape.size(); k++) s.push_back(Dim(1));
+  for (size_t k = 2; k < x->shape.size(); k++) s.emplace_back(1);
   return s == p->shape ? p : c.reshape_to(p, s);
 }
 

@@ -101,7 +101,7 @@ class AxesShapeKernel : public KernelBase {
     check_arity(in, 2, 2, out);
     Shape s;
     std::vector<int64_t> v;
-    for (int64_t i = 0; i < in[0].numel(); i++) s.push_back(Dim(int_at(in[0], i)));
+    for (int64_t i = 0; i < in[0].numel(); i++) s.emplace_back(int_at(in[0], i));
     for (int64_t i = 0; i < in[1].numel(); i++) v.push_back(int_at(in[1], i));
     std::string why;
     auto got = axes_shape(mode_, s, v, axis_, &why);
