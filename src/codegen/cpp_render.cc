@@ -120,13 +120,11 @@ class Renderer {
     for (size_t i = 0; i < p_.inputs.size(); i++) {
       if (!used_input(int(i))) continue;
       o_ << "  const " << storage_type(p_.inputs[i].dtype) << "* const in" << i << " = (const "
-         << storage_type(p_.inputs[i].dtype) << "*)a->in[" << i << "].data;  // "
-         << p_.inputs[i].value->name << "\n";
+         << storage_type(p_.inputs[i].dtype) << "*)a->in[" << i << "].data;\n";
     }
     for (size_t i = 0; i < p_.outputs.size(); i++) {
       o_ << "  " << storage_type(p_.outputs[i].dtype) << "* const out" << i << " = ("
-         << storage_type(p_.outputs[i].dtype) << "*)a->out[" << i << "].data;  // "
-         << p_.outputs[i].value->name << "\n";
+         << storage_type(p_.outputs[i].dtype) << "*)a->out[" << i << "].data;\n";
     }
   }
 
@@ -219,12 +217,12 @@ class Renderer {
       auto s = [&](int o) { return o < 0 ? std::string() : "hn::Set(d, " + rv(o) + ")"; };
       o_ << "hn::GetLane(" << vop(x, s(x.a), s(x.b), s(x.c)) << ")";
     }
-    o_ << ";" << (x.note.empty() ? "" : "  // " + x.note) << "\n";
+    o_ << ";\n";
   }
 
   void row_out(int o, const std::string& ind) {
     o_ << ind << "StoreNF32(hn::Set(d, " << rv(p_.outputs[size_t(o)].expr) << "), d, " << pfx_
-       << "o" << o << ", 1);  // " << p_.outputs[size_t(o)].value->name << "\n";
+       << "o" << o << ", 1);\n";
   }
 
   // Declarations before a pass's loop: splatted row scalars, accumulators, streaming flags.
@@ -277,8 +275,7 @@ class Renderer {
   void finish_reductions(const kir::Phase& ph, const std::string& ind) {
     for (int e : ph.reductions) {
       const std::string a = acc(e);
-      o_ << ind << rv(e) << " = " << row_acc(e) << "::Finish(d, " << a << ", " << a << "b);  // "
-         << p_.exprs[size_t(e)].note << "\n";
+      o_ << ind << rv(e) << " = " << row_acc(e) << "::Finish(d, " << a << ", " << a << "b);\n";
     }
   }
 
@@ -469,7 +466,7 @@ class Renderer {
       } else {
         o_ << vop(x, operand(x.a), operand(x.b), operand(x.c));
       }
-      o_ << ";" << (x.note.empty() ? "" : "  // " + x.note) << "\n";
+      o_ << ";\n";
     }
     for (int e : ph.slot_stores) {
       if (!in_stage(e)) continue;
@@ -528,19 +525,19 @@ bool has_pipelined_variant(const kir::Schedule& ub) {
 
 RenderedKernel render_kernel(const kir::Program& p, const kir::Schedule& ub,
                              const kir::Schedule& reread) {
+  // No node or value names and no shapes anywhere in the text: the text (and so the symbol and
+  // the cache key) is the same for the same group in every layer, graph and static size, which
+  // then share one compiled kernel. UBFUSE_DUMP_KERNELS prints the names beside it (kir listing).
   std::ostringstream o;
   o << "// " << p.name << ":";
-  for (auto& n : p.node_notes) o << " " << n;
+  for (size_t i = 0; i < p.node_ops.size(); i++) o << (i ? ", " : " ") << p.node_ops[i];
   o << "\n";
   for (size_t i = 0; i < p.inputs.size(); i++) {
-    o << "//   in" << i << ": " << p.inputs[i].value->name << " " << dtype_name(p.inputs[i].dtype)
-      << shape_str(p.inputs[i].value->shape) << (p.inputs[i].matmul ? " (MatMul block)" : "")
-      << "\n";
+    o << "//   in" << i << ": " << dtype_name(p.inputs[i].dtype)
+      << (p.inputs[i].matmul ? " (MatMul block)" : "") << "\n";
   }
-  for (size_t i = 0; i < p.outputs.size(); i++) {
-    o << "//   out" << i << ": " << p.outputs[i].value->name << " "
-      << dtype_name(p.outputs[i].dtype) << shape_str(p.outputs[i].value->shape) << "\n";
-  }
+  for (size_t i = 0; i < p.outputs.size(); i++)
+    o << "//   out" << i << ": " << dtype_name(p.outputs[i].dtype) << "\n";
   Renderer r(p, o);
   if (r.even_odd()) o << "// bf16 columns in even/odd lanes in the unrolled steps\n";
   // Variants: _ub (one row at a time), _pl (pipelined, use_ub == 2) when there are 2+ passes

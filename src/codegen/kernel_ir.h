@@ -112,11 +112,11 @@ struct Output {
 };
 
 struct Program {
-  std::string name;                     // the group's name
-  std::vector<std::string> node_notes;  // "add0 (Add)", for comments
-  std::vector<Expr> exprs;              // topological: operands before users
-  std::vector<Input> inputs;            // group inputs in order, then a MatMul output if any
-  std::vector<Output> outputs;          // group outputs in order
+  std::string name;                   // the group's name
+  std::vector<std::string> node_ops;  // the nodes' ops ("Add"), for the source's comment
+  std::vector<Expr> exprs;            // topological: operands before users
+  std::vector<Input> inputs;          // group inputs in order, then a MatMul output if any
+  std::vector<Output> outputs;        // group outputs in order
   int domain_rank = 0;
   // Analysis (filled by analyze()): for a column value the phase it is computed in, for a row
   // scalar the phase at whose start it is available; `needed` marks what reaches an output.

@@ -40,7 +40,7 @@ class Lowerer {
       prog_->inputs.push_back({v, v->dtype, is_vector(v->shape), false, {}});
     }
     for (const Node* n : g_.nodes) {
-      prog_->node_notes.push_back(n->name + " (" + std::string(op_name(n->op)) + ")");
+      prog_->node_ops.emplace_back(op_name(n->op));
       // A MatMul's (Conv's, DynamicQuantMatMul's) output is computed by its own kernel and read as
       // one more input.
       if (fusion::heads_epilogue(n)) {
