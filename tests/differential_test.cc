@@ -253,9 +253,7 @@ std::string where(int seed, const RandomGraph& rg) {
 }
 
 Options opts(bool fusion, const std::string& engine = "interpreter") {
-  return {{"ge.exec.enableOperatorFusion", fusion ? "1" : "0"},
-          {"codegen", engine},
-          {"cache_dir", std::string(UBFUSE_BINARY_DIR) + "/kernel-cache"}};
+  return {{"ge.exec.enableOperatorFusion", fusion ? "1" : "0"}, {"codegen", engine}};
 }
 
 TEST(Differential, RandomGraphsGraphModeEqualsEagerInterpreter) {
@@ -282,8 +280,7 @@ TEST(Differential, RandomGraphsGraphModeEqualsEagerCodegen) {
   fusion.ub_bytes = 196608;
   fusion.ub_bytes_per_row = ub_bytes_per_row;
   CodegenConfig codegen;
-  codegen.engine = "cpp";
-  codegen.cache_dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache";
+  codegen.engine = "cpp";  // the default cache dir, shared with the asan stage
   for (int seed = 0; seed < kCodegenGraphs; seed++) {
     rgs.push_back(Gen(uint64_t(seed) * 7919 + 1).make());
     parts.push_back(partition_graph(*rgs.back().graph, fusion, FusionRules{}));

@@ -228,16 +228,15 @@ struct Built {
   std::vector<std::unique_ptr<Kernel>> kernels;
 };
 
+// Kernels in the default cache dir, where the asan stage finds those ctest's stage built.
 CodegenConfig config_for(const std::string& engine) {
   CodegenConfig c;
   c.engine = engine;
-  c.cache_dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache";
   return c;
 }
 
 // "cpp_clang": generated kernels built by clang (UBFUSE_TEST_CLANGXX) instead of the compiler that
-// built ubfuse, which builds them everywhere else in the tests; cached where the asan stage finds
-// them (the default cache dir).
+// built ubfuse, which builds them everywhere else in the tests.
 const Built& built(const std::string& engine) {
   static std::map<std::string, std::unique_ptr<Built>> cache;
   auto& b = cache[engine];
@@ -248,9 +247,7 @@ const Built& built(const std::string& engine) {
       testing::ScopedEnv cxx("UBFUSE_CXX", UBFUSE_TEST_CLANGXX);
       EXPECT_NE(cpp::toolchain().version.find("clang"), std::string::npos)
           << cpp::toolchain().version;
-      CodegenConfig c = config_for("cpp");
-      c.cache_dir = "";
-      b->kernels = make_group_kernels(b->groups, c);
+      b->kernels = make_group_kernels(b->groups, config_for("cpp"));
     } else {
       b->kernels = make_group_kernels(b->groups, config_for(engine));
     }
@@ -402,9 +399,7 @@ std::map<std::string, Tensor> seed_inputs(const Sizes& s, DType t = f32) {
 }
 
 Options graph_opts(const std::string& engine, int64_t ub = 0) {
-  Options o = {{"ge.exec.enableOperatorFusion", "1"},
-               {"codegen", engine},
-               {"cache_dir", std::string(UBFUSE_BINARY_DIR) + "/kernel-cache"}};
+  Options o = {{"ge.exec.enableOperatorFusion", "1"}, {"codegen", engine}};
   if (ub) o["ub_bytes"] = std::to_string(ub);
   return o;
 }
