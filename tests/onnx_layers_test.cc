@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 #include "ubfuse/npy.h"
@@ -183,6 +184,42 @@ TEST(OnnxLayers, UbfuseRunCommandWritesNpyOutputs) {
   EXPECT_NE(etext.find("--dim batch=N"), std::string::npos) << etext;
   std::string rnd = exe + " run " + p + "onnx --dim batch=1 --dim seq=4 --mode eager > /dev/null";
   EXPECT_EQ(std::system(rnd.c_str()), 0);
+}
+
+// `ubfuse run --mode both`: graph and eager in one process, each timed --iters times, with graph
+// mode's speed-up and how far its outputs are from eager's; --trace takes one mode only.
+TEST(OnnxLayers, UbfuseRunBothModesComparesThem) {
+  std::string exe = std::string(UBFUSE_BINARY_DIR) + "/ubfuse";
+  if (!std::ifstream(exe)) GTEST_SKIP() << "build the ubfuse CLI first (" << exe << ")";
+  std::string out = ::testing::TempDir() + "ubfuse_run_both";
+  std::string p = model_path("llama_decoder.");
+  std::string cmd = exe + " run " + p + "onnx --input hidden_states=" + p + "0.hidden_states.npy" +
+                    " --input position_ids=" + p + "0.position_ids.npy --mode both --iters 3" +
+                    " --output-dir " + out + " --option codegen=interpreter --json > " + out +
+                    ".json";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  // The outputs written are graph mode's.
+  EXPECT_TRUE(matches_torch(read_npy(out + "/out.npy"), read_npy(p + "0.out.npy")));
+  std::ifstream f(out + ".json");
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["mode"], "both");
+  const auto& g = j["modes"]["graph"];
+  const auto& e = j["modes"]["eager"];
+  EXPECT_LT(g["num_kernels"].get<int>(), e["num_kernels"].get<int>()) << j.dump();
+  EXPECT_EQ(g["num_kernels"], j["num_kernels"]);
+  EXPECT_GT(g["median_ms"].get<double>(), 0.0);
+  EXPECT_GE(e["median_ms"].get<double>(), e["min_ms"].get<double>());
+  EXPECT_NEAR(j["graph_speedup"].get<double>(),
+              e["median_ms"].get<double>() / g["median_ms"].get<double>(), 1e-9);
+  // Fusion reorders float sums only: the outputs agree to a few ulps of their scale.
+  EXPECT_GT(j["max_abs_eager"].get<double>(), 0.0);
+  EXPECT_LE(j["max_abs_diff"].get<double>(), 1e-4 * j["max_abs_eager"].get<double>()) << j.dump();
+  std::string traced = exe + " run " + p + "onnx --dim batch=1 --dim seq=4 --mode both --trace " +
+                       out + "/t > /dev/null 2> " + out + ".err";
+  EXPECT_NE(std::system(traced.c_str()), 0);
+  std::ifstream err(out + ".err");
+  std::string etext((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_NE(etext.find("--trace records one mode"), std::string::npos) << etext;
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // `ubfuse run MODEL.onnx`: imports an ONNX model, feeds it .npy inputs (or fixed-seed random ones),
-// runs it eager or in graph mode, writes the outputs as .npy and reports kernels, times and the
-// fusion summary (--json for one JSON object).
+// runs it eager, in graph mode or both (alternating, in one process), writes the outputs as .npy
+// and reports kernels, times and the fusion summary (--json for one JSON object).
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -83,11 +87,73 @@ std::string file_stem(std::string name) {
   return name;
 }
 
+// One compiled mode of the model, its outputs and its timed runs (ms).
+struct ModeRun {
+  std::string mode;
+  CompiledModel m;
+  std::map<std::string, Tensor> outputs;
+  RunStats stats;
+  std::vector<double> ms;
+};
+
+double time_run(ModeRun& r, const std::map<std::string, Tensor>& inputs) {
+  auto t0 = std::chrono::steady_clock::now();
+  r.m.run_into(inputs, r.outputs, &r.stats);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A block of one mode's runs lasts about this long where runs are short; such a block starts with
+// an untimed run, which brings back into cache what the other mode's block evicted.
+constexpr double kBlockMs = 20.0;
+constexpr int kMaxBlockRuns = 8;
+
+// Graph and eager runs in alternating blocks (graph first, then eager first, ...), so that a
+// change in the machine's speed during the measurement falls on both modes alike.
+void time_alternating(ModeRun& g, ModeRun& e, const std::map<std::string, Tensor>& inputs,
+                      int iters) {
+  const double probe = std::max(time_run(g, inputs), time_run(e, inputs));
+  const int block = std::clamp(int(std::floor(kBlockMs / std::max(probe, 1e-3))), 1, kMaxBlockRuns);
+  for (int done = 0, k = 0; done < iters; done += block, k++) {
+    const int n = std::min(block, iters - done);
+    for (ModeRun* r : k % 2 == 0 ? std::array{&g, &e} : std::array{&e, &g}) {
+      if (block > 1) time_run(*r, inputs);
+      for (int i = 0; i < n; i++) r->ms.push_back(time_run(*r, inputs));
+    }
+  }
+}
+
+// The largest |graph - eager| over the float outputs, and the largest |eager| (its scale).
+std::pair<double, double> output_difference(const ModeRun& g, const ModeRun& e) {
+  double diff = 0, scale = 0;
+  for (auto& [name, te] : e.outputs) {
+    const Tensor& tg = g.outputs.at(name);
+    if (!is_float(te.dtype()) || tg.sizes() != te.sizes()) continue;
+    for (int64_t i = 0; i < te.numel(); i++) {
+      const double x = te.get(i), y = tg.get(i);
+      scale = std::max(scale, std::abs(x));
+      diff = std::max(diff, std::isnan(x) != std::isnan(y) ? INFINITY : std::abs(x - y));
+    }
+  }
+  return {diff, scale};
+}
+
+nlohmann::json mode_json(const ModeRun& r) {
+  return {{"num_kernels", r.m.kernels().size()},
+          {"median_ms", r.ms[r.ms.size() / 2]},
+          {"min_ms", r.ms.front()},
+          {"bytes_moved", r.stats.bytes_read + r.stats.bytes_written}};
+}
+
 int run_model(const RunArgs& a) {
-  if (a.mode != "eager" && a.mode != "graph") {
-    throw Error("--mode must be eager or graph, got '" + a.mode + "'");
+  if (a.mode != "eager" && a.mode != "graph" && a.mode != "both") {
+    throw Error("--mode must be eager, graph or both, got '" + a.mode + "'");
   }
   if (a.iters < 1) throw Error("--iters must be >= 1");
+  if (a.mode == "both" && !a.trace_dir.empty()) {
+    throw Error(
+        "--trace records one mode; hint: run --mode graph and --mode eager, each with "
+        "its own --trace DIR");
+  }
   SymbolBindings dims = parse_dims(a.dims);
 
   // Inputs: files first (they bind symbols), then random ones for the rest.
@@ -164,32 +230,46 @@ int run_model(const RunArgs& a) {
     specialized = true;
   }
 
+  std::string trace_path;
   Options opts = parse_kv_options(a.options);
   if (!a.rules.empty()) opts["ge.fusion_optimizer_config_path"] = a.rules;
-  opts["ge.exec.enableOperatorFusion"] = a.mode == "graph" ? "1" : "0";
-  CompiledModel m;
-  {
+  const bool both = a.mode == "both";
+  std::vector<ModeRun> runs;
+  for (const char* mode : {"graph", "eager"}) {
+    if (!both && a.mode != mode) continue;
+    ModeRun& r = runs.emplace_back();
+    r.mode = mode;
+    opts["ge.exec.enableOperatorFusion"] = r.mode == "graph" ? "1" : "0";
     InterruptibleCompile ctrl_c;
-    m = compile(model.graph, opts, ctrl_c.callback());
+    r.m = compile(model.graph, opts, ctrl_c.callback());
   }
-
-  RunStats stats;
-  auto outputs = m.run(inputs, &stats);  // warm-up, also allocates the outputs
-  std::unique_ptr<Profiler> prof;
-  if (!a.trace_dir.empty()) {
-    prof = std::make_unique<Profiler>(ProfilerOptions{.trace_dir = a.trace_dir, .name = a.mode});
-    prof->record_compile(m, a.mode);
+  // Warm-up, which also allocates the outputs.
+  for (auto& r : runs) r.outputs = r.m.run(inputs, &r.stats);
+  if (both) {
+    time_alternating(runs[0], runs[1], inputs, a.iters);
+  } else {
+    ModeRun& r = runs[0];
+    std::unique_ptr<Profiler> prof;
+    if (!a.trace_dir.empty()) {
+      prof = std::make_unique<Profiler>(ProfilerOptions{.trace_dir = a.trace_dir, .name = a.mode});
+      prof->record_compile(r.m, a.mode);
+    }
+    for (int i = 0; i < a.iters; i++) {
+      r.ms.push_back(time_run(r, inputs));
+      if (prof) prof->step();
+    }
+    if (prof) {
+      prof->stop();
+      trace_path = prof->trace_path();
+    }
   }
-  std::vector<double> ms;
-  for (int i = 0; i < a.iters; i++) {
-    auto t0 = std::chrono::steady_clock::now();
-    m.run_into(inputs, outputs, &stats);
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    if (prof) prof->step();
-  }
-  if (prof) prof->stop();
-  std::sort(ms.begin(), ms.end());
+  for (auto& r : runs) std::sort(r.ms.begin(), r.ms.end());
+  // Graph mode's outputs are the ones written and listed (--mode both: it comes first).
+  const ModeRun& main_run = runs[0];
+  const CompiledModel& m = main_run.m;
+  const auto& outputs = main_run.outputs;
+  const std::vector<double>& ms = main_run.ms;
+  const RunStats& stats = main_run.stats;
 
   nlohmann::json jout = nlohmann::json::array();
   if (!a.output_dir.empty()) std::filesystem::create_directories(a.output_dir);
@@ -229,7 +309,15 @@ int run_model(const RunArgs& a) {
                    {"median_ms", ms[ms.size() / 2]},
                    {"min_ms", ms.front()},
                    {"bytes_moved", stats.bytes_read + stats.bytes_written}};
-  if (prof) j["trace"] = prof->trace_path();
+  double diff = 0, scale = 0;
+  if (both) {
+    std::tie(diff, scale) = output_difference(runs[0], runs[1]);
+    j["modes"] = {{"graph", mode_json(runs[0])}, {"eager", mode_json(runs[1])}};
+    j["graph_speedup"] = runs[1].ms[runs[1].ms.size() / 2] / ms[ms.size() / 2];
+    j["max_abs_diff"] = diff;
+    j["max_abs_eager"] = scale;
+  }
+  if (!trace_path.empty()) j["trace"] = trace_path;
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -251,14 +339,26 @@ int run_model(const RunArgs& a) {
     for (auto& o : k.op_types) ops += (ops.empty() ? "" : ", ") + o;
     std::printf("    %-32s %s\n", k.name.c_str(), ops.c_str());
   }
-  std::printf("  median %.3f ms over %d run(s), %.1f MB moved\n", ms[ms.size() / 2], a.iters,
-              double(stats.bytes_read + stats.bytes_written) / 1e6);
+  if (both) {
+    for (auto& r : runs) {
+      std::printf("  %-5s median %.3f ms over %d run(s), %zu kernel(s), %.1f MB moved\n",
+                  r.mode.c_str(), r.ms[r.ms.size() / 2], a.iters, r.m.kernels().size(),
+                  double(r.stats.bytes_read + r.stats.bytes_written) / 1e6);
+    }
+    std::printf(
+        "  graph mode %.2fx faster than eager (alternating runs); outputs differ by at "
+        "most %.3g (largest |eager| %.3g)\n",
+        j["graph_speedup"].get<double>(), diff, scale);
+  } else {
+    std::printf("  median %.3f ms over %d run(s), %.1f MB moved\n", ms[ms.size() / 2], a.iters,
+                double(stats.bytes_read + stats.bytes_written) / 1e6);
+  }
   for (auto& o : jout) {
     std::printf("  output %-24s %s %s%s\n", o["name"].get<std::string>().c_str(),
                 o["dtype"].get<std::string>().c_str(), o["shape"].dump().c_str(),
                 o.contains("file") ? (" -> " + o["file"].get<std::string>()).c_str() : "");
   }
-  if (prof) std::printf("  trace: %s\n", prof->trace_path().c_str());
+  if (!trace_path.empty()) std::printf("  trace: %s\n", trace_path.c_str());
   return 0;
 }
 
@@ -268,14 +368,17 @@ void register_run(CLI::App& app, std::vector<std::function<int()>>& actions) {
   auto a = std::make_shared<RunArgs>();
   auto* c = app.add_subcommand("run", "run an ONNX model on .npy inputs (or random ones)");
   c->add_option("model", a->model, "the .onnx file")->required();
-  c->add_option("--mode", a->mode, "eager|graph")->capture_default_str();
+  c->add_option("--mode", a->mode,
+                "eager|graph|both (both: alternating runs of each, in one process)")
+      ->capture_default_str();
   c->add_option("--input", a->inputs, "NAME=FILE.npy (repeatable); others are random");
   c->add_option("--dim", a->dims, "NAME=VALUE: size of a symbolic dim for random inputs");
   c->add_option("--output-dir", a->output_dir, "write each output as DIR/<name>.npy");
   c->add_option("--option", a->options, "compile option k=v (repeatable)");
   c->add_option("--rules", a->rules, "fusion rules file (JSON)");
   c->add_option("--trace", a->trace_dir, "write a Chrome trace of the timed runs to DIR");
-  c->add_option("--iters", a->iters, "timed runs after one warm-up")->capture_default_str();
+  c->add_option("--iters", a->iters, "timed runs after one warm-up (per mode)")
+      ->capture_default_str();
   c->add_option("--seed", a->seed, "seed of the random inputs")->capture_default_str();
   c->add_flag("--json", a->json, "print one JSON object");
   actions.push_back(nullptr);
