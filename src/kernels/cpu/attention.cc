@@ -113,22 +113,26 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
   const size_t q_ld = p.q_ld ? size_t(p.q_ld) : depth, k_ld = p.k_ld ? size_t(p.k_ld) : depth,
                v_ld = p.v_ld ? size_t(p.v_ld) : dv;
   const T* q_src = static_cast<const T*>(p.q) + p.q_off[size_t(b)] + size_t(i0) * q_ld;
-  if (q_ld == depth) {
-    Widen(q_src, q, rows * depth);
-  } else {
-    for (size_t r = 0; r < rows; r++) Widen(q_src + r * q_ld, q + r * depth, depth);
-  }
   // A scale right after the product is applied to q instead (one multiply per query element, not
   // per score; the scores differ from the graph's by a rounding). A factor of 0 or inf stays a
   // step: 0 * inf in the scores must still give NaN.
   size_t first_step = 0;
+  float qscale = 1.0f;
   if (!p.steps.empty() && (p.steps[0].kind == cpu::AttentionStep::kMul ||
                            p.steps[0].kind == cpu::AttentionStep::kDiv)) {
     const float c =
         p.steps[0].kind == cpu::AttentionStep::kMul ? p.steps[0].scalar : 1.0f / p.steps[0].scalar;
     if (std::isfinite(c) && c != 0.0f) {
-      for (size_t i = 0; i < rows * depth; i++) q[i] *= c;
+      qscale = c;
       first_step = 1;
+    }
+  }
+  // Row by row, each scaled while it is in L1 (a chunk's rows may not all fit there).
+  for (size_t r = 0; r < rows; r++) {
+    float* qr = q + r * depth;
+    Widen(q_src + r * q_ld, qr, depth);
+    if (first_step == 1) {
+      for (size_t i = 0; i < depth; i++) qr[i] *= qscale;
     }
   }
   // The value columns in whole vectors (ValueTiles) and, where fewer than half a vector are left
