@@ -10,11 +10,12 @@ Exports the benchmark-sized models once into BUILD/bench_models (tests/models/ex
 --bench; re-exported when the export scripts change), makes fixed-seed inputs for each model,
 batch and sequence length, and times each engine on them with the same thread count:
 ubfuse through `BUILD/ubfuse run --mode both --iters N --json` (graph and eager in one process, in
-alternating blocks of runs; median ms of each), onnxruntime-node
+alternating blocks of runs; median ms of each, and their ratio per round), onnxruntime-node
 through scripts/ort.sh --time N at levels all and disabled (median ms), N the same for every
 engine: --runs, or more where a 3-run probe of graph mode says that many take under --min-ms.
-Prints one table with the ratios, the kernel count per engine (onnxruntime: the nodes of the graph
-it runs after its optimizations) and N. A model ubfuse cannot load shows the error it stops at.
+Prints one table with each engine's best round, the ratios (graph over eager: the median over the
+rounds of the ratio within each `--mode both` call), the kernel count per engine (onnxruntime: the
+nodes of the graph it runs after its optimizations) and N. A model ubfuse cannot load shows the error it stops at.
 
 Sequence length means: tokens for bert_stack and llama_stack, encoder frames for speech_encoder
 (its input has 4x as many mel frames), patches for vit_encoder (plus the class token), and the
@@ -199,6 +200,16 @@ def ratio(a, b):
     return f"{b['ms'] / a['ms']:.2f}x"
 
 
+def paired_ratio(r):
+    """Graph over eager: the median over the rounds of each round's eager / graph (the two modes
+    timed in one process), not a ratio of two rounds' best times."""
+    p = sorted(r.get("paired", []))
+    if not p:
+        return ratio(r["graph"], r["eager"])
+    mid = len(p) // 2
+    return f"{(p[mid] if len(p) % 2 else (p[mid - 1] + p[mid]) / 2):.2f}x"
+
+
 def cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
@@ -270,6 +281,8 @@ def main():
                     for eng in engines if rnd % 2 == 0 else engines[::-1]:
                         if eng == "ubfuse":
                             both = time_ubfuse(cli, path, inputs, "both", runs, a.threads)
+                            if "ms" in both["graph"] and "ms" in both["eager"]:
+                                r.setdefault("paired", []).append(both["eager"]["ms"] / both["graph"]["ms"])
                             for mode in ("graph", "eager"):
                                 keep_best(r, mode, both[mode])
                             continue
@@ -302,13 +315,14 @@ def main():
     for r in rows:
         table.append([r["model"], str(r["batch"]), str(r["length"]), cell(r["graph"]), cell(r["eager"]),
                       cell(r.get("ort_all")), cell(r.get("ort_disabled")),
-                      ratio(r["graph"], r["eager"]), ratio(r["graph"], r.get("ort_all")), str(r["runs"])])
+                      paired_ratio(r), ratio(r["graph"], r.get("ort_all")), str(r["runs"])])
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for k, row in enumerate(table):
         print("  ".join(c.rjust(w) if i >= 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
         if k == 0:
             print("  ".join("-" * w for w in widths))
-    print("(ratios: how many times faster ubfuse graph is; > 1 is faster)")
+    print("(ratios: how many times faster ubfuse graph is; > 1 is faster. Graph vs eager: the median\n"
+          " over the rounds of the two modes' ratio in one process; graph vs ort: of the best times)")
     errors = {}
     for r in rows:
         for eng in ("graph", "eager", "ort_all", "ort_disabled"):
