@@ -160,27 +160,36 @@ TEST(OnnxLayers, LlamaDecoderFusesRope) {
   }
 }
 
+// The text of a file the CLI wrote.
+std::string file_text(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// `ubfuse run` of the exported LLaMA decoder (model files `p`*) on its stored inputs.
+std::string run_llama_decoder(const std::string& exe, const std::string& p) {
+  return exe + " run " + p + "onnx --input hidden_states=" + p + "0.hidden_states.npy" +
+         " --input position_ids=" + p + "0.position_ids.npy";
+}
+
 // `ubfuse run` end to end: .npy in, .npy out, compared with PyTorch's output.
 TEST(OnnxLayers, UbfuseRunCommandWritesNpyOutputs) {
   std::string exe = std::string(UBFUSE_BINARY_DIR) + "/ubfuse";
   if (!std::ifstream(exe)) GTEST_SKIP() << "build the ubfuse CLI first (" << exe << ")";
   std::string out = ::testing::TempDir() + "ubfuse_run_test";
   std::string p = model_path("llama_decoder.");
-  std::string cmd = exe + " run " + p + "onnx --input hidden_states=" + p + "0.hidden_states.npy" +
-                    " --input position_ids=" + p + "0.position_ids.npy --output-dir " + out +
-                    " --option codegen=interpreter" + " --json > " + out + ".json";
+  std::string cmd = run_llama_decoder(exe, p) + " --output-dir " + out +
+                    " --option codegen=interpreter --json > " + out + ".json";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   Tensor got = read_npy(out + "/out.npy");
   EXPECT_TRUE(matches_torch(got, read_npy(p + "0.out.npy")));
-  std::ifstream j(out + ".json");
-  std::string text((std::istreambuf_iterator<char>(j)), std::istreambuf_iterator<char>());
+  std::string text = file_text(out + ".json");
   EXPECT_NE(text.find("\"num_kernels\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"median_ms\""), std::string::npos);
   // Random inputs need sizes for the symbolic dims.
   std::string bad = exe + " run " + p + "onnx > /dev/null 2> " + out + ".err";
   EXPECT_NE(std::system(bad.c_str()), 0);
-  std::ifstream err(out + ".err");
-  std::string etext((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  std::string etext = file_text(out + ".err");
   EXPECT_NE(etext.find("--dim batch=N"), std::string::npos) << etext;
   std::string rnd = exe + " run " + p + "onnx --dim batch=1 --dim seq=4 --mode eager > /dev/null";
   EXPECT_EQ(std::system(rnd.c_str()), 0);
@@ -193,10 +202,8 @@ TEST(OnnxLayers, UbfuseRunBothModesComparesThem) {
   if (!std::ifstream(exe)) GTEST_SKIP() << "build the ubfuse CLI first (" << exe << ")";
   std::string out = ::testing::TempDir() + "ubfuse_run_both";
   std::string p = model_path("llama_decoder.");
-  std::string cmd = exe + " run " + p + "onnx --input hidden_states=" + p + "0.hidden_states.npy" +
-                    " --input position_ids=" + p + "0.position_ids.npy --mode both --iters 3" +
-                    " --output-dir " + out + " --option codegen=interpreter --json > " + out +
-                    ".json";
+  std::string cmd = run_llama_decoder(exe, p) + " --mode both --iters 3 --output-dir " + out +
+                    " --option codegen=interpreter --json > " + out + ".json";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   // The outputs written are graph mode's.
   EXPECT_TRUE(matches_torch(read_npy(out + "/out.npy"), read_npy(p + "0.out.npy")));
@@ -217,8 +224,7 @@ TEST(OnnxLayers, UbfuseRunBothModesComparesThem) {
   std::string traced = exe + " run " + p + "onnx --dim batch=1 --dim seq=4 --mode both --trace " +
                        out + "/t > /dev/null 2> " + out + ".err";
   EXPECT_NE(std::system(traced.c_str()), 0);
-  std::ifstream err(out + ".err");
-  std::string etext((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  std::string etext = file_text(out + ".err");
   EXPECT_NE(etext.find("--trace records one mode"), std::string::npos) << etext;
 }
 
