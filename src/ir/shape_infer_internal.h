@@ -1,5 +1,6 @@
 // What the shape inference files (shape_infer*.cc) share: the checks that name the node, and
-// the inference of the ops whose cases live in their own files (index ops, nn ops).
+// the inference of the ops whose cases live in their own files (movement, index, nn and
+// quantization ops).
 #pragma once
 
 #include <string>
@@ -21,6 +22,19 @@ int64_t operand_length(Node& n, int i, const char* what);
 void infer_same(Node& n);
 // The batched MatMul output shape of [..., M, K] x [..., K, N] (numpy broadcasting of the batch).
 Shape matmul_shape(const Node& n, const Value* a, const Value* b);
+
+// shape_infer_movement.cc
+void infer_reshape(Node& n);
+void infer_transpose(Node& n);
+void infer_rotate_half(Node& n);
+void infer_slice(Node& n);
+void infer_concat(Node& n);
+void infer_expand(Node& n);
+// Shape and AxesShape also set their output's known contents (infer_node leaves them).
+void infer_shape_op(Node& n);
+void infer_axes_shape(Node& n);
+void infer_range(Node& n);
+void infer_constant_of_shape(Node& n);
 
 // shape_infer_index.cc
 void infer_gather(Node& n);
