@@ -5,7 +5,6 @@
 // ("seq-1").
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "ir/shape_infer_internal.h"
 #include "ir/shape_util.h"
