@@ -2,6 +2,9 @@
 #include "codegen/kernel_ir.h"
 
 #include <sstream>
+#include <utility>
+
+#include "ubfuse/error.h"
 
 namespace ubfuse::kir {
 
@@ -65,6 +68,49 @@ std::string list(const std::vector<int>& v, const char* prefix = "%") {
 }
 
 }  // namespace
+
+void canonicalize_order(Program& p) {
+  const size_t n = p.exprs.size();
+  std::vector<int> id(n, -1);  // old index -> new, -1 until placed
+  std::vector<int> order;      // old indices in the new order
+  // Iterative post-order (a long elementwise chain would be a deep recursion): each stack
+  // entry is an expression and how many of its operands were visited.
+  std::vector<std::pair<int, int>> stack;
+  for (const Output& o : p.outputs) {
+    UBF_CHECK(o.expr >= 0 && size_t(o.expr) < n, "output expression out of range");
+    if (id[size_t(o.expr)] >= 0) continue;
+    stack.emplace_back(o.expr, 0);
+    while (!stack.empty()) {
+      auto& [e, k] = stack.back();
+      const Expr& x = p.exprs[size_t(e)];
+      const int ops[4] = {x.a, x.b, x.c, x.guard};
+      if (k < 4) {
+        const int o = ops[k++];
+        if (o >= 0 && id[size_t(o)] < 0) {
+          UBF_CHECK(o < e, "expression operands must come before their users");
+          stack.emplace_back(o, 0);
+        }
+        continue;
+      }
+      if (id[size_t(e)] < 0) {
+        id[size_t(e)] = int(order.size());
+        order.push_back(e);
+      }
+      stack.pop_back();
+    }
+  }
+  std::vector<Expr> exprs;
+  exprs.reserve(order.size());
+  for (int e : order) {
+    Expr x = p.exprs[size_t(e)];
+    for (int* o : {&x.a, &x.b, &x.c, &x.guard}) {
+      if (*o >= 0) *o = id[size_t(*o)];
+    }
+    exprs.push_back(std::move(x));
+  }
+  p.exprs = std::move(exprs);
+  for (Output& o : p.outputs) o.expr = id[size_t(o.expr)];
+}
 
 Phase rescue_pass(const Phase::Rescue& r) {
   Phase ph;

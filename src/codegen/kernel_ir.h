@@ -167,6 +167,13 @@ struct Schedule {
 // (the caller then runs the group op by op).
 std::unique_ptr<Program> lower_group(const FusedGroup& g, std::string* why_not);
 
+// Renumbers p.exprs in one order that depends only on what the outputs compute: operands
+// before users, depth first from the outputs in order, operands a, b, c, guard; expressions no
+// output reaches are dropped. The lowerer creates expressions as nested calls evaluate, an
+// order C++ leaves to the compiler, so without it a kernel's source (and its cache key) would
+// depend on the compiler ubfuse was built with.
+void canonicalize_order(Program& p);
+
 // Fills Program::phase / needed / num_phases.
 void analyze(Program& p);
 // Whether some column value the program needs (after analyze()) is is_expensive (its loop is

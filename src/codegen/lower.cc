@@ -76,6 +76,7 @@ class Lowerer {
       }
       prog_->outputs.push_back({v, v->dtype, it->second});
     }
+    canonicalize_order(*prog_);
     analyze(*prog_);
     return std::move(prog_);
   }
