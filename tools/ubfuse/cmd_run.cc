@@ -160,7 +160,10 @@ int run_model(const RunArgs& a) {
   auto infos = onnx_model_inputs(a.model);
   std::map<std::string, std::string> files;
   for (auto& kv : a.inputs) {
-    auto [name, path] = split_kv(kv, "--input", "NAME=FILE.npy");
+    // Named references, not a structured binding: clang 14 cannot capture one in a lambda.
+    const auto name_path = split_kv(kv, "--input", "NAME=FILE.npy");
+    const std::string& name = name_path.first;
+    const std::string& path = name_path.second;
     bool known = std::any_of(infos.begin(), infos.end(), [&](auto& i) { return i.name == name; });
     if (!known) {
       std::string names;
