@@ -43,6 +43,7 @@ const ConverterMap& converters() {
     add_activation_ops(out);
     add_shape_ops(out);
     add_movement_ops(out);
+    add_index_ops(out);
     add_nn_ops(out);
     add_reduce_ops(out);
     add_control_ops(out);

@@ -19,6 +19,7 @@ void add_math_ops(ConverterMap& m);
 void add_activation_ops(ConverterMap& m);
 void add_shape_ops(ConverterMap& m);
 void add_movement_ops(ConverterMap& m);
+void add_index_ops(ConverterMap& m);
 void add_nn_ops(ConverterMap& m);
 void add_reduce_ops(ConverterMap& m);
 void add_control_ops(ConverterMap& m);
