@@ -158,7 +158,12 @@ class Gen {
         return b.sub(operand(), x);
       case 12:
         note("mul");
-        return b.mul(b.tanh(x), operand());
+        {
+          // operand() first, in its own statement: argument evaluation order is the compiler's,
+          // and the graphs (so the kernels the asan stage finds cached) must not depend on it.
+          V y = operand();
+          return b.mul(b.tanh(x), y);
+        }
       case 13:
         note("div");
         return b.div(x, b.add(b.abs(operand()), 0.5));
@@ -172,7 +177,13 @@ class Gen {
         // A comparison of computed bf16/f16 values flips where eager's per-op rounding moves a
         // value across the other: compare inputs there.
         note("where");
-        V c = t_ == f32 ? b.less(x, operand()) : b.less(input(shape_), operand_input());
+        V c;
+        if (t_ == f32) {
+          c = b.less(x, operand());
+        } else {
+          V rhs = operand_input();  // first, as above
+          c = b.less(input(shape_), rhs);
+        }
         return b.where(c, x, b.mul(x, 0.5));
       }
       case 17:

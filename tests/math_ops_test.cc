@@ -217,7 +217,11 @@ TEST(MathOps, FuseWithTheirNeighbours) {
     V freq = b.input("freq", DType::f32, {32});
     V x = b.input("x", DType::f32, {64, 32});
     V ang = b.mul(pos, freq);
-    V y = b.add(b.mul(x, b.cos(ang)), b.mul(b.neg(x), b.sin(ang)));
+    // One node per statement where two are arguments: evaluation order is the compiler's, and
+    // the asan stage (clang) must find the kernels ctest's stage (GCC) compiled.
+    V sn = b.sin(ang);
+    V rot = b.mul(b.neg(x), sn);
+    V y = b.add(b.mul(x, b.cos(ang)), rot);
     y = b.add(y, b.floor(b.mul(x, 3.0)));
     y = b.add(y, b.round(b.ceil(x)));
     b.output("y", b.add(y, b.sign(x)));
@@ -228,7 +232,8 @@ TEST(MathOps, FuseWithTheirNeighbours) {
     b.input("pos", DType::f32, {64, 32});
     V freq = b.input("freq", DType::f32, {32});
     V x = b.input("x", DType::f32, {64, 32});
-    V y = b.add(b.fmod(x, freq), b.mod(x, freq));
+    V md = b.mod(x, freq);
+    V y = b.add(b.fmod(x, freq), md);
     y = b.add(y, b.pow_tensor(b.abs(x), freq));
     y = b.where(b.is_nan(y), x, y);
     b.output("y", b.where(b.is_inf(y), x, y));
