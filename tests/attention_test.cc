@@ -25,14 +25,14 @@ using namespace ubfuse::testing;
 enum class Mask { None, Padding, Causal, Full, RowOnly, WhereKeep, WhereFill };
 enum class Scale { Div, Mul, MulFirstOperand, MaskFirst };
 
-struct Form {
+struct MaskForm {
   Mask mask = Mask::None;
   Scale scale = Scale::Div;
   float where_fill = -3.0e4f;  // the scalar of a Where mask
 };
 
 // softmax(q k^T / sqrt(d) + mask) v over q [B, H, Lq, D], kt [B, KH, D, Lk], v [B, KH, Lk, Dv].
-Graph attention(DType t, const Shape& q, const Shape& kt, const Shape& v, Form f) {
+Graph attention(DType t, const Shape& q, const Shape& kt, const Shape& v, MaskForm f) {
   GraphBuilder b;
   auto Q = b.input("q", t, q);
   auto K = b.input("kt", t, kt);

@@ -30,7 +30,7 @@ Graph matmul_dag() {
   return b.build();
 }
 
-Inputs seed_inputs(uint64_t seed, int64_t rows) {
+Inputs seed_block_inputs(uint64_t seed, int64_t rows) {
   return {{"x", Tensor::random(f32, {rows, 256}, seed)},
           {"residual", Tensor::random(f32, {rows, 256}, seed + 1)},
           {"w", Tensor::random(f32, {256}, seed + 2, 0.5, 1.5)},
@@ -119,7 +119,7 @@ TEST(Concurrency, SeedBlockStaticShapeFromEightThreads) {
     SCOPED_TRACE(mode.name);
     CompiledModel m = compile(g, mode.opts);
     expect_concurrent_matches_sequential(
-        m, [](int i) { return seed_inputs(100 + 10 * uint64_t(i), 32); }, false);
+        m, [](int i) { return seed_block_inputs(100 + 10 * uint64_t(i), 32); }, false);
   }
 }
 
@@ -130,18 +130,20 @@ TEST(Concurrency, SeedBlockSymbolicShapesPlannedConcurrently) {
     SCOPED_TRACE(mode.name);
     CompiledModel m = compile(g, mode.opts);
     expect_concurrent_matches_sequential(
-        m, [](int i) { return seed_inputs(7 + 10 * uint64_t(i), 1 + (i * 5) % 41); }, false);
+        m, [](int i) { return seed_block_inputs(7 + 10 * uint64_t(i), 1 + (i * 5) % 41); }, false);
     // A fresh model: the first runs of each shape race to build its plan.
     CompiledModel fresh = compile(g, mode.opts);
     std::vector<std::thread> threads;
     std::vector<Outputs> got(kThreads);
     for (int t = 0; t < kThreads; t++) {
-      threads.emplace_back([&, t] { got[size_t(t)] = fresh.run(seed_inputs(900, 3 + t % 3)); });
+      threads.emplace_back(
+          [&, t] { got[size_t(t)] = fresh.run(seed_block_inputs(900, 3 + t % 3)); });
     }
     for (auto& th : threads) th.join();
     for (int t = 0; t < kThreads; t++) {
       std::string why;
-      EXPECT_TRUE(bitwise_equal(got[size_t(t)], m.run(seed_inputs(900, 3 + t % 3)), &why)) << why;
+      EXPECT_TRUE(bitwise_equal(got[size_t(t)], m.run(seed_block_inputs(900, 3 + t % 3)), &why))
+          << why;
     }
   }
 }
@@ -169,7 +171,7 @@ TEST(Concurrency, RunIntoReusedOutputsFromEightThreads) {
 TEST(Concurrency, ConcurrentResultsMatchReference) {
   // Identical to sequential is only useful if sequential is right.
   Graph g = testing::seed_block({32, 256});
-  auto in = seed_inputs(42, 32);
+  auto in = seed_block_inputs(42, 32);
   for (auto& mode : modes()) {
     SCOPED_TRACE(mode.name);
     EXPECT_TRUE(testing::matches_reference(g, in, mode.opts));

@@ -399,15 +399,15 @@ TEST(PadErrors, PadsModeAndCrops) {
 
 // --- ONNX: the importer's forms, against numpy (tests/models/make_onnx_cases.py).
 
-std::string case_path(const std::string& name) {
+std::string conv_case_path(const std::string& name) {
   return std::string(UBFUSE_SOURCE_DIR) + "/tests/models/onnx_cases/" + name;
 }
 
 TEST(ConvOnnx, PadAxesConvGroupNormalizationOpset18) {
-  Graph g = import_onnx(case_path("conv_gn_pad.onnx"));
+  Graph g = import_onnx(conv_case_path("conv_gn_pad.onnx"));
   EXPECT_EQ(shape_str(g.outputs()[0].second->shape), "[1,6,len+1]");
-  Tensor x = read_npy(case_path("conv_gn_pad.x.npy"));
-  Tensor want = read_npy(case_path("conv_gn_pad.y.npy"));
+  Tensor x = read_npy(conv_case_path("conv_gn_pad.x.npy"));
+  Tensor want = read_npy(conv_case_path("conv_gn_pad.y.npy"));
   for (auto opts : {testing::eager_opts(), testing::graph_opts()}) {
     Tensor y = compile(g, opts).run({{"x", x}}).at("y");
     EXPECT_TRUE(testing::close_to_ref(y, ref::from_tensor(want)));

@@ -23,7 +23,7 @@ using testing::run_kernel;
 using testing::whole_graph_group;
 using V = GraphBuilder::V;
 
-struct Case {
+struct KernelCase {
   std::string tag;  // test that checks it
   std::string name;
   std::unique_ptr<Graph> graph;
@@ -33,12 +33,12 @@ struct Case {
 
 using Build = std::function<V(GraphBuilder&, DType, const Sizes&)>;
 
-Case make_case(const std::string& tag, const std::string& name, DType t, const Sizes& s,
-               const Build& f, double lo = -2, double hi = 2, double scale = 1) {
+KernelCase make_case(const std::string& tag, const std::string& name, DType t, const Sizes& s,
+                     const Build& f, double lo = -2, double hi = 2, double scale = 1) {
   GraphBuilder b;
   V y = f(b, t, s);
   b.output("y", y);
-  Case c;
+  KernelCase c;
   c.tag = tag;
   c.name = name + "/" + std::string(dtype_name(t)) + sizes_str(s);
   c.graph = std::make_unique<Graph>(b.build());
@@ -55,18 +55,16 @@ Case make_case(const std::string& tag, const std::string& name, DType t, const S
   return c;
 }
 
-V in(GraphBuilder& b, const std::string& n, DType t, const Sizes& s) {
-  return b.input(n, t, to_shape(s));
-}
+using testing::in;
 Sizes last(const Sizes& s) { return {s.back()}; }
 Sizes per_row(Sizes s) {
   s.back() = 1;
   return s;
 }
 
-std::vector<Case>& cases() {
-  static std::vector<Case> all = [] {
-    std::vector<Case> c;
+std::vector<KernelCase>& kernel_cases() {
+  static std::vector<KernelCase> all = [] {
+    std::vector<KernelCase> c;
     const std::vector<DType> dts = {f32, bf16, f16};
     // Unary ops in a chain: pre-op with a [C] weight, post-op with a per-row input.
     struct Un {
@@ -246,7 +244,7 @@ const Built& built(const std::string& engine) {
   auto& b = cache[engine];
   if (!b) {
     b = std::make_unique<Built>();
-    for (auto& c : cases()) b->groups.push_back(whole_graph_group(*c.graph));
+    for (auto& c : kernel_cases()) b->groups.push_back(whole_graph_group(*c.graph));
     if (engine == "cpp_clang") {
       testing::ScopedEnv cxx("UBFUSE_CXX", UBFUSE_TEST_CLANGXX);
       EXPECT_NE(cpp::toolchain().version.find("clang"), std::string::npos)
@@ -266,8 +264,8 @@ class FusedKernels : public ::testing::TestWithParam<std::string> {
       GTEST_SKIP() << "no clang++ was found when the build was configured";
     const Built& b = built(GetParam());
     int n = 0;
-    for (size_t i = 0; i < cases().size(); i++) {
-      const Case& c = cases()[i];
+    for (size_t i = 0; i < kernel_cases().size(); i++) {
+      const KernelCase& c = kernel_cases()[i];
       if (c.tag != tag) continue;
       n++;
       const Kernel& k = *b.kernels[i];
@@ -402,7 +400,7 @@ std::map<std::string, Tensor> seed_inputs(const Sizes& s, DType t = f32) {
           {"b", Tensor::random(t, {s.back()}, 4)}};
 }
 
-Options graph_opts(const std::string& engine, int64_t ub = 0) {
+Options engine_graph_opts(const std::string& engine, int64_t ub = 0) {
   Options o = {{"ge.exec.enableOperatorFusion", "1"}, {"codegen", engine}};
   if (ub) o["ub_bytes"] = std::to_string(ub);
   return o;
@@ -425,7 +423,7 @@ TEST(FusedCompile, Int32InputThroughACastToF32Fuses) {
                                       {"bias", Tensor::random(f32, {37}, 5)}};
   auto want = ref::run_graph(g, in);
   for (const std::string engine : {"cpp", "interpreter"}) {
-    CompiledModel m = compile(g, graph_opts(engine));
+    CompiledModel m = compile(g, engine_graph_opts(engine));
     ASSERT_EQ(m.kernels().size(), 1u) << engine;
     EXPECT_EQ(m.kernels()[0].variant.rfind(engine == "cpp" ? "codegen" : "interpreter", 0), 0u)
         << m.kernels()[0].variant;
@@ -435,7 +433,7 @@ TEST(FusedCompile, Int32InputThroughACastToF32Fuses) {
   auto a2 = b2.input("acc", i32, {"rows", 37});
   b2.output("y", b2.add(b2.cast(a2, f32), b2.cast(b2.neg(a2), f32)));
   Graph g2 = b2.build();
-  CompiledModel m2 = compile(g2, graph_opts("cpp"));
+  CompiledModel m2 = compile(g2, engine_graph_opts("cpp"));
   for (auto& k : m2.kernels()) {
     EXPECT_EQ(k.variant.find("codegen"), std::string::npos) << k.name << ": " << k.variant;
   }
@@ -445,7 +443,7 @@ TEST(FusedCompile, Int32InputThroughACastToF32Fuses) {
 
 TEST(FusedCompile, SeedBlockIsOneGeneratedKernelMovingOnlyInputsAndOutputs) {
   Graph g = testing::seed_block({"batch", "seq", 1024});
-  CompiledModel m = compile(g, graph_opts("cpp"));
+  CompiledModel m = compile(g, engine_graph_opts("cpp"));
   ASSERT_EQ(m.kernels().size(), 1u);
   EXPECT_EQ(m.kernels()[0].name, "FusedAddLayerNormSilu");
   EXPECT_EQ(m.kernels()[0].variant, "codegen");
@@ -466,7 +464,7 @@ TEST(FusedCompile, SeedBlockIsOneGeneratedKernelMovingOnlyInputsAndOutputs) {
 TEST(FusedCompile, RowLongerThanTheUbRereadsAndSaysSo) {
   Graph g = testing::seed_block({"batch", "hidden"});
   for (const char* engine : {"cpp", "interpreter"}) {
-    CompiledModel m = compile(g, graph_opts(engine, 4096));
+    CompiledModel m = compile(g, engine_graph_opts(engine, 4096));
     ASSERT_EQ(m.kernels().size(), 1u);
     auto small = seed_inputs({2, 512});  // 2 KiB per row: fits
     auto big = seed_inputs({2, 3000});   // 12 KiB per row: re-read
@@ -493,7 +491,7 @@ TEST(FusedCompile, AddRmsNormWritesBothOutputsInOnePass) {
   b.output("normed", b.rms_norm(s, w, 1e-6));
   b.output("sum", s);
   Graph g = b.build();
-  CompiledModel m = compile(g, graph_opts("cpp"));
+  CompiledModel m = compile(g, engine_graph_opts("cpp"));
   ASSERT_EQ(m.kernels().size(), 1u);
   std::map<std::string, Tensor> in = {{"x", Tensor::random(bf16, {9, 256}, 1)},
                                       {"r", Tensor::random(bf16, {9, 256}, 2)},
@@ -522,7 +520,7 @@ TEST(FusedCompile, MatMulEpilogueWithRowReductions) {
       b.output("y", b.layer_norm(b.add(b.add(mm, bias), res), lw, lb, 1e-5));
       b.output("rowmax", b.reduce_max(b.mul(mm, mm)));
       Graph g = b.build();
-      CompiledModel m = compile(g, graph_opts("cpp"));
+      CompiledModel m = compile(g, engine_graph_opts("cpp"));
       std::string names;
       for (auto& k : m.kernels()) names += k.name + " ";
       EXPECT_EQ(m.kernels().size(), 1u) << names;
@@ -539,7 +537,7 @@ TEST(FusedCompile, MatMulEpilogueWithRowReductions) {
       auto w2 = b2.constant(Tensor::random(t, {48, 1031}, 7, -0.2, 0.2), "w");
       b2.output("rowsum", b2.reduce_sum(b2.matmul(x2, w2)));
       Graph g2 = b2.build();
-      CompiledModel m2 = compile(g2, graph_opts("cpp"));
+      CompiledModel m2 = compile(g2, engine_graph_opts("cpp"));
       ASSERT_EQ(m2.kernels().size(), 1u);
       EXPECT_EQ(m2.kernels()[0].name, "FusedMatMulReduceSum");
       std::map<std::string, Tensor> in2 = {{"x", in.at("x")}};
@@ -562,7 +560,7 @@ TEST(FusedCompile, KernelsComeFromTheDiskCacheTheSecondTime) {
   std::string dir = std::string(UBFUSE_BINARY_DIR) + "/kernel-cache-test-XXXXXX";
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   Graph g = testing::seed_block({"batch", 96});
-  Options o = graph_opts("cpp");
+  Options o = engine_graph_opts("cpp");
   o["cache_dir"] = dir;
   cpp::BuildCounters before = cpp::build_counters();
   { compile(g, o); }  // compiles, then unloads with the model
@@ -582,7 +580,7 @@ TEST(FusedCompile, WithoutACompilerGroupsRunOnTheInterpreter) {
   CompiledModel m = [&] {
     // Restores the stage's own choice after (the asan stage sets one: scripts/sanitize.sh).
     testing::ScopedEnv cxx("UBFUSE_CXX", "/nonexistent/ubfuse-test-c++");
-    return compile(g, graph_opts("cpp"));
+    return compile(g, engine_graph_opts("cpp"));
   }();
   ASSERT_EQ(m.kernels().size(), 1u);
   EXPECT_EQ(m.kernels()[0].variant.rfind("interpreter (the C++ compiler", 0), 0u)

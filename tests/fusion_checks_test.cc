@@ -16,7 +16,7 @@ namespace ubfuse {
 namespace {
 
 // A graph, the rules and UB size it is partitioned with, and the edge a check objects to.
-struct Case {
+struct CheckCase {
   std::function<Graph()> graph;
   std::string rules_json;  // empty: every rule on, no patterns
   int64_t ub_bytes;
@@ -42,7 +42,7 @@ Partition partition(const std::function<Graph()>& graph, const std::string& rule
   return p;
 }
 
-Partition partition(const Case& c) { return partition(c.graph, c.rules_json, c.ub_bytes); }
+Partition partition(const CheckCase& c) { return partition(c.graph, c.rules_json, c.ub_bytes); }
 
 // The check that objected to the edge p -> n, or "" when none did (or there is no such edge).
 std::string objection(const Partition& part, const std::string& p, const std::string& n) {
@@ -240,8 +240,8 @@ Graph i64_mask() {
 }
 
 // One case per check, each an edge that check is the first to object to.
-const std::map<std::string, Case>& cases() {
-  static const std::map<std::string, Case> kCases = {
+const std::map<std::string, CheckCase>& check_cases() {
+  static const std::map<std::string, CheckCase> kCases = {
       {"HostNode", {host_between, "", kUb, "neg0", "print"}},
       {"AttentionKernel", {exp_into_attention, "", kUb, "exp0", "matmul0"}},
       {"Profitable", {i64_mask, "", kUb, "sub0", "less0"}},
@@ -295,13 +295,14 @@ TEST(FusionChecks, EveryCheckIsReachable) {
   std::set<std::string> names;
   for (const FusionCheck& c : fusion_checks()) {
     names.insert(std::string(c.name));
-    auto it = cases().find(std::string(c.name));
-    if (it == cases().end()) {
-      ADD_FAILURE() << "the check " << c.name << " has no case in cases(): add a graph whose edge "
+    auto it = check_cases().find(std::string(c.name));
+    if (it == check_cases().end()) {
+      ADD_FAILURE() << "the check " << c.name
+                    << " has no case in check_cases(): add a graph whose edge "
                     << "it is the first to object to";
       continue;
     }
-    const Case& k = it->second;
+    const CheckCase& k = it->second;
     Partition part = partition(k);
     EXPECT_EQ(objection(part, k.producer, k.consumer), c.name)
         << k.producer << " -> " << k.consumer << "\n"
@@ -312,13 +313,13 @@ TEST(FusionChecks, EveryCheckIsReachable) {
       }
     }
   }
-  for (auto& [name, k] : cases()) EXPECT_TRUE(names.count(name)) << name << " is not a check";
+  for (auto& [name, k] : check_cases()) EXPECT_TRUE(names.count(name)) << name << " is not a check";
 }
 
 // The check named beside a decision says why it is what it is: an edge that fused or a note on a
 // whole group has none, every other decision has the check whose reason it carries.
 TEST(FusionChecks, ObjectedByLinesUpWithDecisions) {
-  for (auto& [name, k] : cases()) {
+  for (auto& [name, k] : check_cases()) {
     Partition part = partition(k);
     ASSERT_EQ(part.objected_by.size(), part.decisions.size()) << name;
     for (size_t i = 0; i < part.decisions.size(); i++) {

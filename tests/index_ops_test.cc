@@ -148,14 +148,14 @@ TEST(IndexOps, CumSumBadInputNamesTheNode) {
                           {"node 'cs4' (CumSum)", "at least 1 dim", "hint: "}));
 }
 
-Tensor i64s(std::vector<float> v) {
+Tensor int64_tensor(std::vector<float> v) {
   return Tensor::from_floats(DType::i64, {int64_t(v.size())}, v);
 }
 
 TEST(IndexOps, TopKTiesGoToTheLowerIndexAndNaNRanksHighest) {
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {2, 5});
-  auto k2 = b.constant(i64s({2}));
+  auto k2 = b.constant(int64_tensor({2}));
   auto big = b.top_k(x, k2);
   auto small = b.top_k(x, k2, 1, false);
   b.output("big", big[0]);
@@ -192,7 +192,7 @@ TEST(IndexOps, TopKWithKAtRunTime) {
     for (int64_t n : {1, 6, 40}) {
       for (int64_t kv : {int64_t(0), int64_t(1), n}) {
         std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {3, n}, uint64_t(n))},
-                                         {"k", i64s({float(kv)})}};
+                                         {"k", int64_tensor({float(kv)})}};
         auto got = m.run(in);
         auto want = ref::run_graph(g, in);
         ASSERT_EQ(got.at("v").sizes(), (Sizes{3, kv}));
@@ -200,7 +200,7 @@ TEST(IndexOps, TopKWithKAtRunTime) {
         EXPECT_TRUE(testing::close_to_ref(got.at("i"), want.at("i")));
       }
       std::map<std::string, Tensor> bad{{"x", Tensor::random(DType::f32, {3, n}, 1)},
-                                        {"k", i64s({float(n + 1)})}};
+                                        {"k", int64_tensor({float(n + 1)})}};
       EXPECT_TRUE(throws_with(
           [&] { m.run(bad); },
           {"(TopK)", "k (" + std::to_string(n + 1) + ") exceeds the length " + std::to_string(n),
@@ -238,17 +238,17 @@ TEST(IndexOps, TopKBadInputNamesTheNode) {
   };
   EXPECT_TRUE(throws_with(
       [&] {
-        top({x, b.constant(i64s({4}))});
+        top({x, b.constant(int64_tensor({4}))});
       },
       {"node 'tk' (TopK)", "k (4) exceeds the length 3 of axis 1", "[2,3] f32", "hint: "}));
   EXPECT_TRUE(throws_with(
       [&] {
-        top({x, b.constant(i64s({-1}))});
+        top({x, b.constant(int64_tensor({-1}))});
       },
       {"node 'tk' (TopK)", "below 0", "hint: "}));
   EXPECT_TRUE(throws_with(
       [&] {
-        top({x, b.constant(i64s({1, 2}))});
+        top({x, b.constant(int64_tensor({1, 2}))});
       },
       {"node 'tk' (TopK)", "one value", "hint: "}));
   EXPECT_TRUE(throws_with(
@@ -258,18 +258,18 @@ TEST(IndexOps, TopKBadInputNamesTheNode) {
       {"node 'tk' (TopK)", "k must be i64, got f32", "hint: "}));
   EXPECT_TRUE(throws_with(
       [&] {
-        top({x, b.constant(i64s({1}))}, {{"axis", int64_t(-3)}});
+        top({x, b.constant(int64_tensor({1}))}, {{"axis", int64_t(-3)}});
       },
       {"node 'tk' (TopK)", "axis -3 is out of range for rank 2", "hint: "}));
   EXPECT_TRUE(throws_with(
       [&] {
-        b.op(OpKind::TopK, {x, b.constant(i64s({1}))}, {}, "one");
+        b.op(OpKind::TopK, {x, b.constant(int64_tensor({1}))}, {}, "one");
       },
       {"node 'one' (TopK)", "has 2 outputs", "hint: "}));
   auto flag = b.input("flag", DType::boolean, {3});
   EXPECT_TRUE(throws_with(
       [&] {
-        top({flag, b.constant(i64s({1}))});
+        top({flag, b.constant(int64_tensor({1}))});
       },
       {"node 'tk' (TopK)", "bool", "hint: "}));
 }
@@ -429,7 +429,7 @@ TEST(IndexOps, IndexOpsBetweenFusedGroups) {
   auto x = b.input("x", DType::f32, {3, 8});
   auto h = b.mul(b.add(x, 1.0), 2.0);
   auto cs = b.op(OpKind::CumSum, {h}, {{"axis", int64_t(1)}});
-  auto vi = b.top_k(b.neg(cs), b.constant(i64s({3})), 1, false);
+  auto vi = b.top_k(b.neg(cs), b.constant(int64_tensor({3})), 1, false);
   auto rows = b.constant(Tensor::from_floats(DType::i64, {2, 1}, {2, 0}));
   auto g2 = b.op(OpKind::GatherND, {b.exp(vi[0]), rows});
   auto sc = b.op(OpKind::ScatterND, {b.sigmoid(vi[0]), rows, b.tanh(g2)},

@@ -211,9 +211,9 @@ TEST(Int8Arith, FloatMathOnInt8IsAnError) {
   EXPECT_TRUE(throws_with([&] { e.reduce_sum(a); }, {"(ReduceSum)", "input 0 is i8"}));
 }
 
-constexpr int kU8 = onnx::TensorProto::UINT8;
-constexpr int kI8 = onnx::TensorProto::INT8;
-constexpr int kBool = onnx::TensorProto::BOOL;
+using testing::kBool;
+using testing::kI8;
+using testing::kU8;
 
 void expect_onnx(const Graph& g, const std::map<std::string, Tensor>& in, DType dt,
                  const std::vector<double>& want) {

@@ -22,10 +22,10 @@ namespace {
 
 using testing::throws_with;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
+using testing::kInf;
+using testing::kNaN;
 
-Graph seed_block(Shape s) {
+Graph seed_block_no_affine(Shape s) {
   GraphBuilder b;
   auto x = b.input("x", f32, s);
   auto r = b.input("residual", f32, s);
@@ -61,7 +61,7 @@ std::string compile_error(const Graph& g, const Options& o) {
 }
 
 TEST(MemoryLimit, StaticModelOverTheLimitFailsAtCompile) {
-  Graph g = seed_block({512, 1024});  // every tensor is 2 MiB
+  Graph g = seed_block_no_affine({512, 1024});  // every tensor is 2 MiB
   const int64_t out_bytes = 512 * 1024 * 4;
   for (auto opts : all_modes()) {
     SCOPED_TRACE(mode_name(opts));
@@ -85,7 +85,7 @@ TEST(MemoryLimit, StaticModelOverTheLimitFailsAtCompile) {
 
 TEST(MemoryLimit, FusionLowersTheNeed) {
   // Eager keeps x+residual and layer_norm's output in memory; the fused kernel keeps neither.
-  Graph g = seed_block({512, 1024});
+  Graph g = seed_block_no_affine({512, 1024});
   int64_t eager = planned_bytes(
       compile_error(g, {{"ge.exec.enableOperatorFusion", "0"}, {"memory_limit", "1"}}));
   int64_t fused = planned_bytes(
@@ -95,7 +95,7 @@ TEST(MemoryLimit, FusionLowersTheNeed) {
 }
 
 TEST(MemoryLimit, SymbolicModelFailsAtRunForTooBigShape) {
-  Graph g = seed_block({"batch", 1024});
+  Graph g = seed_block_no_affine({"batch", 1024});
   for (auto opts : all_modes()) {
     SCOPED_TRACE(mode_name(opts));
     opts["memory_limit"] = std::to_string(64 * 1024 * 4 * 3);  // room for about 64 rows
@@ -115,7 +115,7 @@ TEST(MemoryLimit, SymbolicModelFailsAtRunForTooBigShape) {
 }
 
 TEST(MemoryLimit, GearOverTheLimitFailsAtCompile) {
-  Graph g = seed_block({"batch", 1024});
+  Graph g = seed_block_no_affine({"batch", 1024});
   Options o = {{"ge.exec.enableOperatorFusion", "1"},
                {"ge.dynamic_dims", "1;8;4096"},
                {"memory_limit", "1000000"}};
@@ -127,7 +127,7 @@ TEST(MemoryLimit, GearOverTheLimitFailsAtCompile) {
 }
 
 TEST(MemoryLimit, BadValuesAreErrors) {
-  Graph g = seed_block({4, 8});
+  Graph g = seed_block_no_affine({4, 8});
   for (const char* v : {"-1", "1.5e9", "lots", "", "99999999999999999999"}) {
     EXPECT_TRUE(throws_with(
         [&] {

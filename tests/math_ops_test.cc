@@ -15,10 +15,10 @@ using testing::engine_opts;
 using testing::throws_with;
 using V = GraphBuilder::V;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using testing::kInf;
+using testing::kNaN;
 
-const std::vector<std::string> kEngines = {"eager", "interpreter", "cpp"};
+using testing::kEngines;
 
 // Values where the ops' special cases are: signed zeros and infinities, NaN, halves (Round's
 // ties), the edges of f32's integers, subnormals, multiples of pi/2 and a sin/cos argument past

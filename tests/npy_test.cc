@@ -15,7 +15,7 @@ namespace {
 using testing::throws_with;
 namespace fs = std::filesystem;
 
-fs::path tmp_dir() {
+fs::path npy_tmp_dir() {
   fs::path d = fs::temp_directory_path() / ("ubfuse_npy_test_" + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;
@@ -93,7 +93,7 @@ TEST(Npy, ErrorsNameFileAndField) {
 }
 
 TEST(Npy, FileRoundTrip) {
-  fs::path p = tmp_dir() / "x.npy";
+  fs::path p = npy_tmp_dir() / "x.npy";
   Tensor x = Tensor::random(DType::i64, {3, 4}, 3, -100, 100);
   write_npy(p.string(), x);
   Tensor y = read_npy(p.string());
@@ -105,7 +105,7 @@ bool have_numpy() { return std::system("/usr/bin/python3 -c 'import numpy' >/dev
 
 TEST(Npy, InteropWithNumpy) {
   if (!have_numpy()) GTEST_SKIP() << "no numpy for /usr/bin/python3";
-  fs::path d = tmp_dir();
+  fs::path d = npy_tmp_dir();
   // ubfuse -> numpy: numpy checks the values, including bf16 stored as uint16 bits.
   Tensor f = Tensor::from_floats(DType::f32, {2, 2}, {1, -2, 3.5f, 0});
   Tensor h = Tensor::from_floats(DType::f16, {3}, {0.5f, -1, 2});

@@ -11,9 +11,9 @@ using testing::OneNode;
 using testing::throws_with;
 using testing::values;
 
-constexpr int kFloat = onnx::TensorProto::FLOAT;
-constexpr int kInt32 = onnx::TensorProto::INT32;
-constexpr int kInt64 = onnx::TensorProto::INT64;
+using testing::kFloat;
+using testing::kInt32;
+using testing::kInt64;
 
 TEST(OnnxIndexOps, CumSumWithAConstantAxis) {
   Graph g = OneNode("CumSum", 14)

@@ -193,6 +193,17 @@ TEST(OnnxLayers, UbfuseRunCommandWritesNpyOutputs) {
   EXPECT_NE(etext.find("--dim batch=N"), std::string::npos) << etext;
   std::string rnd = exe + " run " + p + "onnx --dim batch=1 --dim seq=4 --mode eager > /dev/null";
   EXPECT_EQ(std::system(rnd.c_str()), 0);
+  // run and explain read --dim alike: one positive integer per name, nothing after it.
+  for (const char* cmd : {" run ", " explain "}) {
+    for (const char* dim : {"seq=4,5", "seq=0", "=4", "seq"}) {
+      std::string bad_dim =
+          exe + cmd + p + "onnx --dim batch=1 --dim " + dim + " > /dev/null 2> " + out + ".err";
+      EXPECT_NE(std::system(bad_dim.c_str()), 0) << bad_dim;
+      EXPECT_NE(file_text(out + ".err").find("must have the form NAME=N with N > 0"),
+                std::string::npos)
+          << cmd << dim << ": " << file_text(out + ".err");
+    }
+  }
 }
 
 // `ubfuse run --mode both`: graph and eager in one process, each timed --iters times, with graph

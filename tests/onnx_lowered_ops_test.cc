@@ -16,8 +16,8 @@ namespace {
 using testing::OneNode;
 using testing::throws_with;
 
-constexpr int kFloat = onnx::TensorProto::FLOAT;
-constexpr int kInt64 = onnx::TensorProto::INT64;
+using testing::kFloat;
+using testing::kInt64;
 
 // ConvTranspose by its definition, in double: each input element scatters its kernel into the
 // output, y[n, m, i * s + j * d - pad_begin] += x[n, c, i] w[c, m % (M / g), j]. Spatial axes are

@@ -13,6 +13,14 @@
 
 namespace ubfuse::testing {
 
+// ONNX element types, for OneNode's inputs and outputs.
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int kInt32 = onnx::TensorProto::INT32;
+constexpr int kInt64 = onnx::TensorProto::INT64;
+constexpr int kU8 = onnx::TensorProto::UINT8;
+constexpr int kI8 = onnx::TensorProto::INT8;
+constexpr int kBool = onnx::TensorProto::BOOL;
+
 // A model of one node: inputs (a dim of -1 is the symbol "N"), initializers (int64, or 8-bit,
 // int and float ones in typed or raw data), attributes.
 class OneNode {

@@ -7,9 +7,7 @@ namespace ubfuse {
 namespace testing {
 namespace {
 
-GraphBuilder::V in(GraphBuilder& b, const std::string& n, DType t, const Sizes& s) {
-  return b.input(n, t, to_shape(s));
-}
+using testing::in;
 
 }  // namespace
 

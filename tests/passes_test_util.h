@@ -2,6 +2,7 @@
 // check a rewritten graph against the double reference of the original.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -66,6 +67,15 @@ inline ::testing::AssertionResult same_as_original(const Graph& original, const 
     if (!res) return res << " (output '" << name << "')";
   }
   return ::testing::AssertionSuccess();
+}
+
+// The exported rotate_half: cat(-x[..., h:], x[..., :h], dim=-1), end as PyTorch writes it.
+inline GraphBuilder::V exported_rotate_half(GraphBuilder& b, GraphBuilder::V x, int64_t d,
+                                            int64_t end = INT64_MAX) {
+  const int64_t h = d / 2;
+  GraphBuilder::V upper = b.slice(x, {h}, {end}, {-1});
+  GraphBuilder::V lower = b.slice(x, {0}, {h}, {-1});
+  return b.concat({b.neg(upper), lower}, -1);
 }
 
 }  // namespace ubfuse::testing

@@ -16,12 +16,12 @@ namespace {
 using nlohmann::json;
 using namespace ubfuse::testing;
 
-const Sizes kShape = {2, 8, 256};
+const Sizes kTraceShape = {2, 8, 256};
 
 // Runs `model` `steps` times under a profiler writing <dir>/<name>.trace.json; returns the trace.
 json record(const CompiledModel& model, const std::string& dir, const std::string& name,
             int steps = 3) {
-  auto in = seed_inputs(kShape);
+  auto in = seed_inputs(kTraceShape);
   Profiler prof({.trace_dir = dir, .record_shapes = true, .name = name});
   prof.record_compile(model, name);
   for (int i = 0; i < steps; i++) {
@@ -45,7 +45,7 @@ int64_t ns(const json& us) { return std::llround(us.get<double>() * 1000); }
 TEST(Profiler, TraceIsChromeTraceJsonWithRequiredFields) {
   fixed_bandwidth();
   std::string dir = temp_dir("prof_fields");
-  json t = record(compile(seed_graph(kShape), eager_opts()), dir, "eager");
+  json t = record(compile(seed_graph(kTraceShape), eager_opts()), dir, "eager");
   ASSERT_TRUE(t["traceEvents"].is_array());
   bool process_name = false, thread_name = false;
   for (auto& e : t["traceEvents"]) {
@@ -87,7 +87,7 @@ TEST(Profiler, TraceIsChromeTraceJsonWithRequiredFields) {
 TEST(Profiler, EagerTraceShowsAddLayerNormSiluApart) {
   fixed_bandwidth();
   std::string dir = temp_dir("prof_eager");
-  json t = record(compile(seed_graph(kShape), eager_opts()), dir, "eager", 2);
+  json t = record(compile(seed_graph(kTraceShape), eager_opts()), dir, "eager", 2);
   std::map<std::string, int> calls;
   for (auto& k : events_of(t, "kernel")) {
     calls[k["name"]]++;
@@ -101,7 +101,7 @@ TEST(Profiler, EagerTraceShowsAddLayerNormSiluApart) {
 TEST(Profiler, GraphTraceShowsOneFusedKernelWithItsSourceOps) {
   fixed_bandwidth();
   std::string dir = temp_dir("prof_graph");
-  json t = record(compile(seed_graph(kShape), graph_opts()), dir, "graph", 2);
+  json t = record(compile(seed_graph(kTraceShape), graph_opts()), dir, "graph", 2);
   auto kernels = events_of(t, "kernel");
   ASSERT_EQ(kernels.size(), 2u);
   for (auto& k : kernels) {
@@ -115,7 +115,7 @@ TEST(Profiler, GraphTraceShowsOneFusedKernelWithItsSourceOps) {
 TEST(Profiler, HostPrintBreaksTheFusedKernelAndShowsAsHostEvent) {
   fixed_bandwidth();
   std::string dir = temp_dir("prof_print");
-  json t = record(compile(seed_graph(kShape, true), graph_opts()), dir, "graph", 1);
+  json t = record(compile(seed_graph(kTraceShape, true), graph_opts()), dir, "graph", 1);
   std::vector<std::string> names;
   for (auto& e : t["traceEvents"]) {
     if (e["ph"] == "X" && (e["cat"] == "kernel" || e["cat"] == "host")) names.push_back(e["name"]);
@@ -133,8 +133,8 @@ TEST(Profiler, HostPrintBreaksTheFusedKernelAndShowsAsHostEvent) {
 TEST(Profiler, EventsOnOneThreadRowNeverOverlapWithConcurrentCallers) {
   fixed_bandwidth();
   std::string dir = temp_dir("prof_threads");
-  CompiledModel m = compile(seed_graph(kShape), eager_opts());
-  auto in = seed_inputs(kShape);
+  CompiledModel m = compile(seed_graph(kTraceShape), eager_opts());
+  auto in = seed_inputs(kTraceShape);
   {
     Profiler prof({.trace_dir = dir, .name = "threads"});
     std::vector<std::thread> ts;
@@ -165,7 +165,7 @@ TEST(Profiler, BytesInTraceEqualThePlannersPrediction) {
   fixed_bandwidth();
   for (bool fusion : {false, true}) {
     std::string dir = temp_dir(fusion ? "prof_bytes_g" : "prof_bytes_e");
-    CompiledModel m = compile(seed_graph(kShape), fusion ? graph_opts() : eager_opts());
+    CompiledModel m = compile(seed_graph(kTraceShape), fusion ? graph_opts() : eager_opts());
     json t = record(m, dir, "bytes", 1);
     auto kernels = events_of(t, "kernel");
     auto want = predicted_traffic(m, {});
@@ -181,9 +181,9 @@ TEST(Profiler, BytesInTraceEqualThePlannersPrediction) {
 TEST(Profiler, CompileEventsForEachPass) {
   fixed_bandwidth();
   std::string dir = temp_dir("prof_compile");
-  CompiledModel before = compile(seed_graph(kShape), eager_opts());
+  CompiledModel before = compile(seed_graph(kTraceShape), eager_opts());
   Profiler prof({.trace_dir = dir, .name = "compile"});
-  CompiledModel during = compile(seed_graph(kShape), graph_opts());  // recorded by itself
+  CompiledModel during = compile(seed_graph(kTraceShape), graph_opts());  // recorded by itself
   prof.record_compile(before, "before");
   prof.record_compile(during, "during");  // already recorded: only relabels
   prof.stop();
@@ -203,8 +203,8 @@ TEST(Profiler, CompileEventsForEachPass) {
 TEST(Profiler, SummaryRowsPerKernelSortedByTotalTime) {
   fixed_bandwidth();
   std::string dir = temp_dir("prof_summary");
-  CompiledModel m = compile(seed_graph(kShape), eager_opts());
-  auto in = seed_inputs(kShape);
+  CompiledModel m = compile(seed_graph(kTraceShape), eager_opts());
+  auto in = seed_inputs(kTraceShape);
   Profiler prof({.trace_dir = dir, .name = "summary"});
   for (int i = 0; i < 4; i++) {
     m.run(in);

@@ -49,7 +49,7 @@ Graph chain_graph(const Chain& c) {
   return b.build();
 }
 
-int count_op(const CompiledModel& m, const std::string& op) {
+int count_ops_of(const CompiledModel& m, const std::string& op) {
   int k = 0;
   for (auto& ki : m.kernels()) {
     for (auto& t : ki.op_types) k += t == op;
@@ -75,9 +75,9 @@ TEST(QuantMatMul, ChainIsOneKernelBitForBitWithEager) {
     CompiledModel eager = compile(g, testing::eager_opts());
     CompiledModel graph = compile(g, graph_opts());
     ASSERT_EQ(graph.kernels().size(), 1u) << graph.kernels()[0].name;
-    EXPECT_EQ(count_op(graph, "DynamicQuantMatMul"), 1);
-    EXPECT_EQ(count_op(eager, "DynamicQuantMatMul"), 0);  // eager: a kernel per ONNX op
-    EXPECT_EQ(count_op(eager, "MatMulInteger"), 1);
+    EXPECT_EQ(count_ops_of(graph, "DynamicQuantMatMul"), 1);
+    EXPECT_EQ(count_ops_of(eager, "DynamicQuantMatMul"), 0);  // eager: a kernel per ONNX op
+    EXPECT_EQ(count_ops_of(eager, "MatMulInteger"), 1);
     // One row, a few, and enough for several row blocks (256 rows each at this block size).
     CompiledModel blocks =
         compile(g, {{"ge.exec.enableOperatorFusion", "1"}, {"matmul_block_bytes", "4096"}});
@@ -136,7 +136,7 @@ TEST(QuantMatMul, ConvIntegerChainIsOneKernel) {
                                   std::to_string(scale_form) + (gelu ? " gelu" : "");
         CompiledModel eager = compile(g, testing::eager_opts());
         CompiledModel graph = compile(g, graph_opts());
-        EXPECT_EQ(count_op(graph, "DynamicQuantConv"), 1) << where;
+        EXPECT_EQ(count_ops_of(graph, "DynamicQuantConv"), 1) << where;
         EXPECT_EQ(graph.kernels().size(), 1u) << where << " " << graph.kernels()[0].name;
         for (int64_t len : {1, 9}) {
           Sizes s = dims == 1 ? Sizes{2, c, len} : Sizes{2, c, 5, len};
@@ -183,8 +183,8 @@ TEST(QuantMatMul, TheProducerComputesTheActivationsRange) {
   chains(b2, b2.input("h", DType::f32, {"seq", 32}));
   CompiledModel on_h = compile(b2.build(), testing::eager_opts());  // op by op, no row maxima
   CompiledModel graph = compile(g, graph_opts());
-  EXPECT_EQ(count_op(graph, "DynamicQuantMatMul"), 2);
-  EXPECT_EQ(count_op(graph, "ReduceMax"), 2);  // one pair for both, in the LayerNorm's kernel
+  EXPECT_EQ(count_ops_of(graph, "DynamicQuantMatMul"), 2);
+  EXPECT_EQ(count_ops_of(graph, "ReduceMax"), 2);  // one pair for both, in the LayerNorm's kernel
   bool in_norm = false;
   for (auto& k : graph.kernels()) {
     const auto& ops = k.op_types;
@@ -230,8 +230,8 @@ TEST(QuantMatMul, ProjectionsSharingOneQuantizationAreEachOneOp) {
     Graph g = b.build();
     CompiledModel eager = compile(g, testing::eager_opts());
     CompiledModel graph = compile(g, graph_opts());
-    EXPECT_EQ(count_op(graph, "DynamicQuantMatMul"), constant_v ? 3 : 2);
-    EXPECT_EQ(count_op(graph, "DynamicQuantizeLinear"), constant_v ? 0 : 1);
+    EXPECT_EQ(count_ops_of(graph, "DynamicQuantMatMul"), constant_v ? 3 : 2);
+    EXPECT_EQ(count_ops_of(graph, "DynamicQuantizeLinear"), constant_v ? 0 : 1);
     if (constant_v) {
       EXPECT_EQ(graph.kernels().size(), 3u);
     }
@@ -275,7 +275,7 @@ TEST(QuantMatMul, ExplainNamesTheChainAndWhyOneStaysApart) {
   b.name_last("dql2");
   b.output("two", b.mul(b.cast(b.matmul_integer(q2[0], wi, q2[2]), DType::f32), b.mul(q2[1], ws)));
   CompiledModel apart = compile(b.build(), graph_opts());
-  EXPECT_EQ(count_op(apart, "DynamicQuantMatMul"), 0);
+  EXPECT_EQ(count_ops_of(apart, "DynamicQuantMatMul"), 0);
   std::string why;
   for (const FusionDecision& d : apart.decisions()) {
     if (d.reason == FusionReason::NotFusible &&
@@ -300,9 +300,9 @@ TEST(QuantMatMul, TheQuantizedBertRunsFewerKernelsAndMatchesEager) {
   Graph g = import_onnx(std::string(UBFUSE_SOURCE_DIR) + "/tests/models/bert_stack_int8.onnx");
   CompiledModel eager = compile(g, testing::eager_opts());
   CompiledModel graph = compile(g, graph_opts());
-  EXPECT_EQ(count_op(graph, "DynamicQuantMatMul"), 12);  // 2 layers x (Q, K, V, O, up, down)
-  EXPECT_EQ(count_op(graph, "DynamicQuantizeLinear"), 0);
-  EXPECT_EQ(count_op(graph, "MatMulInteger"), 0);
+  EXPECT_EQ(count_ops_of(graph, "DynamicQuantMatMul"), 12);  // 2 layers x (Q, K, V, O, up, down)
+  EXPECT_EQ(count_ops_of(graph, "DynamicQuantizeLinear"), 0);
+  EXPECT_EQ(count_ops_of(graph, "MatMulInteger"), 0);
   // The mask's Cast of i64 runs alone: with it the group would run op by op (NotProfitable).
   EXPECT_LE(graph.kernels().size(), 28u);
   std::map<std::string, Tensor> in{

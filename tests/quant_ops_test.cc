@@ -438,10 +438,10 @@ TEST(Int8, FusionKeepsInt8ValuesOut) {
 
 using testing::OneNode;
 
-constexpr int kU8 = onnx::TensorProto::UINT8;
-constexpr int kI8 = onnx::TensorProto::INT8;
-constexpr int kF32 = onnx::TensorProto::FLOAT;
-constexpr int kI32 = onnx::TensorProto::INT32;
+using testing::kFloat;
+using testing::kI8;
+using testing::kInt32;
+using testing::kU8;
 
 TEST(Int8, OnnxMatMulIntegerWithOnlyBZeroPoint) {
   // a_zero_point absent ("") but b_zero_point given: a zero of A's dtype fills the slot.
@@ -450,7 +450,7 @@ TEST(Int8, OnnxMatMulIntegerWithOnlyBZeroPoint) {
                 .init("b", kI8, {2, 2}, {-1, 2, 3, -4}, true)
                 .skip()
                 .init("bz", kI8, {2}, {1, -1})
-                .output("y", kI32)
+                .output("y", kInt32)
                 .import();
   Tensor av = tensor(u8, {2, 2}, {1, 200, 255, 0});
   // (b - bz) = [[-2, 3], [2, -3]]
@@ -460,14 +460,14 @@ TEST(Int8, OnnxMatMulIntegerWithOnlyBZeroPoint) {
 TEST(Int8, OnnxDequantizeInt8InitializerAndInt8Output) {
   Graph g = OneNode("DequantizeLinear", 13)
                 .init("x", kI8, {4}, {-128, -1, 0, 127})
-                .init("s", kF32, {}, {0.5f})
+                .init("s", kFloat, {}, {0.5f})
                 .init("z", kI8, {}, {-1})
-                .output("y", kF32)
+                .output("y", kFloat)
                 .import();
   expect_both_modes(g, {}, f32, {-63.5, 0, 0.5, 64});
   Graph q = OneNode("QuantizeLinear", 13)
-                .input("x", kF32, {3})
-                .init("s", kF32, {}, {1})
+                .input("x", kFloat, {3})
+                .init("s", kFloat, {}, {1})
                 .init("z", kI8, {}, {0})
                 .output("y", kI8)
                 .import();

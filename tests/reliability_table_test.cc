@@ -16,7 +16,7 @@
 namespace ubfuse {
 namespace {
 
-struct Case {
+struct TableCase {
   std::string section;  // the table it belongs to
   std::string where;    // file / API
   std::string field;
@@ -60,8 +60,8 @@ std::map<std::string, Tensor> ins(Sizes x, Sizes r, DType rt = f32) {
   return {{"x", Tensor::zeros(f32, x)}, {"r", Tensor::zeros(rt, r)}};
 }
 
-std::vector<Case> cases() {
-  std::vector<Case> c;
+std::vector<TableCase> table_cases() {
+  std::vector<TableCase> c;
   auto add = [&](std::string s, std::string w, std::string f, std::string v,
                  std::function<void()> fn) {
     c.push_back({std::move(s), std::move(w), std::move(f), std::move(v), std::move(fn)});
@@ -293,8 +293,8 @@ std::vector<Case> cases() {
     auto m = cached();
     KvCache c = m.make_kv_cache(4);
     std::map<std::string, Tensor> out;
-    m.run_with_cache({{"x", Tensor::zeros(f32, {1, 4})}, {"past", Tensor::zeros(f32, {0, 4})}},
-                     c, out);
+    m.run_with_cache({{"x", Tensor::zeros(f32, {1, 4})}, {"past", Tensor::zeros(f32, {0, 4})}}, c,
+                     out);
   });
 
   // ---- environment ----
@@ -326,7 +326,7 @@ std::string escape(const std::string& s) {
 }
 
 // Runs every case; each must throw ubfuse::Error (nothing else, and not succeed).
-std::vector<std::string> rows(const std::vector<Case>& cs) {
+std::vector<std::string> rows(const std::vector<TableCase>& cs) {
   std::vector<std::string> out;
   for (auto& c : cs) {
     std::string msg;
@@ -354,7 +354,8 @@ std::vector<std::string> rows(const std::vector<Case>& cs) {
 
 std::string doc_path() { return std::string(UBFUSE_SOURCE_DIR) + "/docs/reliability.md"; }
 
-std::string generated_section(const std::vector<Case>& cs, const std::vector<std::string>& rs) {
+std::string generated_section(const std::vector<TableCase>& cs,
+                              const std::vector<std::string>& rs) {
   std::string out = std::string(kBegin) + "\n";
   std::string section;
   for (size_t i = 0; i < cs.size(); i++) {
@@ -369,7 +370,7 @@ std::string generated_section(const std::vector<Case>& cs, const std::vector<std
 }
 
 TEST(ReliabilityTable, DocHoldsEveryExactMessage) {
-  auto cs = cases();
+  auto cs = table_cases();
   auto rs = rows(cs);
   std::ifstream f(doc_path());
   ASSERT_TRUE(f) << doc_path() << " is missing";

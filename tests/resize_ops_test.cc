@@ -12,8 +12,8 @@ namespace {
 using testing::OneNode;
 using testing::throws_with;
 using testing::values;
-using V = std::vector<int64_t>;
-constexpr int kFloat = onnx::TensorProto::FLOAT;
+using Ints = std::vector<int64_t>;
+using testing::kFloat;
 
 Tensor floats(const Sizes& s, std::vector<float> v) { return Tensor::from_floats(f32, s, v); }
 
@@ -152,7 +152,7 @@ TEST(ResizeOps, BadAttributesAndOperandsNameNodeOpAndHint) {
       {"'rs' (Resize)", "negative size", "hint:"}));
   EXPECT_TRUE(throws_with(
       [&] {
-        resize({2, 2}, two, {{"axes", V{1, -1}}});
+        resize({2, 2}, two, {{"axes", Ints{1, -1}}});
       },
       {"'rs' (Resize)", "repeat axis 1", "hint:"}));
   EXPECT_TRUE(throws_with(
@@ -186,7 +186,7 @@ TEST(ResizeOps, OnnxAxesKeepAspectRatioUpsampleAndOpset10) {
                   .skip()
                   .skip()
                   .ints("sizes", {2}, {6, 6})
-                  .attr("axes", V{2, 3})
+                  .attr("axes", Ints{2, 3})
                   .attr("keep_aspect_ratio_policy", std::string("not_larger"))
                   .output("y", kFloat)
                   .import();

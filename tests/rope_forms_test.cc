@@ -19,8 +19,6 @@ namespace {
 using namespace ubfuse::testing;
 using V = GraphBuilder::V;
 
-const std::vector<std::string> kEngines = {"eager", "cpp", "interpreter"};
-
 struct Form {
   bool pairs;
   bool partial;  // rotary_dims: the largest even count below the last dim
@@ -107,12 +105,6 @@ V exported_rotate_pairs(GraphBuilder& b, V x, int64_t rank, bool neg_after_unsqu
   flat.back() = -1;
   V a = neg_after_unsqueeze ? b.neg(b.reshape(odd, unsq)) : b.reshape(b.neg(odd), unsq);
   return b.reshape(b.concat({a, b.reshape(even, unsq)}, -1), flat);
-}
-
-// The exported rotate_half (cat(-x[..., h:], x[..., :h])).
-V exported_rotate_half(GraphBuilder& b, V x, int64_t d) {
-  return b.concat({b.neg(b.slice(x, {d / 2}, {INT64_MAX}, {-1})), b.slice(x, {0}, {d / 2}, {-1})},
-                  -1);
 }
 
 int rotations(const Graph& g, bool pairs, int64_t r) {

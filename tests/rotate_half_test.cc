@@ -18,20 +18,10 @@ namespace {
 using namespace ubfuse::testing;
 using V = GraphBuilder::V;
 
-const std::vector<std::string> kEngines = {"eager", "cpp", "interpreter"};
-
 int kernels_with(const CompiledModel& m, const std::string& op) {
   int n = 0;
   for (auto& k : m.kernels()) n += std::count(k.op_types.begin(), k.op_types.end(), op) > 0;
   return n;
-}
-
-// The exported form: cat(-x[..., h:], x[..., :h], dim=-1), end as PyTorch writes it.
-V exported_rotate_half(GraphBuilder& b, V x, int64_t d, int64_t end = INT64_MAX) {
-  const int64_t h = d / 2;
-  V upper = b.slice(x, {h}, {end}, {-1});
-  V lower = b.slice(x, {0}, {h}, {-1});
-  return b.concat({b.neg(upper), lower}, -1);
 }
 
 // The op alone is a move and a sign: bit-exact in every dtype, engine and size (rows of 2, odd

@@ -16,8 +16,6 @@ namespace {
 
 using namespace ubfuse::testing;
 
-const std::vector<std::string> kEngines = {"eager", "cpp", "interpreter"};
-
 std::string decisions_str(const CompiledModel& m) {
   std::string s;
   for (auto& d : m.decisions()) s += d.message + "\n";

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +15,15 @@
 #include "ubfuse/ubfuse.h"
 
 namespace ubfuse::testing {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+// A graph input of static sizes s.
+inline GraphBuilder::V in(GraphBuilder& b, const std::string& n, DType t, const Sizes& s) {
+  return b.input(n, t, to_shape(s));
+}
+// The engines a graph runs on: op by op, generated C++, the kernel-IR interpreter.
+inline const std::vector<std::string> kEngines = {"eager", "cpp", "interpreter"};
 
 // Sets an environment variable for a scope ("" unsets it), then restores what was there.
 class ScopedEnv {

@@ -19,8 +19,6 @@ int count_op(const CompiledModel& m, const std::string& op) {
   return n;
 }
 
-const std::vector<std::string> kEngines = {"eager", "cpp", "interpreter"};
-
 // exp -> reshape -> neg: the reshape between two kernels moves nothing.
 TEST(Views, ReshapeInsideTheGraphHasNoKernel) {
   for (DType t : {DType::f32, DType::bf16}) {

@@ -28,6 +28,7 @@
 #include "codegen/hash.h"
 #include "codegen/ubk_abi.h"
 #include "ubfuse/error.h"
+#include "util/env.h"
 #include "util/read_file.h"
 
 extern char** environ;
@@ -376,8 +377,7 @@ std::vector<std::shared_ptr<void>> build_libraries(const std::vector<UnitSource>
   auto t0 = std::chrono::steady_clock::now();
   const Toolchain& tc = toolchain();
   if (!tc.available) throw Error("cannot compile fused kernels: " + tc.why_not);
-  const char* dump = std::getenv("UBFUSE_DUMP_KERNELS");
-  const bool dumping = dump && *dump && std::string(dump) != "0";
+  const bool dumping = env_on("UBFUSE_DUMP_KERNELS");
   const std::string dir = kernel_cache_dir(cache_dir);
   mkdirs(dir);
   std::string headers_hash;

@@ -18,6 +18,7 @@
 #include "codegen/matmul_epilogue.h"
 #include "codegen/op_by_op_kernel.h"
 #include "kernels/cpu/node_kernel.h"
+#include "util/env.h"
 
 namespace ubfuse {
 
@@ -56,11 +57,6 @@ void note_no_compiler(const std::string& why) {
                  "codegen=interpreter asks for it explicitly.\n",
                  why.c_str());
   });
-}
-
-bool dump_kernels() {
-  const char* v = std::getenv("UBFUSE_DUMP_KERNELS");
-  return v && *v && std::string(v) != "0";
 }
 
 struct Pending {
@@ -153,7 +149,7 @@ std::vector<std::unique_ptr<Kernel>> make_group_kernels(const std::vector<FusedG
     p.lowered.force_reread = g.reread;
     p.lowered.compute_bound = kir::has_expensive_column_op(*prog);
     p.lowered.reads = row_reads(*prog);
-    if (dump_kernels()) {
+    if (env_on("UBFUSE_DUMP_KERNELS")) {
       std::fprintf(stderr, "[ubfuse] kernel IR of %s:\n%s%s%s", g.name.c_str(),
                    kir::to_string(*prog).c_str(), kir::to_string(*prog, p.lowered.ub).c_str(),
                    kir::to_string(*prog, p.lowered.reread).c_str());

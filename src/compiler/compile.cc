@@ -19,15 +19,11 @@
 #include "runtime/executor.h"
 #include "runtime/trace_hook.h"
 #include "ubfuse/error.h"
+#include "util/env.h"
 
 namespace ubfuse {
 
 namespace {
-
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string(v) != "0";
-}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -18,6 +18,7 @@
 #include "ubfuse/compile.h"
 #include "ubfuse/error.h"
 #include "ubfuse/model.h"
+#include "util/env.h"
 #include "util/machine_info.h"
 
 namespace ubfuse {
@@ -26,11 +27,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string(v) != "0";
-}
 
 // Best wall seconds of `runs` runs of m on random inputs (after one warm-up).
 double best_seconds(const CompiledModel& m, const std::map<std::string, Tensor>& in, int runs) {

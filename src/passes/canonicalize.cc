@@ -18,7 +18,7 @@ namespace ubfuse {
 
 namespace {
 
-constexpr int kMaxSweeps = 16;
+constexpr int kMaxCanonicalizeSweeps = 16;
 
 class CanonicalizePass : public Pass {
  public:
@@ -29,7 +29,7 @@ class CanonicalizePass : public Pass {
         passes::match_softmax,     passes::match_norm,         passes::match_activation,
         passes::match_rotate_half, passes::match_rotate_pairs, passes::match_partial_rotary};
     bool changed = false;
-    for (int sweep = 0; sweep < kMaxSweeps; sweep++) {
+    for (int sweep = 0; sweep < kMaxCanonicalizeSweeps; sweep++) {
       passes::UseInfo uses(g);
       std::unordered_set<const Node*> dead;
       bool any = false;

@@ -9,14 +9,14 @@ namespace ubfuse {
 
 namespace {
 
-constexpr int kMaxSweeps = 64;  // a safety net: each sweep must shrink or rewrite the graph
+constexpr int kMaxSimplifySweeps = 64;  // a safety net: each sweep must shrink or rewrite the graph
 
 class SimplifyPass : public Pass {
  public:
   std::string name() const override { return "simplify"; }
   bool run(Graph& g) override {
     bool changed = false;
-    for (int sweep = 0; sweep < kMaxSweeps; sweep++) {
+    for (int sweep = 0; sweep < kMaxSimplifySweeps; sweep++) {
       bool any = false;
       for (Node* n : g.topo_order()) {
         any |= passes::fold_constant_node(g, n) || passes::simplify_identity(g, n) ||

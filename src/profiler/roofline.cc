@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ubfuse/error.h"
+#include "util/env.h"
 #include "util/machine_info.h"
 
 namespace ubfuse::prof {
@@ -12,11 +13,6 @@ namespace ubfuse::prof {
 using nlohmann::json;
 
 namespace {
-
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string(v) != "0";
-}
 
 Roofline measure_and_cache(const std::string& key, const std::string& path) {
   Roofline r;

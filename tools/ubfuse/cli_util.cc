@@ -61,6 +61,25 @@ Sizes parse_sizes(const std::string& s, const std::string& flag) {
   return out;
 }
 
+SymbolBindings parse_dims(const std::vector<std::string>& kvs) {
+  SymbolBindings b;
+  for (auto& kv : kvs) {
+    auto eq = kv.find('=');
+    int64_t v = 0;
+    size_t used = 0;
+    try {
+      if (eq != std::string::npos) v = std::stoll(kv.substr(eq + 1), &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (eq == std::string::npos || eq == 0 || used == 0 || used != kv.size() - eq - 1 || v <= 0) {
+      throw Error("--dim '" + kv + "' must have the form NAME=N with N > 0, e.g. --dim batch=2");
+    }
+    b[kv.substr(0, eq)] = v;
+  }
+  return b;
+}
+
 Options parse_kv_options(const std::vector<std::string>& kvs) {
   Options o;
   for (auto& kv : kvs) {

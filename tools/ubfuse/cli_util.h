@@ -12,6 +12,8 @@ namespace ubfuse::cli {
 
 // "2,2048,4096" -> {2, 2048, 4096}; errors name the flag.
 Sizes parse_sizes(const std::string& s, const std::string& flag);
+// {"NAME=N", ...} (--dim) -> symbol bindings; errors name the bad entry.
+SymbolBindings parse_dims(const std::vector<std::string>& kvs);
 // {"k=v", ...} -> Options; errors name the bad entry.
 Options parse_kv_options(const std::vector<std::string>& kvs);
 // The kernels of a model as JSON: name, nodes, ops, variant.

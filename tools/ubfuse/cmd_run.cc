@@ -27,7 +27,7 @@ struct RunArgs {
   std::string model;
   std::string mode = "graph";
   std::vector<std::string> inputs;  // NAME=FILE.npy
-  std::vector<std::string> dims;    // NAME=VALUE
+  std::vector<std::string> dims;    // NAME=N
   std::string output_dir;
   std::vector<std::string> options;
   std::string rules;
@@ -44,15 +44,6 @@ std::pair<std::string, std::string> split_kv(const std::string& kv, const std::s
     throw Error(flag + " '" + kv + "' must have the form " + form);
   }
   return {kv.substr(0, eq), kv.substr(eq + 1)};
-}
-
-SymbolBindings parse_dims(const std::vector<std::string>& kvs) {
-  SymbolBindings b;
-  for (auto& kv : kvs) {
-    auto [name, value] = split_kv(kv, "--dim", "NAME=VALUE, e.g. seq=128");
-    b[name] = parse_sizes(value, "--dim " + name).at(0);
-  }
-  return b;
 }
 
 // Binds the symbols of `shape` from `sizes`; errors name the input.
@@ -375,7 +366,7 @@ void register_run(CLI::App& app, std::vector<std::function<int()>>& actions) {
                 "eager|graph|both (both: alternating runs of each, in one process)")
       ->capture_default_str();
   c->add_option("--input", a->inputs, "NAME=FILE.npy (repeatable); others are random");
-  c->add_option("--dim", a->dims, "NAME=VALUE: size of a symbolic dim for random inputs");
+  c->add_option("--dim", a->dims, "NAME=N: size of a symbolic dim for random inputs");
   c->add_option("--output-dir", a->output_dir, "write each output as DIR/<name>.npy");
   c->add_option("--option", a->options, "compile option k=v (repeatable)");
   c->add_option("--rules", a->rules, "fusion rules file (JSON)");

@@ -71,7 +71,7 @@ std::vector<int64_t> perm_of(const std::string& from, const std::string& to) {
   return p;
 }
 
-Value* transpose(NodeCtx& c, Value* x, const std::string& from, const std::string& to) {
+Value* transpose_labels(NodeCtx& c, Value* x, const std::string& from, const std::string& to) {
   if (from == to) return x;
   return c.emit(OpKind::Transpose, {x}, {{"perm", perm_of(from, to)}});
 }
@@ -92,7 +92,7 @@ void einsum(NodeCtx& c) {
     if (e.in[0].size() != e.out.size()) {
       c.unsupported("equation sums letters of its one operand; only transposes are supported");
     }
-    c.set_output(0, transpose(c, c.value(0), e.in[0], e.out));
+    c.set_output(0, transpose_labels(c, c.value(0), e.in[0], e.out));
     return;
   }
   if (c.dtype(0) != c.dtype(1)) c.invalid("operands have different dtypes");
@@ -127,8 +127,8 @@ void einsum(NodeCtx& c) {
   Shape bs;
   for (char ch : batch) bs.push_back(sa[a.find(ch)]);
   Dim m = product(sa, fa, a), k = product(sa, contr, a), nn = product(sb, fb, b);
-  Value* x = transpose(c, c.value(0), a, batch + fa + contr);
-  Value* w = transpose(c, c.value(1), b, batch + contr + fb);
+  Value* x = transpose_labels(c, c.value(0), a, batch + fa + contr);
+  Value* w = transpose_labels(c, c.value(1), b, batch + contr + fb);
   Shape sx = bs, sw = bs;
   sx.push_back(m);
   sx.push_back(k);
@@ -142,7 +142,7 @@ void einsum(NodeCtx& c) {
   for (char ch : fa) sy.push_back(sa[a.find(ch)]);
   for (char ch : fb) sy.push_back(sb[b.find(ch)]);
   y = c.reshape_to(y, sy);
-  c.set_output(0, transpose(c, y, batch + fa + fb, o));
+  c.set_output(0, transpose_labels(c, y, batch + fa + fb, o));
 }
 
 }  // namespace

@@ -80,7 +80,11 @@ int32_t row_sum8(const void* p, DType t, int64_t at, int64_t len) {
   return s;
 }
 
-struct GemmPrim {
+}  // namespace
+
+// A oneDNN int8 matmul primitive and its memory descriptors. Outside the anonymous namespace:
+// PreparedB, declared in int_gemm.h, caches them.
+struct IntGemmPrim {
   dnnl::matmul prim;
   dnnl::memory::desc src, wei, dst;
   size_t scratch_bytes = 0;
@@ -88,9 +92,11 @@ struct GemmPrim {
   bool src_zp = false;  // takes A's zero point (one for all rows) at run time
 };
 
+namespace {
+
 // A oneDNN int8 matmul [m, k] (u8 or s8) x [k, n] (s8, plain or in the layout wmd) -> s32; null
 // where oneDNN has none or (wmd) prefers another weights layout for this m.
-std::shared_ptr<GemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n,
+std::shared_ptr<IntGemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n,
                                            const dnnl::memory::desc* wmd, bool src_zp = false) {
   try {
     dnnl::primitive_attr attr;
@@ -101,7 +107,7 @@ std::shared_ptr<GemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int6
     dnnl::matmul::desc d(src, wei, dst);
     dnnl::matmul::primitive_desc pd(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
     if (!pd || (wmd && pd.weights_desc() != *wmd)) return nullptr;
-    auto p = std::make_shared<GemmPrim>();
+    auto p = std::make_shared<IntGemmPrim>();
     p->prim = dnnl::matmul(pd);
     p->src = src;
     p->wei = wei;
@@ -116,9 +122,9 @@ std::shared_ptr<GemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int6
 }
 
 // Plain-weights primitives by (src dtype, M, K, N), built once each.
-std::shared_ptr<GemmPrim> gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n) {
+std::shared_ptr<IntGemmPrim> gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n) {
   static std::mutex mu;
-  static std::map<std::vector<int64_t>, std::shared_ptr<GemmPrim>> cache;
+  static std::map<std::vector<int64_t>, std::shared_ptr<IntGemmPrim>> cache;
   const std::vector<int64_t> key{int64_t(src_t), m, k, n};
   std::lock_guard<std::mutex> l(mu);
   auto it = cache.find(key);
@@ -148,7 +154,7 @@ struct PreparedB {
   std::shared_ptr<dnnl::memory> packed_zp;
   dnnl::memory::desc packed_zp_md;
   mutable std::mutex mu;  // primitives for the packed layouts by (src dtype, M, N, zero point)
-  mutable std::map<std::tuple<int, int64_t, int64_t, bool>, std::shared_ptr<GemmPrim>> prims;
+  mutable std::map<std::tuple<int, int64_t, int64_t, bool>, std::shared_ptr<IntGemmPrim>> prims;
 };
 
 namespace {
@@ -244,7 +250,7 @@ constexpr int64_t kVnniLoopRows = 4;
 constexpr int64_t kAmxTileRows = 16;
 
 // Runs p on C = A W with its own stream and scratchpad, on one OpenMP thread when macs is small.
-void execute_prim(const GemmPrim& p, const void* a, const void* w, int32_t* c, int64_t macs,
+void execute_prim(const IntGemmPrim& p, const void* a, const void* w, int32_t* c, int64_t macs,
                   int threads, int32_t zp = 0) {
   dnnl::engine& eng = dnnl_cpu_engine();
   dnnl::stream s(eng);
@@ -271,7 +277,7 @@ void execute_prim(const GemmPrim& p, const void* a, const void* w, int32_t* c, i
 
 // The primitive for m rows times n columns of the packed B (n < prep.n: a run of its 64-column
 // blocks), cached per (src dtype, m, n); null where oneDNN wants another layout.
-std::shared_ptr<GemmPrim> packed_prim(const PreparedB& prep, ddt src_t, int64_t m, int64_t n,
+std::shared_ptr<IntGemmPrim> packed_prim(const PreparedB& prep, ddt src_t, int64_t m, int64_t n,
                                       bool src_zp = false) {
   std::lock_guard<std::mutex> l(prep.mu);
   auto key = std::make_tuple(int(src_t), m, n, src_zp);
@@ -301,7 +307,7 @@ bool int_gemm_columns(const void* a, ddt src_t, const PreparedB& prep, int32_t* 
     *n0 = b0 * 64;
     return std::min(n, b1 * 64) - b0 * 64;
   };
-  std::vector<std::shared_ptr<GemmPrim>> prims(static_cast<size_t>(parts));
+  std::vector<std::shared_ptr<IntGemmPrim>> prims(static_cast<size_t>(parts));
   for (int64_t part = 0; part < parts; part++) {
     int64_t n0 = 0;
     prims[size_t(part)] = packed_prim(prep, src_t, m, cols_of(part, &n0));
@@ -345,7 +351,7 @@ bool int_gemm_rows(const void* a, ddt src_t, const PreparedB& prep, int32_t* c, 
     *r0 = m * part / parts;
     return m * (part + 1) / parts - *r0;
   };
-  std::vector<std::shared_ptr<GemmPrim>> prims(static_cast<size_t>(parts));
+  std::vector<std::shared_ptr<IntGemmPrim>> prims(static_cast<size_t>(parts));
   for (int64_t part = 0; part < parts; part++) {
     int64_t r0 = 0;
     prims[size_t(part)] = packed_prim(prep, src_t, rows_of(part, &r0), prep.n, zp != nullptr);
@@ -476,7 +482,7 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
       correct_zero_points(a, ta, nullptr, za, zb, c, m, k, n, pool, prep);
       return;
     }
-    std::shared_ptr<GemmPrim> p;
+    std::shared_ptr<IntGemmPrim> p;
     if (prep && prep->packed) p = packed_prim(*prep, src_t, m, prep->n);
     const bool packed = p != nullptr;
     if (!p) p = gemm_prim(src_t, m, k, n);
