@@ -15,6 +15,28 @@
 set(UBFUSE_LAYERS "")
 set(UBFUSE_LAYER_TABLE "")
 
+# With UBFUSE_UNITY, <target> is built as a unity build: its sources compiled in batches of
+# UBFUSE_UNITY_BATCH, one translation unit each, so the headers and templates they share are
+# parsed and instantiated once per batch. Sources that compile themselves once per Highway target
+# (foreach_target.h) stay alone; CMake leaves out sources with their own compile definitions.
+function(ubfuse_unity target)
+  if(NOT UBFUSE_UNITY)
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+                        UNITY_BUILD_BATCH_SIZE ${UBFUSE_UNITY_BATCH})
+  get_target_property(srcs ${target} SOURCES)
+  foreach(src ${srcs})
+    if(src MATCHES "\\.cc$" AND EXISTS "${src}")
+      file(STRINGS "${src}" per_target REGEX "foreach_target\\.h")
+      if(per_target)
+        set_source_files_properties(${src} TARGET_DIRECTORY ${target} PROPERTIES
+                                    SKIP_UNITY_BUILD_INCLUSION ON)
+      endif()
+    endif()
+  endforeach()
+endfunction()
+
 function(ubfuse_layer name)
   cmake_parse_arguments(L "" "" "DIRS;DEPS;LIBS;HEADERS" ${ARGN})
   set(srcs "")
@@ -31,6 +53,7 @@ function(ubfuse_layer name)
   endforeach()
   target_link_libraries(${t} PRIVATE ${L_LIBS})
   add_dependencies(${t} ubfuse_layer_check)
+  ubfuse_unity(${t})
 
   # Transitive closure of the deps, for the include check.
   set(closure ${L_DEPS})
