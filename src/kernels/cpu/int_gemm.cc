@@ -97,7 +97,7 @@ namespace {
 // A oneDNN int8 matmul [m, k] (u8 or s8) x [k, n] (s8, plain or in the layout wmd) -> s32; null
 // where oneDNN has none or (wmd) prefers another weights layout for this m.
 std::shared_ptr<IntGemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, int64_t n,
-                                           const dnnl::memory::desc* wmd, bool src_zp = false) {
+                                              const dnnl::memory::desc* wmd, bool src_zp = false) {
   try {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -278,7 +278,7 @@ void execute_prim(const IntGemmPrim& p, const void* a, const void* w, int32_t* c
 // The primitive for m rows times n columns of the packed B (n < prep.n: a run of its 64-column
 // blocks), cached per (src dtype, m, n); null where oneDNN wants another layout.
 std::shared_ptr<IntGemmPrim> packed_prim(const PreparedB& prep, ddt src_t, int64_t m, int64_t n,
-                                      bool src_zp = false) {
+                                         bool src_zp = false) {
   std::lock_guard<std::mutex> l(prep.mu);
   auto key = std::make_tuple(int(src_t), m, n, src_zp);
   auto it = prep.prims.find(key);
