@@ -37,6 +37,21 @@ function(ubfuse_unity target)
   endforeach()
 endfunction()
 
+# The object files of the layers in ARGN into <objects_var>, and the external libraries they link
+# (their LIBS, each once) into <libs_var>: what an archive or binary built from them needs.
+function(ubfuse_layer_parts objects_var libs_var)
+  set(objects "")
+  set(libs "")
+  foreach(layer ${ARGN})
+    list(APPEND objects $<TARGET_OBJECTS:ubfuse_${layer}>)
+    get_property(l GLOBAL PROPERTY UBFUSE_LAYER_LIBS_${layer})
+    list(APPEND libs ${l})
+  endforeach()
+  list(REMOVE_DUPLICATES libs)
+  set(${objects_var} ${objects} PARENT_SCOPE)
+  set(${libs_var} ${libs} PARENT_SCOPE)
+endfunction()
+
 function(ubfuse_layer name)
   cmake_parse_arguments(L "" "" "DIRS;DEPS;LIBS;HEADERS" ${ARGN})
   set(srcs "")
