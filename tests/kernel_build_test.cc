@@ -1,5 +1,6 @@
-// Building generated kernels: units compiled in parallel, the progress callback (and cancelling
-// through it), the progress line, and the build's numbers in stats, run --json and explain.
+// Building generated kernels: the cache directory, units compiled in parallel, the progress
+// callback (and cancelling through it), the progress line, and the build's numbers in stats, run
+// --json and explain.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -18,6 +20,7 @@
 #include "compiler/progress_line.h"
 #include "test_util.h"
 #include "ubfuse/explain.h"
+#include "util/machine_info.h"
 
 namespace ubfuse {
 namespace {
@@ -45,6 +48,39 @@ std::vector<cpp::UnitSource> units(int n, const std::string& tag) {
 
 int call(const std::shared_ptr<void>& lib, const std::string& symbol) {
   return reinterpret_cast<int (*)()>(cpp::library_symbol(lib, symbol))();
+}
+
+// The kernel cache and the measurement caches (bandwidth, costs) share one directory, chosen by
+// the same variables in the same order.
+TEST(KernelBuild, CacheDirectoriesFollowTheEnvironment) {
+  const char* names[] = {"UBFUSE_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
+  std::vector<std::optional<std::string>> saved;
+  for (const char* n : names) {
+    const char* v = std::getenv(n);
+    saved.push_back(v ? std::optional<std::string>(v) : std::nullopt);
+    ::unsetenv(n);
+  }
+  auto expect_dir = [](const std::string& dir) {
+    EXPECT_EQ(cpp::kernel_cache_dir(""), dir);
+    EXPECT_EQ(machine_cache_path("costs.json"), dir + "/costs.json");
+  };
+  ::setenv("HOME", "/h", 1);
+  expect_dir("/h/.cache/ubfuse");
+  ::setenv("XDG_CACHE_HOME", "/x", 1);
+  expect_dir("/x/ubfuse");
+  ::setenv("UBFUSE_CACHE_DIR", "/u", 1);
+  expect_dir("/u");
+  EXPECT_EQ(cpp::kernel_cache_dir("/opt"), "/opt");  // the cache_dir option comes first
+  for (const char* n : names) ::setenv(n, "", 1);    // set but empty counts as unset
+  EXPECT_EQ(cpp::kernel_cache_dir(""), "/tmp/ubfuse-cache-" + std::to_string(::getuid()));
+  EXPECT_EQ(machine_cache_path("costs.json"), "");  // nowhere to keep a measurement
+  for (size_t i = 0; i < saved.size(); i++) {
+    if (saved[i]) {
+      ::setenv(names[i], saved[i]->c_str(), 1);
+    } else {
+      ::unsetenv(names[i]);
+    }
+  }
 }
 
 TEST(KernelBuild, UnitsCompileInParallelAndReportProgress) {

@@ -28,6 +28,7 @@
 #include "codegen/hash.h"
 #include "codegen/ubk_abi.h"
 #include "ubfuse/error.h"
+#include "util/cache_dir.h"
 #include "util/env.h"
 #include "util/read_file.h"
 
@@ -259,9 +260,7 @@ const Toolchain& toolchain() {
 
 std::string kernel_cache_dir(const std::string& cache_dir) {
   if (!cache_dir.empty()) return cache_dir;
-  if (const char* e = std::getenv("UBFUSE_CACHE_DIR"); e && *e) return e;
-  if (const char* e = std::getenv("XDG_CACHE_HOME"); e && *e) return std::string(e) + "/ubfuse";
-  if (const char* e = std::getenv("HOME"); e && *e) return std::string(e) + "/.cache/ubfuse";
+  if (std::string dir = user_cache_dir(); !dir.empty()) return dir;
   return "/tmp/ubfuse-cache-" + std::to_string(::getuid());
 }
 

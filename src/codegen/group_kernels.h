@@ -15,7 +15,7 @@ namespace ubfuse {
 // What the codegen stage reads.
 struct CodegenConfig {
   std::string engine = "cpp";     // cpp (generated C++) | interpreter (the tile interpreter)
-  std::string cache_dir;          // generated kernels; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
+  std::string cache_dir;          // generated kernels; "" -> user_cache_dir()
   OwnKernelFn own_kernel;         // the compiler's kernels for nodes that run graphs (If)
   int jobs = 1;                   // compiler processes at once
   cpp::BuildProgressFn progress;  // see build_libraries

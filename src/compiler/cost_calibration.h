@@ -1,6 +1,7 @@
 // The fusion cost model's figures for this machine (fusion/cost.h): measured once by running
 // small models through the kernels they describe, and cached per machine in
-//   $UBFUSE_CACHE_DIR/costs.json, else ~/.cache/ubfuse/costs.json
+//   costs.json in user_cache_dir() (util/cache_dir.h: $UBFUSE_CACHE_DIR, else
+//   $XDG_CACHE_HOME/ubfuse, else ~/.cache/ubfuse)
 //   {"machines": {"<cpu model> | <cpus> cpus | <mem> GiB | <threads> threads": {...}}}
 // like the profiler's bandwidth (entries older than a week are measured again). What is measured:
 //   bytes_per_s   an eager Add of two [2048, 4096] f32 arrays (3 x 32 MiB moved)

@@ -28,7 +28,7 @@ struct CompileConfig {
   std::string input_shape;         // ge.inputShape: "x:-1,-1,4096;r:-1,-1,4096"
   bool dynamic_dims_strict = false;
   int64_t memory_limit = 0;  // bytes; 0: none
-  std::string cache_dir;     // generated kernel cache; "" -> $UBFUSE_CACHE_DIR or ~/.cache/ubfuse
+  std::string cache_dir;     // generated kernel cache; "" -> user_cache_dir()
   int compile_jobs = 0;      // compiler processes at once; 0: one per core
   std::string progress = "auto";  // auto (a line on a terminal) | on | off
   // calibrated | builtin | off (fusion/cost.h); "" -> $UBFUSE_COST_MODEL, else calibrated

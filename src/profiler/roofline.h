@@ -1,6 +1,7 @@
 // The roofline the profiler's "% of bandwidth" divides by: the STREAM-style add bandwidth
 // (2 reads + 1 write) measured once per process and cached in a small JSON file keyed by machine,
-//   $UBFUSE_CACHE_DIR/bandwidth.json, else ~/.cache/ubfuse/bandwidth.json
+//   bandwidth.json in user_cache_dir() (util/cache_dir.h: $UBFUSE_CACHE_DIR, else
+//   $XDG_CACHE_HOME/ubfuse, else ~/.cache/ubfuse)
 //   {"machines": {"<cpu model> | <cpus> cpus | <mem> GiB | <threads> threads":
 //                 {"add_gb_per_s": 27.1, "threads": 2, "measured_unix": 1764430000}}}
 // so later runs on the same machine do not pay for the measurement; entries older than a week

@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "util/cache_dir.h"
 #include "util/machine_memory.h"
 
 namespace ubfuse {
@@ -66,13 +66,8 @@ std::string machine_key(int threads) {
 }
 
 std::string machine_cache_path(const std::string& file) {
-  if (const char* d = std::getenv("UBFUSE_CACHE_DIR"); d && *d) {
-    return (fs::path(d) / file).string();
-  }
-  if (const char* h = std::getenv("HOME"); h && *h) {
-    return (fs::path(h) / ".cache" / "ubfuse" / file).string();
-  }
-  return "";
+  std::string dir = user_cache_dir();
+  return dir.empty() ? "" : (fs::path(dir) / file).string();
 }
 
 json read_machine_cache(const std::string& path) {

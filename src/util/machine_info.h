@@ -23,7 +23,7 @@ const MachineInfo& machine_info();
 // "<machine key> | <threads> threads": the key of a measurement that scales with threads.
 std::string machine_key(int threads);
 
-// $UBFUSE_CACHE_DIR/<file>, else ~/.cache/ubfuse/<file>; "" when neither is set.
+// user_cache_dir()/<file> (util/cache_dir.h); "" when it has no place.
 std::string machine_cache_path(const std::string& file);
 
 // {"machines": {...}} read from path; an empty object when missing or damaged (a damaged cache
