@@ -1,10 +1,12 @@
-// ONNX backend node tests (Debian's libonnx-testdata: per test a model.onnx and
-// test_data_set_N/{input,output}_K.pb) through import, compile and run, in eager and graph mode.
+// ONNX backend tests (Debian's libonnx-testdata: per test a model.onnx and
+// test_data_set_N/{input,output}_K.pb) through import, compile and run, in eager and graph mode:
+// the node tests and the small models of data/pytorch-converted, pytorch-operator and simple.
 // A test whose model uses an op, attribute or dtype ubfuse does not support is skipped and counted;
 // any supported test that mismatches fails. Test data that stores bfloat16 as UINT16 bit patterns
 // is read as bfloat16 where the model declares BFLOAT16.
 //
-//   UBFUSE_ONNX_TESTDATA=dir     where the node tests are (default: Debian's location)
+//   UBFUSE_ONNX_TESTDATA=dir     run the test folders in dir instead (default: Debian's
+//                                data/node, data/pytorch-converted, ...: kTestSets)
 //   UBFUSE_ONNX_FILTER=substr    run only tests whose name contains substr
 //   UBFUSE_ONNX_CODEGEN=cpp      graph mode with generated C++ (default: the tile interpreter,
 //                                which keeps the run fast; tests/ covers codegen elsewhere)
@@ -104,10 +106,15 @@ Tensor load_test_tensor(const fs::path& p, DType declared) {
   return load_onnx_tensor(p.string());
 }
 
-// Runs one test directory; returns its record.
-Record run_test(const fs::path& dir, const Options& eager, const Options& graph) {
+// The folders of libonnx-testdata's data/ that hold tests: ONNX's node tests, then models
+// PyTorch exported (opset 6: broadcast attributes, is_test) and small whole models.
+constexpr const char* kTestSets[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
+
+// Runs one test directory; returns its record, named "set/test" outside the node tests.
+Record run_test(const fs::path& dir, const std::string& set, const Options& eager,
+                const Options& graph) {
   Record r;
-  r.test = dir.filename().string();
+  r.test = (set == "node" || set.empty() ? "" : set + "/") + dir.filename().string();
   fs::path model = dir / "model.onnx";
   try {
     r.ops = onnx_model_op_types(model.string());
@@ -223,7 +230,10 @@ void write_doc(const std::string& path, const std::vector<Record>& records) {
        "models through Debian's ONNX/protobuf packages. Opsets 13 to 18 are the target (18: Pad's "
        "axes, the Reduce ops' axes input, Split's num_outputs, GroupNormalization); older "
        "models load where the ops they use are handled at their version (Softmax before 13 views "
-       "its input as 2-D; Unsqueeze, Squeeze, Split and ReduceSum take attributes before 13).\n\n"
+       "its input as 2-D; Unsqueeze, Squeeze, Split and ReduceSum take attributes before 13; "
+       "before 7, the binary arithmetic, comparison and logic ops and Pow broadcast only with "
+       "`broadcast` = 1, B aligned at `axis` or at A's last dims, PRelu's slope is one value or "
+       "one per channel, and BatchNormalization runs in training mode unless `is_test` is 1).\n\n"
     << "* Initializers and `Constant` nodes become constants (raw and typed data, external data "
        "files relative to the model's folder, which they may not leave; DOUBLE is converted to "
        "FLOAT with a note). Element types: FLOAT, FLOAT16, BFLOAT16, INT64, INT32, INT8, UINT8, "
@@ -333,8 +343,11 @@ void write_doc(const std::string& path, const std::vector<Record>& records) {
   for (auto& op : supported) list += (list.empty() ? "" : ", ") + ("`" + op + "`");
   f << list << "\n\n"
     << testing::onnx_op_table() << "\n"
-    << "## Conformance: ONNX backend node tests\n\n"
-    << "Every test in libonnx-testdata's `data/node` runs in eager and in graph mode (tile "
+    << "## Conformance: ONNX backend tests\n\n"
+    << "Every test in libonnx-testdata's `data/node` (ONNX's node tests), "
+       "`data/pytorch-converted` and `data/pytorch-operator` (modules and operators PyTorch "
+       "exported at opset 6, named `pytorch-converted/test_...` below) and `data/simple` (small "
+       "models) runs in eager and in graph mode (tile "
        "interpreter); outputs must match within rtol 1e-3, atol 1e-5 (f32). A test that uses an "
        "unsupported op, attribute or dtype is skipped, and so is one whose test data contradicts "
        "its model's declared input shape. Test data that stores bfloat16 as UINT16 bit patterns "
@@ -364,23 +377,39 @@ void write_doc(const std::string& path, const std::vector<Record>& records) {
 }
 
 TEST(OnnxConformance, BackendNodeTests) {
-  fs::path root = env("UBFUSE_ONNX_TESTDATA", "/usr/share/libonnx-testdata/data/node");
-  if (!fs::exists(root))
-    GTEST_SKIP() << "no ONNX test data at " << root << " (apt install libonnx-testdata)";
+  // (set, folder of its tests): Debian's sets, or the one folder UBFUSE_ONNX_TESTDATA names.
+  std::vector<std::pair<std::string, fs::path>> sets;
+  if (std::string dir = env("UBFUSE_ONNX_TESTDATA"); !dir.empty()) {
+    sets.emplace_back("", dir);
+  } else {
+    for (const char* set : kTestSets) {
+      sets.emplace_back(set, fs::path("/usr/share/libonnx-testdata/data") / set);
+    }
+  }
+  if (!fs::exists(sets[0].second))
+    GTEST_SKIP() << "no ONNX test data at " << sets[0].second << " (apt install libonnx-testdata)";
   std::string filter = env("UBFUSE_ONNX_FILTER");
   Options eager{{"ge.exec.enableOperatorFusion", "0"}};
   Options graph{{"ge.exec.enableOperatorFusion", "1"},
                 {"codegen", env("UBFUSE_ONNX_CODEGEN", "interpreter")}};
-  std::vector<fs::path> dirs;
-  for (auto& e : fs::directory_iterator(root)) {
-    if (e.is_directory() && fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
+  std::vector<std::pair<std::string, fs::path>> dirs;
+  for (auto& [set, root] : sets) {
+    if (!fs::exists(root)) {
+      ADD_FAILURE() << "no ONNX test data at " << root << " beside " << sets[0].second;
+      continue;
+    }
+    std::vector<fs::path> in_set;
+    for (auto& e : fs::directory_iterator(root)) {
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) in_set.push_back(e.path());
+    }
+    std::sort(in_set.begin(), in_set.end());
+    for (auto& d : in_set) dirs.emplace_back(set, d);
   }
-  std::sort(dirs.begin(), dirs.end());
   std::vector<Record> records;
   int counts[3] = {0, 0, 0};
-  for (auto& d : dirs) {
+  for (auto& [set, d] : dirs) {
     if (!filter.empty() && d.filename().string().find(filter) == std::string::npos) continue;
-    records.push_back(run_test(d, eager, graph));
+    records.push_back(run_test(d, set, eager, graph));
     const Record& r = records.back();
     counts[int(r.status)]++;
     if (r.status == Status::Fail) ADD_FAILURE() << r.test << ": " << r.reason;

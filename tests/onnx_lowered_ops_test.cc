@@ -2,7 +2,8 @@
 // tests do not reach. ConvTranspose with groups, dilations, output_padding, SAME_LOWER and an
 // output_shape larger than the natural one, against a direct evaluation of ONNX's definition;
 // OneHot with its depth given at run time; the losses with a symbolic batch, class weights and
-// ignore_index; and the errors the converters give.
+// ignore_index; the broadcast attributes, PRelu's slope and BatchNormalization's is_test of
+// opset 6; and the errors the converters give.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -252,6 +253,156 @@ TEST(OnnxLoweredOps, SoftmaxCrossEntropyLossSumAndLogProb) {
     auto out = compile(g, o).run({{"x", x}, {"t", t}});
     expect_near_all(out.at("loss"), {sum}, {});
     expect_near_all(out.at("log_prob"), lp, {2, 4, 3});
+  }
+}
+
+// Opsets before 7 broadcast a binary op's B only with broadcast = 1: aligned at `axis`, or at A's
+// last dims without it.
+TEST(OnnxLoweredOps, Opset6BroadcastAttributes) {
+  Tensor a = Tensor::random(f32, {2, 3, 4}, 11);
+  struct LegacyCase {
+    const char* op;
+    Sizes b;
+    std::optional<int64_t> axis;
+    int64_t bstride[3];  // B's stride along A's axes (0: broadcast)
+  };
+  const LegacyCase cases[] = {{"Add", {3}, 1, {0, 1, 0}},
+                              {"Sub", {2, 3}, 0, {3, 1, 0}},
+                              {"Mul", {3, 4}, std::nullopt, {0, 4, 1}},
+                              {"Div", {1, 4}, 1, {0, 0, 1}},
+                              {"Greater", {3}, -2, {0, 1, 0}}};
+  for (const LegacyCase& c : cases) {
+    const bool cmp = std::string(c.op) == "Greater";
+    OneNode n(c.op, 6);
+    n.input("a", kFloat, {2, 3, 4})
+        .input("b", kFloat, std::vector<int64_t>(c.b.begin(), c.b.end()));
+    n.attr("broadcast", 1);
+    if (c.axis) n.attr("axis", *c.axis);
+    Graph g = n.output("y", cmp ? testing::kBool : kFloat).import();
+    Tensor b = Tensor::random(f32, c.b, 12, 0.5, 1.5);
+    std::vector<double> want;
+    for (int64_t i = 0; i < 24; i++) {
+      const double x = a.get(i), y = b.get(i / 12 * c.bstride[0] + i / 4 % 3 * c.bstride[1] +
+                                           i % 4 * c.bstride[2]);
+      const std::string op = c.op;
+      want.push_back(op == "Add"   ? x + y
+                     : op == "Sub" ? x - y
+                     : op == "Mul" ? x * y
+                     : op == "Div" ? x / y
+                                   : double(x > y));
+    }
+    for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+      SCOPED_TRACE(c.op);
+      expect_near_all(compile(g, o).run({{"a", a}, {"b", b}}).at("y"), want, {2, 3, 4});
+    }
+  }
+  const auto legacy = [](const char* op, int64_t opset, std::vector<int64_t> b,
+                         std::optional<int64_t> broadcast, std::optional<int64_t> axis) {
+    return [=] {
+      OneNode n(op, opset);
+      n.input("a", kFloat, {2, 3, 4}).input("b", kFloat, b);
+      if (broadcast) n.attr("broadcast", *broadcast);
+      if (axis) n.attr("axis", *axis);
+      n.output("y", kFloat).import();
+    };
+  };
+  EXPECT_TRUE(throws_with(legacy("Add", 6, {4}, std::nullopt, std::nullopt),
+                          {"node0", "Add", "[2,3,4] and [4] differ",
+                           "opsets before 7 broadcast only with attribute broadcast = 1"}));
+  EXPECT_TRUE(throws_with(legacy("Mul", 6, {3}, std::nullopt, 1),
+                          {"node0", "Mul", "has 'axis' but not 'broadcast' = 1"}));
+  EXPECT_TRUE(throws_with(legacy("Add", 6, {4}, 1, 1),
+                          {"node0", "Add", "B [4] does not match A [2,3,4] from axis 1 (dim 0)"}));
+  EXPECT_TRUE(throws_with(legacy("Add", 6, {3, 4}, 1, 2),
+                          {"node0", "Add", "B [3,4] does not fit A [2,3,4] from axis 2"}));
+  EXPECT_TRUE(throws_with(legacy("Add", 13, {4}, 1, std::nullopt),
+                          {"node0", "Add", "attribute 'broadcast' is not supported for Add"}));
+}
+
+// PRelu before opset 7 takes one slope or one per channel (axis 1); from 7 numpy's broadcasting
+// aligns a vector with the last axis.
+TEST(OnnxLoweredOps, Opset6PReluSlopePerChannel) {
+  Tensor x = Tensor::random(f32, {2, 3, 4}, 13), per_channel = Tensor::random(f32, {3}, 14),
+         per_column = Tensor::random(f32, {4}, 15);
+  Graph g6 = OneNode("PRelu", 6)
+                 .input("x", kFloat, {2, 3, 4})
+                 .input("slope", kFloat, {3})
+                 .output("y", kFloat)
+                 .import();
+  Graph g9 = OneNode("PRelu", 9)
+                 .input("x", kFloat, {2, 3, 4})
+                 .input("slope", kFloat, {4})
+                 .output("y", kFloat)
+                 .import();
+  std::vector<double> want6, want9;
+  for (int64_t i = 0; i < 24; i++) {
+    const double v = x.get(i);
+    want6.push_back(v < 0 ? v * per_channel.get(i / 4 % 3) : v);
+    want9.push_back(v < 0 ? v * per_column.get(i % 4) : v);
+  }
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    expect_near_all(compile(g6, o).run({{"x", x}, {"slope", per_channel}}).at("y"), want6,
+                    {2, 3, 4});
+    expect_near_all(compile(g9, o).run({{"x", x}, {"slope", per_column}}).at("y"), want9,
+                    {2, 3, 4});
+  }
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("PRelu", 6)
+            .input("x", kFloat, {2, 3, 4})
+            .input("slope", kFloat, {4})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "PRelu", "slope [4] must have one value or one per channel of X [2,3,4]"}));
+}
+
+// BatchNormalization of opset 6 normalizes by the given statistics only with is_test = 1; by
+// default it is in training mode (the batch's mean and population variance).
+TEST(OnnxLoweredOps, Opset6BatchNormIsTest) {
+  Tensor x = Tensor::random(f32, {2, 3, 5}, 16), scale = Tensor::random(f32, {3}, 17),
+         bias = Tensor::random(f32, {3}, 18), mean = Tensor::random(f32, {3}, 19),
+         var = Tensor::random(f32, {3}, 20, 0.5, 2.0);
+  const double eps = 1e-5;
+  for (int is_test : {1, 0}) {
+    OneNode n("BatchNormalization", 6);
+    n.input("x", kFloat, {2, 3, 5})
+        .input("s", kFloat, {3})
+        .input("b", kFloat, {3})
+        .input("mean", kFloat, {3})
+        .input("var", kFloat, {3});
+    if (is_test) n.attr("is_test", 1);
+    Graph g = n.output("y", kFloat).import();
+    std::vector<double> m(3), v(3), want(30);
+    for (int64_t ch = 0; ch < 3; ch++) {
+      m[size_t(ch)] = mean.get(ch);
+      v[size_t(ch)] = var.get(ch);
+      if (is_test) continue;
+      double sum = 0, sq = 0;
+      for (int64_t b = 0; b < 2; b++) {
+        for (int64_t k = 0; k < 5; k++) sum += x.get((b * 3 + ch) * 5 + k);
+      }
+      m[size_t(ch)] = sum / 10;
+      for (int64_t b = 0; b < 2; b++) {
+        for (int64_t k = 0; k < 5; k++) {
+          const double d = x.get((b * 3 + ch) * 5 + k) - m[size_t(ch)];
+          sq += d * d;
+        }
+      }
+      v[size_t(ch)] = sq / 10;
+    }
+    for (int64_t i = 0; i < 30; i++) {
+      const size_t ch = size_t(i / 5 % 3);
+      want[size_t(i)] = (x.get(i) - m[ch]) / std::sqrt(v[ch] + eps) * scale.get(int64_t(ch)) +
+                        bias.get(int64_t(ch));
+    }
+    for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+      SCOPED_TRACE(is_test);
+      expect_near_all(compile(g, o)
+                          .run({{"x", x}, {"s", scale}, {"b", bias}, {"mean", mean}, {"var", var}})
+                          .at("y"),
+                      want, {2, 3, 5});
+    }
   }
 }
 

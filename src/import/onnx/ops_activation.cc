@@ -36,10 +36,22 @@ void leaky_relu(NodeCtx& c) {
   c.set_output(0, e.where(e.less(x, e.k(0, x)), e.mul(x, e.k(a, x)), x));
 }
 
+// PRelu: x < 0 ? x * slope : x. Opsets before 7 give one slope or one per channel (axis 1), as
+// a vector of that length; later ones broadcast it as numpy does.
 void prelu(NodeCtx& c) {
   E e{c};
   Value* x = in0(c);
   Value* slope = c.value(1);
+  if (c.opset() < 7 && slope->shape.size() == 1 && x->shape.size() >= 2 &&
+      !(slope->shape[0].is_static() && slope->shape[0].value() == 1)) {
+    if (slope->shape[0] != x->shape[1]) {
+      c.invalid("slope " + shape_str(slope->shape) + " must have one value or one per channel of " +
+                "X " + shape_str(x->shape) + " (opsets before 7)");
+    }
+    Shape s{x->shape[1]};
+    while (s.size() + 1 < x->shape.size()) s.emplace_back(1);
+    slope = c.reshape_to(slope, s);
+  }
   Value* y = e.where(e.less(x, e.k(0, x)), e.mul(x, slope), x);
   if (y->shape != x->shape) c.invalid("slope must broadcast to X's shape");
   c.set_output(0, y);

@@ -107,17 +107,57 @@ bool dims_equal(NodeCtx& c) {
   return true;
 }
 
+// The second operand of a binary op. Opsets before 7 broadcast only where the node says so:
+// with `broadcast` = 1, B's dims match a run of A's that starts at `axis` (when given) or ends
+// with A's last; without it, A and B have one shape. Returns B reshaped to that alignment, or
+// null from opset 7 on (numpy's rules: no attributes).
+Value* legacy_operand_b(NodeCtx& c) {
+  if (c.opset() >= 7) return nullptr;
+  const int64_t ra = c.rank(0), rb = c.rank(1);
+  const Shape &a = c.shape(0), &b = c.shape(1);
+  const bool axis_given = c.has_attr("axis");
+  const int64_t axis = axis_given ? c.norm_axis(c.attr_int("axis", 0), ra, "axis") : ra - rb;
+  if (c.attr_int("broadcast", 0) == 0) {
+    if (axis_given) c.invalid("has 'axis' but not 'broadcast' = 1");
+    bool differ = ra != rb;
+    for (int64_t i = 0; !differ && i < ra; i++) {
+      differ = a[size_t(i)].is_static() && b[size_t(i)].is_static() && a[size_t(i)] != b[size_t(i)];
+    }
+    if (differ) {
+      c.invalid("inputs of shapes " + shape_str(a) + " and " + shape_str(b) +
+                " differ; hint: opsets before 7 broadcast only with attribute broadcast = 1");
+    }
+    return c.value(1);
+  }
+  if (axis < 0 || axis + rb > ra) {
+    c.invalid("B " + shape_str(b) + " does not fit A " + shape_str(a) + " from axis " +
+              std::to_string(axis));
+  }
+  for (int64_t i = 0; i < rb; i++) {
+    const Dim &x = a[size_t(axis + i)], &y = b[size_t(i)];
+    if (!(y.is_static() && y.value() == 1) && x != y) {
+      c.invalid("B " + shape_str(b) + " does not match A " + shape_str(a) + " from axis " +
+                std::to_string(axis) + " (dim " + std::to_string(i) + ")");
+    }
+  }
+  Shape target = b;
+  while (int64_t(target.size()) < ra - axis) target.emplace_back(1);
+  return target == b ? c.value(1) : c.reshape_to(c.value(1), target);
+}
+
 template <OpKind K>
 void arith(NodeCtx& c) {
-  if (dims_binary(c, K)) return;
+  Value* b = legacy_operand_b(c);
+  if (!b && dims_binary(c, K)) return;
   if (c.dtype(0) == DType::boolean) c.unsupported("arithmetic on bool tensors");
-  c.set_output(0, c.emit(K, {c.value(0), c.value(1)}));
+  c.set_output(0, c.emit(K, {c.value(0), b ? b : c.value(1)}));
 }
 
 template <OpKind K, bool kNegate>
 void compare(NodeCtx& c) {
-  if (K == OpKind::Equal && !kNegate && dims_equal(c)) return;
-  Value* v = c.emit(K, {c.value(0), c.value(1)});
+  Value* b = legacy_operand_b(c);
+  if (K == OpKind::Equal && !kNegate && !b && dims_equal(c)) return;
+  Value* v = c.emit(K, {c.value(0), b ? b : c.value(1)});
   if (kNegate) v = c.emit(OpKind::Not, {v});  // a <= b as !(a > b): differs only for NaN
   c.set_output(0, v);
 }
@@ -128,23 +168,28 @@ void require_bool(NodeCtx& c) {
   }
 }
 
+Value* operand_b(NodeCtx& c) {
+  Value* b = legacy_operand_b(c);
+  return b ? b : c.value(1);
+}
+
 void logical_and(NodeCtx& c) {
   require_bool(c);
   Value* a = c.value(0);
-  Value* b = c.value(1);
+  Value* b = operand_b(c);
   c.set_output(0, c.emit(OpKind::Where, {a, b, c.scalar(0, DType::boolean)}));
 }
 
 void logical_or(NodeCtx& c) {
   require_bool(c);
   Value* a = c.value(0);
-  Value* b = c.value(1);
+  Value* b = operand_b(c);
   c.set_output(0, c.emit(OpKind::Where, {a, c.scalar(1, DType::boolean), b}));
 }
 
 void logical_xor(NodeCtx& c) {
   require_bool(c);
-  Value* eq = c.emit(OpKind::Equal, {c.value(0), c.value(1)});
+  Value* eq = c.emit(OpKind::Equal, {c.value(0), operand_b(c)});
   c.set_output(0, c.emit(OpKind::Not, {eq}));
 }
 
@@ -235,12 +280,13 @@ std::optional<double> scalar_exponent(NodeCtx& c) {
 void pow(NodeCtx& c) {
   const DType xt = c.dtype(0), yt = c.dtype(1);
   if (xt == DType::boolean || yt == DType::boolean) c.unsupported("Pow on bool tensors");
+  Value* legacy_y = legacy_operand_b(c);
   if (auto e = scalar_exponent(c)) {
     c.set_output(0, c.emit(OpKind::Pow, {c.value(0)}, {{"exponent", *e}}));
     return;
   }
   Value* x = c.value(0);
-  Value* y = c.value(1);
+  Value* y = legacy_y ? legacy_y : c.value(1);
   Value* out;
   if (xt == yt) {
     out = c.emit(OpKind::PowTensor, {x, y});

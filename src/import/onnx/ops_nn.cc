@@ -318,9 +318,9 @@ void conv_transpose(NodeCtx& c) {
   std::vector<int64_t> spread_pads(2 * (2 + 2 * sp), 0), final_pads(size_t(2 * r), 0);
   for (size_t i = 0; i < sp; i++) {
     const int64_t in = x->shape[2 + i].value(), dk = dl[i] * (k[i] - 1) + 1;
-    spread.push_back(Dim(in));
-    spread.push_back(Dim(1));
-    flat.push_back(Dim(in * st[i]));
+    spread.emplace_back(in);
+    spread.emplace_back(1);
+    flat.emplace_back(in * st[i]);
     spread_pads[2 + 2 * sp + 3 + 2 * i] = st[i] - 1;
     final_pads[2 + i] = dk - 1 - pads[i];
     final_pads[size_t(r) + 2 + i] = dk - 1 - pads[sp + i] + op[i] - (st[i] - 1);
@@ -383,10 +383,14 @@ Value* per_channel(NodeCtx& c, int i, const Value* x, const std::string& what) {
 // BatchNormalization: (x - mean) * scale / sqrt(var + epsilon) + bias per channel (elementwise
 // ops, which fuse). Inference uses the given mean and variance; training mode the batch's, over
 // every axis but the channels (the population variance, as ONNX's reference), and outputs the
-// running statistics updated by momentum: given * momentum + batch * (1 - momentum).
+// running statistics updated by momentum: given * momentum + batch * (1 - momentum). Opset 6
+// picks the mode by is_test (training unless it is 1), opsets from 14 by training_mode; opsets 7
+// to 13 tell it by the outputs used, and their training mode's are rejected below.
 void batch_norm(NodeCtx& c) {
   require_float(c, 0);
-  const bool training = c.attr_int("training_mode", 0) != 0;
+  const bool training = c.opset() < 7    ? c.attr_int("is_test", 0) == 0
+                        : c.opset() < 14 ? false
+                                         : c.attr_int("training_mode", 0) != 0;
   if (c.opset() < 9 && c.attr_int("spatial", 1) != 1) c.unsupported("spatial = 0");
   const double momentum = c.attr_float("momentum", 0.9);
   for (int i = training ? 3 : 1; i < c.num_outputs(); i++) {
