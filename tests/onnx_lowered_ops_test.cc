@@ -2,8 +2,8 @@
 // tests do not reach. ConvTranspose with groups, dilations, output_padding, SAME_LOWER and an
 // output_shape larger than the natural one, against a direct evaluation of ONNX's definition;
 // OneHot with its depth given at run time; the losses with a symbolic batch, class weights and
-// ignore_index; the broadcast attributes, PRelu's slope and BatchNormalization's is_test of
-// opset 6; and the errors the converters give.
+// ignore_index; the broadcast attributes, PRelu's slope and the is_test of BatchNormalization and
+// Dropout of opset 6; and the errors the converters give.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -404,6 +404,24 @@ TEST(OnnxLoweredOps, Opset6BatchNormIsTest) {
                       want, {2, 3, 5});
     }
   }
+}
+
+// Dropout before opset 7 is the identity only with is_test = 1; its default is training mode.
+TEST(OnnxLoweredOps, Opset6DropoutIsTest) {
+  Tensor x = Tensor::random(f32, {2, 3}, 21);
+  Graph g = OneNode("Dropout", 6)
+                .input("x", kFloat, {2, 3})
+                .attr("is_test", 1)
+                .output("y", kFloat)
+                .import();
+  std::vector<double> want;
+  for (int64_t i = 0; i < 6; i++) want.push_back(x.get(i));
+  expect_near_all(compile(g, testing::eager_opts()).run({{"x", x}}).at("y"), want, {2, 3});
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("Dropout", 6).input("x", kFloat, {2, 3}).output("y", kFloat).import();
+      },
+      {"node0", "Dropout", "training mode (is_test = 0", "export the model in eval mode"}));
 }
 
 TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {

@@ -231,7 +231,12 @@ void dropout(NodeCtx& c) {
   // Inference: the identity. Training mode (randomness) is not supported.
   c.ignore_attr("seed");
   if (c.opset() < 12) c.ignore_attr("ratio");
-  if (c.opset() < 7) c.ignore_attr("is_test");
+  // Before opset 7 is_test = 0, the default, asks for training mode, as BatchNormalization's does.
+  if (c.opset() < 7 && c.attr_int("is_test", 0) == 0) {
+    c.unsupported(
+        "training mode (is_test = 0, the default before opset 7: random dropout); hint: "
+        "export the model in eval mode, which sets is_test = 1");
+  }
   if (c.has_input(2)) {
     const Tensor& t = c.const_input(2, "training_mode");
     if (t.numel() != 1) c.invalid("training_mode must be a scalar");
