@@ -1,6 +1,7 @@
-// Conv, GroupNorm and Pad beyond the conformance cases (ops_conformance_test.cc): symbolic lengths
-// through shape inference and run-time planning, the errors for bad attributes and operands,
-// integer Pad, and the ONNX importer's forms (opset 18 Pad axes, per-group GroupNormalization).
+// Conv (1 to 3 spatial axes), GroupNorm and Pad beyond the conformance cases
+// (ops_conformance_test.cc): symbolic lengths through shape inference and run-time planning, the
+// errors for bad attributes and operands, integer Pad, and the ONNX importer's forms (opset 18 Pad
+// axes, per-group GroupNormalization).
 #include <fstream>
 
 #include "test_util.h"
@@ -237,6 +238,33 @@ TEST(ConvFusion, SoftmaxOverPositionsJoinsTheEpilogue) {
                                          testing::graph_opts()));
 }
 
+// A video transformer's patch embedding: Conv3d with kernel = stride (tubelets of 2 frames of
+// 4 x 4 pixels), its bias and a GELU in one kernel, at frame counts given at run time.
+TEST(ConvFusion, Conv3dPatchEmbeddingEpilogueIsOneKernel) {
+  for (DType t : {f32, bf16}) {
+    GraphBuilder b;
+    auto x = b.input("x", t, {1, 3, "frames", 8, 12});
+    ConvOptions o;
+    o.strides = {2, 4, 4};
+    auto c = b.conv(x, b.constant(Tensor::random(t, {16, 3, 2, 4, 4}, 3, -0.3, 0.3)), nullptr, o);
+    b.output("y", b.gelu(b.add(c, b.constant(Tensor::random(t, {16, 1, 1, 1}, 4)))));
+    Graph g = b.build();
+    for (const char* engine : {"cpp", "interpreter"}) {
+      CompiledModel m = compile(g, testing::engine_opts(engine));
+      ASSERT_EQ(m.kernels().size(), 1u) << dtype_name(t) << " " << engine;
+      EXPECT_EQ(m.kernels()[0].name, "FusedConvAddGelu");
+      for (int64_t frames : {2, 5, 16}) {
+        std::map<std::string, Tensor> in{{"x", Tensor::random(t, {1, 3, frames, 8, 12}, 5)}};
+        auto want = ref::run_graph(g, in);
+        Tensor y = m.run(in).at("y");
+        EXPECT_EQ(y.sizes(), (Sizes{1, 16, frames / 2, 2, 3}));
+        EXPECT_TRUE(testing::close_to_ref(y, want.at("y")))
+            << dtype_name(t) << " " << engine << " frames " << frames;
+      }
+    }
+  }
+}
+
 // The rule switches it off like any other.
 TEST(ConvFusion, RuleOffKeepsTheConvApart) {
   Graph g = conv_bias_gelu(f32, "len");
@@ -322,14 +350,15 @@ TEST(ConvErrors, BadAttributesNameNodeOpShapesAndHint) {
       {"'conv1' (Conv)", "bias must have shape [6]"}));
   EXPECT_TRUE(throws_with(
       [] {
-        conv_graph({1, 4, 3, 3, 3}, {6, 4, 1, 1, 1}, A{});
-      },
-      {"'conv1' (Conv)", "got rank 5", "hint: 3-D and higher"}));
-  EXPECT_TRUE(throws_with(
-      [] {
         conv_graph({1, 4, 10}, {6, 4, 3, 3}, A{});
       },
       {"'conv1' (Conv)", "weight must be [M, C/group, k...] of rank 3"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        conv_graph({1, 2, 3, 3, 3, 3}, {2, 2, 1, 1, 1, 1}, A{});
+      },
+      {"'conv1' (Conv)", "[N, C, D, H, W] (3-D), got rank 6",
+       "hint: convolutions over more than 3 spatial axes are not supported"}));
 }
 
 // A symbolic length too short for the kernel fails when the plan for that length is made.

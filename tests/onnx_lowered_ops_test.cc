@@ -436,6 +436,24 @@ TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
       {"node0", "ConvTranspose", "over 3 spatial axes (1-D and 2-D are supported)"}));
   EXPECT_TRUE(throws_with(
       [] {
+        OneNode("ConvInteger", 10)
+            .input("x", testing::kU8, {1, 1, 2, 2, 2})
+            .input("w", testing::kU8, {1, 1, 2, 2, 2})
+            .output("y", testing::kInt32)
+            .import();
+      },
+      {"node0", "ConvInteger", "over 3 spatial axes (1-D and 2-D are supported)"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("Conv", 11)
+            .input("x", kFloat, {1, 1, 2, 2, 2, 2})
+            .input("w", kFloat, {1, 1, 2, 2, 2, 2})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "Conv", "over 4 spatial axes (1-D, 2-D and 3-D are supported)"}));
+  EXPECT_TRUE(throws_with(
+      [] {
         OneNode("ConvTranspose", 17)
             .input("x", kFloat, {1, 4, 5})
             .input("w", kFloat, {3, 2, 3})

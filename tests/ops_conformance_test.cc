@@ -196,7 +196,8 @@ std::vector<OpCase> op_conformance_cases() {
          return b.expand(in(b, "x", t, one), target);
        }},
       // Conv: batch from the shape's first dim (rank 3 and up), length its last, height the one
-      // before (rank 2 and up); pads so that a length of 1 still gives an output.
+      // before (rank 2 and up), depth the one before that (rank 3 and up); pads so that a length
+      // of 1 still gives an output.
       {"Conv1d",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          const int64_t n = s.size() > 1 ? s[0] : 1;
@@ -232,6 +233,18 @@ std::vector<OpCase> op_conformance_cases() {
          o.strides = {1, 3};
          o.auto_pad = "SAME_LOWER";
          return b.conv(in(b, "x", t, {1, 4, h, s.back()}), in(b, "w", t, {6, 2, 2, 3}),
+                       in(b, "bias", t, {6}), o);
+       }},
+      {"Conv3dGroupedStridedDilated",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const size_t r = s.size();
+         const int64_t dp = r > 2 ? s[r - 3] : 1, h = r > 1 ? s[r - 2] : 1;
+         ConvOptions o;
+         o.group = 2;
+         o.strides = {1, 2, 1};
+         o.dilations = {2, 1, 1};
+         o.pads = {1, 1, 0, 1, 1, 2};
+         return b.conv(in(b, "x", t, {1, 4, dp, h, s.back()}), in(b, "w", t, {6, 2, 2, 3, 2}),
                        in(b, "bias", t, {6}), o);
        }},
       {"ConvValidConstantWeights",

@@ -81,8 +81,8 @@ class GraphBuilder {
   std::vector<V> dynamic_quantize_linear(V x);
   // i32 (a - a_zp)(b - b_zp); zero points null, one element, per row of a / per column of b.
   V matmul_integer(V a, V b, V a_zero_point = nullptr, V b_zero_point = nullptr);
-  // Convolution over 1 or 2 spatial axes: x [N, C, L] or [N, C, H, W], w [M, C/group, k...],
-  // bias [M] or null (oneDNN).
+  // Convolution over 1 to 3 spatial axes: x [N, C, L], [N, C, H, W] or [N, C, D, H, W],
+  // w [M, C/group, k...], bias [M] or null (oneDNN).
   V conv(V x, V w, V bias, const ConvOptions& options = {});
   // GroupNorm over x [N, C, ...]: each sample's channels in `groups` groups, each normalized over
   // its channels and positions; scale and bias [C] (one per channel) or null. groups = C is

@@ -61,7 +61,8 @@ Window window_attrs(Node& n, size_t sp, const std::string& hint) {
 
 }  // namespace
 
-// Conv: x [N, C, spatial...] (1 or 2 spatial axes), w [M, C/group, k...], bias [M]. The attributes
+// Conv: x [N, C, spatial...] (1 to 3 spatial axes; 1 or 2 for the integer convolutions),
+// w [M, C/group, k...], bias [M]. The attributes
 // are written back complete (strides, dilations, pads, group, auto_pad), so the kernels and the
 // reference read them as they are.
 void infer_conv(Node& n) { infer_conv_geometry(n, false); }
@@ -74,9 +75,15 @@ void infer_conv_geometry(Node& n, bool integer) {
     require_same_dtype(n, x, w);
   }
   const size_t r = x->shape.size();
-  if (r != 3 && r != 4) {
+  if (integer && r != 3 && r != 4) {
     fail(n, "input must be [N, C, L] (1-D) or [N, C, H, W] (2-D), got rank " + std::to_string(r),
-         "3-D and higher convolutions are not supported; reshape to 1-D or 2-D");
+         "integer convolutions over 3 and more spatial axes are not supported");
+  }
+  if (r < 3 || r > 5) {
+    fail(n,
+         "input must be [N, C, L] (1-D), [N, C, H, W] (2-D) or [N, C, D, H, W] (3-D), got rank " +
+             std::to_string(r),
+         "convolutions over more than 3 spatial axes are not supported");
   }
   if (w->shape.size() != r) {
     fail(n,

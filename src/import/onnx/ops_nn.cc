@@ -135,10 +135,10 @@ void layer_norm(NodeCtx& c) {
   }
 }
 
-// Conv over 1 or 2 spatial axes; shape inference checks the attributes against the operands.
+// Conv over 1 to 3 spatial axes; shape inference checks the attributes against the operands.
 void conv(NodeCtx& c) {
   require_float(c, 0);
-  const Attrs a = conv_window_attrs(c, "Conv");
+  const Attrs a = conv_window_attrs(c, "Conv", 3);
   std::vector<Value*> in{c.value(0), c.value(1)};
   if (c.has_input(2)) in.push_back(c.value(2));
   c.set_output(0, c.emit(OpKind::Conv, in, a));

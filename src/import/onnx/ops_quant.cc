@@ -66,7 +66,7 @@ void qlinear_matmul(NodeCtx& c) {
 }
 
 void conv_integer(NodeCtx& c) {
-  const Attrs a = conv_window_attrs(c, "ConvInteger");
+  const Attrs a = conv_window_attrs(c, "ConvInteger", 2);
   std::vector<Value*> in{c.value(0), c.value(1)};
   Value* zw = zero_point(c, 3, 1, false);
   Value* zx = zero_point(c, 2, 0, zw != nullptr);

@@ -65,11 +65,11 @@ void require_float(NodeCtx& c, int input) {
 
 Value* binary(NodeCtx& c, OpKind k, Value* a, Value* b) { return c.emit(k, {a, b}); }
 
-Attrs conv_window_attrs(NodeCtx& c, const std::string& op) {
+Attrs conv_window_attrs(NodeCtx& c, const std::string& op, int max_spatial) {
   const int64_t r = c.rank(0);
-  if (r != 3 && r != 4) {
-    c.unsupported(op + " over " + std::to_string(r - 2) +
-                  " spatial axes (1-D and 2-D are supported)");
+  if (r < 3 || r > 2 + max_spatial) {
+    c.unsupported(op + " over " + std::to_string(r - 2) + " spatial axes (1-D" +
+                  (max_spatial == 3 ? ", 2-D and 3-D" : " and 2-D") + " are supported)");
   }
   std::string ap = c.attr_str("auto_pad", "NOTSET");
   if (ap.empty()) ap = "NOTSET";

@@ -49,8 +49,9 @@ int64_t runtime_values_length(NodeCtx& c, int i, const std::string& what);
 // a run is built.
 Value* axes_shape(NodeCtx& c, Value* x, Value* values, const std::string& mode, int64_t axis = 0);
 // Conv's and ConvInteger's window attributes (group, auto_pad, kernel_shape, strides, pads,
-// dilations) as ubfuse's Conv takes them; `op` over other than 1 or 2 spatial axes is unsupported.
-Attrs conv_window_attrs(NodeCtx& c, const std::string& op);
+// dilations) as ubfuse's Conv takes them; `op` over more than `max_spatial` spatial axes (or
+// none) is unsupported.
+Attrs conv_window_attrs(NodeCtx& c, const std::string& op, int max_spatial);
 // LogSoftmax of x along `axis` (ops_nn.cc).
 Value* log_softmax_axis(NodeCtx& c, Value* x, int64_t axis);
 // v as dtype `to` (a Cast node unless it is of that dtype already).

@@ -1,7 +1,7 @@
-// Conv (ONNX Conv, 1-D and 2-D) on oneDNN 2.6's convolution_forward.
+// Conv (ONNX Conv, 1-D, 2-D and 3-D) on oneDNN 2.6's convolution_forward.
 //
 // * A 1-D conv runs as 2-D with height 1 (the same bytes); groups use oneDNN's grouped weights
-//   [G, M/G, C/G, kh, kw], which are W's bytes as ONNX lays them out.
+//   [G, M/G, C/G, k...], which are W's bytes as ONNX lays them out.
 // * Input, weights and output stay plain (NCHW, OIHW): the caller's buffers, no reorder. oneDNN
 //   runs them as im2col + GEMM (gemm:jit); its blocked brgconv kernels, asked for with
 //   format_tag::any, were no faster on a Whisper-style Conv1d (80 -> 384 channels, length 3000,
@@ -11,6 +11,7 @@
 //   bf16 elsewhere, through f32 copies. The bias is passed as f32.
 // * Primitives are cached per concrete shape under a mutex; each call has its own stream and a
 //   user-provided scratchpad, so concurrent run() calls are safe.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -26,7 +27,7 @@ namespace {
 using dt = dnnl::memory::data_type;
 using dims = dnnl::memory::dims;
 
-// One call's sizes as oneDNN sees them (2-D).
+// One call's sizes as oneDNN sees them (2 or 3 spatial axes).
 struct ConvGeometry {
   dims src, wei, dst, strides, dilates, pad_l, pad_r;
   int64_t bias = 0;  // output channels when a bias is passed, else 0
@@ -140,11 +141,11 @@ class ConvKernel : public KernelBase {
     auto shapes = [&] {
       return tensors_str(bias ? std::vector<Tensor>{x, w, *bias} : std::vector<Tensor>{x, w});
     };
-    if ((r != 3 && r != 4) || w.rank() != r || strides_.size() != sp || dilations_.size() != sp ||
+    if (r < 3 || r > 5 || w.rank() != r || strides_.size() != sp || dilations_.size() != sp ||
         pads_.size() != 2 * sp) {
       fail(
-          "input and weight must both be rank 3 (1-D) or 4 (2-D) with one stride, dilation and "
-          "two pads per spatial axis, got " +
+          "input and weight must both be rank 3 (1-D), 4 (2-D) or 5 (3-D) with one stride, "
+          "dilation and two pads per spatial axis, got " +
           shapes());
     }
     const int64_t N = x.dim(0), C = x.dim(1), M = w.dim(0);
@@ -158,14 +159,15 @@ class ConvKernel : public KernelBase {
            shapes());
     }
     ConvGeometry g;
-    int64_t len[2] = {1, 1}, k[2] = {1, 1}, out[2] = {1, 1};
-    g.strides = {1, 1};
-    g.dilates = {0, 0};  // oneDNN counts dilation from 0
-    g.pad_l = {0, 0};
-    g.pad_r = {0, 0};
+    const size_t nd = std::max<size_t>(2, sp);  // oneDNN's spatial axes (1-D as 2-D)
+    dims len(nd, 1), k(nd, 1), out(nd, 1);
+    g.strides.assign(nd, 1);
+    g.dilates.assign(nd, 0);  // oneDNN counts dilation from 0
+    g.pad_l.assign(nd, 0);
+    g.pad_r.assign(nd, 0);
     Sizes want{N, M};
     for (size_t i = 0; i < sp; i++) {
-      const size_t a = 2 - sp + i;
+      const size_t a = nd - sp + i;
       len[a] = x.dim(int(2 + i));
       k[a] = w.dim(int(2 + i));
       const ConvAxis ca =
@@ -187,13 +189,12 @@ class ConvKernel : public KernelBase {
       fail("output " + tensors_str({y}) + " does not match the convolution of " + shapes() +
            ", which gives " + sizes_str(want));
     }
-    g.src = {N, C, len[0], len[1]};
-    g.dst = {N, M, out[0], out[1]};
-    if (group_ == 1) {
-      g.wei = {M, C, k[0], k[1]};
-    } else {
-      g.wei = {group_, M / group_, C / group_, k[0], k[1]};
-    }
+    g.src = {N, C};
+    g.dst = {N, M};
+    g.wei = group_ == 1 ? dims{M, C} : dims{group_, M / group_, C / group_};
+    g.src.insert(g.src.end(), len.begin(), len.end());
+    g.dst.insert(g.dst.end(), out.begin(), out.end());
+    g.wei.insert(g.wei.end(), k.begin(), k.end());
     g.bias = bias ? M : 0;
     return g;
   }

@@ -222,19 +222,20 @@ RefTensor resize(const Node& n, const std::vector<RefTensor>& in) {
   return cur;
 }
 
-// Conv over 1 or 2 spatial axes (a 1-D one as 2-D with height 1), in double.
+// Conv over 1, 2 or 3 spatial axes (fewer as 3 with leading lengths of 1), in double.
 RefTensor conv(const Node& n, const std::vector<RefTensor>& in) {
   const RefTensor& x = in[0];
   const RefTensor& w = in[1];
   const size_t sp = x.sizes.size() - 2;
+  if (sp < 1 || sp > 3) throw Error(n.describe() + ": Conv over 1, 2 or 3 spatial axes");
   const auto st = n.attr_ints("strides"), dl = n.attr_ints("dilations"), pd = n.attr_ints("pads");
   const std::string ap = n.attr_str("auto_pad", "NOTSET");
   const int64_t group = n.attr_int("group", 1);
-  // Axis 0 is the height (1 for a 1-D conv), axis 1 the width.
-  int64_t len[2] = {1, 1}, k[2] = {1, 1}, s[2] = {1, 1}, d[2] = {1, 1}, pb[2] = {0, 0},
-          out[2] = {1, 1};
+  // Axes 0, 1, 2: depth, height, width (1 where the conv has fewer).
+  int64_t len[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1},
+          pb[3] = {0, 0, 0}, out[3] = {1, 1, 1};
   for (size_t i = 0; i < sp; i++) {
-    const size_t a = 2 - sp + i;
+    const size_t a = 3 - sp + i;
     len[a] = x.sizes[2 + i];
     k[a] = w.sizes[2 + i];
     s[a] = st[i];
@@ -249,29 +250,34 @@ RefTensor conv(const Node& n, const std::vector<RefTensor>& in) {
   }
   const int64_t N = x.sizes[0], C = x.sizes[1], M = w.sizes[0], cg = C / group, mg = M / group;
   Sizes os{N, M};
-  for (size_t i = 0; i < sp; i++) os.push_back(out[2 - sp + i]);
+  for (size_t i = 0; i < sp; i++) os.push_back(out[3 - sp + i]);
   RefTensor y = make(n, os);
+  const int64_t osz = out[0] * out[1] * out[2], isz = len[0] * len[1] * len[2],
+                ksz = k[0] * k[1] * k[2];
   for (int64_t b = 0; b < N; b++) {
     for (int64_t m = 0; m < M; m++) {
       const int64_t g = m / mg;
-      for (int64_t oh = 0; oh < out[0]; oh++) {
-        for (int64_t ow = 0; ow < out[1]; ow++) {
-          double acc = in.size() > 2 ? in[2].data[size_t(m)] : 0.0;
-          for (int64_t c = 0; c < cg; c++) {
-            const int64_t ci = g * cg + c;
-            for (int64_t kh = 0; kh < k[0]; kh++) {
-              const int64_t ih = oh * s[0] - pb[0] + kh * d[0];
-              if (ih < 0 || ih >= len[0]) continue;
-              for (int64_t kw = 0; kw < k[1]; kw++) {
-                const int64_t iw = ow * s[1] - pb[1] + kw * d[1];
-                if (iw < 0 || iw >= len[1]) continue;
-                acc += x.data[size_t(((b * C + ci) * len[0] + ih) * len[1] + iw)] *
-                       w.data[size_t(((m * cg + c) * k[0] + kh) * k[1] + kw)];
+      for (int64_t o = 0; o < osz; o++) {
+        const int64_t oz = o / (out[1] * out[2]), oh = o / out[2] % out[1], ow = o % out[2];
+        double acc = in.size() > 2 ? in[2].data[size_t(m)] : 0.0;
+        for (int64_t c = 0; c < cg; c++) {
+          const int64_t ci = g * cg + c;
+          for (int64_t kz = 0; kz < k[0]; kz++) {
+            const int64_t iz = oz * s[0] - pb[0] + kz * d[0];
+            if (iz < 0 || iz >= len[0]) continue;
+            for (int64_t kh = 0; kh < k[1]; kh++) {
+              const int64_t ih = oh * s[1] - pb[1] + kh * d[1];
+              if (ih < 0 || ih >= len[1]) continue;
+              for (int64_t kw = 0; kw < k[2]; kw++) {
+                const int64_t iw = ow * s[2] - pb[2] + kw * d[2];
+                if (iw < 0 || iw >= len[2]) continue;
+                acc += x.data[size_t((b * C + ci) * isz + (iz * len[1] + ih) * len[2] + iw)] *
+                       w.data[size_t((m * cg + c) * ksz + (kz * k[1] + kh) * k[2] + kw)];
               }
             }
           }
-          y.data[size_t(((b * M + m) * out[0] + oh) * out[1] + ow)] = acc;
         }
+        y.data[size_t((b * M + m) * osz + o)] = acc;
       }
     }
   }
