@@ -87,6 +87,7 @@ TEST(Models, KvDecoder) { check_model("kv_decoder"); }
 TEST(Models, LlamaStack) { check_model("llama_stack"); }
 TEST(Models, SpeechEncoder) { check_model("speech_encoder"); }
 TEST(Models, VitEncoder) { check_model("vit_encoder"); }
+TEST(Models, VideoEncoder) { check_model("video_encoder"); }
 
 }  // namespace
 }  // namespace ubfuse

@@ -84,6 +84,8 @@ def export_model(name, size, out):
     shape_args = {"speech_encoder": (2, 37), "llama_stack": (2, 5), "bert_stack": (2, 6)}
     if name == "vit_encoder":
         shape_args[name] = (2, 4 * m.patch, 2 * m.patch)
+    if name == "video_encoder":
+        shape_args[name] = (2, 2 * m.tubelet, 2 * m.patch, 3 * m.patch)
     args = m.example_inputs(g, *shape_args[name])
     fname = f"{name}.onnx"
     export(m, args, os.path.join(out, fname), m.input_names, m.output_names, m.dynamic_axes)
@@ -112,6 +114,13 @@ def input_sets(name, m):
         spec = [(1, 4, 4), (1, 5, 7), (1, 8, 8), (2, 5, 7)]  # in patches: 16, 35, 64 (+ class)
         return [(f"b{b}_{h * p}x{w * p}", dict(zip(m.input_names, m.example_inputs(g, b, h * p, w * p))))
                 for b, h, w in spec]
+    if name == "video_encoder":
+        t, p = m.tubelet, m.patch
+        # in tubelets (frames / 2 x rows x columns): 4, 3 x 2 x 3 = 18, 2 x 4 x 4 = 32
+        spec = [(1, 1, 2, 2), (1, 3, 2, 3), (1, 2, 4, 4), (2, 3, 2, 3)]
+        return [(f"b{b}_{f * t}x{h * p}x{w * p}",
+                 dict(zip(m.input_names, m.example_inputs(g, b, f * t, h * p, w * p))))
+                for b, f, h, w in spec]
     if name == "kv_decoder":
         return decoder_sets(m, g)
     raise KeyError(name)

@@ -24,6 +24,9 @@ Sizes come from CONFIGS: "test" (small, committed under tests/models/) and "benc
   vit_encoder     ViT-style encoder over pixel_values [batch, 3, H, W]: Conv2d patch embedding,
                   class token, learned position embeddings sliced to the run-time patch count,
                   pre-norm layers with GELU, final LayerNorm.
+  video_encoder   VideoMAE-style encoder over pixel_values [batch, 3, frames, H, W]: Conv3d tubelet
+                  embedding (2 frames of patch x patch pixels each), learned position embeddings
+                  sliced to the run-time tubelet count, the ViT layers, final LayerNorm.
 """
 import math
 
@@ -39,6 +42,8 @@ CONFIGS = {
         "llama_stack": dict(hidden=64, heads=4, kv_heads=2, layers=2, mlp=172),
         "bert_stack": dict(vocab=128, max_pos=128, hidden=64, heads=4, layers=2, mlp=256),
         "vit_encoder": dict(patch=8, max_patches=64, hidden=64, heads=4, layers=2, mlp=256),
+        "video_encoder": dict(tubelet=2, patch=8, max_patches=96, hidden=64, heads=4, layers=2,
+                              mlp=256),
     },
     "bench": {
         # The speech encoder at the size of the pretrained model in issue 26: 8 heads of 36,
@@ -48,6 +53,8 @@ CONFIGS = {
         "llama_stack": dict(hidden=1024, heads=16, kv_heads=4, layers=4, mlp=2816),
         "bert_stack": dict(vocab=8192, max_pos=2048, hidden=768, heads=12, layers=4, mlp=3072),
         "vit_encoder": dict(patch=16, max_patches=2048, hidden=768, heads=12, layers=4, mlp=3072),
+        "video_encoder": dict(tubelet=2, patch=16, max_patches=2048, hidden=768, heads=12,
+                              layers=4, mlp=3072),
     },
 }
 
@@ -398,6 +405,32 @@ class VitEncoder(nn.Module):
         return (torch.randn(batch, 3, height, width, generator=g),)
 
 
+class VideoEncoder(nn.Module):
+    input_names = ["pixel_values"]
+    output_names = ["last_hidden_state"]
+    dynamic_axes = {"pixel_values": {0: "batch", 2: "frames", 3: "height", 4: "width"},
+                    "last_hidden_state": {0: "batch", 1: "tubelets"}}
+
+    def __init__(self, tubelet, patch, max_patches, hidden, heads, layers, mlp):
+        super().__init__()
+        self.tubelet, self.patch = tubelet, patch
+        self.patch_embed = nn.Conv3d(3, hidden, kernel_size=(tubelet, patch, patch),
+                                     stride=(tubelet, patch, patch))
+        self.pos_embed = nn.Parameter(torch.zeros(1, max_patches, hidden))
+        self.layers = nn.ModuleList(VitLayer(hidden, heads, mlp) for _ in range(layers))
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, pixel_values):
+        x = self.patch_embed(pixel_values).flatten(2).transpose(1, 2)  # [b, tubelets, hidden]
+        x = x + self.pos_embed[:, :x.shape[1]]
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+    def example_inputs(self, g, batch, frames, height, width):
+        return (torch.randn(batch, 3, frames, height, width, generator=g),)
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -426,9 +459,10 @@ BUILDERS = {
     "llama_stack": LlamaStack,
     "bert_stack": BertEncoder,
     "vit_encoder": VitEncoder,
+    "video_encoder": VideoEncoder,
 }
 SEEDS = {"speech_encoder": 11, "kv_decoder": 12, "llama_stack": 13, "bert_stack": 14,
-         "vit_encoder": 15}
+         "vit_encoder": 15, "video_encoder": 16}
 
 
 def build(name, size="test"):
