@@ -314,7 +314,7 @@ void write_doc(const std::string& path, const std::vector<Record>& records) {
        "the squares along the channels, a Slice per window tap and Pow, Shrink -> Where, "
        "Hardmax -> ArgMax compared with the axis' positions, OneHot -> Equal of the indices and "
        "a Range over depth (given at run time too), then Where, DepthToSpace/SpaceToDepth -> "
-       "Reshape, Transpose, Reshape, ConvTranspose (1-D and 2-D) -> the Conv it equals: the input "
+       "Reshape, Transpose, Reshape, ConvTranspose (1-D to 3-D) -> the Conv it equals: the input "
        "spread by the strides with zeros (Reshape, Pad), padded, and convolved with the kernel "
        "flipped and its channels swapped per group, HannWindow/HammingWindow/BlackmanWindow -> "
        "cosines of a Range over the size (given at run time too), ReverseSequence -> "

@@ -1,9 +1,9 @@
 // ONNX ops that import as compositions of ubfuse ops (src/import/onnx): what the backend node
-// tests do not reach. ConvTranspose with groups, dilations, output_padding, SAME_LOWER and an
-// output_shape larger than the natural one, against a direct evaluation of ONNX's definition;
-// OneHot with its depth given at run time; the losses with a symbolic batch, class weights and
-// ignore_index; the broadcast attributes, PRelu's slope and the is_test of BatchNormalization and
-// Dropout of opset 6; and the errors the converters give.
+// tests do not reach. ConvTranspose (1-D to 3-D) with groups, dilations, output_padding, SAME_LOWER
+// and an output_shape larger than the natural one, against a direct evaluation of ONNX's
+// definition; OneHot with its depth given at run time; the losses with a symbolic batch, class
+// weights and ignore_index; the broadcast attributes, PRelu's slope and the is_test of
+// BatchNormalization and Dropout of opset 6; and the errors the converters give.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -22,16 +22,16 @@ using testing::kInt64;
 
 // ConvTranspose by its definition, in double: each input element scatters its kernel into the
 // output, y[n, m, i * s + j * d - pad_begin] += x[n, c, i] w[c, m % (M / g), j]. Spatial axes are
-// 1 or 2 (a leading axis of length 1 for 1-D).
+// 1 to 3 (leading axes of length 1 for fewer).
 std::vector<double> conv_transpose_ref(const Tensor& x, const Tensor& w, const Tensor* bias,
                                        int64_t group, std::vector<int64_t> s,
                                        std::vector<int64_t> d, std::vector<int64_t> pb,
                                        const Sizes& out) {
   const size_t sp = size_t(x.rank() - 2);
-  int64_t len[2] = {1, 1}, k[2] = {1, 1}, ol[2] = {1, 1}, st[2] = {1, 1}, dl[2] = {1, 1},
-          pad[2] = {0, 0};
+  int64_t len[3] = {1, 1, 1}, k[3] = {1, 1, 1}, ol[3] = {1, 1, 1}, st[3] = {1, 1, 1},
+          dl[3] = {1, 1, 1}, pad[3] = {0, 0, 0};
   for (size_t i = 0; i < sp; i++) {
-    const size_t a = 2 - sp + i;
+    const size_t a = 3 - sp + i;
     len[a] = x.dim(int(2 + i));
     k[a] = w.dim(int(2 + i));
     ol[a] = out[2 + i];
@@ -40,26 +40,29 @@ std::vector<double> conv_transpose_ref(const Tensor& x, const Tensor& w, const T
     pad[a] = pb[i];
   }
   const int64_t N = x.dim(0), C = x.dim(1), Mg = w.dim(1), M = Mg * group, Cg = C / group;
-  std::vector<double> y(size_t(N * M * ol[0] * ol[1]), 0.0);
+  const int64_t osz = ol[0] * ol[1] * ol[2], isz = len[0] * len[1] * len[2],
+                ksz = k[0] * k[1] * k[2];
+  std::vector<double> y(size_t(N * M * osz), 0.0);
   for (int64_t n = 0; n < N; n++) {
     for (int64_t m = 0; m < M; m++) {
-      for (int64_t o = 0; o < ol[0] * ol[1]; o++) {
-        y[size_t((n * M + m) * ol[0] * ol[1] + o)] = bias ? bias->get(m) : 0.0;
-      }
+      for (int64_t o = 0; o < osz; o++)
+        y[size_t((n * M + m) * osz + o)] = bias ? bias->get(m) : 0.0;
       const int64_t g = m / Mg;
       for (int64_t c = g * Cg; c < (g + 1) * Cg; c++) {
-        for (int64_t i0 = 0; i0 < len[0]; i0++) {
-          for (int64_t i1 = 0; i1 < len[1]; i1++) {
-            const double xv = x.get(((n * C + c) * len[0] + i0) * len[1] + i1);
-            for (int64_t j0 = 0; j0 < k[0]; j0++) {
-              for (int64_t j1 = 0; j1 < k[1]; j1++) {
-                const int64_t o0 = i0 * st[0] + j0 * dl[0] - pad[0];
-                const int64_t o1 = i1 * st[1] + j1 * dl[1] - pad[1];
-                if (o0 < 0 || o0 >= ol[0] || o1 < 0 || o1 >= ol[1]) continue;
-                y[size_t(((n * M + m) * ol[0] + o0) * ol[1] + o1)] +=
-                    xv * w.get(((c * Mg + m % Mg) * k[0] + j0) * k[1] + j1);
-              }
+        for (int64_t i = 0; i < isz; i++) {
+          const int64_t ii[3] = {i / (len[1] * len[2]), i / len[2] % len[1], i % len[2]};
+          const double xv = x.get((n * C + c) * isz + i);
+          for (int64_t j = 0; j < ksz; j++) {
+            const int64_t jj[3] = {j / (k[1] * k[2]), j / k[2] % k[1], j % k[2]};
+            int64_t oo[3];
+            bool inside = true;
+            for (int a = 0; a < 3; a++) {
+              oo[a] = ii[a] * st[a] + jj[a] * dl[a] - pad[a];
+              inside = inside && oo[a] >= 0 && oo[a] < ol[a];
             }
+            if (!inside) continue;
+            y[size_t((n * M + m) * osz + (oo[0] * ol[1] + oo[1]) * ol[2] + oo[2])] +=
+                xv * w.get((c * Mg + m % Mg) * ksz + j);
           }
         }
       }
@@ -93,6 +96,28 @@ TEST(OnnxLoweredOps, ConvTransposeGroupedDilatedPaddedAgainstItsDefinition) {
   // (3 - 1) 2 + 1 + 2 (2 - 1) + 1 - 1 - 0 = 7 rows, (4 - 1) 3 + 0 + 3 - 0 - 2 = 10 columns
   const Sizes out{2, 6, 7, 10};
   const auto want = conv_transpose_ref(x, w, &b, 2, {2, 3}, {2, 1}, {1, 0}, out);
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    expect_near_all(compile(g, o).run({{"x", x}, {"w", w}, {"b", b}}).at("y"), want, out);
+  }
+}
+
+// 3-D (a video decoder's upsampling): groups, strides, pads and output_padding per axis.
+TEST(OnnxLoweredOps, ConvTranspose3dAgainstItsDefinition) {
+  Graph g = OneNode("ConvTranspose", 17)
+                .input("x", kFloat, {1, 4, 2, 3, 3})
+                .input("w", kFloat, {4, 2, 2, 3, 2})
+                .input("b", kFloat, {4})
+                .attr("group", 2)
+                .attr("strides", std::vector<int64_t>{2, 1, 2})
+                .attr("pads", std::vector<int64_t>{0, 1, 1, 1, 0, 0})
+                .attr("output_padding", std::vector<int64_t>{1, 0, 1})
+                .output("y", kFloat)
+                .import();
+  Tensor x = Tensor::random(f32, {1, 4, 2, 3, 3}, 6), w = Tensor::random(f32, {4, 2, 2, 3, 2}, 7),
+         b = Tensor::random(f32, {4}, 8);
+  // (2 - 1) 2 + 2 + 1 - 0 - 1 = 4, (3 - 1) 1 + 3 - 1 - 0 = 4, (3 - 1) 2 + 2 + 1 - 1 - 0 = 6
+  const Sizes out{1, 4, 4, 4, 6};
+  const auto want = conv_transpose_ref(x, w, &b, 2, {2, 1, 2}, {1, 1, 1}, {0, 1, 1}, out);
   for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
     expect_near_all(compile(g, o).run({{"x", x}, {"w", w}, {"b", b}}).at("y"), want, out);
   }
@@ -428,12 +453,12 @@ TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(throws_with(
       [] {
         OneNode("ConvTranspose", 17)
-            .input("x", kFloat, {1, 1, 2, 2, 2})
-            .input("w", kFloat, {1, 1, 2, 2, 2})
+            .input("x", kFloat, {1, 1, 2, 2, 2, 2})
+            .input("w", kFloat, {1, 1, 2, 2, 2, 2})
             .output("y", kFloat)
             .import();
       },
-      {"node0", "ConvTranspose", "over 3 spatial axes (1-D and 2-D are supported)"}));
+      {"node0", "ConvTranspose", "over 4 spatial axes (1-D, 2-D and 3-D are supported)"}));
   EXPECT_TRUE(throws_with(
       [] {
         OneNode("ConvInteger", 10)

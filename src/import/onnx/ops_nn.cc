@@ -241,7 +241,7 @@ void global_pool(NodeCtx& c) {
   c.set_output(0, c.reshape_to(y, out));
 }
 
-// ConvTranspose over 1 or 2 spatial axes as the Conv it equals: x with s - 1 zeros after each
+// ConvTranspose over 1 to 3 spatial axes as the Conv it equals: x with s - 1 zeros after each
 // element along each axis (a Reshape, a zero Pad, a Reshape), padded by d (k - 1) less the pads on
 // each side (output_padding more at the end; a negative amount crops), convolved at stride 1 with
 // the kernel flipped and its in and out channels swapped per group. The zeros add exact zero
@@ -251,9 +251,9 @@ void conv_transpose(NodeCtx& c) {
   Value* x = c.value(0);
   Value* w = c.value(1);
   const int64_t r = c.rank(0);
-  if (r != 3 && r != 4) {
+  if (r < 3 || r > 5) {
     c.unsupported("ConvTranspose over " + std::to_string(r - 2) +
-                  " spatial axes (1-D and 2-D are supported)");
+                  " spatial axes (1-D, 2-D and 3-D are supported)");
   }
   if (c.rank(1) != r) c.invalid("W must be [C, M/group, k...] of X's rank " + std::to_string(r));
   const size_t sp = size_t(r - 2);
