@@ -88,6 +88,7 @@ TEST(Models, LlamaStack) { check_model("llama_stack"); }
 TEST(Models, SpeechEncoder) { check_model("speech_encoder"); }
 TEST(Models, VitEncoder) { check_model("vit_encoder"); }
 TEST(Models, VideoEncoder) { check_model("video_encoder"); }
+TEST(Models, RnnStack) { check_model("rnn_stack"); }
 
 }  // namespace
 }  // namespace ubfuse

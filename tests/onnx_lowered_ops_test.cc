@@ -449,6 +449,48 @@ TEST(OnnxLoweredOps, Opset6DropoutIsTest) {
       {"node0", "Dropout", "training mode (is_test = 0", "export the model in eval mode"}));
 }
 
+// The recurrent cells' import and run-time errors name the node and the value.
+TEST(OnnxLoweredOps, RecurrentErrorsNameNodeOpAndValue) {
+  const auto lstm = [](auto&& extra) {
+    return [extra] {
+      OneNode n("LSTM", 14);
+      n.input("x", kFloat, {5, 2, 3}).input("w", kFloat, {1, 16, 3}).input("r", kFloat, {1, 16, 4});
+      extra(n);
+      n.output("y", kFloat).import();
+    };
+  };
+  EXPECT_TRUE(throws_with(
+      lstm([](OneNode& n) { n.attr("hidden_size", 4).attr("direction", std::string("up")); }),
+      {"node0", "LSTM", "direction must be forward, reverse or bidirectional"}));
+  EXPECT_TRUE(throws_with(lstm([](OneNode&) {}), {"node0", "LSTM", "needs attribute hidden_size"}));
+  EXPECT_TRUE(throws_with(lstm([](OneNode& n) { n.attr("hidden_size", 5); }),
+                          {"node0", "LSTM", "W must be [1,20,3], got [1,16,3]"}));
+  EXPECT_TRUE(throws_with(lstm([](OneNode& n) {
+                            n.attr("hidden_size", 4)
+                                .attr("activations",
+                                      std::vector<std::string>{"Sigmoid", "HardSigmoid", "Tanh"});
+                          }),
+                          {"node0", "LSTM", "activation 'HardSigmoid' (supported: Sigmoid, Tanh"}));
+  // A length past the sequence is an error when the model runs, not a read past X.
+  Graph g = OneNode("GRU", 14)
+                .input("x", kFloat, {5, 2, 3})
+                .input("w", kFloat, {1, 12, 3})
+                .input("r", kFloat, {1, 12, 4})
+                .skip()
+                .input("lens", testing::kInt32, {2})
+                .attr("hidden_size", 4)
+                .output("y", kFloat)
+                .import();
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, o);
+    std::map<std::string, Tensor> in{{"x", Tensor::random(f32, {5, 2, 3}, 1)},
+                                     {"w", Tensor::random(f32, {1, 12, 3}, 2)},
+                                     {"r", Tensor::random(f32, {1, 12, 4}, 3)},
+                                     {"lens", Tensor::from_floats(i32, {2}, {5, 6})}};
+    EXPECT_TRUE(throws_with([&] { m.run(in); }, {"GRU", "sequence_lens[1] = 6 is outside [0, 5]"}));
+  }
+}
+
 TEST(OnnxLoweredOps, ConverterErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(throws_with(
       [] {

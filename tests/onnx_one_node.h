@@ -107,6 +107,13 @@ class OneNode {
     for (int64_t x : v) a->add_ints(x);
     return *this;
   }
+  OneNode& attr(const std::string& name, const std::vector<std::string>& v) {
+    auto* a = n_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRINGS);
+    for (const std::string& x : v) a->add_strings(x);
+    return *this;
+  }
   OneNode& output(const std::string& name, int elem) {
     n_->add_output(name);
     auto* t = g_->add_output();

@@ -593,6 +593,60 @@ std::vector<OpCase> op_conformance_cases() {
                       vi[1]);
        },
        -5, 5},
+      // Recurrent cells: sequence length the shape's last dim, batch its first (rank 2 and up),
+      // 2 inputs, hidden size 3; every optional input in LSTM's case, sequence_lens shortening
+      // every other batch entry to half.
+      {"LSTMBidirectionalPeepholesSequenceLengths",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t S = s.back(), N = s.size() > 1 ? s[0] : 1;
+         std::vector<float> lens;
+         for (int64_t i = 0; i < N; i++) lens.push_back(float(i % 2 ? S / 2 : S));
+         auto o = b.op_outputs(
+             OpKind::LSTM,
+             {in(b, "x", t, {S, N, 2}), in(b, "w", t, {2, 12, 2}), in(b, "r", t, {2, 12, 3}),
+              in(b, "bias", t, {2, 24}), b.constant(Tensor::from_floats(i32, {N}, lens)),
+              in(b, "h0", t, {2, N, 3}), in(b, "c0", t, {2, N, 3}), in(b, "p", t, {2, 9})},
+             {{"hidden_size", int64_t(3)},
+              {"direction", int64_t(2)},
+              {"optional", std::vector<int64_t>{3, 4, 5, 6, 7}}},
+             3);
+         return b.add(b.reshape(o[0], {S, 2 * N * 3}),
+                      b.reshape(b.mul(o[1], o[2]), {1, 2 * N * 3}));
+       }},
+      {"GRULinearBeforeResetReverseClipSoftsign",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t S = s.back(), N = s.size() > 1 ? s[0] : 1;
+         auto o = b.op_outputs(
+             OpKind::GRU,
+             {in(b, "x", t, {S, N, 2}), in(b, "w", t, {1, 9, 2}), in(b, "r", t, {1, 9, 3}),
+              in(b, "bias", t, {1, 18})},
+             {{"hidden_size", int64_t(3)},
+              {"direction", int64_t(1)},
+              {"linear_before_reset", int64_t(1)},
+              {"clip", 0.7},
+              {"activations", std::vector<int64_t>{0, 3}},  // Sigmoid, Softsign
+              {"optional", std::vector<int64_t>{3}}},
+             2);
+         return b.add(o[0], o[1]);  // Y [S, 1, N, 3] + Y_h [1, N, 3]
+       }},
+      {"GRUThenRNNReluBatchFirst",  // GRU's default form feeding a layout-1 RNN of Relu
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t S = s.back(), N = s.size() > 1 ? s[0] : 1;
+         auto g = b.op_outputs(
+             OpKind::GRU,
+             {in(b, "x", t, {S, N, 2}), in(b, "w", t, {1, 9, 2}), in(b, "r", t, {1, 9, 3})},
+             {{"hidden_size", int64_t(3)}}, 2);
+         auto xs = b.transpose(b.reshape(g[0], {S, N, 3}), {1, 0, 2});  // [N, S, 3]
+         auto r = b.op_outputs(OpKind::RNN,
+                               {xs, in(b, "w2", t, {1, 4, 3}), in(b, "r2", t, {1, 4, 4}),
+                                in(b, "h2", t, {N, 1, 4})},
+                               {{"hidden_size", int64_t(4)},
+                                {"layout", int64_t(1)},
+                                {"activations", std::vector<int64_t>{2}},  // Relu
+                                {"optional", std::vector<int64_t>{5}}},
+                               2);
+         return r[0];  // [N, S, 1, 4]
+       }},
       // GatherND/ScatterND: tuples over the first dims (the last and, wrapped, the first index).
       {"GatherND",
        [](GraphBuilder& b, DType t, const Sizes& s) {

@@ -407,6 +407,9 @@ class Lowerer {
       case OpKind::ArgMin:
       case OpKind::CumSum:
       case OpKind::TopK:
+      case OpKind::RNN:
+      case OpKind::GRU:
+      case OpKind::LSTM:
       case OpKind::QuantizeLinear:
       case OpKind::DequantizeLinear:
       case OpKind::DynamicQuantizeLinear:

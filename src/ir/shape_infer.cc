@@ -540,6 +540,11 @@ void infer_node_op(Node& n) {
     case OpKind::Conv:
       infer_conv(n);
       return;
+    case OpKind::RNN:
+    case OpKind::GRU:
+    case OpKind::LSTM:
+      infer_recurrent(n);
+      return;
     case OpKind::MaxPool:
     case OpKind::AveragePool:
       infer_pool(n);

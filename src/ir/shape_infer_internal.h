@@ -46,6 +46,9 @@ void infer_arg(Node& n);
 void infer_cumsum(Node& n);
 void infer_topk(Node& n);
 
+// shape_infer_recurrent.cc: RNN, GRU, LSTM
+void infer_recurrent(Node& n);
+
 // shape_infer_nn.cc
 void infer_conv(Node& n);
 // Conv's attributes and output shape; `integer`: ConvInteger (i32 output, operands checked by

@@ -163,6 +163,9 @@ bool takes_int8(const Node& n, int i) {
     case OpKind::CumSum:
     case OpKind::TopK:
     case OpKind::Conv:
+    case OpKind::RNN:
+    case OpKind::GRU:
+    case OpKind::LSTM:
     case OpKind::AveragePool:
     case OpKind::ReduceProd:
     case OpKind::GroupNorm:

@@ -57,6 +57,9 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::ScatterND:
     case OpKind::ScatterElements:
     case OpKind::Conv:
+    case OpKind::RNN:
+    case OpKind::GRU:
+    case OpKind::LSTM:
     case OpKind::MaxPool:
     case OpKind::AveragePool:
     case OpKind::ReduceProd:

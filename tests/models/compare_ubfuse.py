@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 REFS = os.path.join(HERE, "refs")
 MODELS = ["speech_encoder", "kv_decoder", "llama_stack", "bert_stack", "vit_encoder",
-          "video_encoder"]
+          "video_encoder", "rnn_stack"]
 
 
 def op_types(graph, counter):

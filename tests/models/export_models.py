@@ -81,7 +81,8 @@ def export_model(name, size, out):
         files["kv_decoder_merged.onnx"] = None
         return m, files
     # Export-time sizes; every axis named in dynamic_axes stays symbolic.
-    shape_args = {"speech_encoder": (2, 37), "llama_stack": (2, 5), "bert_stack": (2, 6)}
+    shape_args = {"speech_encoder": (2, 37), "llama_stack": (2, 5), "bert_stack": (2, 6),
+                  "rnn_stack": (2, 7)}
     if name == "vit_encoder":
         shape_args[name] = (2, 4 * m.patch, 2 * m.patch)
     if name == "video_encoder":
@@ -114,6 +115,9 @@ def input_sets(name, m):
         spec = [(1, 4, 4), (1, 5, 7), (1, 8, 8), (2, 5, 7)]  # in patches: 16, 35, 64 (+ class)
         return [(f"b{b}_{h * p}x{w * p}", dict(zip(m.input_names, m.example_inputs(g, b, h * p, w * p))))
                 for b, h, w in spec]
+    if name == "rnn_stack":
+        spec = [(1, 1), (1, 13), (1, 40), (3, 13)]
+        return [(f"b{b}_f{f}", dict(zip(m.input_names, m.example_inputs(g, b, f)))) for b, f in spec]
     if name == "video_encoder":
         t, p = m.tubelet, m.patch
         # in tubelets (frames / 2 x rows x columns): 4, 3 x 2 x 3 = 18, 2 x 4 x 4 = 32

@@ -24,6 +24,10 @@ Sizes come from CONFIGS: "test" (small, committed under tests/models/) and "benc
   vit_encoder     ViT-style encoder over pixel_values [batch, 3, H, W]: Conv2d patch embedding,
                   class token, learned position embeddings sliced to the run-time patch count,
                   pre-norm layers with GELU, final LayerNorm.
+  rnn_stack       Recurrent layers over features [batch, frames, n_in] as torch exports them: a
+                  2-layer bidirectional LSTM (batch first), a bidirectional GRU (ONNX's
+                  linear_before_reset = 1) and a Relu RNN, their initial states from the batch
+                  size (ConstantOfShape).
   video_encoder   VideoMAE-style encoder over pixel_values [batch, 3, frames, H, W]: Conv3d tubelet
                   embedding (2 frames of patch x patch pixels each), learned position embeddings
                   sliced to the run-time tubelet count, the ViT layers, final LayerNorm.
@@ -44,6 +48,7 @@ CONFIGS = {
         "vit_encoder": dict(patch=8, max_patches=64, hidden=64, heads=4, layers=2, mlp=256),
         "video_encoder": dict(tubelet=2, patch=8, max_patches=96, hidden=64, heads=4, layers=2,
                               mlp=256),
+        "rnn_stack": dict(n_in=16, hidden=32, n_out=16),
     },
     "bench": {
         # The speech encoder at the size of the pretrained model in issue 26: 8 heads of 36,
@@ -55,6 +60,7 @@ CONFIGS = {
         "vit_encoder": dict(patch=16, max_patches=2048, hidden=768, heads=12, layers=4, mlp=3072),
         "video_encoder": dict(tubelet=2, patch=16, max_patches=2048, hidden=768, heads=12,
                               layers=4, mlp=3072),
+        "rnn_stack": dict(n_in=80, hidden=256, n_out=128),
     },
 }
 
@@ -431,6 +437,28 @@ class VideoEncoder(nn.Module):
         return (torch.randn(batch, 3, frames, height, width, generator=g),)
 
 
+class RnnStack(nn.Module):
+    input_names = ["features"]
+    output_names = ["out", "gru_state"]
+    dynamic_axes = {"features": {0: "batch", 1: "frames"}, "out": {0: "frames", 1: "batch"},
+                    "gru_state": {1: "batch"}}
+
+    def __init__(self, n_in, hidden, n_out):
+        super().__init__()
+        self.lstm = nn.LSTM(n_in, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = nn.GRU(2 * hidden, hidden, bidirectional=True)
+        self.rnn = nn.RNN(2 * hidden, n_out, nonlinearity="relu")
+
+    def forward(self, features):
+        y, _ = self.lstm(features)         # [batch, frames, 2 hidden]
+        y, h = self.gru(y.transpose(0, 1))  # [frames, batch, 2 hidden], [2, batch, hidden]
+        out, _ = self.rnn(y)                # [frames, batch, n_out]
+        return out, h
+
+    def example_inputs(self, g, batch, frames):
+        return (torch.randn(batch, frames, self.lstm.input_size, generator=g),)
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -446,7 +474,7 @@ def randomize(model, seed):
                     p.copy_((1.0 if pname == "weight" else 0.0) + 0.1 * r)
                 elif isinstance(m, nn.Embedding) or p.dim() == 3:  # tables, cls/pos embeddings
                     p.copy_(r)
-                elif pname == "bias":
+                elif pname.startswith("bias"):  # Linear/Conv bias, LSTM bias_ih_l0, ...
                     p.copy_(0.1 * r)
                 else:  # Linear and Conv weights: scaled by fan-in
                     p.copy_(r / math.sqrt(p[0].numel()))
@@ -460,9 +488,10 @@ BUILDERS = {
     "bert_stack": BertEncoder,
     "vit_encoder": VitEncoder,
     "video_encoder": VideoEncoder,
+    "rnn_stack": RnnStack,
 }
 SEEDS = {"speech_encoder": 11, "kv_decoder": 12, "llama_stack": 13, "bert_stack": 14,
-         "vit_encoder": 15, "video_encoder": 16}
+         "vit_encoder": 15, "video_encoder": 16, "rnn_stack": 17}
 
 
 def build(name, size="test"):

@@ -288,6 +288,12 @@ std::vector<int64_t> NodeCtx::attr_ints(const std::string& n, std::vector<int64_
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+std::vector<std::string> NodeCtx::attr_strs(const std::string& n) {
+  const AP* a = typed_attr(n, AP::STRINGS);
+  if (!a) return {};
+  return std::vector<std::string>(a->strings().begin(), a->strings().end());
+}
+
 const onnx::TensorProto* NodeCtx::attr_tensor(const std::string& n) {
   const AP* a = typed_attr(n, AP::TENSOR);
   return a ? &a->t() : nullptr;

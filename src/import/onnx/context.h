@@ -85,6 +85,7 @@ class NodeCtx {
   double attr_float(const std::string& n, double dflt);
   std::string attr_str(const std::string& n, const std::string& dflt);
   std::vector<int64_t> attr_ints(const std::string& n, std::vector<int64_t> dflt = {});
+  std::vector<std::string> attr_strs(const std::string& n);  // empty when absent
   const onnx::TensorProto* attr_tensor(const std::string& n);
   const onnx::GraphProto* attr_graph(const std::string& n);
   // Marks an attribute as handled without reading it (e.g. one whose every value is fine).

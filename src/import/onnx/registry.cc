@@ -50,6 +50,7 @@ const ConverterMap& converters() {
     add_einsum_ops(out);
     add_quant_ops(out);
     add_loss_ops(out);
+    add_recurrent_ops(out);
     return out;
   }();
   return m;

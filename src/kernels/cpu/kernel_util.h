@@ -77,6 +77,7 @@ std::unique_ptr<OpKernel> make_gather_kernel(const Node& n);       // gather.cc
 std::unique_ptr<OpKernel> make_shape_value_kernel(const Node& n);  // shape_ops.cc
 std::unique_ptr<OpKernel> make_cast_kernel(const Node& n);         // cast.cc
 std::unique_ptr<OpKernel> make_conv_kernel(const Node& n);         // conv_dnnl.cc
+std::unique_ptr<OpKernel> make_recurrent_kernel(const Node& n);    // recurrent.cc: RNN, GRU, LSTM
 std::unique_ptr<OpKernel> make_group_norm_kernel(const Node& n);   // rownorm.cc
 std::unique_ptr<OpKernel> make_pad_kernel(const Node& n);          // pad.cc
 std::unique_ptr<OpKernel> make_resize_kernel(const Node& n);       // resize.cc

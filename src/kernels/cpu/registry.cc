@@ -61,6 +61,10 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
       return make_scatter_kernel(n);
     case OpKind::Conv:
       return make_conv_kernel(n);
+    case OpKind::RNN:
+    case OpKind::GRU:
+    case OpKind::LSTM:
+      return make_recurrent_kernel(n);
     case OpKind::MaxPool:
     case OpKind::AveragePool:
     case OpKind::ReduceProd:

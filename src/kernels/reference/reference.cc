@@ -497,6 +497,17 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return stored(scatter(n, in));
     case OpKind::Conv:
       return stored(conv(n, in));
+    case OpKind::RNN:
+    case OpKind::GRU:
+    case OpKind::LSTM: {
+      auto outs = recurrent_cell(n, in);
+      for (RefTensor& t : outs) {
+        if (!exact) {
+          for (double& v : t.data) v = round_to(out_dtype, v);
+        }
+      }
+      return outs;
+    }
     case OpKind::Resize: {
       RefTensor y = resize(n, in);
       if (!exact) {
@@ -812,7 +823,8 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
                         n->op == OpKind::DynamicQuantConv || n->op == OpKind::GroupNorm ||
                         n->op == OpKind::AveragePool || n->op == OpKind::ReduceProd ||
                         n->op == OpKind::Resize || n->op == OpKind::CumSum ||
-                        n->op == OpKind::ScatterND || n->op == OpKind::ScatterElements;
+                        n->op == OpKind::ScatterND || n->op == OpKind::ScatterElements ||
+                        n->op == OpKind::RNN || n->op == OpKind::GRU || n->op == OpKind::LSTM;
     for (size_t i = 0; i < outs.size(); i++) {
       const bool is_f = is_float(n->outputs[i]->dtype);
       if (jittered && is_f) {

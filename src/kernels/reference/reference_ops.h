@@ -45,6 +45,9 @@ RefTensor dynamic_quant_matmul(const Node& n, const std::vector<RefTensor>& in);
 RefTensor dynamic_quant_conv(const Node& n, const std::vector<RefTensor>& in);
 RefTensor conv_integer(const Node& n, const std::vector<RefTensor>& in);
 
+// reference_recurrent.cc: RNN, GRU and LSTM (Y, Y_h and LSTM's Y_c)
+std::vector<RefTensor> recurrent_cell(const Node& n, const std::vector<RefTensor>& in);
+
 // reference_index.cc
 std::vector<RefTensor> top_k(const Node& n, const std::vector<RefTensor>& in);
 RefTensor gather_nd(const Node& n, const std::vector<RefTensor>& in);
