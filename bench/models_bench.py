@@ -19,8 +19,8 @@ nodes of the graph it runs after its optimizations) and N. A model ubfuse cannot
 
 Sequence length means: tokens for bert_stack and llama_stack, encoder frames for speech_encoder
 (its input has 4x as many mel frames), patches for vit_encoder (plus the class token), tubelets
-for video_encoder (8 x 2 frames from 32 on) and the past length of a one-token step for
-kv_decoder (these two not in the default set). A model name with
+for video_encoder (8 x 2 frames from 32 on), frames for rnn_stack and the past length of a
+one-token step for kv_decoder (these three not in the default set). A model name with
 `_int8` (`bert_stack_int8`, ...) is that model quantized as onnxruntime's dynamic quantizer writes
 it (tests/models/quantize_model.py), timed on the same inputs.
 
@@ -111,6 +111,8 @@ def make_inputs(name, batch, length, folder):
             raise SystemExit(f"models_bench: vit_encoder wants a power-of-two length, got {length}")
         p = cfg["patch"]
         arrays = {"pixel_values": rng.standard_normal((batch, 3, gh * p, gw * p))}
+    elif name == "rnn_stack":
+        arrays = {"features": rng.standard_normal((batch, length, cfg["n_in"]))}
     elif name == "video_encoder":
         # 8 tubelets of time (16 frames) where the length allows, the rest a patch grid as vit's
         t = 8 if length % 8 == 0 and length >= 32 else 1
