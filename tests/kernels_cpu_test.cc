@@ -348,6 +348,48 @@ TEST(KernelsCpu, CompareAndWhere) { compare_and_where(); }
 TEST(KernelsCpu, NormsSoftmaxReductions) { norms_softmax_reductions(); }
 TEST(KernelsCpu, CastAllPairs) { cast_all_pairs(); }
 
+// RNN, GRU and LSTM (hidden sizes off and on whole vectors, clipped, bidirectional, every
+// activation, six batch entries of different lengths) against the reference: the step loops'
+// blocks of entries and columns and their tails.
+void recurrent_cells() {
+  for (OpKind k : {OpKind::RNN, OpKind::GRU, OpKind::LSTM}) {
+    for (int64_t H : {19, 40}) {
+      // 6 entries: a block of four and two alone in the step's product; lengths 0 to 13.
+      const int64_t G = k == OpKind::LSTM ? 4 : k == OpKind::GRU ? 3 : 1, S = 13, N = 6, I = 5;
+      const int64_t per = k == OpKind::LSTM ? 3 : k == OpKind::GRU ? 2 : 1;
+      // The gates' activation Sigmoid (others, mapping outside [0, 1], make GRU's and LSTM's
+      // steps amplify rounding differences step after step); the others cycle through all five.
+      std::vector<int64_t> acts;
+      for (int64_t i = 0; i < 2 * per; i++)
+        acts.push_back(i % per == 0 && k != OpKind::RNN ? 0 : (i + H) % 5);
+      GraphBuilder b;
+      std::vector<V> in{testing::in(b, "x", DType::f32, {S, N, I}),
+                        testing::in(b, "w", DType::f32, {2, G * H, I}),
+                        testing::in(b, "r", DType::f32, {2, G * H, H}),
+                        testing::in(b, "bias", DType::f32, {2, 2 * G * H}),
+                        b.constant(Tensor::from_floats(DType::i32, {N}, {13, 7, 13, 1, 0, 12}))};
+      auto o = b.op_outputs(k, in,
+                            {{"hidden_size", H},
+                             {"direction", int64_t(2)},
+                             {"clip", 2.5},
+                             {"activations", acts},
+                             {"optional", std::vector<int64_t>{3, 4}}},
+                            k == OpKind::LSTM ? 3 : 2);
+      b.output("y", o[0]);
+      b.output("h", o[1]);
+      Graph g = b.build();
+      std::map<std::string, Tensor> x;
+      uint64_t seed = 40;
+      for (auto* v : g.inputs())
+        x[v->name] = Tensor::random(v->dtype, static_sizes(v->shape), seed++);
+      EXPECT_TRUE(testing::matches_reference(g, x, testing::eager_opts()))
+          << op_name(k) << " hidden " << H;
+    }
+  }
+}
+
+TEST(KernelsCpu, RecurrentCells) { recurrent_cells(); }
+
 // The kernels are compiled for several Highway targets (hwy_targets.h) and dispatched to the best
 // one the CPU has; the others (AVX2 for machines without AVX-512, the portable scalar fallback)
 // are forced here so they are tested too.
@@ -361,6 +403,7 @@ TEST(KernelsCpu, OtherHighwayTargets) {
     compare_and_where();
     norms_softmax_reductions();
     cast_all_pairs();
+    recurrent_cells();
     hwy::SetSupportedTargetsForTest(0);
   }
 }

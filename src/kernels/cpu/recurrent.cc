@@ -1,9 +1,9 @@
 // RNN, GRU and LSTM (ir/recurrent.h) in f32. The input projections of every step, X W^T + Wb,
 // are one oneDNN matmul per direction (W read through transposed strides). The recurrence then
-// walks the steps: per step, each batch entry's h R^T + Rb with R^T's rows shared by the entries
-// (h[n][k] times row k, a loop over the gates' columns that vectorizes), then the gates. Tasks are
-// a direction and a block of batch entries. bf16 and f16 operands are widened once per call and
-// the outputs narrowed at the end.
+// walks the steps: per step, each batch entry's h R^T + Rb (recurrent_steps.cc: columns held in
+// vector registers while R^T's rows pass), then the gates, activated a row at a time. Tasks are a
+// direction and a block of batch entries. bf16 and f16 operands are widened once per call and the
+// outputs narrowed at the end.
 #include "ir/recurrent.h"
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/recurrent_steps.h"
 
 namespace ubfuse::cpu {
 namespace {
@@ -29,11 +30,6 @@ std::vector<float> widen(const Tensor& t) {
   std::vector<float> v(size_t(t.numel()));
   convert_floats(t.dtype(), t.data(), DType::f32, v.data(), t.numel());
   return v;
-}
-
-// acc[0, n) += a * row[0, n)
-inline void axpy(float a, const float* row, float* acc, int64_t n) {
-  for (int64_t j = 0; j < n; j++) acc[j] += a * row[j];
 }
 
 // c [m, n] = a [m, k] b^T, b given as [n, k] rows (oneDNN reads it through transposed strides).
@@ -90,7 +86,18 @@ class RecurrentKernel : public KernelBase {
         coupled_(n.op == OpKind::LSTM && n.attr_int("input_forget", 0) != 0),
         acts_(n.attr_ints("activations")),
         opt_{rc::input_of(n, 3), rc::input_of(n, 4), rc::input_of(n, 5), rc::input_of(n, 6),
-             rc::input_of(n, 7)} {}
+             rc::input_of(n, 7)} {
+    // Constant W and R (a model's weights) in f32, and R transposed, once rather than per call.
+    const Node* wn = n.inputs[1]->producer;
+    const Node* rn = n.inputs[2]->producer;
+    if (wn && wn->op == OpKind::Constant && wn->payload.defined() && rn &&
+        rn->op == OpKind::Constant && rn->payload.defined() && rn->payload.rank() == 3) {
+      w_sizes_ = wn->payload.sizes();
+      r_sizes_ = rn->payload.sizes();
+      w_const_ = widen(wn->payload);
+      r_t_const_ = transposed_r(widen(rn->payload), r_sizes_[0], r_sizes_[1], r_sizes_[2]);
+    }
+  }
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
            ThreadPool& pool) const override {
@@ -119,21 +126,21 @@ class RecurrentKernel : public KernelBase {
              "each batch entry's length is at most X's sequence length");
       }
     }
-    const std::vector<float> xf = widen(x), wf = widen(w), rf = widen(r),
+    const bool cached = !w_const_.empty() && w.sizes() == w_sizes_ && r.sizes() == r_sizes_;
+    const std::vector<float> xf = widen(x), wf = cached ? std::vector<float>() : widen(w),
                              bf = bt ? widen(*bt) : std::vector<float>(size_t(dirs * 2 * GH), 0),
                              h0 = h0t ? widen(*h0t) : std::vector<float>(),
                              c0 = c0t ? widen(*c0t) : std::vector<float>(),
                              pf = pt ? widen(*pt) : std::vector<float>();
     // X W^T per direction, rows in X's order ((t, n), or (n, t) with layout 1); R^T per direction.
-    std::vector<float> xw(size_t(dirs * S * N * GH)), rt(size_t(dirs * H * GH));
+    std::vector<float> xw(size_t(dirs * S * N * GH));
+    const float* wp = cached ? w_const_.data() : wf.data();
     for (int64_t d = 0; d < dirs; d++) {
-      proj_.run(xf.data(), wf.data() + d * GH * I, xw.data() + d * S * N * GH, S * N, I, GH,
-                pool.size());
-      for (int64_t row = 0; row < GH; row++) {
-        for (int64_t k = 0; k < H; k++)
-          rt[size_t((d * H + k) * GH + row)] = rf[size_t((d * GH + row) * H + k)];
-      }
+      proj_.run(xf.data(), wp + d * GH * I, xw.data() + d * S * N * GH, S * N, I, GH, pool.size());
     }
+    const std::vector<float> rt_call =
+        cached ? std::vector<float>() : transposed_r(widen(r), dirs, GH, H);
+    const std::vector<float>& rt = cached ? r_t_const_ : rt_call;
     std::vector<float> y(size_t(numel(ys)), 0.0f), yh(size_t(numel(hs))), yc(size_t(numel(hs)));
     // A direction and a block of batch entries per task, at least one task per thread.
     const int64_t per_dir = std::max<int64_t>(1, int64_t(pool.size()) / dirs);
@@ -158,10 +165,21 @@ class RecurrentKernel : public KernelBase {
     const std::vector<int64_t>* lens;
   };
 
-  float act(int64_t d, int64_t which, float v) const {
-    if (clip_ > 0) v = std::clamp(v, -clip_, clip_);
-    return rc::activate(rc::Act(acts_[size_t(d * per_ + which)]), v);
+  // R [dirs, GH, H] as R^T per direction: [dirs, H, GH].
+  static std::vector<float> transposed_r(const std::vector<float>& r, int64_t dirs, int64_t gh,
+                                         int64_t h) {
+    std::vector<float> t(r.size());
+    for (int64_t d = 0; d < dirs; d++) {
+      for (int64_t row = 0; row < gh; row++) {
+        for (int64_t k = 0; k < h; k++) {
+          t[size_t((d * h + k) * gh + row)] = r[size_t((d * gh + row) * h + k)];
+        }
+      }
+    }
+    return t;
   }
+
+  int64_t act_code(int64_t d, int64_t which) const { return acts_[size_t(d * per_ + which)]; }
 
   // Direction d of batch entries [b0, b1): their steps, forward or reversed, the entries' rows of
   // R^T shared per step.
@@ -174,8 +192,11 @@ class RecurrentKernel : public KernelBase {
     const float* wb = in.bias->data() + d * 2 * GH;
     const float* rb = wb + GH;
     const float* p = in.peep->empty() ? nullptr : in.peep->data() + d * 3 * H;
-    std::vector<float> h(size_t(E * H), 0.0f), c(size_t(E * H), 0.0f), acc(size_t(E * GH)),
-        rh(size_t(E * H));
+    const size_t eh = size_t(E * H), egh = size_t(E * GH);
+    // Per entry: h, c, the recurrence's columns (acc), the gates before and after activation
+    // (pre, act), and GRU's r or r (.) h (rh).
+    std::vector<float> h(eh, 0.0f), c(eh, 0.0f), acc(egh, 0.0f), pre(egh, 0.0f), act(egh, 0.0f),
+        rh(eh, 0.0f), tmp(size_t(H), 0.0f);
     auto state_at = [&](int64_t b) { return layout_ == 0 ? (d * N + b) * H : (b * dirs + d) * H; };
     for (int64_t e = 0; e < E; e++) {
       if (!in.h0->empty()) std::copy_n(in.h0->data() + state_at(b0 + e), H, &h[size_t(e * H)]);
@@ -183,78 +204,82 @@ class RecurrentKernel : public KernelBase {
     }
     int64_t steps = 0;
     for (int64_t e = 0; e < E; e++) steps = std::max(steps, (*in.lens)[size_t(b0 + e)]);
-    // The recurrent part of the columns [c0, c1) of every live entry: acc = Rb + v R^T.
-    auto recur = [&](const std::vector<float>& v, int64_t c0, int64_t c1,
-                     const std::vector<char>& live) {
-      for (int64_t e = 0; e < E; e++) {
-        if (live[size_t(e)]) std::copy(rb + c0, rb + c1, &acc[size_t(e * GH + c0)]);
-      }
-      for (int64_t k = 0; k < H; k++) {
-        const float* row = rt + k * GH + c0;
-        for (int64_t e = 0; e < E; e++) {
-          if (live[size_t(e)]) axpy(v[size_t(e * H + k)], row, &acc[size_t(e * GH + c0)], c1 - c0);
-        }
-      }
-    };
     const size_t ne = size_t(E);
     std::vector<char> live(ne, 0);
     std::vector<int64_t> at(ne, 0);
+    // acc's columns [c0, c1) of every entry: Rb + v R^T (entries past their length too: their
+    // rows are computed and not used, so that R^T's rows serve all entries).
+    auto recur = [&](const std::vector<float>& v, int64_t c0, int64_t c1) {
+      for (int64_t e = 0; e < E; e++) std::copy(rb + c0, rb + c1, &acc[size_t(e * GH + c0)]);
+      recur_gemm(rt + c0, GH, v.data(), H, E, H, &acc[size_t(c0)], GH, c1 - c0);
+    };
+    // The entry's gate inputs X_t W^T + Wb + the recurrence, columns [c0, c1).
+    auto gates_in = [&](int64_t e, int64_t c0, int64_t c1) {
+      const int64_t t = at[size_t(e)], b = b0 + e;
+      const float* g = xw + (layout_ == 0 ? t * N + b : b * S + t) * GH;
+      const float* a = &acc[size_t(e * GH)];
+      float* q = &pre[size_t(e * GH)];
+      for (int64_t j = c0; j < c1; j++) q[j] = g[j] + wb[j] + a[j];
+      return q;
+    };
     for (int64_t s = 0; s < steps; s++) {
       for (int64_t e = 0; e < E; e++) {
         const int64_t len = (*in.lens)[size_t(b0 + e)];
         live[size_t(e)] = s < len;
         at[size_t(e)] = rev ? len - 1 - s : s;  // the entry's step t
       }
-      if (op_ == OpKind::GRU && !lbr_) {
-        recur(h, 0, 2 * H, live);  // z and r; the candidate's recurrence reads r (.) h
-      } else {
-        recur(h, 0, GH, live);
-      }
+      // GRU without linear_before_reset: z and r now, the candidate's recurrence reads r (.) h.
+      recur(h, 0, op_ == OpKind::GRU && !lbr_ ? 2 * H : GH);
       for (int64_t e = 0; e < E; e++) {
         if (!live[size_t(e)]) continue;
-        const int64_t t = at[size_t(e)], b = b0 + e;
-        const float* g = xw + (layout_ == 0 ? t * N + b : b * S + t) * GH;
-        const float* a = &acc[size_t(e * GH)];
         float* he = &h[size_t(e * H)];
+        float* ae = &act[size_t(e * GH)];
         if (op_ == OpKind::RNN) {
-          for (int64_t j = 0; j < H; j++) he[j] = act(d, 0, g[j] + wb[j] + a[j]);
-        } else if (op_ == OpKind::GRU) {  // gates z, r, h: r first, kept in rh
-          for (int64_t j = 0; j < H; j++) {
-            const float rg = act(d, 0, g[H + j] + wb[H + j] + a[H + j]);
-            rh[size_t(e * H + j)] = lbr_ ? rg : rg * he[j];
-          }
+          activate_row(act_code(d, 0), clip_, gates_in(e, 0, H), he, H);
+        } else if (op_ == OpKind::GRU) {  // gates z, r, h: z and r activated, r kept in rh
+          activate_row(act_code(d, 0), clip_, gates_in(e, 0, 2 * H), ae, 2 * H);
+          float* re = &rh[size_t(e * H)];
+          for (int64_t j = 0; j < H; j++) re[j] = lbr_ ? ae[H + j] : ae[H + j] * he[j];
         } else {  // LSTM: gates i, o, f, c; P = [Pi, Po, Pf]
+          float* q = gates_in(e, 0, GH);
           float* ce = &c[size_t(e * H)];
-          for (int64_t j = 0; j < H; j++) {
-            const float cj = ce[j];
-            const float ig = act(d, 0, g[j] + wb[j] + a[j] + (p ? p[j] * cj : 0.0f));
-            const float fg = coupled_ ? 1 - ig
-                                      : act(d, 0,
-                                            g[2 * H + j] + wb[2 * H + j] + a[2 * H + j] +
-                                                (p ? p[2 * H + j] * cj : 0.0f));
-            const float cand = act(d, 1, g[3 * H + j] + wb[3 * H + j] + a[3 * H + j]);
-            const float cn = fg * cj + ig * cand;
-            const float og =
-                act(d, 0, g[H + j] + wb[H + j] + a[H + j] + (p ? p[H + j] * cn : 0.0f));
-            ce[j] = cn;
-            // h's activation takes no clip (ONNX clips the gates' inputs)
-            he[j] = og * rc::activate(rc::Act(acts_[size_t(d * per_ + 2)]), cn);
+          if (p) {
+            for (int64_t j = 0; j < H; j++) {
+              q[j] += p[j] * ce[j];
+              q[2 * H + j] += p[2 * H + j] * ce[j];
+            }
           }
+          activate_row(act_code(d, 0), clip_, q, ae, H);                                 // i
+          if (!coupled_) activate_row(act_code(d, 0), clip_, q + 2 * H, ae + 2 * H, H);  // f
+          activate_row(act_code(d, 1), clip_, q + 3 * H, ae + 3 * H, H);  // c's candidate
+          for (int64_t j = 0; j < H; j++) {
+            const float fg = coupled_ ? 1 - ae[j] : ae[2 * H + j];
+            ce[j] = fg * ce[j] + ae[j] * ae[3 * H + j];
+            if (p) q[H + j] += p[H + j] * ce[j];
+          }
+          activate_row(act_code(d, 0), clip_, q + H, ae + H, H);  // o
+          // h's activation takes no clip (ONNX clips the gates' inputs)
+          activate_row(act_code(d, 2), 0.0f, ce, tmp.data(), H);
+          for (int64_t j = 0; j < H; j++) he[j] = ae[H + j] * tmp[size_t(j)];
         }
       }
       if (op_ == OpKind::GRU) {
-        if (!lbr_) recur(rh, 2 * H, GH, live);  // (r (.) h) R_h^T + Rb_h
+        if (!lbr_) recur(rh, 2 * H, GH);  // (r (.) h) R_h^T + Rb_h
         for (int64_t e = 0; e < E; e++) {
           if (!live[size_t(e)]) continue;
           const int64_t t = at[size_t(e)], b = b0 + e;
           const float* g = xw + (layout_ == 0 ? t * N + b : b * S + t) * GH;
           const float* a = &acc[size_t(e * GH)];
+          const float* re = &rh[size_t(e * H)];
+          const float* ae = &act[size_t(e * GH)];
           float* he = &h[size_t(e * H)];
           for (int64_t j = 0; j < H; j++) {
-            const float z = act(d, 0, g[j] + wb[j] + a[j]);
-            const float rec = lbr_ ? rh[size_t(e * H + j)] * a[2 * H + j] : a[2 * H + j];
-            const float cand = act(d, 1, g[2 * H + j] + wb[2 * H + j] + rec);
-            he[j] = (1 - z) * cand + z * he[j];
+            tmp[size_t(j)] =
+                g[2 * H + j] + wb[2 * H + j] + (lbr_ ? re[j] * a[2 * H + j] : a[2 * H + j]);
+          }
+          activate_row(act_code(d, 1), clip_, tmp.data(), tmp.data(), H);
+          for (int64_t j = 0; j < H; j++) {
+            he[j] = (1 - ae[j]) * tmp[size_t(j)] + ae[j] * he[j];
           }
         }
       }
@@ -278,6 +303,8 @@ class RecurrentKernel : public KernelBase {
   std::vector<int64_t> acts_;
   int opt_[5];  // node input of B, sequence_lens, initial_h, initial_c, P; -1 when absent
   ProjectMatMul proj_;
+  Sizes w_sizes_, r_sizes_;
+  std::vector<float> w_const_, r_t_const_;  // constant W in f32 and R^T, when both are constants
 };
 
 }  // namespace
