@@ -4,7 +4,8 @@
 // feature flags: -march=native code is only valid there) and the embedded headers. Files are
 // written to a temporary name and renamed, so concurrent processes never see half a file.
 // Cache dir: the cache_dir argument (option cache_dir), else user_cache_dir() (util/cache_dir.h:
-// $UBFUSE_CACHE_DIR, else $XDG_CACHE_HOME/ubfuse, else ~/.cache/ubfuse), else /tmp. UBFUSE_DUMP_KERNELS=1 prints each generated source to stderr.
+// $UBFUSE_CACHE_DIR, else $XDG_CACHE_HOME/ubfuse, else ~/.cache/ubfuse), else /tmp.
+// UBFUSE_DUMP_KERNELS=1 prints each generated source to stderr.
 #pragma once
 
 #include <functional>

@@ -53,9 +53,7 @@ void recurrent_cell(NodeCtx& c) {
   const int last = K == OpKind::LSTM ? 7 : 5;
   for (int i = 3; i <= std::min(last, c.num_inputs() - 1); i++) {
     if (!c.has_input(i)) continue;
-    Value* v = c.value(i);
-    // sequence_lens is int32 in ONNX; an int64 one (some exporters) is accepted as it is.
-    in.push_back(v);
+    in.push_back(c.value(i));  // sequence_lens: i32 as ONNX has it, or i64 as some exporters write
     optional.push_back(i);
   }
   if (c.num_inputs() > last + 1) c.invalid("has more than " + std::to_string(last + 1) + " inputs");
