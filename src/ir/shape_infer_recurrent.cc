@@ -16,15 +16,8 @@ void infer_recurrent(Node& n) {
   const int64_t max_opt = n.op == OpKind::LSTM ? 7 : 5;
   for (size_t i = 0; i < opt.size(); i++) {
     if (opt[i] < 3 || opt[i] > max_opt || (i > 0 && opt[i] <= opt[i - 1])) {
-      fail(
-          n, "attribute 'optional' must list rising ONNX input indices in [3, " +
-                 std::to_string(max_opt) + "], got [" +
-                 [&] {
-                   std::string s;
-                   for (int64_t v : opt) s += (s.empty() ? "" : ",") + std::to_string(v);
-                   return s;
-                 }() +
-                 "]");
+      fail(n, "attribute 'optional' must list rising ONNX input indices in [3, " +
+                  std::to_string(max_opt) + "], got " + sizes_str(opt));
     }
   }
   if (n.inputs.size() != 3 + opt.size()) {

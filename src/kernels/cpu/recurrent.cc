@@ -213,10 +213,14 @@ class RecurrentKernel : public KernelBase {
       for (int64_t e = 0; e < E; e++) std::copy(rb + c0, rb + c1, &acc[size_t(e * GH + c0)]);
       recur_gemm(rt + c0, GH, v.data(), H, E, H, &acc[size_t(c0)], GH, c1 - c0);
     };
+    // The entry's row of X W^T at its current step.
+    auto xw_row = [&](int64_t e) {
+      const int64_t t = at[size_t(e)], b = b0 + e;
+      return xw + (layout_ == 0 ? t * N + b : b * S + t) * GH;
+    };
     // The entry's gate inputs X_t W^T + Wb + the recurrence, columns [c0, c1).
     auto gates_in = [&](int64_t e, int64_t c0, int64_t c1) {
-      const int64_t t = at[size_t(e)], b = b0 + e;
-      const float* g = xw + (layout_ == 0 ? t * N + b : b * S + t) * GH;
+      const float* g = xw_row(e);
       const float* a = &acc[size_t(e * GH)];
       float* q = &pre[size_t(e * GH)];
       for (int64_t j = c0; j < c1; j++) q[j] = g[j] + wb[j] + a[j];
@@ -267,8 +271,7 @@ class RecurrentKernel : public KernelBase {
         if (!lbr_) recur(rh, 2 * H, GH);  // (r (.) h) R_h^T + Rb_h
         for (int64_t e = 0; e < E; e++) {
           if (!live[size_t(e)]) continue;
-          const int64_t t = at[size_t(e)], b = b0 + e;
-          const float* g = xw + (layout_ == 0 ? t * N + b : b * S + t) * GH;
+          const float* g = xw_row(e);
           const float* a = &acc[size_t(e * GH)];
           const float* re = &rh[size_t(e * H)];
           const float* ae = &act[size_t(e * GH)];

@@ -147,15 +147,10 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace ubfuse {
-HWY_EXPORT(RecurGemv);
 HWY_EXPORT(RecurGemm);
 HWY_EXPORT(ActivateRow);
 
 namespace cpu {
-
-void recur_gemv(const float* rt, int64_t ld, const float* v, int64_t k, float* acc, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(RecurGemv)(rt, ld, v, k, acc, n);
-}
 
 void recur_gemm(const float* rt, int64_t ld, const float* v, int64_t ldv, int64_t e, int64_t k,
                 float* acc, int64_t lda, int64_t n) {

@@ -5,9 +5,8 @@
 
 namespace ubfuse::cpu {
 
-// acc[0, n) += sum_i v[i] * rt[i * ld + (0, n)] for i < k: a row vector times k rows of R^T.
-void recur_gemv(const float* rt, int64_t ld, const float* v, int64_t k, float* acc, int64_t n);
-// The same for e row vectors v (row stride ldv) into e rows of acc (row stride lda).
+// Row r < e of acc (row stride lda), columns [0, n), += sum_i v[r * ldv + i] * rt[i * ld + (0, n)]
+// for i < k: e row vectors times k rows of R^T.
 void recur_gemm(const float* rt, int64_t ld, const float* v, int64_t ldv, int64_t e, int64_t k,
                 float* acc, int64_t lda, int64_t n);
 // y[0, n) = the ir/recurrent.h activation `code` of x[0, n), each clipped to [-clip, clip] first
