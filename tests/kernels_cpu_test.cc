@@ -354,8 +354,9 @@ TEST(KernelsCpu, CastAllPairs) { cast_all_pairs(); }
 void recurrent_cells() {
   for (OpKind k : {OpKind::RNN, OpKind::GRU, OpKind::LSTM}) {
     for (int64_t H : {19, 40}) {
-      // 6 entries: a block of four and two alone in the step's product; lengths 0 to 13.
-      const int64_t G = k == OpKind::LSTM ? 4 : k == OpKind::GRU ? 3 : 1, S = 13, N = 6, I = 5;
+      // 13 entries: blocks of eight (AVX-512) and four and one alone in the step's product (three
+      // blocks of four and one on AVX2); lengths 0 to 13.
+      const int64_t G = k == OpKind::LSTM ? 4 : k == OpKind::GRU ? 3 : 1, S = 13, N = 13, I = 5;
       const int64_t per = k == OpKind::LSTM ? 3 : k == OpKind::GRU ? 2 : 1;
       // The gates' activation Sigmoid (others, mapping outside [0, 1], make GRU's and LSTM's
       // steps amplify rounding differences step after step); the others cycle through all five.
@@ -367,7 +368,8 @@ void recurrent_cells() {
                         testing::in(b, "w", DType::f32, {2, G * H, I}),
                         testing::in(b, "r", DType::f32, {2, G * H, H}),
                         testing::in(b, "bias", DType::f32, {2, 2 * G * H}),
-                        b.constant(Tensor::from_floats(DType::i32, {N}, {13, 7, 13, 1, 0, 12}))};
+                        b.constant(Tensor::from_floats(
+                            DType::i32, {N}, {13, 7, 13, 1, 0, 12, 5, 13, 9, 2, 13, 11, 3}))};
       auto o = b.op_outputs(k, in,
                             {{"hidden_size", H},
                              {"direction", int64_t(2)},

@@ -1,9 +1,9 @@
 // RNN, GRU and LSTM (ir/recurrent.h) in f32. The input projections of every step, X W^T + Wb,
 // are one oneDNN matmul per direction (W read through transposed strides). The recurrence then
-// walks the steps: per step, each batch entry's h R^T + Rb (recurrent_steps.cc: columns held in
-// vector registers while R^T's rows pass), then the gates, activated a row at a time. Tasks are a
-// direction and a block of batch entries. bf16 and f16 operands are widened once per call and the
-// outputs narrowed at the end.
+// walks the steps: per step, the batch entries' h R^T + Rb (recurrent_steps.cc: R^T packed in
+// panels streamed in order, each vector of it serving a block of entries), then the gates,
+// activated a row at a time. Tasks are a direction and a block of batch entries. bf16 and f16
+// operands are widened once per call and the outputs narrowed at the end.
 #include "ir/recurrent.h"
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/dnnl_util.h"
@@ -87,7 +88,7 @@ class RecurrentKernel : public KernelBase {
         acts_(n.attr_ints("activations")),
         opt_{rc::input_of(n, 3), rc::input_of(n, 4), rc::input_of(n, 5), rc::input_of(n, 6),
              rc::input_of(n, 7)} {
-    // Constant W and R (a model's weights) in f32, and R transposed, once rather than per call.
+    // Constant W and R (a model's weights) in f32, and R^T packed, once rather than per call.
     const Node* wn = n.inputs[1]->producer;
     const Node* rn = n.inputs[2]->producer;
     if (wn && wn->op == OpKind::Constant && wn->payload.defined() && rn &&
@@ -95,7 +96,8 @@ class RecurrentKernel : public KernelBase {
       w_sizes_ = wn->payload.sizes();
       r_sizes_ = rn->payload.sizes();
       w_const_ = widen(wn->payload);
-      r_t_const_ = transposed_r(widen(rn->payload), r_sizes_[0], r_sizes_[1], r_sizes_[2]);
+      r_panel_ = recur_panel_width();
+      r_packed_const_ = packed_r(widen(rn->payload), r_sizes_[0]);
     }
   }
 
@@ -126,22 +128,39 @@ class RecurrentKernel : public KernelBase {
              "each batch entry's length is at most X's sequence length");
       }
     }
-    const bool cached = !w_const_.empty() && w.sizes() == w_sizes_ && r.sizes() == r_sizes_;
-    const std::vector<float> xf = widen(x), wf = cached ? std::vector<float>() : widen(w),
+    const bool cached = !w_const_.empty() && w.sizes() == w_sizes_ && r.sizes() == r_sizes_ &&
+                        r_panel_ == recur_panel_width();
+    // X read in place when f32; the other operands are small next to it.
+    std::vector<float> xf;
+    const float* xp =
+        x.dtype() == DType::f32 ? static_cast<const float*>(x.data()) : (xf = widen(x)).data();
+    const std::vector<float> wf = cached ? std::vector<float>() : widen(w),
                              bf = bt ? widen(*bt) : std::vector<float>(size_t(dirs * 2 * GH), 0),
                              h0 = h0t ? widen(*h0t) : std::vector<float>(),
                              c0 = c0t ? widen(*c0t) : std::vector<float>(),
                              pf = pt ? widen(*pt) : std::vector<float>();
-    // X W^T per direction, rows in X's order ((t, n), or (n, t) with layout 1); R^T per direction.
+    // X W^T per direction, rows in X's order ((t, n), or (n, t) with layout 1); R^T packed per
+    // direction.
     std::vector<float> xw(size_t(dirs * S * N * GH));
     const float* wp = cached ? w_const_.data() : wf.data();
     for (int64_t d = 0; d < dirs; d++) {
-      proj_.run(xf.data(), wp + d * GH * I, xw.data() + d * S * N * GH, S * N, I, GH, pool.size());
+      proj_.run(xp, wp + d * GH * I, xw.data() + d * S * N * GH, S * N, I, GH, pool.size());
     }
-    const std::vector<float> rt_call =
-        cached ? std::vector<float>() : transposed_r(widen(r), dirs, GH, H);
-    const std::vector<float>& rt = cached ? r_t_const_ : rt_call;
-    std::vector<float> y(size_t(numel(ys)), 0.0f), yh(size_t(numel(hs))), yc(size_t(numel(hs)));
+    const std::vector<float> rt_call = cached ? std::vector<float>() : packed_r(widen(r), dirs);
+    const std::vector<float>& rt = cached ? r_packed_const_ : rt_call;
+    // The outputs written in place when f32, else in f32 and narrowed at the end. Y is zero past
+    // each entry's length.
+    std::vector<float> narrow[3];
+    float* res[3] = {nullptr, nullptr, nullptr};
+    for (size_t o = 0; o < out.size(); o++) {
+      if (out[o].dtype() == DType::f32) {
+        res[o] = static_cast<float*>(out[o].data());
+      } else {
+        narrow[o].resize(size_t(out[o].numel()));
+        res[o] = narrow[o].data();
+      }
+    }
+    std::fill_n(res[0], out[0].numel(), 0.0f);
     // A direction and a block of batch entries per task, at least one task per thread.
     const int64_t per_dir = std::max<int64_t>(1, int64_t(pool.size()) / dirs);
     const int64_t nb = std::max<int64_t>(1, (N + per_dir - 1) / per_dir);
@@ -150,12 +169,12 @@ class RecurrentKernel : public KernelBase {
     pool.parallel_for(dirs * blocks, 1, [&](int64_t q0, int64_t q1, int) {
       for (int64_t q = q0; q < q1; q++) {
         const int64_t d = q / blocks, b0 = q % blocks * nb;
-        entries(d, b0, std::min(N, b0 + nb), S, N, ins, y, yh, yc);
+        entries(d, b0, std::min(N, b0 + nb), S, N, ins, res[0], res[1], res[2]);
       }
     });
-    const std::vector<float>* res[3] = {&y, &yh, &yc};
     for (size_t o = 0; o < out.size(); o++) {
-      convert_floats(DType::f32, res[o]->data(), out[o].dtype(), out[o].data(), out[o].numel());
+      if (!narrow[o].empty())
+        convert_floats(DType::f32, res[o], out[o].dtype(), out[o].data(), out[o].numel());
     }
   }
 
@@ -165,16 +184,20 @@ class RecurrentKernel : public KernelBase {
     const std::vector<int64_t>* lens;
   };
 
-  // R [dirs, GH, H] as R^T per direction: [dirs, H, GH].
-  static std::vector<float> transposed_r(const std::vector<float>& r, int64_t dirs, int64_t gh,
-                                         int64_t h) {
+  // The column ranges of R^T one step's product reads together: GRU without linear_before_reset
+  // multiplies h by z's and r's columns, then r (.) h by the candidate's.
+  std::vector<std::pair<int64_t, int64_t>> segments() const {
+    if (op_ == OpKind::GRU && !lbr_) return {{0, 2 * H_}, {2 * H_, 3 * H_}};
+    return {{0, G_ * H_}};
+  }
+
+  // R [dirs, GH, H] as R^T per direction, each segment packed for recur_gemm at offset c0 H.
+  std::vector<float> packed_r(const std::vector<float>& r, int64_t dirs) const {
+    const int64_t GH = G_ * H_;
     std::vector<float> t(r.size());
     for (int64_t d = 0; d < dirs; d++) {
-      for (int64_t row = 0; row < gh; row++) {
-        for (int64_t k = 0; k < h; k++) {
-          t[size_t((d * h + k) * gh + row)] = r[size_t((d * gh + row) * h + k)];
-        }
-      }
+      for (auto [c0, c1] : segments())
+        recur_pack(r.data() + d * GH * H_, H_, c0, c1, t.data() + d * GH * H_ + c0 * H_);
     }
     return t;
   }
@@ -183,12 +206,12 @@ class RecurrentKernel : public KernelBase {
 
   // Direction d of batch entries [b0, b1): their steps, forward or reversed, the entries' rows of
   // R^T shared per step.
-  void entries(int64_t d, int64_t b0, int64_t b1, int64_t S, int64_t N, const Inputs& in,
-               std::vector<float>& y, std::vector<float>& yh, std::vector<float>& yc) const {
+  void entries(int64_t d, int64_t b0, int64_t b1, int64_t S, int64_t N, const Inputs& in, float* y,
+               float* yh, float* yc) const {
     const int64_t G = G_, H = H_, dirs = dir_ == 2 ? 2 : 1, GH = G * H, E = b1 - b0;
     const bool rev = dir_ == 1 || d == 1;
     const float* xw = in.xw->data() + d * S * N * GH;
-    const float* rt = in.rt->data() + d * H * GH;
+    const float* rt = in.rt->data() + d * GH * H;
     const float* wb = in.bias->data() + d * 2 * GH;
     const float* rb = wb + GH;
     const float* p = in.peep->empty() ? nullptr : in.peep->data() + d * 3 * H;
@@ -207,11 +230,11 @@ class RecurrentKernel : public KernelBase {
     const size_t ne = size_t(E);
     std::vector<char> live(ne, 0);
     std::vector<int64_t> at(ne, 0);
-    // acc's columns [c0, c1) of every entry: Rb + v R^T (entries past their length too: their
-    // rows are computed and not used, so that R^T's rows serve all entries).
+    // acc's columns [c0, c1) (a segment) of every entry: Rb + v R^T (entries past their length
+    // too: their rows are computed and not used, so that R^T's panels serve all entries).
     auto recur = [&](const std::vector<float>& v, int64_t c0, int64_t c1) {
       for (int64_t e = 0; e < E; e++) std::copy(rb + c0, rb + c1, &acc[size_t(e * GH + c0)]);
-      recur_gemm(rt + c0, GH, v.data(), H, E, H, &acc[size_t(c0)], GH, c1 - c0);
+      recur_gemm(rt + c0 * H, v.data(), H, E, H, &acc[size_t(c0)], GH, c1 - c0);
     };
     // The entry's row of X W^T at its current step.
     auto xw_row = [&](int64_t e) {
@@ -290,13 +313,13 @@ class RecurrentKernel : public KernelBase {
         if (!live[size_t(e)]) continue;
         const int64_t t = at[size_t(e)], b = b0 + e;
         float* yt =
-            y.data() + (layout_ == 0 ? ((t * dirs + d) * N + b) * H : ((b * S + t) * dirs + d) * H);
+            y + (layout_ == 0 ? ((t * dirs + d) * N + b) * H : ((b * S + t) * dirs + d) * H);
         std::copy_n(&h[size_t(e * H)], H, yt);
       }
     }
     for (int64_t e = 0; e < E; e++) {
-      std::copy_n(&h[size_t(e * H)], H, yh.data() + state_at(b0 + e));
-      if (op_ == OpKind::LSTM) std::copy_n(&c[size_t(e * H)], H, yc.data() + state_at(b0 + e));
+      std::copy_n(&h[size_t(e * H)], H, yh + state_at(b0 + e));
+      if (op_ == OpKind::LSTM) std::copy_n(&c[size_t(e * H)], H, yc + state_at(b0 + e));
     }
   }
 
@@ -307,7 +330,9 @@ class RecurrentKernel : public KernelBase {
   int opt_[5];  // node input of B, sequence_lens, initial_h, initial_c, P; -1 when absent
   ProjectMatMul proj_;
   Sizes w_sizes_, r_sizes_;
-  std::vector<float> w_const_, r_t_const_;  // constant W in f32 and R^T, when both are constants
+  int64_t r_panel_ = 0;  // recur_panel_width() r_packed_const_ was packed at
+  std::vector<float> w_const_, r_packed_const_;  // constant W in f32 and R^T packed, when both are
+                                                 // constants
 };
 
 }  // namespace
