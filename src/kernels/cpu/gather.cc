@@ -3,6 +3,7 @@
 // i64 or i32; negative ones wrap once (ONNX); any index outside [-dim, dim) is a user error naming
 // the node and the index, checked before anything is written.
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/kernel_util.h"
 
@@ -55,11 +56,28 @@ class GatherKernel : public KernelBase {
     const char* pd = static_cast<const char*>(data.data());
     char* py = static_cast<char*>(y.data());
     if (y.numel() == 0) return;
-    pool.parallel_for(outer * nidx, grain_for(inner), [&](int64_t lo, int64_t hi, int) {
+    // Blocks of one element (a framing Gather: a signal's samples) copy by their fixed size.
+    auto copy_items = [&](auto fixed, int64_t lo, int64_t hi) {
+      constexpr size_t kFixed = decltype(fixed)::value;
+      const size_t b = kFixed ? kFixed : block;
+      int64_t o = lo / nidx, i = lo % nidx;
       for (int64_t item = lo; item < hi; ++item) {
-        const int64_t o = item / nidx, i = item % nidx;
-        std::memcpy(py + size_t(item) * block,
-                    pd + (size_t(o) * size_t(dim) + size_t(ix[size_t(i)])) * block, block);
+        std::memcpy(py + size_t(item) * b,
+                    pd + (size_t(o) * size_t(dim) + size_t(ix[size_t(i)])) * b,
+                    kFixed ? kFixed : b);
+        if (++i == nidx) i = 0, ++o;
+      }
+    };
+    pool.parallel_for(outer * nidx, grain_for(inner), [&](int64_t lo, int64_t hi, int) {
+      switch (block) {
+        case 2:
+          return copy_items(std::integral_constant<size_t, 2>(), lo, hi);
+        case 4:
+          return copy_items(std::integral_constant<size_t, 4>(), lo, hi);
+        case 8:
+          return copy_items(std::integral_constant<size_t, 8>(), lo, hi);
+        default:
+          return copy_items(std::integral_constant<size_t, 0>(), lo, hi);
       }
     });
   }
