@@ -1,6 +1,7 @@
 #include "import/onnx/fold.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "ir/shape_util.h"
@@ -173,6 +174,16 @@ std::optional<Tensor> fold_int(const Node& n, const std::vector<Tensor>& in) {
   return t;
 }
 
+// n's output evaluated by the double reference, stored in its dtype.
+Tensor by_reference(const Node& n, const std::vector<Tensor>& in) {
+  std::vector<ref::RefTensor> rin;
+  for (auto& t : in) rin.push_back(ref::from_tensor(t));
+  auto out = ref::eval_node(n, rin).at(0);
+  Tensor t(n.out()->dtype, out.sizes);
+  for (int64_t i = 0; i < t.numel(); i++) t.set(i, out.data[size_t(i)]);
+  return t;
+}
+
 }  // namespace
 
 std::optional<Tensor> fold_node(const Node& n) {
@@ -180,6 +191,12 @@ std::optional<Tensor> fold_node(const Node& n) {
   for (auto* v : n.inputs) {
     if (!v || !v->producer || v->producer->op != OpKind::Constant) return std::nullopt;
     in.push_back(v->producer->payload);
+  }
+  if (n.op == OpKind::Range) {
+    // Its length is known once its bounds are: positions (a window's, a DFT basis') fold on.
+    const double count = std::ceil((in[1].get(0) - in[0].get(0)) / in[2].get(0));
+    if (in[2].get(0) == 0 || !(count <= double(kMaxFoldMoveElems))) return std::nullopt;
+    return by_reference(n, in);
   }
   FusionClass fc = fusion_class(n.op);
   if (fc == FusionClass::Constant || fc == FusionClass::Host) return std::nullopt;
@@ -194,12 +211,7 @@ std::optional<Tensor> fold_node(const Node& n) {
   if (!is_static(n.out()->shape) || numel(static_sizes(n.out()->shape)) > kMaxFoldMathElems) {
     return std::nullopt;
   }
-  std::vector<ref::RefTensor> rin;
-  for (auto& t : in) rin.push_back(ref::from_tensor(t));
-  auto out = ref::eval_node(n, rin).at(0);
-  Tensor t(n.out()->dtype, out.sizes);
-  for (int64_t i = 0; i < t.numel(); i++) t.set(i, out.data[size_t(i)]);
-  return t;
+  return by_reference(n, in);
 }
 
 }  // namespace ubfuse::onnx_import

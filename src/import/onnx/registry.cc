@@ -51,6 +51,7 @@ const ConverterMap& converters() {
     add_quant_ops(out);
     add_loss_ops(out);
     add_recurrent_ops(out);
+    add_spectral_ops(out);
     return out;
   }();
   return m;

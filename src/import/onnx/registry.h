@@ -27,6 +27,7 @@ void add_einsum_ops(ConverterMap& m);
 void add_quant_ops(ConverterMap& m);
 void add_loss_ops(ConverterMap& m);
 void add_recurrent_ops(ConverterMap& m);
+void add_spectral_ops(ConverterMap& m);
 // The ONNX ops that may take int8/uint8 inputs (data movement, Cast, Where, integer elementwise
 // arithmetic and comparisons, and the quantization ops; ops_quant.cc); others are unsupported on
 // them.

@@ -1,0 +1,216 @@
+// DFT and STFT (opset 17), lowered at import to MatMuls with a cosine and a sine basis: a
+// spectrogram front end is a few hundred bins of a few hundred samples per frame, where the basis
+// product runs on oneDNN's matmul. The basis angles are 2 pi (k t mod L) / L with k t exact in
+// int64, so that large k t lose nothing to f32, reduced to a quarter turn; with a constant length
+// the basis folds at import.
+#include <string>
+#include <vector>
+
+#include "import/onnx/registry.h"
+
+namespace ubfuse::onnx_import {
+
+namespace {
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+// A scalar integer input (rank 0 or [1]) as an i64 scalar.
+Value* int_scalar(NodeCtx& c, int i, const std::string& what) {
+  const DType t = c.dtype(i);
+  if (t != DType::i64 && t != DType::i32) {
+    c.invalid(what + " must be int32 or int64, got " + std::string(dtype_name(t)));
+  }
+  const Shape& s = c.shape(i);
+  if (!s.empty() && !(s.size() == 1 && s[0] == Dim(1))) {
+    c.invalid(what + " must be a scalar, got the shape " + shape_str(s));
+  }
+  Value* v = c.value(i);
+  if (!s.empty()) v = c.reshape_to(v, {});
+  return cast_value(c, v, DType::i64);
+}
+
+// The size of x's dim `axis` as an i64 scalar (read from x's shape when it is symbolic).
+Value* dim_scalar(NodeCtx& c, Value* x, int64_t axis) {
+  const Dim& d = x->shape[size_t(axis)];
+  if (d.is_static()) return c.scalar(double(d.value()), DType::i64);
+  return c.reshape_to(slice_axis(c, c.emit(OpKind::Shape, {x}), 0, axis, axis + 1), {});
+}
+
+// The value of an i64 scalar known at import, or -1.
+int64_t known(Value* v) {
+  const Node* p = v->producer;
+  if (p && p->op == OpKind::Constant && p->payload.defined() && p->payload.numel() == 1) {
+    return int64_t(p->payload.get(0));
+  }
+  return -1;
+}
+
+// The DFT along x's last axis: x [..., rows, n] in f32, rows 1 (real) or 2 (real, imaginary);
+// the signal zero-padded or cut to length L (an i64 scalar). Returns [..., 2, bins] (real and
+// imaginary rows), bins = L / 2 + 1 when onesided, else L; the inverse is divided by L.
+Value* dft_rows(NodeCtx& c, Value* x, Value* L, bool onesided, bool inverse) {
+  const int64_t r = int64_t(x->shape.size());
+  const int64_t rows = x->shape[size_t(r - 2)].value();
+  const DType i64 = DType::i64, f32 = DType::f32;
+  auto op = [&](OpKind k, std::vector<Value*> in) { return c.emit(k, std::move(in)); };
+  Value* zero = c.scalar(0, i64);
+  Value* one = c.scalar(1, i64);
+  Value* n = dim_scalar(c, x, r - 1);
+  Value* bins = onesided ? op(OpKind::Add, {op(OpKind::Div, {L, c.scalar(2, i64)}), one}) : L;
+  Value* t = op(OpKind::Range, {zero, n, one});
+  t = c.reshape_to(t, {t->shape[0], Dim(1)});  // [n, 1]
+  Value* k = op(OpKind::Range, {zero, bins, one});
+  // theta = 2 pi m / L, m = k t mod L, as a quarter turn q = 4 m / L and phi = (pi / 2) r / L
+  // with r = 4 m - q L: cos and sin of phi, swapped and negated per quarter, so that the
+  // quarter points (the Nyquist bin's sin pi) are exact zeros and ones.
+  Value* m4 = op(OpKind::Mul, {op(OpKind::Mod, {op(OpKind::Mul, {t, k}), L}), c.scalar(4, i64)});
+  Value* q = op(OpKind::Div, {m4, L});  // [n, bins], 0 to 3
+  Value* rem = op(OpKind::Sub, {m4, op(OpKind::Mul, {q, L})});
+  Value* phi =
+      op(OpKind::Mul, {cast_value(c, rem, f32),
+                       op(OpKind::Div, {c.scalar(kTwoPi / 4, f32), cast_value(c, L, f32)})});
+  Value* c0 = op(OpKind::Cos, {phi});
+  Value* s0 = op(OpKind::Sin, {phi});
+  Value* two = c.scalar(2, i64);
+  Value* odd = op(OpKind::Equal, {op(OpKind::Mod, {q, two}), one});  // quarters 1 and 3 swap
+  auto sign = [&](Value* half) {                                     // 1 - 2 (half mod 2) as f32
+    return cast_value(
+        c, op(OpKind::Sub, {one, op(OpKind::Mul, {two, op(OpKind::Mod, {half, two})})}), f32);
+  };
+  // cos theta: c0, -s0, -c0, s0; sin theta: s0, c0, -s0, -c0 for quarters 0 to 3.
+  Value* cs = op(OpKind::Mul, {op(OpKind::Where, {odd, s0, c0}),
+                               sign(op(OpKind::Div, {op(OpKind::Add, {q, one}), two}))});
+  Value* sn = op(OpKind::Mul, {op(OpKind::Where, {odd, c0, s0}), sign(op(OpKind::Div, {q, two}))});
+  const int64_t len = known(L);
+  const Dim& nd = x->shape[size_t(r - 1)];
+  if (!(len >= 0 && nd.is_static() && len >= nd.value())) {  // samples past L are cut
+    Value* keep = op(OpKind::Less, {t, L});
+    cs = op(OpKind::Where, {keep, cs, c.scalar(0, f32)});
+    sn = op(OpKind::Where, {keep, sn, c.scalar(0, f32)});
+  }
+  Value* a = op(OpKind::MatMul, {x, cs});  // [..., rows, bins]: x cos
+  Value* b = op(OpKind::MatMul, {x, sn});  // x sin
+  // e^(-+i theta) = cos theta -+ i sin theta times (xr + i xi).
+  Value *re = nullptr, *im = nullptr;
+  if (rows == 1) {
+    re = a;
+    im = inverse ? b : op(OpKind::Neg, {b});
+  } else {
+    Value* ar = slice_axis(c, a, r - 2, 0, 1);
+    Value* ai = slice_axis(c, a, r - 2, 1, 2);
+    Value* br = slice_axis(c, b, r - 2, 0, 1);
+    Value* bi = slice_axis(c, b, r - 2, 1, 2);
+    re = op(inverse ? OpKind::Sub : OpKind::Add, {ar, bi});
+    im = op(inverse ? OpKind::Add : OpKind::Sub, {ai, br});
+  }
+  if (inverse) {
+    Value* inv = op(OpKind::Div, {c.scalar(1, f32), cast_value(c, L, f32)});
+    re = op(OpKind::Mul, {re, inv});
+    im = op(OpKind::Mul, {im, inv});
+  }
+  return c.emit(OpKind::Concat, {re, im}, {{"axis", r - 2}});
+}
+
+Value* transpose(NodeCtx& c, Value* x, const std::vector<int64_t>& perm) {
+  return c.emit(OpKind::Transpose, {x}, {{"perm", perm}});
+}
+
+// The trailing dim of a DFT or STFT signal: 1 (real) or 2 (complex).
+int64_t complex_dim(NodeCtx& c, const Shape& s, const std::string& what) {
+  if (s.size() < 2 || !s.back().is_static() || (s.back().value() != 1 && s.back().value() != 2)) {
+    c.invalid(what + " must end in a dim of 1 (real) or 2 (real, imaginary), got the shape " +
+              shape_str(s));
+  }
+  return s.back().value();
+}
+
+// DFT(input, dft_length?; axis, inverse, onesided) on [..., n, ..., 1 or 2].
+void dft(NodeCtx& c) {
+  require_float(c, 0);
+  const int64_t r = c.rank(0);
+  const int64_t parts = complex_dim(c, c.shape(0), "input");
+  int64_t axis = 1;
+  if (c.opset() >= 20) {
+    if (c.has_input(2)) axis = c.const_ints(2, "axis").at(0);
+  } else {
+    axis = c.attr_int("axis", 1);
+  }
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r - 1) {
+    c.invalid("axis must name a dim of the signal, not its last (real, imaginary) dim: " +
+              std::to_string(axis < 0 ? axis - r : axis) + " for the shape " +
+              shape_str(c.shape(0)));
+  }
+  const bool inverse = c.attr_int("inverse", 0) != 0;
+  const bool onesided = c.attr_int("onesided", 0) != 0;
+  if (onesided && parts == 2) c.invalid("onesided needs a real input (a last dim of 1)");
+  if (onesided && inverse) c.unsupported("onesided with inverse (a onesided inverse DFT)");
+  Value* x = c.value(0);
+  const DType dt = x->dtype;
+  x = cast_value(c, x, DType::f32);
+  Value* L = c.has_input(1) ? int_scalar(c, 1, "dft_length") : dim_scalar(c, x, axis);
+  // [others..., parts, n]: the signal's axis last, its parts before it.
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r - 1; i++) {
+    if (i != axis) perm.push_back(i);
+  }
+  perm.push_back(r - 1);
+  perm.push_back(axis);
+  Value* y = dft_rows(c, transpose(c, x, perm), L, onesided, inverse);
+  std::vector<int64_t> back(size_t(r), 0);
+  for (int64_t i = 0; i < r; i++) back[size_t(perm[size_t(i)])] = i;
+  c.set_output(0, cast_value(c, transpose(c, y, back), dt));
+}
+
+// STFT(signal [batch, length, 1 or 2], frame_step, window?, frame_length?; onesided):
+// [batch, frames, bins, 2], frames = 1 + (length - frame_length) / frame_step. The frames are
+// a Gather of the signal at (frame start + offset), times the window, then the DFT.
+void stft(NodeCtx& c) {
+  require_float(c, 0);
+  if (c.rank(0) != 3)
+    c.invalid("signal must be [batch, length, 1 or 2], got " + shape_str(c.shape(0)));
+  const int64_t parts = complex_dim(c, c.shape(0), "signal");
+  const bool onesided = c.attr_int("onesided", 1) != 0;
+  if (onesided && parts == 2) c.invalid("onesided needs a real signal (a last dim of 1)");
+  const DType i64 = DType::i64;
+  Value* x = c.value(0);
+  const DType dt = x->dtype;
+  x = cast_value(c, x, DType::f32);
+  Value* step = int_scalar(c, 1, "frame_step");
+  Value* window = nullptr;
+  if (c.has_input(2)) {
+    require_float(c, 2);
+    if (c.rank(2) != 1) c.invalid("window must be 1-D, got " + shape_str(c.shape(2)));
+    window = cast_value(c, c.value(2), DType::f32);
+  }
+  if (!window && !c.has_input(3)) {
+    c.invalid("needs a window or a frame_length (the samples per frame)");
+  }
+  Value* fl = c.has_input(3) ? int_scalar(c, 3, "frame_length") : dim_scalar(c, window, 0);
+  Value* fw = window ? dim_scalar(c, window, 0) : fl;  // samples per frame
+  if (window && known(fl) >= 0 && known(fw) >= 0 && known(fl) != known(fw)) {
+    c.invalid("window has " + std::to_string(known(fw)) + " values but frame_length is " +
+              std::to_string(known(fl)));
+  }
+  auto op = [&](OpKind k, std::vector<Value*> in) { return c.emit(k, std::move(in)); };
+  Value* zero = c.scalar(0, i64);
+  Value* one = c.scalar(1, i64);
+  Value* frames =
+      op(OpKind::Add, {op(OpKind::Div, {op(OpKind::Sub, {dim_scalar(c, x, 1), fl}), step}), one});
+  Value* starts = op(OpKind::Mul, {op(OpKind::Range, {zero, frames, one}), step});
+  starts = c.reshape_to(starts, {starts->shape[0], Dim(1)});
+  Value* idx = op(OpKind::Add, {starts, op(OpKind::Range, {zero, fw, one})});  // [frames, fw]
+  Value* f = c.emit(OpKind::Gather, {x, idx}, {{"axis", int64_t(1)}});  // [b, frames, fw, parts]
+  if (window) f = op(OpKind::Mul, {f, c.reshape_to(window, {window->shape[0], Dim(1)})});
+  Value* y = dft_rows(c, transpose(c, f, {0, 1, 3, 2}), fl, onesided, false);
+  c.set_output(0, cast_value(c, transpose(c, y, {0, 1, 3, 2}), dt));
+}
+
+}  // namespace
+
+void add_spectral_ops(ConverterMap& m) {
+  m["DFT"] = dft;
+  m["STFT"] = stft;
+}
+
+}  // namespace ubfuse::onnx_import
