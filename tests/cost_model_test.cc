@@ -147,6 +147,34 @@ TEST(CostModel, OpByOpGroupRunsAsItsParts) {
   for (auto& d : together.decisions()) EXPECT_NE(d.reason, FusionReason::NotProfitable);
 }
 
+// A spectrogram's power, the sum of a complex value's squared parts: rows of 2 values. As one
+// kernel each row takes a whole vector (charged 16 values), where eager Mul streams and eager
+// ReduceSum sums a vector of rows at once: refused, with both estimates, and the same answer.
+// Rows of 16 values fuse.
+TEST(CostModel, ReductionOverNarrowRowsStaysApart) {
+  for (int64_t cols : {int64_t(2), int64_t(16)}) {
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {4096, 64, cols});
+    b.output("p", b.reduce_sum(b.mul(x, x)));
+    Graph g = b.build();
+    Options o = graph_opts();
+    o["cost_model"] = "builtin";
+    CompiledModel m = compile(g, o);
+    int refused = 0;
+    for (auto& d : m.decisions()) {
+      if (d.reason != FusionReason::NotProfitable) continue;
+      refused++;
+      EXPECT_NE(d.message.find("is predicted slower as one kernel"), std::string::npos)
+          << d.message;
+    }
+    EXPECT_EQ(refused, cols == 2 ? 1 : 0) << cols;
+    EXPECT_EQ(m.kernels().size(), cols == 2 ? 2u : 1u) << cols;
+    const std::map<std::string, Tensor> in = {
+        {"x", Tensor::random(DType::f32, {4096, 64, cols}, 4)}};
+    EXPECT_TRUE(close_to_ref(m.run(in).at("p"), ref::run_graph(g, in).at("p")));
+  }
+}
+
 TEST(CostModel, BadValuesNameTheOptionOrVariable) {
   Graph g = add_exp({Dim(4), Dim(8)});
   Options o = graph_opts();

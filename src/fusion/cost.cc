@@ -113,7 +113,18 @@ CostEstimate estimate_fused(const Graph& graph, const FusedGroup& g, bool op_by_
     return e;
   }
   CostEstimate e;
-  for (const Value* v : g.inputs) e.bytes += bytes_of(v) * (g.reread ? 2 : 1);
+  // A row reduction's kernel takes a row at a time, a row narrower than kVectorValues in one
+  // masked vector (and a horizontal reduction): its row-length inputs count as that wide.
+  double narrow = 1;
+  const Dim cols = g.domain.empty() ? Dim(int64_t(0)) : g.domain.back();
+  if (g.kind == GroupKind::RowReduction && cols.is_static() && cols.value() > 0 &&
+      cols.value() < kVectorValues) {
+    narrow = double(kVectorValues) / double(cols.value());
+  }
+  for (const Value* v : g.inputs) {
+    const bool row = !v->shape.empty() && v->shape.back() == cols;
+    e.bytes += bytes_of(v) * (g.reread ? 2 : 1) * (row ? narrow : 1);
+  }
   for (const Value* v : g.outputs) e.bytes += bytes_of(v);
   for (const Node* n : g.nodes) e.flops += matmul_flops(n);
   e.seconds = kernel_seconds(e.bytes, e.flops, p);

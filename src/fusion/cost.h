@@ -8,6 +8,9 @@
 //   - a generated kernel reads each input once (twice when it re-reads, `reread`) and writes each
 //     output once; its parts move every intermediate through memory, each in its own kernel, so
 //     by bytes a generated kernel never loses but for re-reading;
+//   - a row reduction's kernel takes a row at a time: rows shorter than kVectorValues cost a
+//     whole vector each, so its inputs of that row length count kVectorValues / cols times (eager
+//     ReduceSum and ReduceMean take rows of 2 to 4 f32 values a vector of rows at a time);
 //   - a group codegen cannot express runs op by op (codegen/op_by_op_kernel.h): its parts, one
 //     after another, plus per member a shape inference and allocation (a launch's cost) and
 //     fresh temporaries each call: always slower than its parts;
@@ -42,6 +45,9 @@ struct CostParams {
 };
 
 inline constexpr int64_t kSymbolSize = 256;
+// The row length below which a row reduction's generated kernel is charged a vector per row: 16
+// f32 values, AVX-512's vector.
+inline constexpr int64_t kVectorValues = 16;
 inline constexpr double kUnsureRatio = 1.25;
 // A group is refused when its estimate exceeds its parts' by more than this factor (one that
 // would run op by op, when it exceeds them at all).

@@ -15,6 +15,34 @@ HWY_BEFORE_NAMESPACE();
 namespace ubfuse {
 namespace HWY_NAMESPACE {
 
+// Sums (op 0) or means (op 1) of f32 rows of kCols values (a complex value's two parts, a
+// pixel's channels): a vector of rows at a time, the loads de-interleaving the columns, where a
+// row at a time spends a masked load, a horizontal sum and a one-lane store on each. Returns the
+// rows done.
+template <size_t kCols>
+size_t NarrowRowSums(int op, const float* HWY_RESTRICT x, float* HWY_RESTRICT y, size_t rows) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto inv = hn::Set(d, 1.0f / float(kCols));
+  size_t r = 0;
+  for (; r + N <= rows; r += N) {
+    const float* p = x + r * kCols;
+    hn::Vec<decltype(d)> a, b, c, e, v;
+    if constexpr (kCols == 2) {
+      hn::LoadInterleaved2(d, p, a, b);
+      v = hn::Add(a, b);
+    } else if constexpr (kCols == 3) {
+      hn::LoadInterleaved3(d, p, a, b, c);
+      v = hn::Add(hn::Add(a, b), c);
+    } else {
+      hn::LoadInterleaved4(d, p, a, b, c, e);
+      v = hn::Add(hn::Add(a, b), hn::Add(c, e));
+    }
+    hn::StoreU(op == 1 ? hn::Mul(v, inv) : v, d, y + r);
+  }
+  return r;
+}
+
 // op: 0 sum, 1 mean, 2 max.
 template <typename T>
 HWY_NOINLINE void ReduceRows(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t rows,
@@ -22,7 +50,13 @@ HWY_NOINLINE void ReduceRows(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y,
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 1> d1;
   const float inv = 1.0f / float(cols);
-  for (size_t r = 0; r < rows; ++r) {
+  size_t done = 0;
+  if constexpr (hwy::IsSame<T, float>()) {
+    if (op != 2 && cols == 2) done = NarrowRowSums<2>(op, x, y, rows);
+    if (op != 2 && cols == 3) done = NarrowRowSums<3>(op, x, y, rows);
+    if (op != 2 && cols == 4) done = NarrowRowSums<4>(op, x, y, rows);
+  }
+  for (size_t r = done; r < rows; ++r) {
     const T* xr = x + r * cols;
     float v;
     if (op == 2) {
