@@ -1,8 +1,10 @@
 // DFT and STFT (src/import/onnx/ops_spectral.cc) against their definitions in double: real and
 // complex signals, odd lengths, dft_length cutting and padding (given at import and at run time),
-// a symbolic signal length, onesided, the inverse, negative axes, f16, windows; and the errors.
+// a symbolic signal length, onesided, the inverse, negative axes, f16, windows; MelWeightMatrix
+// against ONNX's reference; and the errors.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 #include "onnx_one_node.h"
@@ -203,6 +205,80 @@ TEST(OnnxSpectral, StftWithAWindowAndComplexTwoSided) {
   }
 }
 
+Graph mel_model(float mels, float dft, float rate, float lo, float hi) {
+  return OneNode("MelWeightMatrix", 17)
+      .init("mels", testing::kInt32, {}, {mels})
+      .init("dft", testing::kInt32, {}, {dft})
+      .init("rate", testing::kInt32, {}, {rate})
+      .init("lo", kFloat, {}, {lo})
+      .init("hi", kFloat, {}, {hi})
+      .output("w", kFloat)
+      .import();
+}
+
+// The filters become a constant at import, equal to ONNX's reference (numpy, the edges by its
+// floor division): ONNX's test case entry by entry, and fingerprints of two front ends' filters
+// from the reference (sum, count of non-zeros, sum of value x flat position, four entries).
+TEST(OnnxSpectral, MelWeightMatrixOfConstantsIsTheReferences) {
+  const std::vector<std::vector<float>> onnx_case = {
+      {1, 1, 0, 0, 0, 0, 0, 0}, {0, 0, 1, 1, 0, 0, 0, 0}, {0, 0, 0, 0, 1, 0, 0, 0},
+      {0, 0, 0, 0, 0, 1, 0, 0}, {0, 0, 0, 0, 0, 0, 1, 0}, {0, 0, 0, 0, 0, 0, 0, 1},
+      {0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0}};
+  Graph g = mel_model(8, 16, 8192, 0, 4096);
+  for (const Options& o : kModes) {
+    CompiledModel m = compile(g, o);
+    EXPECT_EQ(m.kernels().size(), 0u);  // a constant output
+    Tensor w = m.run({}).at("w");
+    ASSERT_EQ(w.sizes(), (Sizes{9, 8}));
+    for (int64_t j = 0; j < 9; j++) {
+      for (int64_t i = 0; i < 8; i++) EXPECT_EQ(w.get(j * 8 + i), onnx_case[size_t(j)][size_t(i)]);
+    }
+  }
+  struct Case {
+    float mels, dft, rate, lo, hi;
+    double sum;
+    int nonzero;
+    double weighted;
+    std::vector<std::tuple<int64_t, int64_t, double>> at;
+  };
+  const Case cases[] = {{80,
+                         400,
+                         16000,
+                         0,
+                         8000,
+                         195.500001,
+                         311,
+                         1456579.68,
+                         {{0, 0, 1}, {1, 1, 1}, {103, 62, 0.75}, {192, 79, 1.0 / 6}}},
+                        {40,
+                         512,
+                         16000,
+                         125,
+                         3800,
+                         108.500001,
+                         177,
+                         257719.836,
+                         {{5, 0, 1}, {6, 1, 1}, {63, 29, 0.25}, {115, 39, 1.0 / 6}}}};
+  for (const Case& k : cases) {
+    Tensor w = compile(mel_model(k.mels, k.dft, k.rate, k.lo, k.hi), testing::eager_opts())
+                   .run({})
+                   .at("w");
+    const int64_t cols = int64_t(k.mels);
+    ASSERT_EQ(w.sizes(), (Sizes{int64_t(k.dft) / 2 + 1, cols}));
+    double sum = 0, weighted = 0;
+    int nonzero = 0;
+    for (int64_t i = 0; i < w.numel(); i++) {
+      sum += w.get(i);
+      weighted += w.get(i) * double(i);
+      nonzero += w.get(i) != 0;
+    }
+    EXPECT_NEAR(sum, k.sum, 1e-5) << k.dft;
+    EXPECT_EQ(nonzero, k.nonzero) << k.dft;
+    EXPECT_NEAR(weighted, k.weighted, 1e-2) << k.dft;
+    for (auto [j, i, v] : k.at) EXPECT_NEAR(w.get(j * cols + i), v, 1e-7) << j << "," << i;
+  }
+}
+
 TEST(OnnxSpectral, ErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(throws_with(
       [] {
@@ -253,6 +329,21 @@ TEST(OnnxSpectral, ErrorsNameNodeOpAndValue) {
             .import();
       },
       {"node0", "STFT", "frame_step must be a scalar, got the shape [2]"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("MelWeightMatrix", 17)
+            .input("mels", testing::kInt32, {})
+            .init("dft", testing::kInt32, {}, {16})
+            .init("rate", testing::kInt32, {}, {8192})
+            .init("lo", kFloat, {}, {0})
+            .init("hi", kFloat, {}, {4096})
+            .output("w", kFloat)
+            .import();
+      },
+      {"node0", "MelWeightMatrix", "num_mel_bins given at run time", "must be constants"}));
+  // 9000 Hz at 8192 samples per second lies past the spectrogram's 9 bins.
+  EXPECT_TRUE(throws_with([] { mel_model(8, 16, 8192, 0, 9000); },
+                          {"node0", "MelWeightMatrix", "reaches spectrogram bin 9 of 9"}));
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// DFT and STFT (opset 17), lowered at import to MatMuls with a cosine and a sine basis: a
-// spectrogram front end is a few hundred bins of a few hundred samples per frame, where the basis
-// product runs on oneDNN's matmul. The basis angles are 2 pi (k t mod L) / L with k t exact in
-// int64, so that large k t lose nothing to f32, reduced to a quarter turn; with a constant length
-// the basis folds at import.
+// The spectral ops of opset 17. DFT and STFT are lowered at import to MatMuls with a cosine and a
+// sine basis: a spectrogram front end is a few hundred bins of a few hundred samples per frame,
+// where the basis product runs on oneDNN's matmul. The basis angles are 2 pi (k t mod L) / L with
+// k t exact in int64, so that large k t lose nothing to f32, reduced to a quarter turn; with a
+// constant length the basis folds at import. MelWeightMatrix of constants becomes a constant.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -206,11 +207,83 @@ void stft(NodeCtx& c) {
   c.set_output(0, cast_value(c, transpose(c, y, {0, 1, 3, 2}), dt));
 }
 
+// numpy's floor division of doubles (npy_divmod), which the reference's bin edges use: it can
+// differ from floor(a / b) where a / b rounds up to a whole number.
+double numpy_floor_divide(double a, double b) {
+  double mod = std::fmod(a, b);
+  double div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0) return std::copysign(0.0, a / b);
+  double floordiv = std::floor(div);
+  if (div - floordiv > 0.5) floordiv += 1.0;
+  return floordiv;
+}
+
+// MelWeightMatrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz):
+// [dft_length / 2 + 1, num_mel_bins] triangular filters on the mel scale, computed at import as
+// ONNX's reference computes them (in double, the edges in whole spectrogram bins).
+void mel_weight_matrix(NodeCtx& c) {
+  auto value = [&](int i, const std::string& what, bool integral) {
+    if (integral != !is_float(c.dtype(i))) {
+      c.invalid(what + " must be " + (integral ? "an integer" : "a float") + ", got " +
+                std::string(dtype_name(c.dtype(i))));
+    }
+    const Tensor& t = c.const_input(i, what +
+                                           " given at run time (MelWeightMatrix is computed "
+                                           "at import; its inputs must be constants)");
+    if (t.numel() != 1) c.invalid(what + " must be a scalar, got " + sizes_str(t.sizes()));
+    return t.get(0);
+  };
+  const double mels = value(0, "num_mel_bins", true), dft = value(1, "dft_length", true),
+               rate = value(2, "sample_rate", true), lo = value(3, "lower_edge_hertz", false),
+               hi = value(4, "upper_edge_hertz", false);
+  const DType out = dtype_from_onnx(int32_t(c.attr_int("output_datatype", 1)),
+                                    c.where() + ": attribute 'output_datatype'");
+  if (!is_float(out)) c.unsupported("output_datatype " + std::string(dtype_name(out)));
+  if (mels < 1 || dft < 1 || rate <= 0) {
+    c.invalid("num_mel_bins and dft_length must be at least 1 and sample_rate positive, got " +
+              std::to_string(int64_t(mels)) + ", " + std::to_string(int64_t(dft)) + " and " +
+              std::to_string(int64_t(rate)));
+  }
+  const int64_t nmel = int64_t(mels), bins = int64_t(dft) / 2 + 1;
+  const double low_mel = 2595 * std::log10(1 + lo / 700),
+               high_mel = 2595 * std::log10(1 + hi / 700);
+  const double step = (high_mel - low_mel) / double(nmel + 2);
+  std::vector<int64_t> edge(size_t(nmel + 2));
+  for (int64_t i = 0; i < nmel + 2; i++) {
+    const double hz = 700 * (std::pow(10.0, (double(i) * step + low_mel) / 2595) - 1);
+    edge[size_t(i)] = int64_t(numpy_floor_divide((dft + 1) * hz, rate));
+  }
+  std::vector<double> w(size_t(bins * nmel), 0.0);
+  auto at = [&](int64_t j, int64_t i) -> double& {
+    if (j < 0 || j >= bins) {
+      c.invalid("mel bin " + std::to_string(i) + " reaches spectrogram bin " + std::to_string(j) +
+                " of " + std::to_string(bins) + " (lower_edge_hertz " + std::to_string(lo) +
+                ", upper_edge_hertz " + std::to_string(hi) + ", sample_rate " +
+                std::to_string(int64_t(rate)) + ")");
+    }
+    return w[size_t(j * nmel + i)];
+  };
+  for (int64_t i = 0; i < nmel; i++) {
+    const int64_t left = edge[size_t(i)], center = edge[size_t(i + 1)], right = edge[size_t(i + 2)];
+    if (center == left) {
+      at(center, i) = 1;
+    } else {
+      for (int64_t j = left; j <= center; j++) at(j, i) = double(j - left) / double(center - left);
+    }
+    for (int64_t j = center; j < right; j++) at(j, i) = double(right - j) / double(right - center);
+  }
+  Tensor t(out, {bins, nmel});
+  for (int64_t k = 0; k < t.numel(); k++) t.set(k, w[size_t(k)]);
+  c.set_output_const(0, t);
+}
+
 }  // namespace
 
 void add_spectral_ops(ConverterMap& m) {
   m["DFT"] = dft;
   m["STFT"] = stft;
+  m["MelWeightMatrix"] = mel_weight_matrix;
 }
 
 }  // namespace ubfuse::onnx_import
