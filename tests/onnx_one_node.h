@@ -86,6 +86,21 @@ class OneNode {
     n_->add_input("");
     return *this;
   }
+  // The node in another domain (onnxruntime's "com.microsoft"), imported at version 1.
+  OneNode& domain(const std::string& d) {
+    n_->set_domain(d);
+    auto* o = m_.add_opset_import();
+    o->set_domain(d);
+    o->set_version(1);
+    return *this;
+  }
+  OneNode& attr_f(const std::string& name, float v) {
+    auto* a = n_->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+    return *this;
+  }
   OneNode& attr(const std::string& name, int64_t v) {
     auto* a = n_->add_attribute();
     a->set_name(name);
@@ -119,6 +134,11 @@ class OneNode {
     auto* t = g_->add_output();
     t->set_name(name);
     t->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+    return *this;
+  }
+  // An optional output left out (named "").
+  OneNode& skip_output() {
+    n_->add_output("");
     return *this;
   }
   Graph import() const { return import_onnx_from_bytes(m_.SerializeAsString()); }

@@ -69,6 +69,9 @@ inline Graph import_onnx_from_bytes(const std::string& bytes, const ImportOption
 
 // The ONNX op types the importer accepts, sorted.
 std::vector<std::string> onnx_supported_ops();
+// The op types of onnxruntime's contrib domain com.microsoft it accepts (those onnxruntime's graph
+// optimizer writes into the models it saves), sorted.
+std::vector<std::string> onnx_supported_microsoft_ops();
 
 // Reads a serialized TensorProto (.pb, as in the ONNX backend test data); `name` receives its
 // name. External data is resolved relative to the file's folder.

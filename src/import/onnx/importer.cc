@@ -96,14 +96,22 @@ void check_opsets(const onnx::ModelProto& m, ImportState& st) {
 
 void convert_node(ImportState& st, const onnx::NodeProto& node) {
   NodeCtx c(st, node);
-  if (!node.domain().empty() && node.domain() != "ai.onnx") {
+  const bool microsoft = node.domain() == "com.microsoft";
+  if (!node.domain().empty() && node.domain() != "ai.onnx" && !microsoft) {
     throw OnnxUnsupportedError(c.where() + ": domain '" + node.domain() +
-                               "' is not supported (only the default ONNX domain); supported "
-                               "ops: " +
+                               "' is not supported (the default ONNX domain and onnxruntime's "
+                               "com.microsoft are); supported ops: " +
                                supported_list());
   }
-  auto& table = converters();
+  auto& table = microsoft ? microsoft_converters() : converters();
   auto it = table.find(node.op_type());
+  if (it == table.end() && microsoft) {
+    std::string ops;
+    for (auto& n : onnx_supported_microsoft_ops()) ops += (ops.empty() ? "" : ", ") + n;
+    throw OnnxUnsupportedError(c.where() + ": onnxruntime's contrib op 'com.microsoft." +
+                               node.op_type() +
+                               "' is not supported; supported com.microsoft ops: " + ops);
+  }
   if (it == table.end()) {
     throw OnnxUnsupportedError(c.where() + ": op '" + node.op_type() +
                                "' is not supported; supported ops: " + supported_list());

@@ -310,8 +310,18 @@ void split(NodeCtx& c) {
   }
   if (total != d.value())
     c.invalid("split sizes add up to " + std::to_string(total) + ", not " + d.str());
-  Value* x = c.value(0);
   int64_t at = 0;
+  if (const IValue& in = c.input(0); in.dims) {
+    // A shape vector split into its dims (onnxruntime's GatherSliceToSplitFusion writes this for
+    // the Gathers of a shape): each part stays dims, symbolic ones too.
+    for (int i = 0; i < c.num_outputs(); i++) {
+      const auto from = in.dims->begin() + at;
+      if (c.output_used(i)) c.set_output_dims(i, {from, from + sizes[size_t(i)]}, false);
+      at += sizes[size_t(i)];
+    }
+    return;
+  }
+  Value* x = c.value(0);
   for (int i = 0; i < c.num_outputs(); i++) {
     if (c.output_used(i)) slice_static(c, x, ax, at, at + sizes[size_t(i)], 1, i);
     at += sizes[size_t(i)];

@@ -35,27 +35,40 @@ void add_direct_ops(ConverterMap& m) {
 
 }  // namespace
 
-const ConverterMap& converters() {
-  static const ConverterMap m = [] {
-    ConverterMap out;
-    add_direct_ops(out);
-    add_math_ops(out);
-    add_activation_ops(out);
-    add_shape_ops(out);
-    add_movement_ops(out);
-    add_index_ops(out);
-    add_nn_ops(out);
-    add_reduce_ops(out);
-    add_control_ops(out);
-    add_einsum_ops(out);
-    add_quant_ops(out);
-    add_loss_ops(out);
-    add_recurrent_ops(out);
-    add_spectral_ops(out);
+namespace {
+
+// The default domain's converters and onnxruntime's com.microsoft ones (ops_contrib.cc).
+struct Tables {
+  ConverterMap onnx, microsoft;
+};
+
+const Tables& tables() {
+  static const Tables t = [] {
+    Tables out;
+    add_direct_ops(out.onnx);
+    add_math_ops(out.onnx);
+    add_activation_ops(out.onnx);
+    add_shape_ops(out.onnx);
+    add_movement_ops(out.onnx);
+    add_index_ops(out.onnx);
+    add_nn_ops(out.onnx);
+    add_reduce_ops(out.onnx);
+    add_control_ops(out.onnx);
+    add_einsum_ops(out.onnx);
+    add_quant_ops(out.onnx);
+    add_loss_ops(out.onnx);
+    add_recurrent_ops(out.onnx);
+    add_spectral_ops(out.onnx);
+    add_contrib_ops(out.onnx, out.microsoft);
     return out;
   }();
-  return m;
+  return t;
 }
+
+}  // namespace
+
+const ConverterMap& converters() { return tables().onnx; }
+const ConverterMap& microsoft_converters() { return tables().microsoft; }
 
 void require_float(NodeCtx& c, int input) {
   DType t = c.dtype(input);
@@ -131,6 +144,12 @@ std::vector<std::string> onnx_supported_ops() {
   std::vector<std::string> out;
   for (auto& [name, _] : onnx_import::converters()) out.push_back(name);
   return out;  // std::map keeps them sorted
+}
+
+std::vector<std::string> onnx_supported_microsoft_ops() {
+  std::vector<std::string> out;
+  for (auto& [name, _] : onnx_import::microsoft_converters()) out.push_back(name);
+  return out;
 }
 
 }  // namespace ubfuse

@@ -14,6 +14,8 @@ using Converter = void (*)(NodeCtx&);
 using ConverterMap = std::map<std::string, Converter>;
 
 const ConverterMap& converters();
+// onnxruntime's contrib ops of domain com.microsoft that import (ops_contrib.cc).
+const ConverterMap& microsoft_converters();
 
 void add_math_ops(ConverterMap& m);
 void add_activation_ops(ConverterMap& m);
@@ -28,6 +30,7 @@ void add_quant_ops(ConverterMap& m);
 void add_loss_ops(ConverterMap& m);
 void add_recurrent_ops(ConverterMap& m);
 void add_spectral_ops(ConverterMap& m);
+void add_contrib_ops(ConverterMap& onnx_domain, ConverterMap& microsoft);
 // The ONNX ops that may take int8/uint8 inputs (data movement, Cast, Where, integer elementwise
 // arithmetic and comparisons, and the quantization ops; ops_quant.cc); others are unsupported on
 // them.
