@@ -337,6 +337,27 @@ TEST(KernelsCpu, StreamingStoresPath) {
 }
 
 // A big tensor through the default threshold (32.8 MiB of f32 out: streaming, many chunks).
+// A batch dim of 0 broadcast against 1 stays 0 (numpy): an STFT of a signal shorter than its
+// frame has no frames. The kernel had broadcast it to 1 and refused its own output; the reference
+// had read past its empty operand.
+TEST(KernelsCpu, MatMulWithAnEmptyBatch) {
+  const std::vector<std::pair<Sizes, Sizes>> cases = {
+      {{1, 0, 1, 6}, {6, 4}}, {{0, 3, 5}, {1, 5, 2}}, {{2, 1, 3, 5}, {0, 5, 2}}};
+  for (const auto& [sa, sb] : cases) {
+    GraphBuilder b;
+    auto a = testing::in(b, "a", DType::f32, sa);
+    auto w = testing::in(b, "b", DType::f32, sb);
+    b.output("y", b.matmul(a, w));
+    Graph g = b.build();
+    std::map<std::string, Tensor> x{{"a", Tensor::random(f32, sa, 1)},
+                                    {"b", Tensor::random(f32, sb, 2)}};
+    for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+      EXPECT_TRUE(testing::matches_reference(g, x, o)) << sizes_str(sa) << " x " << sizes_str(sb);
+      EXPECT_EQ(compile(g, o).run(x).at("y").numel(), 0);
+    }
+  }
+}
+
 TEST(KernelsCpu, LargeTensor) {
   Tensor x = Tensor::random(DType::f32, {2048, 4100}, 16, -3, 3);
   EXPECT_TRUE(check_op({x}, [](GraphBuilder& b, std::vector<V>& v) { return b.relu(v[0]); }));

@@ -202,6 +202,12 @@ TEST(OnnxSpectral, StftWithAWindowAndComplexTwoSided) {
       const auto wantc = stft_ref(xc, 3, std::vector<double>(7, 1.0), false, &out);
       expect_close(m.run({{"x", xc}}).at("y"), wantc, out, 1e-5);
     }
+    // Shorter than a frame: no frames, 1 + floor((5 - 7) / 3) = 0 (truncating, 1 + 0 would read
+    // past the signal), an empty output.
+    for (int64_t len : {int64_t(2), int64_t(5)}) {
+      Tensor none = m.run({{"x", Tensor::random(f32, {1, len, 2}, 30)}}).at("y");
+      EXPECT_EQ(none.sizes(), (Sizes{1, 0, 7, 2})) << len;
+    }
   }
 }
 

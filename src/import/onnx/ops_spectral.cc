@@ -164,8 +164,9 @@ void dft(NodeCtx& c) {
 }
 
 // STFT(signal [batch, length, 1 or 2], frame_step, window?, frame_length?; onesided):
-// [batch, frames, bins, 2], frames = 1 + (length - frame_length) / frame_step. The frames are
-// a Gather of the signal at (frame start + offset), times the window, then the DFT.
+// [batch, frames, bins, 2], frames = 1 + floor((length - frame_length) / frame_step), none for a
+// signal shorter than a frame. The frames are a Gather of the signal at (frame start + offset),
+// times the window, then the DFT.
 void stft(NodeCtx& c) {
   require_float(c, 0);
   if (c.rank(0) != 3)
@@ -196,8 +197,10 @@ void stft(NodeCtx& c) {
   auto op = [&](OpKind k, std::vector<Value*> in) { return c.emit(k, std::move(in)); };
   Value* zero = c.scalar(0, i64);
   Value* one = c.scalar(1, i64);
+  // 1 + floor((length - frame_length) / step) as (length - frame_length + step) / step: where the
+  // numerator is negative (no whole frame) the count is below 1 and the Range empty either way.
   Value* frames =
-      op(OpKind::Add, {op(OpKind::Div, {op(OpKind::Sub, {dim_scalar(c, x, 1), fl}), step}), one});
+      op(OpKind::Div, {op(OpKind::Add, {op(OpKind::Sub, {dim_scalar(c, x, 1), fl}), step}), step});
   Value* starts = op(OpKind::Mul, {op(OpKind::Range, {zero, frames, one}), step});
   starts = c.reshape_to(starts, {starts->shape[0], Dim(1)});
   Value* idx = op(OpKind::Add, {starts, op(OpKind::Range, {zero, fw, one})});  // [frames, fw]

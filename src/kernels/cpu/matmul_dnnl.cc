@@ -85,7 +85,7 @@ Geometry geometry(const Sizes& sa_in, const Sizes& sb_in, const Sizes& out, Fail
     if (pa[i] != pb[i] && pa[i] != 1 && pb[i] != 1) {
       fail("batch dims do not broadcast: " + sizes_str(sa_in) + " x " + sizes_str(sb_in));
     }
-    full.push_back(std::max(pa[i], pb[i]));
+    full.push_back(pa[i] == 1 ? pb[i] : pa[i]);  // numpy: 1 broadcasts, 0 stays 0
   }
   full.push_back(M);
   full.push_back(N);

@@ -163,7 +163,7 @@ RefTensor matmul(const Node& n, const std::vector<RefTensor>& in) {
   for (size_t i = 0; i < batch.size(); i++) {
     int64_t x = i < batch.size() - ba.size() ? 1 : ba[i - (batch.size() - ba.size())];
     int64_t y = i < batch.size() - bb.size() ? 1 : bb[i - (batch.size() - bb.size())];
-    batch[i] = std::max(x, y);
+    batch[i] = x == 1 ? y : x;  // numpy: 1 broadcasts, 0 stays 0
   }
   auto sta = broadcast_strides(ba, batch), stb = broadcast_strides(bb, batch);
   Sizes os = batch;
