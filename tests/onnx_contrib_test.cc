@@ -1,6 +1,7 @@
 // onnxruntime's contrib ops (src/import/onnx/ops_contrib.cc) against their definitions in double:
 // FusedMatMul with its transposes and alpha, the GELU forms, QuickGelu, the skip layer norms with
-// their sum output, SimplifiedLayerNormalization; and the errors. tests/models/*_ortopt.onnx
+// their sum output, SimplifiedLayerNormalization; MatMulNBits against onnxruntime's outputs; and
+// the errors. tests/models/*_ortopt.onnx
 // (onnxruntime's own optimized graphs of the zoo models) run in models_test.cc.
 #include <cmath>
 #include <functional>
@@ -156,6 +157,75 @@ TEST(OnnxContrib, SkipLayerNormsWithTheirSumAndSimplifiedLayerNorm) {
   }
 }
 
+// MatMulNBits against onnxruntime 1.30's outputs for the same model (made with onnx.helper, run
+// by scripts/ort.sh at level disabled): 4 and 8 bits, packed zero points or the default, a bias,
+// K = 40 in blocks of 16 (the last one partial). The codes, scales and zero points are formulas
+// both sides compute.
+TEST(OnnxContrib, MatMulNBitsMatchesOnnxruntime) {
+  const int64_t K = 40, N = 3, bs = 16, blocks = 3;
+  struct Case {
+    int64_t bits;
+    bool zps, bias;
+    std::vector<double> ort;
+  };
+  const Case cases[] = {{4,
+                         true,
+                         false,
+                         {0.1857563853263855, 0.109392449259758, 0.2740742266178131,
+                          -0.4758744239807129, -0.07421669363975525, -0.10027884691953659}},
+                        {4,
+                         false,
+                         true,
+                         {-0.5364130139350891, 0.19183595478534698, 0.12590554356575012,
+                          -0.9104396104812622, 0.20929187536239624, 0.09946334362030029}},
+                        {8,
+                         true,
+                         true,
+                         {4.635436058044434, 10.351434707641602, 10.654184341430664,
+                          -1.3672535419464111, -3.2837882041931152, 2.3028905391693115}},
+                        {8,
+                         false,
+                         false,
+                         {-0.4373273253440857, 0.5870203971862793, -3.252829074859619,
+                          -0.9551718235015869, -3.1429290771484375, 2.1562142372131348}}};
+  std::vector<float> a;
+  for (int64_t i = 0; i < 2 * K; i++) a.push_back(float(std::sin(0.37 * double(i))));
+  for (const Case& k : cases) {
+    const int64_t blob = bs * k.bits / 8, zrow = (blocks * k.bits + 7) / 8;
+    std::vector<float> b, sc, z, bias;
+    for (int64_t i = 0; i < N * blocks * blob; i++) b.push_back(float((i * 37 + 11) % 256));
+    for (int64_t n = 0; n < N; n++) {
+      for (int64_t j = 0; j < blocks; j++)
+        sc.push_back(float(0.01 * double(n + 1) + 0.001 * double(j)));
+      for (int64_t j = 0; j < zrow; j++) z.push_back(float((n * 7 + j * 3 + 1) % 256));
+      bias.push_back(float(0.5 * double(n - 1)));
+    }
+    OneNode node("MatMulNBits", 17);
+    node.domain("com.microsoft")
+        .input("a", kFloat, {1, 2, K})
+        .init("b", testing::kU8, {N, blocks, blob}, b)
+        .init("s", kFloat, {N * blocks}, sc);
+    if (k.zps) {
+      node.init("z", testing::kU8, {N * zrow}, z);
+    } else {
+      node.skip();
+    }
+    if (k.bias) node.skip().init("bias", kFloat, {N}, bias);
+    Graph g = node.attr("K", K)
+                  .attr("N", N)
+                  .attr("bits", k.bits)
+                  .attr("block_size", bs)
+                  .output("y", kFloat)
+                  .import();
+    for (const Options& o : kContribModes) {
+      SCOPED_TRACE(std::to_string(k.bits) + " bits" + (k.zps ? ", zero points" : "") +
+                   (k.bias ? ", bias" : ""));
+      Tensor y = compile(g, o).run({{"a", Tensor::from_floats(f32, {1, 2, K}, a)}}).at("y");
+      expect_values(y, {1, 2, N}, [&](int64_t i) { return k.ort[size_t(i)]; });
+    }
+  }
+}
+
 TEST(OnnxContrib, ErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(throws_with(
       [] {
@@ -166,7 +236,7 @@ TEST(OnnxContrib, ErrorsNameNodeOpAndValue) {
             .import();
       },
       {"node0", "contrib op 'com.microsoft.Attention' is not supported",
-       "supported com.microsoft ops: BiasGelu, FastGelu, FusedMatMul, Gelu"}));
+       "supported com.microsoft ops: BiasGelu, FastGelu, FusedMatMul, Gelu, MatMulNBits"}));
   EXPECT_TRUE(throws_with(
       [] {
         OneNode("Foo", 17)
@@ -210,6 +280,30 @@ TEST(OnnxContrib, ErrorsNameNodeOpAndValue) {
             .import();
       },
       {"node0", "gamma must be [8] (the hidden size), got [6]"}));
+  const auto nbits = [](int64_t bits, bool runtime_b) {
+    return [bits, runtime_b] {
+      OneNode n("MatMulNBits", 17);
+      n.domain("com.microsoft").input("a", kFloat, {2, 32});
+      if (runtime_b) {
+        n.input("b", testing::kU8, {4, 2, 8});
+      } else {
+        n.init("b", testing::kU8, {4, 2, 8}, std::vector<float>(64, 1));
+      }
+      n.init("s", kFloat, {8}, std::vector<float>(8, 0.5f))
+          .attr("K", 32)
+          .attr("N", 4)
+          .attr("bits", bits)
+          .attr("block_size", 16)
+          .output("y", kFloat)
+          .import();
+    };
+  };
+  EXPECT_TRUE(
+      throws_with(nbits(3, false), {"node0", "MatMulNBits", "bits 3 (4 and 8 are supported)"}));
+  EXPECT_TRUE(throws_with(nbits(4, true),
+                          {"node0", "B given at run time (MatMulNBits' weight is dequantized"}));
+  EXPECT_TRUE(throws_with(
+      nbits(8, false), {"node0", "B must be uint8 [N, blocks, blob] = [4,2,16], got u8[4,2,8]"}));
 }
 
 }  // namespace

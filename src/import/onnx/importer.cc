@@ -122,7 +122,8 @@ void convert_node(ImportState& st, const onnx::NodeProto& node) {
                   "' is already defined (ONNX values are assigned once)");
     }
   }
-  if (!int8_input_ops().count(node.op_type())) {
+  // (com.microsoft converters check their operands' dtypes themselves: MatMulNBits takes uint8)
+  if (!microsoft && !int8_input_ops().count(node.op_type())) {
     for (int i = 0; i < c.num_inputs(); i++) {
       if (c.has_input(i) && is_int8(c.dtype(i))) {
         std::string ops;

@@ -119,11 +119,74 @@ void simplified_layer_norm(NodeCtx& c) {
   c.set_output(0, c.emit(OpKind::RMSNorm, {x, scale}, {{"eps", c.attr_float("epsilon", 1e-5)}}));
 }
 
+// MatMulNBits(A, B, scales, zero_points?, g_idx?, bias?; K, N, bits, block_size): A times a
+// weight quantized in blocks along K (onnxruntime's 4-bit quantizer writes it into otherwise
+// standard models). Dequantized at import, W[k, n] = (q - zero point) * scale in f32 (codes packed
+// low bits first; zero points packed the same, 2^(bits-1) without them), into a constant of A's
+// dtype: the weight then takes 32 / bits times its packed size, and runs as an ordinary MatMul.
+void matmul_nbits(NodeCtx& c) {
+  require_float(c, 0);
+  const int64_t K = c.attr_int("K", 0), N = c.attr_int("N", 0), bits = c.attr_int("bits", 4),
+                bs = c.attr_int("block_size", 0);
+  c.ignore_attr("accuracy_level");  // the product's precision: f32 here whatever it asks
+  if (K < 1 || N < 1) c.invalid("needs attributes K and N of at least 1");
+  if (bits != 4 && bits != 8) {
+    c.unsupported("bits " + std::to_string(bits) + " (4 and 8 are supported)");
+  }
+  if (bs < 16 || (bs & (bs - 1)) != 0) {
+    c.invalid("block_size must be a power of two of at least 16, got " + std::to_string(bs));
+  }
+  if (c.has_input(4)) c.unsupported("g_idx (act-order quantization)");
+  const Shape& a = c.shape(0);
+  if (a.empty() || a.back() != Dim(K)) {
+    c.invalid("A must end in K = " + std::to_string(K) + ", got " + shape_str(a));
+  }
+  const int64_t blocks = (K + bs - 1) / bs, blob = bs * bits / 8;
+  const std::string at_import = " given at run time (MatMulNBits' weight is dequantized at import)";
+  const Tensor& b = c.const_input(1, "B" + at_import);
+  if (b.dtype() != DType::u8 || b.sizes() != Sizes{N, blocks, blob}) {
+    c.invalid("B must be uint8 [N, blocks, blob] = " + sizes_str({N, blocks, blob}) + ", got " +
+              std::string(dtype_name(b.dtype())) + sizes_str(b.sizes()));
+  }
+  const Tensor& sc = c.const_input(2, "scales" + at_import);
+  if (!is_float(sc.dtype()) || sc.numel() != N * blocks) {
+    c.invalid("scales must hold N x blocks = " + std::to_string(N * blocks) + " floats, got " +
+              std::string(dtype_name(sc.dtype())) + sizes_str(sc.sizes()));
+  }
+  const int64_t zrow = (blocks * bits + 7) / 8;  // packed zero-point bytes per column n
+  const Tensor* zp = c.has_input(3) ? &c.const_input(3, "zero_points" + at_import) : nullptr;
+  if (zp && (zp->dtype() != DType::u8 || zp->numel() != N * zrow)) {
+    c.unsupported("zero_points other than packed uint8 [N x " + std::to_string(zrow) + "], got " +
+                  std::string(dtype_name(zp->dtype())) + sizes_str(zp->sizes()));
+  }
+  const uint8_t* q = b.data_as<uint8_t>();
+  const uint8_t* z = zp ? zp->data_as<uint8_t>() : nullptr;
+  auto code = [&](const uint8_t* bytes, int64_t i) {  // the i-th code of a packed run
+    return bits == 8 ? int(bytes[i]) : int(bytes[i / 2] >> (4 * (i % 2))) & 0xF;
+  };
+  Value* x = c.value(0);
+  Tensor w(x->dtype, {K, N});
+  for (int64_t n = 0; n < N; n++) {
+    for (int64_t blk = 0; blk < blocks; blk++) {
+      const int zero = z ? code(z + n * zrow, blk) : 1 << (bits - 1);
+      const float s = float(sc.get(n * blocks + blk));
+      for (int64_t i = 0; i < bs && blk * bs + i < K; i++) {
+        const int v = code(q + (n * blocks + blk) * blob, i);
+        w.set((blk * bs + i) * N + n, double(float(v - zero) * s));
+      }
+    }
+  }
+  Value* y = c.emit(OpKind::MatMul, {x, c.constant(w)});
+  if (c.has_input(5)) y = c.emit(OpKind::Add, {y, c.value(5)});
+  c.set_output(0, y);
+}
+
 }  // namespace
 
 void add_contrib_ops(ConverterMap& onnx_domain, ConverterMap& microsoft) {
   onnx_domain["SimplifiedLayerNormalization"] = simplified_layer_norm;
   microsoft["FusedMatMul"] = fused_matmul;
+  microsoft["MatMulNBits"] = matmul_nbits;
   microsoft["Gelu"] = gelu<false, false>;
   microsoft["BiasGelu"] = gelu<false, true>;
   microsoft["FastGelu"] = gelu<true, true>;
