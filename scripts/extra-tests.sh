@@ -5,8 +5,8 @@
 #   fuzz  libFuzzer targets replaying every committed corpus input (scripts/fuzz.sh, replay mode)
 # Env: UBFUSE_EXTRA_STAGES picks stages (default "asan tsan fuzz"; "none" skips them all, for a
 # quick local loop). Each stage runs in its own build dir (build-asan shared by asan and fuzz,
-# build-tsan); the script fails if any fails. On a 2-core machine they take about 13 min (asan:
-# its build, then the suite), 3 min (tsan) and about a minute (fuzz replay); docs/reliability.md.
+# build-tsan); the script fails if any fails. On a 2-core machine they take 6-13 min (asan: its
+# build, then the suite), 1-3 min (tsan) and about a minute (fuzz replay); docs/reliability.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Every stage builds its own configuration; $1, the normal build dir, tells the asan stage which
