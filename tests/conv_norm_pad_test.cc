@@ -111,6 +111,42 @@ TEST(ConvShapes, EmptyBatchNoChannelsAndEmptyAxes) {
   }
 }
 
+// A pad wider than the kernel's reach (outputs that see only padding), on one side, along one
+// axis, over 1 to 3 spatial axes and with groups: equal to the reference, also with a NaN weight.
+// Padding is zero-valued input, so a tap of a NaN weight on it gives NaN (ONNX; oneDNN's kernels),
+// where the reference had skipped such taps (fuzz_onnx found it: a 3-D conv, NaN in channel 0).
+TEST(ConvShapes, PadsWiderThanTheKernel) {
+  struct Case {
+    Sizes x, w;
+    std::vector<int64_t> pads;
+    int64_t group;
+  };
+  const Case cases[] = {{{2, 4, 5}, {6, 2, 3}, {8, 0}, 2},
+                        {{2, 4, 5, 4}, {6, 2, 3, 3}, {0, 8, 0, 0}, 2},
+                        {{2, 4, 4, 5, 4}, {6, 2, 3, 3, 3}, {0, 0, 8, 0, 0, 0}, 2},
+                        {{1, 3, 4, 5, 6}, {2, 3, 2, 2, 2}, {5, 0, 0, 0, 7, 6}, 1}};
+  for (const Case& k : cases) {
+    for (bool nan : {false, true}) {
+      GraphBuilder b;
+      auto x = testing::in(b, "x", DType::f32, k.x);
+      Tensor wt = Tensor::random(DType::f32, k.w, 3);
+      if (nan) wt.set(5, std::nan(""));
+      auto w = b.constant(wt);
+      auto bias = b.constant(Tensor::random(DType::f32, {k.w[0]}, 4));
+      ConvOptions o;
+      o.pads = k.pads;
+      o.group = k.group;
+      b.output("y", b.conv(x, w, bias, o));
+      Graph g = b.build();
+      std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, k.x, 5)}};
+      for (const Options& opts : {testing::eager_opts(), testing::graph_opts()}) {
+        EXPECT_TRUE(testing::matches_reference(g, in, opts))
+            << sizes_str(k.x) << " pads " << sizes_str(k.pads) << (nan ? " NaN weight" : "");
+      }
+    }
+  }
+}
+
 TEST(GroupNormShapes, SymbolicPositions) {
   GraphBuilder b;
   auto x = b.input("x", f32, {"batch", 6, "len"});

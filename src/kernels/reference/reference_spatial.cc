@@ -262,17 +262,20 @@ RefTensor conv(const Node& n, const std::vector<RefTensor>& in) {
         double acc = in.size() > 2 ? in[2].data[size_t(m)] : 0.0;
         for (int64_t c = 0; c < cg; c++) {
           const int64_t ci = g * cg + c;
+          // Padding is zero-valued input (ONNX), so a tap on it adds 0 * w: NaN for a NaN or
+          // infinite weight, as oneDNN's kernels compute it.
           for (int64_t kz = 0; kz < k[0]; kz++) {
             const int64_t iz = oz * s[0] - pb[0] + kz * d[0];
-            if (iz < 0 || iz >= len[0]) continue;
             for (int64_t kh = 0; kh < k[1]; kh++) {
               const int64_t ih = oh * s[1] - pb[1] + kh * d[1];
-              if (ih < 0 || ih >= len[1]) continue;
               for (int64_t kw = 0; kw < k[2]; kw++) {
                 const int64_t iw = ow * s[2] - pb[2] + kw * d[2];
-                if (iw < 0 || iw >= len[2]) continue;
-                acc += x.data[size_t((b * C + ci) * isz + (iz * len[1] + ih) * len[2] + iw)] *
-                       w.data[size_t((m * cg + c) * ksz + (kz * k[1] + kh) * k[2] + kw)];
+                const bool in_x =
+                    iz >= 0 && iz < len[0] && ih >= 0 && ih < len[1] && iw >= 0 && iw < len[2];
+                const double xv =
+                    in_x ? x.data[size_t((b * C + ci) * isz + (iz * len[1] + ih) * len[2] + iw)]
+                         : 0.0;
+                acc += xv * w.data[size_t((m * cg + c) * ksz + (kz * k[1] + kh) * k[2] + kw)];
               }
             }
           }
