@@ -305,6 +305,20 @@ TEST(OnnxSpectral, ErrorsNameNodeOpAndValue) {
             .import();
       },
       {"node0", "DFT", "onesided needs a real input"}));
+  for (int64_t len : {int64_t(0), int64_t(790273982471)}) {  // fuzz_onnx's: 0xb800000007
+    EXPECT_TRUE(throws_with(
+        [len] {
+          OneNode("DFT", 17)
+              .input("x", kFloat, {2, 5, 2})
+              .ints("len", {}, {len})
+              .output("y", kFloat)
+              .import();
+        },
+        {"node0", "DFT",
+         len == 0 ? "the DFT length must be at least 1, got 0"
+                  : "a DFT of length 790273982471 over 5 samples: its basis of 5 x 790273982471 "
+                    "values is past the direct DFT's 67108864"}));
+  }
   EXPECT_TRUE(throws_with(
       [] {
         OneNode("STFT", 17)

@@ -4,6 +4,7 @@
 // k t exact in int64, so that large k t lose nothing to f32, reduced to a quarter turn; with a
 // constant length the basis folds at import. MelWeightMatrix of constants becomes a constant.
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ namespace ubfuse::onnx_import {
 namespace {
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
+// The most cosines (and as many sines) a DFT's basis may hold: 2^26, 256 MiB of f32 each.
+constexpr int64_t kMaxBasis = int64_t(1) << 26;
 
 // A scalar integer input (rank 0 or [1]) as an i64 scalar.
 Value* int_scalar(NodeCtx& c, int i, const std::string& what) {
@@ -37,13 +40,13 @@ Value* dim_scalar(NodeCtx& c, Value* x, int64_t axis) {
   return c.reshape_to(slice_axis(c, c.emit(OpKind::Shape, {x}), 0, axis, axis + 1), {});
 }
 
-// The value of an i64 scalar known at import, or -1.
-int64_t known(Value* v) {
+// The value of an i64 scalar known at import.
+std::optional<int64_t> known(Value* v) {
   const Node* p = v->producer;
   if (p && p->op == OpKind::Constant && p->payload.defined() && p->payload.numel() == 1) {
     return int64_t(p->payload.get(0));
   }
-  return -1;
+  return std::nullopt;
 }
 
 // The DFT along x's last axis: x [..., rows, n] in f32, rows 1 (real) or 2 (real, imaginary);
@@ -57,6 +60,17 @@ Value* dft_rows(NodeCtx& c, Value* x, Value* L, bool onesided, bool inverse) {
   Value* zero = c.scalar(0, i64);
   Value* one = c.scalar(1, i64);
   Value* n = dim_scalar(c, x, r - 1);
+  if (const auto known_len = known(L)) {  // checked here; a length given at run time is not
+    const int64_t len = *known_len;
+    const Dim& nd = x->shape[size_t(r - 1)];
+    const int64_t b = onesided ? len / 2 + 1 : len;
+    if (len < 1) c.invalid("the DFT length must be at least 1, got " + std::to_string(len));
+    if (nd.is_static() && double(nd.value()) * double(b) > double(kMaxBasis)) {
+      c.unsupported("a DFT of length " + std::to_string(len) + " over " + nd.str() +
+                    " samples: its basis of " + nd.str() + " x " + std::to_string(b) +
+                    " values is past the direct DFT's " + std::to_string(kMaxBasis));
+    }
+  }
   Value* bins = onesided ? op(OpKind::Add, {op(OpKind::Div, {L, c.scalar(2, i64)}), one}) : L;
   Value* t = op(OpKind::Range, {zero, n, one});
   t = c.reshape_to(t, {t->shape[0], Dim(1)});  // [n, 1]
@@ -82,9 +96,9 @@ Value* dft_rows(NodeCtx& c, Value* x, Value* L, bool onesided, bool inverse) {
   Value* cs = op(OpKind::Mul, {op(OpKind::Where, {odd, s0, c0}),
                                sign(op(OpKind::Div, {op(OpKind::Add, {q, one}), two}))});
   Value* sn = op(OpKind::Mul, {op(OpKind::Where, {odd, c0, s0}), sign(op(OpKind::Div, {q, two}))});
-  const int64_t len = known(L);
+  const auto len = known(L);
   const Dim& nd = x->shape[size_t(r - 1)];
-  if (!(len >= 0 && nd.is_static() && len >= nd.value())) {  // samples past L are cut
+  if (!(len && nd.is_static() && *len >= nd.value())) {  // samples past L are cut
     Value* keep = op(OpKind::Less, {t, L});
     cs = op(OpKind::Where, {keep, cs, c.scalar(0, f32)});
     sn = op(OpKind::Where, {keep, sn, c.scalar(0, f32)});
@@ -190,9 +204,9 @@ void stft(NodeCtx& c) {
   }
   Value* fl = c.has_input(3) ? int_scalar(c, 3, "frame_length") : dim_scalar(c, window, 0);
   Value* fw = window ? dim_scalar(c, window, 0) : fl;  // samples per frame
-  if (window && known(fl) >= 0 && known(fw) >= 0 && known(fl) != known(fw)) {
-    c.invalid("window has " + std::to_string(known(fw)) + " values but frame_length is " +
-              std::to_string(known(fl)));
+  if (window && known(fl) && known(fw) && *known(fl) != *known(fw)) {
+    c.invalid("window has " + std::to_string(*known(fw)) + " values but frame_length is " +
+              std::to_string(*known(fl)));
   }
   auto op = [&](OpKind k, std::vector<Value*> in) { return c.emit(k, std::move(in)); };
   Value* zero = c.scalar(0, i64);
