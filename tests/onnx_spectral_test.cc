@@ -361,6 +361,10 @@ TEST(OnnxSpectral, ErrorsNameNodeOpAndValue) {
             .import();
       },
       {"node0", "MelWeightMatrix", "num_mel_bins given at run time", "must be constants"}));
+  // fuzz_onnx's: 67108864 mel bins (a constant of 9 x 2^26 values).
+  EXPECT_TRUE(
+      throws_with([] { mel_model(67108864, 16, 8000, 20, 3000); },
+                  {"node0", "MelWeightMatrix", "a mel weight matrix of 9 x 67108864 values"}));
   // 9000 Hz at 8192 samples per second lies past the spectrogram's 9 bins.
   EXPECT_TRUE(throws_with([] { mel_model(8, 16, 8192, 0, 9000); },
                           {"node0", "MelWeightMatrix", "reaches spectrogram bin 9 of 9"}));

@@ -15,7 +15,8 @@ namespace ubfuse::onnx_import {
 namespace {
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
-// The most cosines (and as many sines) a DFT's basis may hold: 2^26, 256 MiB of f32 each.
+// The most values a DFT's basis (its cosines, and as many sines) or a mel weight matrix built at
+// import may hold: 2^26, 256 MiB of f32.
 constexpr int64_t kMaxBasis = int64_t(1) << 26;
 
 // A scalar integer input (rank 0 or [1]) as an i64 scalar.
@@ -263,6 +264,10 @@ void mel_weight_matrix(NodeCtx& c) {
               std::to_string(int64_t(rate)));
   }
   const int64_t nmel = int64_t(mels), bins = int64_t(dft) / 2 + 1;
+  if (double(bins) * double(nmel) > double(kMaxBasis)) {
+    c.unsupported("a mel weight matrix of " + std::to_string(bins) + " x " + std::to_string(nmel) +
+                  " values (at most " + std::to_string(kMaxBasis) + ")");
+  }
   const double low_mel = 2595 * std::log10(1 + lo / 700),
                high_mel = 2595 * std::log10(1 + hi / 700);
   const double step = (high_mel - low_mel) / double(nmel + 2);
