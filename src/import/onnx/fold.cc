@@ -194,8 +194,10 @@ std::optional<Tensor> fold_node(const Node& n) {
   }
   if (n.op == OpKind::Range) {
     // Its length is known once its bounds are: positions (a window's, a DFT basis') fold on.
-    const double count = std::ceil((in[1].get(0) - in[0].get(0)) / in[2].get(0));
-    if (in[2].get(0) == 0 || !(count <= double(kMaxFoldMoveElems))) return std::nullopt;
+    const double delta = in[2].get(0);
+    if (delta == 0) return std::nullopt;  // the kernel names the error at run time
+    const double count = std::ceil((in[1].get(0) - in[0].get(0)) / delta);
+    if (!(count <= double(kMaxFoldMoveElems))) return std::nullopt;
     return by_reference(n, in);
   }
   FusionClass fc = fusion_class(n.op);

@@ -30,11 +30,15 @@ using namespace onnx_import;
 
 constexpr int64_t kMinOpset = 1, kMaxOpset = 18;
 
-std::string supported_list() {
+// Names joined by ", " (for the messages listing what is supported).
+template <class Names>
+std::string joined(const Names& names) {
   std::string s;
-  for (auto& n : onnx_supported_ops()) s += (s.empty() ? "" : ", ") + n;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
   return s;
 }
+
+std::string supported_list() { return joined(onnx_supported_ops()); }
 
 // A dim_param is a name to ONNX, whatever it spells ("batch-size", "past_sequence_length + 1"),
 // so it stays one symbol: characters outside ubfuse's symbol names become '_' (and an all-digit
@@ -106,11 +110,10 @@ void convert_node(ImportState& st, const onnx::NodeProto& node) {
   auto& table = microsoft ? microsoft_converters() : converters();
   auto it = table.find(node.op_type());
   if (it == table.end() && microsoft) {
-    std::string ops;
-    for (auto& n : onnx_supported_microsoft_ops()) ops += (ops.empty() ? "" : ", ") + n;
     throw OnnxUnsupportedError(c.where() + ": onnxruntime's contrib op 'com.microsoft." +
                                node.op_type() +
-                               "' is not supported; supported com.microsoft ops: " + ops);
+                               "' is not supported; supported com.microsoft ops: " +
+                               joined(onnx_supported_microsoft_ops()));
   }
   if (it == table.end()) {
     throw OnnxUnsupportedError(c.where() + ": op '" + node.op_type() +
@@ -126,11 +129,9 @@ void convert_node(ImportState& st, const onnx::NodeProto& node) {
   if (!microsoft && !int8_input_ops().count(node.op_type())) {
     for (int i = 0; i < c.num_inputs(); i++) {
       if (c.has_input(i) && is_int8(c.dtype(i))) {
-        std::string ops;
-        for (const std::string& op : int8_input_ops()) ops += (ops.empty() ? "" : ", ") + op;
         c.unsupported("input " + std::to_string(i) + " ('" + node.input(i) + "') is " +
                       std::string(dtype_name(c.dtype(i))) +
-                      "; int8 and uint8 tensors are taken only by " + ops);
+                      "; int8 and uint8 tensors are taken only by " + joined(int8_input_ops()));
       }
     }
   }

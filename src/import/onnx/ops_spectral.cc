@@ -60,19 +60,20 @@ Value* dft_rows(NodeCtx& c, Value* x, Value* L, bool onesided, bool inverse) {
   auto op = [&](OpKind k, std::vector<Value*> in) { return c.emit(k, std::move(in)); };
   Value* zero = c.scalar(0, i64);
   Value* one = c.scalar(1, i64);
+  Value* two = c.scalar(2, i64);
   Value* n = dim_scalar(c, x, r - 1);
-  if (const auto known_len = known(L)) {  // checked here; a length given at run time is not
-    const int64_t len = *known_len;
-    const Dim& nd = x->shape[size_t(r - 1)];
-    const int64_t b = onesided ? len / 2 + 1 : len;
-    if (len < 1) c.invalid("the DFT length must be at least 1, got " + std::to_string(len));
+  const Dim& nd = x->shape[size_t(r - 1)];
+  const auto len = known(L);  // checked here; a length given at run time is not
+  if (len) {
+    const int64_t b = onesided ? *len / 2 + 1 : *len;
+    if (*len < 1) c.invalid("the DFT length must be at least 1, got " + std::to_string(*len));
     if (nd.is_static() && double(nd.value()) * double(b) > double(kMaxBasis)) {
-      c.unsupported("a DFT of length " + std::to_string(len) + " over " + nd.str() +
+      c.unsupported("a DFT of length " + std::to_string(*len) + " over " + nd.str() +
                     " samples: its basis of " + nd.str() + " x " + std::to_string(b) +
                     " values is past the direct DFT's " + std::to_string(kMaxBasis));
     }
   }
-  Value* bins = onesided ? op(OpKind::Add, {op(OpKind::Div, {L, c.scalar(2, i64)}), one}) : L;
+  Value* bins = onesided ? op(OpKind::Add, {op(OpKind::Div, {L, two}), one}) : L;
   Value* t = op(OpKind::Range, {zero, n, one});
   t = c.reshape_to(t, {t->shape[0], Dim(1)});  // [n, 1]
   Value* k = op(OpKind::Range, {zero, bins, one});
@@ -87,7 +88,6 @@ Value* dft_rows(NodeCtx& c, Value* x, Value* L, bool onesided, bool inverse) {
                        op(OpKind::Div, {c.scalar(kTwoPi / 4, f32), cast_value(c, L, f32)})});
   Value* c0 = op(OpKind::Cos, {phi});
   Value* s0 = op(OpKind::Sin, {phi});
-  Value* two = c.scalar(2, i64);
   Value* odd = op(OpKind::Equal, {op(OpKind::Mod, {q, two}), one});  // quarters 1 and 3 swap
   auto sign = [&](Value* half) {                                     // 1 - 2 (half mod 2) as f32
     return cast_value(
@@ -97,8 +97,6 @@ Value* dft_rows(NodeCtx& c, Value* x, Value* L, bool onesided, bool inverse) {
   Value* cs = op(OpKind::Mul, {op(OpKind::Where, {odd, s0, c0}),
                                sign(op(OpKind::Div, {op(OpKind::Add, {q, one}), two}))});
   Value* sn = op(OpKind::Mul, {op(OpKind::Where, {odd, c0, s0}), sign(op(OpKind::Div, {q, two}))});
-  const auto len = known(L);
-  const Dim& nd = x->shape[size_t(r - 1)];
   if (!(len && nd.is_static() && *len >= nd.value())) {  // samples past L are cut
     Value* keep = op(OpKind::Less, {t, L});
     cs = op(OpKind::Where, {keep, cs, c.scalar(0, f32)});

@@ -33,10 +33,6 @@ void add_direct_ops(ConverterMap& m) {
 #undef UBF_ONNX_None
 }
 
-}  // namespace
-
-namespace {
-
 // The default domain's converters and onnxruntime's com.microsoft ones (ops_contrib.cc).
 struct Tables {
   ConverterMap onnx, microsoft;

@@ -63,8 +63,7 @@ class GatherKernel : public KernelBase {
       int64_t o = lo / nidx, i = lo % nidx;
       for (int64_t item = lo; item < hi; ++item) {
         std::memcpy(py + size_t(item) * b,
-                    pd + (size_t(o) * size_t(dim) + size_t(ix[size_t(i)])) * b,
-                    kFixed ? kFixed : b);
+                    pd + (size_t(o) * size_t(dim) + size_t(ix[size_t(i)])) * b, b);
         if (++i == nidx) i = 0, ++o;
       }
     };

@@ -52,9 +52,11 @@ HWY_NOINLINE void ReduceRows(int op, const T* HWY_RESTRICT x, T* HWY_RESTRICT y,
   const float inv = 1.0f / float(cols);
   size_t done = 0;
   if constexpr (hwy::IsSame<T, float>()) {
-    if (op != 2 && cols == 2) done = NarrowRowSums<2>(op, x, y, rows);
-    if (op != 2 && cols == 3) done = NarrowRowSums<3>(op, x, y, rows);
-    if (op != 2 && cols == 4) done = NarrowRowSums<4>(op, x, y, rows);
+    if (op != 2) {
+      if (cols == 2) done = NarrowRowSums<2>(op, x, y, rows);
+      if (cols == 3) done = NarrowRowSums<3>(op, x, y, rows);
+      if (cols == 4) done = NarrowRowSums<4>(op, x, y, rows);
+    }
   }
   for (size_t r = done; r < rows; ++r) {
     const T* xr = x + r * cols;
