@@ -229,14 +229,15 @@ TEST(OnnxContrib, MatMulNBitsMatchesOnnxruntime) {
 TEST(OnnxContrib, ErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(throws_with(
       [] {
-        OneNode("Attention", 17)
+        OneNode("GroupQueryAttention", 17)
             .domain("com.microsoft")
             .input("x", kFloat, {1, 4, 8})
             .output("y", kFloat)
             .import();
       },
-      {"node0", "contrib op 'com.microsoft.Attention' is not supported",
-       "supported com.microsoft ops: BiasGelu, FastGelu, FusedMatMul, Gelu, MatMulNBits"}));
+      {"node0", "contrib op 'com.microsoft.GroupQueryAttention' is not supported",
+       "supported com.microsoft ops: Attention, BiasGelu, EmbedLayerNormalization, FastGelu, "
+       "FusedMatMul, Gelu, MatMulNBits, MultiHeadAttention"}));
   EXPECT_TRUE(throws_with(
       [] {
         OneNode("Foo", 17)

@@ -108,6 +108,9 @@ class NodeCtx {
   std::vector<Value*> emit_outputs(OpKind k, std::vector<Value*> in, Attrs attrs, int outputs);
   Value* constant(const Tensor& t);
   Value* scalar(double v, DType dt);
+  // The size d as an int64 scalar value: a constant, or computed from the Shape of a value
+  // (a graph input first) that has its symbols as dims.
+  Value* dim_scalar(const Dim& d) { return materialize_dims({d}, true); }
   // Reshapes x to `target`, whose symbolic dims must be x's (see reshape.cc).
   Value* reshape_to(Value* x, const Shape& target);
 

@@ -33,7 +33,8 @@ void add_direct_ops(ConverterMap& m) {
 #undef UBF_ONNX_None
 }
 
-// The default domain's converters and onnxruntime's com.microsoft ones (ops_contrib.cc).
+// The default domain's converters and onnxruntime's com.microsoft ones (ops_contrib.cc,
+// ops_contrib_attention.cc).
 struct Tables {
   ConverterMap onnx, microsoft;
 };
@@ -56,6 +57,7 @@ const Tables& tables() {
     add_recurrent_ops(out.onnx);
     add_spectral_ops(out.onnx);
     add_contrib_ops(out.onnx, out.microsoft);
+    add_contrib_attention_ops(out.microsoft);
     return out;
   }();
   return t;

@@ -1,0 +1,376 @@
+// onnxruntime's attention ops (domain com.microsoft), as its transformer optimizer and Hugging
+// Face Optimum write them into the BERT, GPT-2 and encoder-decoder models they save: Attention
+// (the QKV projection and the heads in one node), MultiHeadAttention (Q, K and V projected) and
+// EmbedLayerNormalization (BERT's embeddings and their LayerNorm). Each is lowered onto MatMul,
+// head Reshapes and Transposes, the scale, one additive mask and Softmax: the pattern the
+// attention fusion (fusion/attention_match.cc) runs as one flash kernel, as for the exported
+// originals. The masks follow onnxruntime's CPU kernels: a key masked by mask_index or
+// key_padding_mask adds mask_filter_value to its score, a key past a query's position under
+// `unidirectional` is left out (-inf).
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "import/onnx/registry.h"
+
+namespace ubfuse::onnx_import {
+
+namespace {
+
+// x [B, L, heads * d] -> [B, heads, L, d].
+Value* split_heads(NodeCtx& c, Value* x, int64_t heads, const std::string& what) {
+  const Shape& s = x->shape;
+  if (s.size() != 3) c.invalid(what + " must be [batch, length, hidden], got " + shape_str(s));
+  if (!s[2].is_static() || s[2].value() % heads != 0) {
+    c.invalid(what + "'s hidden size " + s[2].str() + " must be a multiple of num_heads " +
+              std::to_string(heads));
+  }
+  Value* r = c.reshape_to(x, {s[0], s[1], Dim(heads), Dim(s[2].value() / heads)});
+  return c.emit(OpKind::Transpose, {r}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+}
+
+// [B, heads, S, d] -> [B, S, heads * d].
+Value* merge_heads(NodeCtx& c, Value* x) {
+  Value* t = c.emit(OpKind::Transpose, {x}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  const Shape& s = t->shape;
+  return c.reshape_to(t, Shape{s[0], s[1], Dim::mul(s[2], s[3])});
+}
+
+// 0, 1, ..., n - 1 (int64) for a size n that may be symbolic (read from a graph input's shape,
+// not from a value inside the attention, which would then have to be written out).
+Value* arange(NodeCtx& c, const Dim& n) {
+  if (n.is_static()) return positions(c, {n.value()});
+  return c.emit(OpKind::Range, {c.scalar(0, DType::i64), c.dim_scalar(n), c.scalar(1, DType::i64)});
+}
+
+// What the attention core takes besides Q, K and V.
+struct MaskSpec {
+  int input = -1;            // the padding mask's input (mask_index, key_padding_mask); -1: none
+  int bias_input = -1;       // attention_bias ([B or 1, heads or 1, S, T]); -1: none
+  bool causal = false;       // unidirectional
+  double filter = -10000.0;  // mask_filter_value
+};
+
+// The additive mask of the padding input (onnxruntime's mask forms), as [B, 1, 1 or S, T] of
+// dtype dt: 0 for a key kept, `filter` for one masked. q and k are [B, heads, S or T, d].
+Value* padding_mask(NodeCtx& c, const MaskSpec& m, Value* q, Value* k, DType dt) {
+  const IValue& iv = c.input(m.input);
+  if (iv.dtype != DType::i32) {
+    c.invalid("the mask (input " + std::to_string(m.input) + ") must be int32, got " +
+              std::string(dtype_name(iv.dtype)));
+  }
+  Value* mask = c.value(m.input);
+  const Shape& ms = mask->shape;
+  const Dim B = q->shape[0], S = q->shape[2], T = k->shape[2];
+  auto fill = [&](Value* keep) {
+    return c.emit(OpKind::Where, {keep, c.scalar(0, dt), c.scalar(m.filter, dt)});
+  };
+  auto keep_of = [&](Value* raw) {  // a raw mask's nonzero entries
+    return c.emit(OpKind::Greater, {raw, c.scalar(0, DType::i32)});
+  };
+  auto need = [&](bool ok, const std::string& form) {
+    if (ok) return;
+    const std::string msg = "a mask of shape " + shape_str(ms) + " does not match " + form +
+                            " for batch " + B.str() + ", " + S.str() + " queries and " + T.str() +
+                            " keys";
+    if (is_static(ms) && B.is_static() && S.is_static() && T.is_static()) c.invalid(msg);
+    c.unsupported(msg + " as the model declares them (name the same sizes with the same symbols)");
+  };
+  if (ms.size() == 2) {  // [B, T] raw 0/1
+    need(ms[0] == B && ms[1] == T, "[batch, keys]");
+    return c.reshape_to(fill(keep_of(mask)), {B, Dim(1), Dim(1), T});
+  }
+  if (ms.size() == 3) {  // [B, S, T] raw 0/1 per query
+    need(ms[0] == B && ms[1] == S && ms[2] == T, "[batch, queries, keys]");
+    return c.reshape_to(fill(keep_of(mask)), {B, Dim(1), S, T});
+  }
+  if (ms.size() != 1) {
+    c.unsupported("a mask of rank " + std::to_string(ms.size()) +
+                  " (Megatron's 4-D form; the 1-D, 2-D and 3-D forms are supported)");
+  }
+  // [B]: each batch's keys end there; [2 B]: they also start at the second half's entries.
+  const bool with_start = ms[0] == Dim::mul(B, Dim(2));
+  need(ms[0] == B || with_start, "[batch] (key lengths) or [2 x batch] (ends and starts)");
+  Value* idx = cast_value(c, mask, DType::i64);
+  Value* t = c.reshape_to(arange(c, T), {Dim(1), T});
+  Value* ends = idx;
+  Value* starts = nullptr;
+  if (with_start) {
+    Value* two = c.emit(OpKind::Reshape, {idx}, {{"shape", std::vector<int64_t>{2, -1}}});
+    ends = c.emit(OpKind::Gather, {two, c.scalar(0, DType::i64)}, {{"axis", int64_t(0)}});
+    starts = c.emit(OpKind::Gather, {two, c.scalar(1, DType::i64)}, {{"axis", int64_t(0)}});
+  }
+  Value* keep = c.emit(OpKind::Less, {t, c.reshape_to(ends, {B, Dim(1)})});
+  Value* add = fill(keep);
+  if (starts) {
+    Value* before = c.emit(OpKind::Less, {t, c.reshape_to(starts, {B, Dim(1)})});
+    add = c.emit(OpKind::Where, {before, c.scalar(m.filter, dt), add});
+  }
+  return c.reshape_to(add, {B, Dim(1), Dim(1), T});
+}
+
+// softmax(scale q k^T + mask) v for q [B, heads, S, d], k [B, heads, T, d], v [B, heads, T, dv]
+// (the past already joined): [B, S, heads * dv].
+Value* attend(NodeCtx& c, Value* q, Value* k, Value* v, double scale, const MaskSpec& m) {
+  const DType dt = q->dtype;
+  Value* add = m.input >= 0 && c.has_input(m.input) ? padding_mask(c, m, q, k, dt) : nullptr;
+  if (m.causal) {
+    // Query s (of S, after T - S past keys) sees keys t <= s + T - S.
+    const Dim S = q->shape[2], T = k->shape[2];
+    Value* limit = c.emit(OpKind::Add,
+                          {c.reshape_to(arange(c, S), {S, Dim(1)}), c.dim_scalar(Dim::sub(T, S))});
+    Value* later = c.emit(OpKind::Greater, {c.reshape_to(arange(c, T), {Dim(1), T}), limit});
+    add = c.emit(OpKind::Where, {later, c.scalar(-std::numeric_limits<double>::infinity(), dt),
+                                 add ? add : c.scalar(0, dt)});
+  }
+  if (m.bias_input >= 0 && c.has_input(m.bias_input)) {
+    Value* bias = c.value(m.bias_input);
+    if (bias->shape.size() != 4) {
+      c.invalid("attention_bias must be [batch or 1, heads or 1, queries, keys], got " +
+                shape_str(bias->shape));
+    }
+    add = add ? c.emit(OpKind::Add, {add, bias}) : bias;
+  }
+  Value* kt = c.emit(OpKind::Transpose, {k}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  Value* scores = c.emit(OpKind::Mul, {c.emit(OpKind::MatMul, {q, kt}), c.scalar(scale, dt)});
+  if (add) scores = c.emit(OpKind::Add, {scores, add});
+  return merge_heads(c, c.emit(OpKind::MatMul, {c.emit(OpKind::Softmax, {scores}), v}));
+}
+
+// `scale`, or 1 / sqrt(d) when it is 0 (the attribute's default).
+double scale_attr(NodeCtx& c, int64_t d) {
+  const double s = c.attr_float("scale", 0.0);
+  return s != 0.0 ? s : 1.0 / std::sqrt(double(d));
+}
+
+int64_t heads_attr(NodeCtx& c) {
+  const int64_t n = c.attr_int("num_heads", 0);
+  if (n < 1) c.invalid("needs the attribute num_heads of at least 1");
+  return n;
+}
+
+// x [B, heads, L, d] with 1 in front: [1, B, heads, L, d].
+Value* unsqueeze0(NodeCtx& c, Value* x) {
+  Shape s{Dim(1)};
+  for (const Dim& d : x->shape) s.push_back(d);
+  return c.reshape_to(x, s);
+}
+
+// Attention(input, weights, bias?, mask_index?, past?, attention_bias?, past_sequence_length?;
+// num_heads, qkv_hidden_sizes, unidirectional, mask_filter_value, scale): input [B, S, in]
+// times weights [in, q + k + v] (+ bias), split into Q, K and V and their heads; past
+// [2, B, heads, P, d] goes before K and V, and present (output 1) is the two stacked.
+void attention(NodeCtx& c) {
+  require_float(c, 0);
+  const int64_t heads = heads_attr(c);
+  if (c.attr_int("do_rotary", 0) != 0)
+    c.unsupported("do_rotary (rotary embedding inside Attention)");
+  c.ignore_attr("rotary_embedding_dim");
+  if (c.attr_int("past_present_share_buffer", 0) != 0) {
+    c.unsupported("past_present_share_buffer (a key/value cache updated in place)");
+  }
+  if (c.has_input(6)) c.unsupported("past_sequence_length (a shared key/value buffer)");
+  Value* x = c.value(0);
+  Value* w = c.value(1);
+  if (x->shape.size() != 3)
+    c.invalid("input must be [batch, sequence, hidden], got " + shape_str(x->shape));
+  if (w->shape.size() != 2 || !w->shape[1].is_static()) {
+    c.invalid("weights must be [hidden, q + k + v hidden sizes], got " + shape_str(w->shape));
+  }
+  const int64_t total = w->shape[1].value();
+  std::vector<int64_t> sizes = c.attr_ints("qkv_hidden_sizes");
+  if (sizes.empty()) {
+    if (total % 3 != 0)
+      c.invalid("weights' " + std::to_string(total) + " columns are not 3 equal parts");
+    sizes = {total / 3, total / 3, total / 3};
+  }
+  if (sizes.size() != 3 || sizes[0] + sizes[1] + sizes[2] != total || sizes[0] != sizes[1] ||
+      sizes[0] < 1 || sizes[2] < 1) {
+    c.invalid("qkv_hidden_sizes must be 3 sizes, Q's equal to K's, adding up to the weights' " +
+              std::to_string(total) + " columns");
+  }
+  // Three products of the weights' column ranges (constants sliced at import), as the exported
+  // original has them: their outputs are the attention's inputs, read in place by head, where
+  // slices of one product's output would be copies.
+  auto project = [&](int64_t from, int64_t to, const std::string& what) {
+    Value* y = c.emit(OpKind::MatMul, {x, slice_axis(c, w, 1, from, to)});
+    if (c.has_input(2)) y = c.emit(OpKind::Add, {y, slice_axis(c, c.value(2), 0, from, to)});
+    return split_heads(c, y, heads, what);
+  };
+  if (c.has_input(2) && c.shape(2) != Shape{Dim(total)}) {
+    c.invalid("bias must be [" + std::to_string(total) + "] (the weights' columns), got " +
+              shape_str(c.shape(2)));
+  }
+  Value* q = project(0, sizes[0], "Q");
+  Value* k = project(sizes[0], sizes[0] + sizes[1], "K");
+  Value* v = project(sizes[0] + sizes[1], total, "V");
+  if (c.has_input(4)) {
+    Value* past = c.value(4);
+    const Shape& ps = past->shape;
+    if (ps.size() != 5 || ps[0] != Dim(2) || ps[1] != k->shape[0] || ps[2] != k->shape[1] ||
+        ps[4] != k->shape[3] || sizes[1] != sizes[2]) {
+      c.invalid("past must be [2, batch, heads, past length, head size] = [2, " +
+                k->shape[0].str() + ", " + k->shape[1].str() + ", P, " + k->shape[3].str() +
+                "], got " + shape_str(ps));
+    }
+    const Shape one{ps[1], ps[2], ps[3], ps[4]};
+    k = c.emit(OpKind::Concat, {c.reshape_to(slice_axis(c, past, 0, 0, 1), one), k},
+               {{"axis", int64_t(2)}});
+    v = c.emit(OpKind::Concat, {c.reshape_to(slice_axis(c, past, 0, 1, 2), one), v},
+               {{"axis", int64_t(2)}});
+  }
+  if (c.output_used(1)) {
+    if (sizes[1] != sizes[2]) c.unsupported("present with K and V of different hidden sizes");
+    c.set_output(
+        1, c.emit(OpKind::Concat, {unsqueeze0(c, k), unsqueeze0(c, v)}, {{"axis", int64_t(0)}}));
+  }
+  MaskSpec m;
+  m.input = 3;
+  m.bias_input = 5;
+  m.causal = c.attr_int("unidirectional", 0) != 0;
+  m.filter = c.attr_float("mask_filter_value", -10000.0);
+  c.set_output(0, attend(c, q, k, v, scale_attr(c, sizes[0] / heads), m));
+}
+
+// MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?, past_key?,
+// past_value?; num_heads, unidirectional, mask_filter_value, scale): Q, K and V already projected,
+// [B, S or L, hidden] (K and V also as heads, [B, heads, L, d], a decoder's cross-attention
+// cache), bias added to the three; past_key and past_value [B, heads, P, d] go before K and V,
+// present_key and present_value (outputs 1, 2) are the results.
+void multihead_attention(NodeCtx& c) {
+  require_float(c, 0);
+  const int64_t heads = heads_attr(c);
+  if (!c.has_input(1) || !c.has_input(2)) {
+    c.unsupported(
+        "packed Q, K and V (query [B, S, heads, 3, d] or key [B, L, heads, 2, d]); "
+        "give query, key and value");
+  }
+  for (int i : {8, 9}) {
+    if (c.has_input(i))
+      c.unsupported("input " + std::to_string(i) +
+                    " (a shared key/value buffer or beam search's cache indirection)");
+  }
+  if (c.output_used(3)) c.unsupported("output 3 (the scores Q K^T)");
+  Value* q = c.value(0);
+  Value* k = c.value(1);
+  Value* v = c.value(2);
+  if (q->shape.size() != 3)
+    c.unsupported("query of rank " + std::to_string(q->shape.size()) +
+                  " (packed forms); [batch, sequence, hidden] is supported");
+  if (k->shape.size() != v->shape.size() || (k->shape.size() != 3 && k->shape.size() != 4)) {
+    c.invalid(
+        "key and value must both be [batch, length, hidden] or [batch, heads, length, head "
+        "size], got " +
+        shape_str(k->shape) + " and " + shape_str(v->shape));
+  }
+  const bool as_heads = k->shape.size() == 4;
+  if (c.has_input(3)) {
+    if (as_heads) c.unsupported("bias with key and value given as heads");
+    Value* bias = c.value(3);
+    const Dim dq = q->shape[2], dk = k->shape[2], dv = v->shape[2];
+    if (bias->shape.size() != 1 || !dq.is_static() || !dk.is_static() || !dv.is_static() ||
+        bias->shape[0] != Dim(dq.value() + dk.value() + dv.value())) {
+      c.invalid("bias must be [q + k + v hidden sizes], got " + shape_str(bias->shape));
+    }
+    q = c.emit(OpKind::Add, {q, slice_axis(c, bias, 0, 0, dq.value())});
+    k = c.emit(OpKind::Add, {k, slice_axis(c, bias, 0, dq.value(), dq.value() + dk.value())});
+    v = c.emit(OpKind::Add, {v, slice_axis(c, bias, 0, dq.value() + dk.value(),
+                                           dq.value() + dk.value() + dv.value())});
+  }
+  q = split_heads(c, q, heads, "query");
+  if (!as_heads) {
+    k = split_heads(c, k, heads, "key");
+    v = split_heads(c, v, heads, "value");
+  }
+  if (k->shape[1] != Dim(heads) || k->shape[3] != q->shape[3]) {
+    c.invalid("key must have " + std::to_string(heads) + " heads of query's head size " +
+              q->shape[3].str() + ", got " + shape_str(k->shape));
+  }
+  if (c.has_input(6) != c.has_input(7)) c.invalid("past_key and past_value come together");
+  if (c.has_input(6)) {
+    Value* pk = c.value(6);
+    Value* pv = c.value(7);
+    k = c.emit(OpKind::Concat, {pk, k}, {{"axis", int64_t(2)}});
+    v = c.emit(OpKind::Concat, {pv, v}, {{"axis", int64_t(2)}});
+  }
+  if (c.output_used(1)) c.set_output(1, k);
+  if (c.output_used(2)) c.set_output(2, v);
+  MaskSpec m;
+  m.input = 4;
+  m.bias_input = 5;
+  m.causal = c.attr_int("unidirectional", 0) != 0;
+  m.filter = c.attr_float("mask_filter_value", -10000.0);
+  c.set_output(0, attend(c, q, k, v, scale_attr(c, q->shape[3].value()), m));
+}
+
+// EmbedLayerNormalization(input_ids, segment_ids?, word_embedding, position_embedding,
+// segment_embedding?, gamma, beta?, mask?, position_ids?; epsilon, mask_index_type): the three
+// embeddings' rows added (positions 0..S-1 unless position_ids gives them) and LayerNorm'd;
+// mask_index (output 1) counts each row's mask entries equal to 1 (0 without a mask), and output
+// 2 is the sum before the norm.
+void embed_layer_norm(NodeCtx& c) {
+  for (int i : {0, 1, 7, 8}) {
+    if (c.has_input(i) && c.dtype(i) != DType::i32) {
+      c.invalid("input " + std::to_string(i) + " must be int32, got " +
+                std::string(dtype_name(c.dtype(i))));
+    }
+  }
+  require_float(c, 2);
+  Value* ids = c.value(0);
+  if (ids->shape.size() != 2)
+    c.invalid("input_ids must be [batch, sequence], got " + shape_str(ids->shape));
+  Value* word = c.value(2);
+  if (word->shape.size() != 2)
+    c.invalid("word_embedding must be [vocabulary, hidden], got " + shape_str(word->shape));
+  const Dim h = word->shape[1];
+  auto table = [&](int i, const std::string& what) {
+    Value* t = c.value(i);
+    if (t->shape.size() != 2 || t->shape[1] != h) {
+      c.invalid(what + " must be [rows, " + h.str() + "], got " + shape_str(t->shape));
+    }
+    return t;
+  };
+  auto gather = [&](Value* t, Value* idx) {
+    return c.emit(OpKind::Gather, {t, idx}, {{"axis", int64_t(0)}});
+  };
+  Value* sum = gather(word, ids);
+  Value* pos = table(3, "position_embedding");
+  Value* pos_rows = c.has_input(8) ? c.value(8) : arange(c, ids->shape[1]);
+  sum = c.emit(OpKind::Add, {sum, gather(pos, pos_rows)});
+  if (c.has_input(4)) {
+    if (!c.has_input(1)) c.invalid("segment_embedding needs segment_ids");
+    sum = c.emit(OpKind::Add, {sum, gather(table(4, "segment_embedding"), c.value(1))});
+  }
+  if (sum->shape != Shape{ids->shape[0], ids->shape[1], h}) {
+    c.invalid("position_ids must be [batch or 1, sequence], got " + shape_str(c.shape(8)));
+  }
+  const Value* gamma = c.value(5);
+  if (gamma->shape != Shape{h})
+    c.invalid("gamma must be [" + h.str() + "], got " + shape_str(gamma->shape));
+  std::vector<Value*> in{sum, c.value(5)};
+  if (c.has_input(6)) in.push_back(c.value(6));
+  c.set_output(0, c.emit(OpKind::LayerNorm, in, {{"eps", c.attr_float("epsilon", 1e-12)}}));
+  c.ignore_attr(
+      "mask_index_type");  // output 1's form: the one kind onnxruntime's CPU kernel writes
+  if (c.output_used(1)) {
+    // The count in f32 (ReduceSum's dtypes), exact below 2^24 entries a row.
+    Value* ones =
+        c.has_input(7)
+            ? cast_value(c, c.emit(OpKind::Equal, {c.value(7), c.scalar(1, DType::i32)}),
+                         DType::f32)
+            : c.emit(OpKind::Mul, {cast_value(c, ids, DType::f32), c.scalar(0, DType::f32)});
+    c.set_output(1, cast_value(c, reduce_axes(c, Red::Sum, ones, {1}, false), DType::i32));
+  }
+  if (c.output_used(2)) c.set_output(2, sum);
+}
+
+}  // namespace
+
+void add_contrib_attention_ops(ConverterMap& microsoft) {
+  microsoft["Attention"] = attention;
+  microsoft["MultiHeadAttention"] = multihead_attention;
+  microsoft["EmbedLayerNormalization"] = embed_layer_norm;
+}
+
+}  // namespace ubfuse::onnx_import

@@ -1,0 +1,588 @@
+// onnxruntime's attention ops (src/import/onnx/ops_contrib_attention.cc): Attention,
+// MultiHeadAttention and EmbedLayerNormalization against a double reference of onnxruntime's CPU
+// kernels (a masked key adds mask_filter_value, a key after a query's position under
+// unidirectional is left out), every mask form, past and present, dynamic shapes from one
+// compile, one flash kernel in graph mode; pinned to onnxruntime 1.30's outputs; and the errors.
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "onnx_one_node.h"
+#include "test_util.h"
+
+namespace ubfuse {
+namespace {
+
+using testing::kFloat;
+using testing::kInt32;
+using testing::OneNode;
+using testing::throws_with;
+
+const std::vector<Options> kModes = {testing::eager_opts(), testing::graph_opts()};
+const double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<float> floats(const Tensor& t) {
+  std::vector<float> v(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); i++) v[size_t(i)] = float(t.get(i));
+  return v;
+}
+
+Tensor ints32(const Sizes& sizes, const std::vector<int>& v) {
+  Tensor t = Tensor::zeros(DType::i32, sizes);
+  for (size_t i = 0; i < v.size(); i++) t.set(int64_t(i), v[i]);
+  return t;
+}
+
+// softmax(scale q k^T + add) v by head, in double: q [B, S, N * dk] and k, v [B, T, N * dk or dv]
+// as rows of heads (head h at columns h * d), add(b, h, s, t) the additive mask (-inf leaves the
+// key out); [B, S, N * dv].
+std::vector<double> attend(const std::vector<double>& q, const std::vector<double>& k,
+                           const std::vector<double>& v, int64_t B, int64_t S, int64_t T, int64_t N,
+                           int64_t dk, int64_t dv, double scale,
+                           const std::function<double(int64_t, int64_t, int64_t, int64_t)>& add) {
+  std::vector<double> out(size_t(B * S * N * dv));
+  std::vector<double> p(static_cast<size_t>(T));
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t h = 0; h < N; h++) {
+      for (int64_t s = 0; s < S; s++) {
+        double mx = -kInf;
+        for (int64_t t = 0; t < T; t++) {
+          double dot = 0;
+          for (int64_t i = 0; i < dk; i++) {
+            dot += q[size_t((b * S + s) * N * dk + h * dk + i)] *
+                   k[size_t((b * T + t) * N * dk + h * dk + i)];
+          }
+          p[size_t(t)] = scale * dot + add(b, h, s, t);
+          mx = std::max(mx, p[size_t(t)]);
+        }
+        double sum = 0;
+        for (double& x : p) sum += (x = std::exp(x - mx));
+        for (int64_t j = 0; j < dv; j++) {
+          double o = 0;
+          for (int64_t t = 0; t < T; t++) {
+            o += p[size_t(t)] * v[size_t((b * T + t) * N * dv + h * dv + j)];
+          }
+          out[size_t((b * S + s) * N * dv + h * dv + j)] = o / sum;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// rows [R, in] times w [in, cols from c0, c0 + n) of w's `ld` columns, plus bias.
+std::vector<double> project(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t in,
+                            int64_t ld, int64_t c0, int64_t n) {
+  const int64_t R = x.numel() / in;
+  std::vector<double> y(size_t(R * n));
+  for (int64_t r = 0; r < R; r++) {
+    for (int64_t j = 0; j < n; j++) {
+      double s = bias.get(c0 + j);
+      for (int64_t i = 0; i < in; i++) s += x.get(r * in + i) * w.get(i * ld + c0 + j);
+      y[size_t(r * n + j)] = s;
+    }
+  }
+  return y;
+}
+
+void expect_near(const Tensor& got, const Sizes& sizes, const std::vector<double>& want,
+                 double tol = 2e-5) {
+  ASSERT_EQ(got.sizes(), sizes);
+  ASSERT_EQ(size_t(got.numel()), want.size());
+  for (int64_t i = 0; i < got.numel(); i++) {
+    ASSERT_NEAR(got.get(i), want[size_t(i)], tol * (1 + std::fabs(want[size_t(i)]))) << i;
+  }
+}
+
+// A mask form of Attention's mask_index and the additive mask it means.
+struct MaskForm {
+  std::string name;
+  Sizes sizes;  // empty: no mask
+  std::vector<int> values;
+};
+
+TEST(OnnxContribAttention, AttentionEveryMaskFormAgainstTheReference) {
+  // 3 heads of 4 (V: of 2 where qkv_hidden_sizes says so), 7 queries, odd sizes.
+  const int64_t B = 2, S = 7, in = 12, N = 3;
+  const Tensor x = Tensor::random(f32, {B, S, in}, 1);
+  const Tensor ab = Tensor::random(f32, {1, N, S, S}, 4, -2, 2);
+  std::vector<int> m2, m3;
+  for (int i = 0; i < B * S; i++) m2.push_back(i % 5 == 3 ? 0 : 1);
+  for (int i = 0; i < B * S * S; i++) m3.push_back(i * 7 % 5 == 0 ? 0 : 2);  // any > 0 keeps
+  const MaskForm forms[] = {{"none", {}, {}},
+                            {"[B, T]", {B, S}, m2},
+                            {"[B] ends", {B}, {4, 7}},
+                            {"[2B] ends and starts", {2 * B}, {6, 7, 2, 3}},
+                            {"[B, S, T]", {B, S, S}, m3}};
+  for (const MaskForm& f : forms) {
+    for (int causal = 0; causal < 2; causal++) {
+      for (int variant = 0; variant < 3; variant++) {
+        // 0: defaults; 1: attention_bias, scale, mask_filter_value; 2: V of 6 (heads of 2).
+        const int64_t qk = 12, vs = variant == 2 ? 6 : 12, total = qk * 2 + vs;
+        const Tensor w = Tensor::random(f32, {in, total}, 2, -0.5, 0.5);
+        const Tensor bias = Tensor::random(f32, {total}, 3, -0.2, 0.2);
+        const double filter = variant == 1 ? -7.5 : -10000.0;
+        const double scale = variant == 1 ? 0.3 : 0.5;  // 1 / sqrt(4) by default
+        OneNode n("Attention", 17);
+        n.domain("com.microsoft")
+            .input("x", kFloat, {B, S, in})
+            .init("w", kFloat, {in, total}, floats(w))
+            .init("bias", kFloat, {total}, floats(bias));
+        if (f.sizes.empty()) {
+          n.skip();
+        } else {
+          n.input("mask", kInt32, f.sizes);
+        }
+        if (variant == 1) n.skip().input("ab", kFloat, {1, N, S, S});
+        n.attr("num_heads", N).attr("unidirectional", causal);
+        if (variant == 1) n.attr_f("scale", 0.3f).attr_f("mask_filter_value", -7.5f);
+        if (variant == 2) n.attr("qkv_hidden_sizes", std::vector<int64_t>{qk, qk, vs});
+        Graph g = n.output("y", kFloat).import();
+        const auto q = project(x, w, bias, in, total, 0, qk);
+        const auto k = project(x, w, bias, in, total, qk, qk);
+        const auto v = project(x, w, bias, in, total, 2 * qk, vs);
+        const auto add = [&](int64_t b, int64_t h, int64_t s, int64_t t) {
+          if (causal && t > s) return -kInf;
+          double a = variant == 1 ? ab.get((h * S + s) * S + t) : 0.0;
+          bool keep = true;
+          if (f.sizes.size() == 2) keep = f.values[size_t(b * S + t)] > 0;
+          if (f.sizes.size() == 3) keep = f.values[size_t((b * S + s) * S + t)] > 0;
+          if (f.sizes.size() == 1) {
+            keep = t < f.values[size_t(b)] && (f.sizes[0] == B || t >= f.values[size_t(B + b)]);
+          }
+          return keep ? a : a + filter;
+        };
+        const auto want = attend(q, k, v, B, S, S, N, qk / N, vs / N, scale, add);
+        // A row whose every key is masked is a softmax of scores plus the filter value, which
+        // f32 holds to about 1e-3 (so does onnxruntime): such cases are compared at that.
+        bool all_masked = false;
+        for (int64_t b = 0; b < B; b++) {
+          for (int64_t s = 0; s < S; s++) {
+            bool any = false;
+            for (int64_t t = 0; t < S; t++)
+              any |= add(b, 0, s, t) - (variant == 1 ? ab.get((0 * S + s) * S + t) : 0.0) == 0.0;
+            all_masked |= !any;
+          }
+        }
+        std::map<std::string, Tensor> feeds{{"x", x}};
+        if (!f.sizes.empty()) feeds["mask"] = ints32(f.sizes, f.values);
+        if (variant == 1) feeds["ab"] = ab;
+        for (const Options& o : kModes) {
+          SCOPED_TRACE(f.name + (causal ? ", unidirectional" : "") + ", variant " +
+                       std::to_string(variant) + ", " + o.at("ge.exec.enableOperatorFusion"));
+          CompiledModel m = compile(g, o);
+          expect_near(m.run(feeds).at("y"), {B, S, vs}, want, all_masked ? 2e-3 : 2e-5);
+          if (o == testing::graph_opts()) {
+            int flash = 0;
+            for (auto& kern : m.kernels()) flash += kern.variant == "flash attention";
+            EXPECT_EQ(flash, 1);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(OnnxContribAttention, AttentionDynamicShapesFromOneCompile) {
+  // Batch N and length S symbolic, a [N, S] mask and unidirectional: one compile, three shapes
+  // (one query included).
+  const int64_t in = 8, N = 2;
+  const Tensor w = Tensor::random(f32, {in, 3 * in}, 5, -0.5, 0.5);
+  const Tensor bias = Tensor::random(f32, {3 * in}, 6, -0.2, 0.2);
+  Graph g = OneNode("Attention", 17)
+                .domain("com.microsoft")
+                .input("x", kFloat, {-1, -2, in})
+                .init("w", kFloat, {in, 3 * in}, floats(w))
+                .init("bias", kFloat, {3 * in}, floats(bias))
+                .input("mask", kInt32, {-1, -2})
+                .attr("num_heads", N)
+                .attr("unidirectional", 1)
+                .output("y", kFloat)
+                .import();
+  for (const Options& o : kModes) {
+    CompiledModel m = compile(g, o);
+    for (auto [B, S] : {std::pair<int64_t, int64_t>{2, 7}, {1, 1}, {3, 19}}) {
+      SCOPED_TRACE(std::to_string(B) + " x " + std::to_string(S));
+      const Tensor x = Tensor::random(f32, {B, S, in}, uint64_t(B * 100 + S));
+      std::vector<int> mask;
+      for (int64_t i = 0; i < B * S; i++) mask.push_back(i % S == S - 1 && S > 1 ? 0 : 1);
+      const auto q = project(x, w, bias, in, 3 * in, 0, in);
+      const auto k = project(x, w, bias, in, 3 * in, in, in);
+      const auto v = project(x, w, bias, in, 3 * in, 2 * in, in);
+      const auto add = [&](int64_t b, int64_t, int64_t s, int64_t t) {
+        if (t > s) return -kInf;
+        return mask[size_t(b * S + t)] ? 0.0 : -10000.0;
+      };
+      expect_near(m.run({{"x", x}, {"mask", ints32({B, S}, mask)}}).at("y"), {B, S, in},
+                  attend(q, k, v, B, S, S, N, in / N, in / N, 0.5, add));
+    }
+  }
+}
+
+TEST(OnnxContribAttention, AttentionPastAndPresent) {
+  // past [2, B, heads, P, d] before K and V; a [B, P + S] mask; unidirectional counts the past.
+  const int64_t B = 2, S = 3, P = 4, T = P + S, in = 8, N = 2, d = 4;
+  const Tensor x = Tensor::random(f32, {B, S, in}, 7);
+  const Tensor past = Tensor::random(f32, {2, B, N, P, d}, 8);
+  const Tensor w = Tensor::random(f32, {in, 3 * in}, 9, -0.5, 0.5);
+  const Tensor bias = Tensor::random(f32, {3 * in}, 10, -0.2, 0.2);
+  std::vector<int> mask;
+  for (int64_t i = 0; i < B * T; i++) mask.push_back(i % 5 == 1 ? 0 : 1);
+  Graph g = OneNode("Attention", 17)
+                .domain("com.microsoft")
+                .input("x", kFloat, {B, S, in})
+                .init("w", kFloat, {in, 3 * in}, floats(w))
+                .init("bias", kFloat, {3 * in}, floats(bias))
+                .input("mask", kInt32, {B, T})
+                .input("past", kFloat, {2, B, N, P, d})
+                .attr("num_heads", N)
+                .attr("unidirectional", 1)
+                .output("y", kFloat)
+                .output("present", kFloat)
+                .import();
+  const auto q = project(x, w, bias, in, 3 * in, 0, in);
+  // K and V as rows [B, T, N * d]: the past's rows, then the projections'.
+  std::vector<double> kv[2];
+  for (int which = 0; which < 2; which++) {
+    const auto proj = project(x, w, bias, in, 3 * in, (1 + which) * in, in);
+    for (int64_t b = 0; b < B; b++) {
+      for (int64_t t = 0; t < T; t++) {
+        for (int64_t h = 0; h < N; h++) {
+          for (int64_t i = 0; i < d; i++) {
+            kv[which].push_back(t < P ? past.get((((which * B + b) * N + h) * P + t) * d + i)
+                                      : proj[size_t((b * S + t - P) * in + h * d + i)]);
+          }
+        }
+      }
+    }
+  }
+  const auto add = [&](int64_t b, int64_t, int64_t s, int64_t t) {
+    if (t > s + P) return -kInf;
+    return mask[size_t(b * T + t)] ? 0.0 : -10000.0;
+  };
+  const auto want = attend(q, kv[0], kv[1], B, S, T, N, d, d, 0.5, add);
+  std::vector<double> present;  // [2, B, N, T, d]
+  for (int which = 0; which < 2; which++) {
+    for (int64_t b = 0; b < B; b++) {
+      for (int64_t h = 0; h < N; h++) {
+        for (int64_t t = 0; t < T; t++) {
+          for (int64_t i = 0; i < d; i++)
+            present.push_back(kv[which][size_t((b * T + t) * in + h * d + i)]);
+        }
+      }
+    }
+  }
+  for (const Options& o : kModes) {
+    auto out = compile(g, o).run({{"x", x}, {"mask", ints32({B, T}, mask)}, {"past", past}});
+    expect_near(out.at("y"), {B, S, in}, want);
+    expect_near(out.at("present"), {2, B, N, T, d}, present);
+  }
+}
+
+TEST(OnnxContribAttention, AttentionMatchesOnnxruntime) {
+  // onnxruntime 1.30's outputs (every 7th value and the sum) for inputs made of sines, with a
+  // [2B] mask of ends and starts, and with a [B, S, T] mask under unidirectional (where a key
+  // kept by the mask after the query's position is still left out).
+  const int64_t B = 2, S = 5, in = 8, N = 2;
+  std::vector<float> x, w, bias;
+  for (int i = 0; i < B * S * in; i++) x.push_back(float(std::sin(0.37 * i)));
+  for (int i = 0; i < in * 24; i++) w.push_back(float(0.5 * std::cos(0.11 * i)));
+  for (int i = 0; i < 24; i++) bias.push_back(float(0.1 * std::sin(1.3 * i)));
+  std::vector<int> m3;
+  for (int i = 0; i < B * S * S; i++) m3.push_back(i * 7 % 5 != 0);
+  struct Case {
+    Sizes mask_sizes;
+    std::vector<int> mask;
+    int causal;
+    double sum;
+    std::vector<double> every7;
+  };
+  const Case cases[] = {
+      {{2 * B},
+       {4, 5, 1, 2},
+       0,
+       -4.1743084019981325,
+       {0.05212658643722534, -0.12276433408260345, -0.06096572428941727, 0.053598836064338684,
+        0.040111102163791656, -0.07813956588506699, -0.16670577228069305, -0.07899962365627289,
+        0.024184947833418846, -0.15491685271263123, -0.08146371692419052, 0.018809640780091286}},
+      {{B, S, S},
+       m3,
+       1,
+       -0.019851477351039648,
+       {0.1523984670639038, -0.07918259501457214, -0.09009042382240295, 0.09973876923322678,
+        0.040111102163791656, -0.02645476534962654, -0.2937358617782593, 0.20144660770893097,
+        0.09188546985387802, -0.1081046611070633, 0.029769768938422203, 0.0780959203839302}}};
+  for (const Case& k : cases) {
+    Graph g = OneNode("Attention", 17)
+                  .domain("com.microsoft")
+                  .input("x", kFloat, {B, S, in})
+                  .init("w", kFloat, {in, 24}, w)
+                  .init("bias", kFloat, {24}, bias)
+                  .input("m", kInt32, k.mask_sizes)
+                  .attr("num_heads", N)
+                  .attr("unidirectional", k.causal)
+                  .output("y", kFloat)
+                  .import();
+    for (const Options& o : kModes) {
+      Tensor y = compile(g, o)
+                     .run({{"x", Tensor::from_floats(f32, {B, S, in}, x)},
+                           {"m", ints32(k.mask_sizes, k.mask)}})
+                     .at("y");
+      double sum = 0;
+      for (int64_t i = 0; i < y.numel(); i++) sum += y.get(i);
+      EXPECT_NEAR(sum, k.sum, 1e-5);
+      for (size_t i = 0; i < k.every7.size(); i++)
+        EXPECT_NEAR(y.get(int64_t(i) * 7), k.every7[i], 1e-6) << i;
+    }
+  }
+}
+
+TEST(OnnxContribAttention, MultiHeadAttentionForms) {
+  const int64_t B = 2, S = 5, L = 6, N = 2, d = 4, D = N * d;
+  const Tensor q = Tensor::random(f32, {B, S, D}, 11), k = Tensor::random(f32, {B, L, D}, 12),
+               v = Tensor::random(f32, {B, L, D}, 13), bias = Tensor::random(f32, {3 * D}, 14);
+  const Tensor ab = Tensor::random(f32, {1, N, S, L}, 15, -2, 2);
+  auto rows = [](const Tensor& t, const Tensor* b, int64_t off) {
+    std::vector<double> r(size_t(t.numel()));
+    const int64_t w = t.sizes().back();
+    for (int64_t i = 0; i < t.numel(); i++)
+      r[size_t(i)] = t.get(i) + (b ? b->get(off + i % w) : 0.0);
+    return r;
+  };
+  // 1. Bias and a [B] mask of key lengths; 2. attention_bias and scale, no mask.
+  for (int form = 1; form <= 2; form++) {
+    OneNode n("MultiHeadAttention", 17);
+    n.domain("com.microsoft")
+        .input("q", kFloat, {-1, -2, D})
+        .input("k", kFloat, {-1, -3, D})
+        .input("v", kFloat, {-1, -3, D});
+    if (form == 1) {
+      n.init("bias", kFloat, {3 * D}, floats(bias)).input("kpm", kInt32, {-1});
+    } else {
+      n.skip().skip().input("ab", kFloat, {1, N, -2, -3}).attr_f("scale", 0.25f);
+    }
+    Graph g = n.attr("num_heads", N).output("y", kFloat).import();
+    const Tensor* b = form == 1 ? &bias : nullptr;
+    const std::vector<int> lens{3, 6};
+    const auto add = [&](int64_t bi, int64_t h, int64_t s, int64_t t) {
+      if (form == 1) return t < lens[size_t(bi)] ? 0.0 : -10000.0;
+      return double(ab.get((h * S + s) * L + t));
+    };
+    const auto want = attend(rows(q, b, 0), rows(k, b, D), rows(v, b, 2 * D), B, S, L, N, d, d,
+                             form == 1 ? 0.5 : 0.25, add);
+    std::map<std::string, Tensor> feeds{{"q", q}, {"k", k}, {"v", v}};
+    if (form == 1) feeds["kpm"] = ints32({B}, lens);
+    if (form == 2) feeds["ab"] = ab;
+    for (const Options& o : kModes) {
+      SCOPED_TRACE("form " + std::to_string(form));
+      expect_near(compile(g, o).run(feeds).at("y"), {B, S, D}, want);
+    }
+  }
+  // 3. Cross-attention with K and V given as heads [B, N, L, d].
+  {
+    Graph g = OneNode("MultiHeadAttention", 17)
+                  .domain("com.microsoft")
+                  .input("q", kFloat, {B, S, D})
+                  .input("k", kFloat, {B, N, L, d})
+                  .input("v", kFloat, {B, N, L, d})
+                  .attr("num_heads", N)
+                  .output("y", kFloat)
+                  .import();
+    const Tensor k4 = Tensor::random(f32, {B, N, L, d}, 16),
+                 v4 = Tensor::random(f32, {B, N, L, d}, 17);
+    auto as_rows = [&](const Tensor& t) {  // [B, N, L, d] -> [B, L, N * d]
+      std::vector<double> r(size_t(t.numel()));
+      for (int64_t i = 0; i < t.numel(); i++) {
+        const int64_t bi = i / (N * L * d), h = i / (L * d) % N, l = i / d % L, j = i % d;
+        r[size_t((bi * L + l) * D + h * d + j)] = t.get(i);
+      }
+      return r;
+    };
+    const auto want = attend(rows(q, nullptr, 0), as_rows(k4), as_rows(v4), B, S, L, N, d, d, 0.5,
+                             [](int64_t, int64_t, int64_t, int64_t) { return 0.0; });
+    for (const Options& o : kModes) {
+      expect_near(compile(g, o).run({{"q", q}, {"k", k4}, {"v", v4}}).at("y"), {B, S, D}, want);
+    }
+  }
+}
+
+TEST(OnnxContribAttention, MultiHeadAttentionMatchesOnnxruntime) {
+  // past_key and past_value, a [B, P + S] key padding mask and unidirectional; onnxruntime
+  // 1.30's output (every 7th value and the sum) and present_key's shape.
+  const int64_t B = 2, S = 3, P = 4, N = 2, d = 4, D = 8;
+  auto seq = [](int64_t n, const std::function<double(int)>& f) {
+    std::vector<float> v;
+    for (int i = 0; i < n; i++) v.push_back(float(f(i)));
+    return v;
+  };
+  std::vector<int> km;
+  for (int i = 0; i < B * (P + S); i++) km.push_back(i % 6 != 5);
+  Graph g = OneNode("MultiHeadAttention", 17)
+                .domain("com.microsoft")
+                .input("q", kFloat, {B, S, D})
+                .input("k", kFloat, {B, S, D})
+                .input("v", kFloat, {B, S, D})
+                .skip()
+                .input("m", kInt32, {B, P + S})
+                .skip()
+                .input("pk", kFloat, {B, N, P, d})
+                .input("pv", kFloat, {B, N, P, d})
+                .attr("num_heads", N)
+                .attr("unidirectional", 1)
+                .output("y", kFloat)
+                .output("prk", kFloat)
+                .output("prv", kFloat)
+                .import();
+  const std::map<std::string, Tensor> feeds{
+      {"q", Tensor::from_floats(f32, {B, S, D},
+                                seq(B * S * D, [](int i) { return std::sin(0.23 * i); }))},
+      {"k", Tensor::from_floats(f32, {B, S, D},
+                                seq(B * S * D, [](int i) { return std::cos(0.19 * i); }))},
+      {"v", Tensor::from_floats(f32, {B, S, D},
+                                seq(B * S * D, [](int i) { return std::sin(0.41 * i + 1); }))},
+      {"m", ints32({B, P + S}, km)},
+      {"pk",
+       Tensor::from_floats(f32, {B, N, P, d},
+                           seq(B * N * P * d, [](int i) { return 0.5 * std::cos(0.29 * i); }))},
+      {"pv", Tensor::from_floats(f32, {B, N, P, d}, seq(B * N * P * d, [](int i) {
+                                   return 0.5 * std::sin(0.31 * i);
+                                 }))}};
+  const double every7[] = {0.3481462895870209,    -0.04799092561006546, 0.03870899975299835,
+                           -0.012563010677695274, -0.1071932315826416,  0.2941718101501465,
+                           -0.0436544232070446};
+  for (const Options& o : kModes) {
+    auto out = compile(g, o).run(feeds);
+    const Tensor& y = out.at("y");
+    double sum = 0;
+    for (int64_t i = 0; i < y.numel(); i++) sum += y.get(i);
+    EXPECT_NEAR(sum, 5.413898115977645, 1e-5);
+    for (int64_t i = 0; i < 7; i++) EXPECT_NEAR(y.get(i * 7), every7[i], 1e-6) << i;
+    EXPECT_EQ(out.at("prk").sizes(), (Sizes{B, N, P + S, d}));
+    EXPECT_EQ(out.at("prk").get(0), feeds.at("pk").get(0));
+  }
+}
+
+TEST(OnnxContribAttention, EmbedLayerNormalization) {
+  const int64_t B = 2, S = 6, V = 11, P = 9, G = 2, H = 8;
+  const Tensor we = Tensor::random(f32, {V, H}, 21), pe = Tensor::random(f32, {P, H}, 22),
+               se = Tensor::random(f32, {G, H}, 23), gamma = Tensor::random(f32, {H}, 24),
+               beta = Tensor::random(f32, {H}, 25);
+  const std::vector<int> ids{1, 10, 3, 0, 7, 7, 2, 5, 9, 4, 6, 8},
+      seg{0, 0, 1, 1, 1, 0, 1, 0, 0, 1, 1, 1}, mask{1, 1, 1, 1, 0, 0, 1, 1, 2, 1, 1, 1},
+      pid{8, 3, 0, 1, 2, 5};
+  for (int full = 0; full < 2; full++) {
+    OneNode n("EmbedLayerNormalization", 17);
+    n.domain("com.microsoft").input("ids", kInt32, {-1, -2});
+    if (full) {
+      n.input("seg", kInt32, {-1, -2});
+    } else {
+      n.skip();
+    }
+    n.init("we", kFloat, {V, H}, floats(we)).init("pe", kFloat, {P, H}, floats(pe));
+    if (full) {
+      n.init("se", kFloat, {G, H}, floats(se));
+    } else {
+      n.skip();
+    }
+    n.init("gamma", kFloat, {H}, floats(gamma)).init("beta", kFloat, {H}, floats(beta));
+    if (full) {
+      n.input("mask", kInt32, {-1, -2}).attr_f("epsilon", 1e-5f);
+    } else {
+      n.skip().input("pid", kInt32, {1, -2});
+    }
+    n.output("y", kFloat).output("mi", kInt32);
+    if (full) n.output("sum", kFloat);
+    Graph g = n.import();
+    const double eps = full ? 1e-5 : 1e-12;
+    std::vector<double> sum, want;
+    for (int64_t r = 0; r < B * S; r++) {
+      std::vector<double> row(static_cast<size_t>(H));
+      const int64_t pos = full ? r % S : pid[size_t(r % S)];
+      for (int64_t j = 0; j < H; j++) {
+        row[size_t(j)] = we.get(ids[size_t(r)] * H + j) + pe.get(pos * H + j) +
+                         (full ? se.get(seg[size_t(r)] * H + j) : 0.0);
+      }
+      double mean = 0, var = 0;
+      for (double x : row) mean += x / double(H);
+      for (double x : row) var += (x - mean) * (x - mean) / double(H);
+      for (int64_t j = 0; j < H; j++) {
+        sum.push_back(row[size_t(j)]);
+        want.push_back((row[size_t(j)] - mean) / std::sqrt(var + eps) * gamma.get(j) + beta.get(j));
+      }
+    }
+    std::map<std::string, Tensor> feeds{{"ids", ints32({B, S}, ids)}};
+    if (full) {
+      feeds["seg"] = ints32({B, S}, seg);
+      feeds["mask"] = ints32({B, S}, mask);
+    } else {
+      feeds["pid"] = ints32({1, S}, pid);
+    }
+    for (const Options& o : kModes) {
+      SCOPED_TRACE(full ? "segments, mask, sum" : "position_ids");
+      auto out = compile(g, o).run(feeds);
+      expect_near(out.at("y"), {B, S, H}, want, 1e-5);
+      // mask_index counts the entries equal to 1 (the 2 is not one); 0 without a mask.
+      expect_near(out.at("mi"), {B}, full ? std::vector<double>{4, 5} : std::vector<double>{0, 0});
+      if (full) expect_near(out.at("sum"), {B, S, H}, sum);
+    }
+  }
+}
+
+TEST(OnnxContribAttention, ErrorsNameNodeOpAndValue) {
+  auto attention = [](const std::function<void(OneNode&)>& edit) {
+    return [edit] {
+      OneNode n("Attention", 17);
+      n.domain("com.microsoft")
+          .input("x", kFloat, {2, 5, 8})
+          .init("w", kFloat, {8, 24}, std::vector<float>(192, 0.1f))
+          .init("bias", kFloat, {24}, std::vector<float>(24, 0.0f));
+      edit(n);
+      n.output("y", kFloat).import();
+    };
+  };
+  EXPECT_TRUE(throws_with(attention([](OneNode& n) {
+                            n.input("m", kInt32, {2, 1, 5, 5}).attr("num_heads", 2);
+                          }),
+                          {"node0", "Attention", "a mask of rank 4", "Megatron"}));
+  EXPECT_TRUE(throws_with(attention([](OneNode& n) {
+                            n.input("m", testing::kInt64, {2, 5}).attr("num_heads", 2);
+                          }),
+                          {"node0", "the mask (input 3) must be int32, got i64"}));
+  EXPECT_TRUE(throws_with(attention([](OneNode& n) {
+                            n.input("m", kInt32, {2, 4}).attr("num_heads", 2);
+                          }),
+                          {"node0", "a mask of shape [2,4] does not match [batch, keys]"}));
+  EXPECT_TRUE(throws_with(attention([](OneNode&) {}), {"node0", "num_heads of at least 1"}));
+  EXPECT_TRUE(throws_with(attention([](OneNode& n) { n.attr("num_heads", 3); }),
+                          {"node0", "hidden size 8 must be a multiple of num_heads 3"}));
+  EXPECT_TRUE(
+      throws_with(attention([](OneNode& n) { n.attr("num_heads", 2).attr("do_rotary", 1); }),
+                  {"node0", "do_rotary"}));
+  EXPECT_TRUE(
+      throws_with(attention([](OneNode& n) {
+                    n.attr("num_heads", 2).attr("qkv_hidden_sizes", std::vector<int64_t>{8, 4, 12});
+                  }),
+                  {"node0", "qkv_hidden_sizes must be 3 sizes, Q's equal to K's"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("MultiHeadAttention", 17)
+            .domain("com.microsoft")
+            .input("q", kFloat, {2, 5, 2, 3, 4})
+            .attr("num_heads", 2)
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "MultiHeadAttention", "packed Q, K and V"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("EmbedLayerNormalization", 17)
+            .domain("com.microsoft")
+            .input("ids", testing::kInt64, {2, 5})
+            .output("y", kFloat)
+            .import();
+      },
+      {"node0", "EmbedLayerNormalization", "input 0 must be int32, got i64"}));
+}
+
+}  // namespace
+}  // namespace ubfuse
