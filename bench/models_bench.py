@@ -22,7 +22,10 @@ Sequence length means: tokens for bert_stack and llama_stack, encoder frames for
 for video_encoder (8 x 2 frames from 32 on), frames for rnn_stack and the past length of a
 one-token step for kv_decoder (these three not in the default set). A model name with
 `_int8` (`bert_stack_int8`, ...) is that model quantized as onnxruntime's dynamic quantizer writes
-it (tests/models/quantize_model.py), timed on the same inputs.
+it (tests/models/quantize_model.py), and `bert_stack_ortfused` that model as onnxruntime's
+transformer optimizer saves it (Attention, EmbedLayerNormalization, SkipLayerNormalization,
+BiasGelu: tests/models/ort_fused.py; onnxruntime then runs its own attention kernel), timed on
+the same inputs.
 
 A benchmark, not a test: onnxruntime needs node and npm (scripts/ort.sh installs it on first
 use); without them its columns say why and ubfuse still runs.
@@ -45,12 +48,17 @@ MODELS_DIR = os.path.join(ROOT, "tests", "models")
 sys.path.insert(0, MODELS_DIR)
 sys.dont_write_bytecode = True  # no __pycache__ folder in the source tree
 import model_zoo as zoo  # noqa: E402
+import ort_fused  # noqa: E402
 import quantize_model  # noqa: E402
 
 ORT = os.path.join(ROOT, "scripts", "ort.sh")
 DEFAULT_MODELS = ["bert_stack", "llama_stack", "speech_encoder", "vit_encoder"]
-EXPORT_SOURCES = ["model_zoo.py", "export_models.py", "merge_decoder.py", "quantize_model.py"]
+EXPORT_SOURCES = [
+    "model_zoo.py", "export_models.py", "merge_decoder.py", "quantize_model.py", "ort_fused.py"]
 INT8 = "_int8"  # <model>_int8: the model as onnxruntime's dynamic quantizer writes it
+# <model>_ortfused: the model as onnxruntime's transformer optimizer saves it
+FUSED = "_ortfused"
+VARIANTS = (INT8, FUSED)
 
 
 def export_stamp():
@@ -70,7 +78,8 @@ def ensure_models(out, models):
         return os.path.exists(model_file(out, m)) and os.path.exists(p) and open(p).read().strip() == stamp
 
     need = [m for m in models if not fresh(m)]
-    floats = sorted({base_name(m) for m in need if not m.endswith(INT8) or not fresh(base_name(m))})
+    floats = sorted({base_name(m) for m in need
+                     if not m.endswith(VARIANTS) or not fresh(base_name(m))})
     if floats:
         print(f"exporting {', '.join(floats)} into {out} (once)", file=sys.stderr)
         subprocess.run([sys.executable, os.path.join(MODELS_DIR, "export_models.py"), "--bench",
@@ -79,13 +88,20 @@ def ensure_models(out, models):
         if m.endswith(INT8):
             subprocess.run([sys.executable, os.path.join(MODELS_DIR, "quantize_model.py"),
                             base_name(m), "--out", out, "--no-refs"], check=True)
+        if m.endswith(FUSED):
+            b = base_name(m)
+            ort_fused.fuse_bert(os.path.join(out, f"{b}.onnx"), os.path.join(out, f"{m}.onnx"),
+                                zoo.CONFIGS["bench"][b]["heads"])
     for m in set(need) | set(floats):
         with open(os.path.join(out, f"{m}.stamp"), "w") as f:
             f.write(stamp + "\n")
 
 
 def base_name(name):
-    return name[: -len(INT8)] if name.endswith(INT8) else name
+    for v in VARIANTS:
+        if name.endswith(v):
+            return name[: -len(v)]
+    return name
 
 
 def model_file(out, name):
@@ -94,7 +110,7 @@ def model_file(out, name):
 
 def make_inputs(name, batch, length, folder):
     """Writes fixed-seed inputs for one configuration; returns {input name: file}."""
-    name = base_name(name)  # an int8 model takes its float model's inputs
+    name = base_name(name)  # an int8 or fused model takes its float model's inputs
     cfg = zoo.CONFIGS["bench"][name]
     rng = np.random.default_rng(1000 * batch + length)
     if name == "speech_encoder":
@@ -258,7 +274,10 @@ def main():
     for m in models:
         if base_name(m) not in zoo.BUILDERS:
             ap.error(f"unknown model {m}; known: {', '.join(zoo.BUILDERS)}, and each with {INT8} "
-                     "(quantized as onnxruntime's dynamic quantizer writes it)")
+                     f"(quantized as onnxruntime's dynamic quantizer writes it), and "
+                     f"bert_stack{FUSED}")
+        if m.endswith(FUSED) and base_name(m) not in ("bert_stack",):
+            ap.error(f"{m}: only bert_stack has a {FUSED} form")
     lengths = [int(x) for x in a.lengths.split(",")]
     batches = [int(x) for x in a.batches.split(",")]
     cli = os.path.join(a.build, "ubfuse")

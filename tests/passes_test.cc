@@ -1,6 +1,7 @@
 // The simplify pass: constant folding (with its caps), scalar identities, no-op casts, reshapes,
 // transposes and expands; what must NOT be simplified (x*0, broadcasting identities); graph
-// output names kept; numbers checked against the double reference of the original graph.
+// output names kept; numbers checked against the double reference of the original graph. The
+// cse pass: what merges and what does not.
 #include <cmath>
 
 #include "passes_test_util.h"
@@ -266,6 +267,43 @@ TEST(Simplify, GraphOptimizerOptionSwitchesPassesOff) {
   Options off = graph_opts();
   off["ge.common_graph_optimizer"] = "0";
   EXPECT_EQ(count_op(compile(g, off).graph(), OpKind::Mul), 1);
+}
+
+Graph cse(const Graph& g) {
+  std::vector<std::unique_ptr<Pass>> p;
+  p.push_back(make_cse_pass());
+  return testing::run_passes(g, std::move(p));
+}
+
+TEST(Cse, SameComputationsMerge) {
+  GraphBuilder b;
+  auto x = b.input("x", f32, {4, 8});
+  auto z = b.input("z", f32, {4, 8});
+  // exp(x) twice (and the Adds reading them, once merged), two Transposes of other perms, a
+  // graph output that repeats another node, two Host callbacks (side effects: both stay), equal
+  // scalar constants (merged) and equal [4, 32] ones (not compared: weights).
+  auto e1 = b.exp(x), e2 = b.exp(x);
+  auto sum = b.add(b.add(e1, z), b.add(e2, z));
+  auto t1 = b.transpose(x, {1, 0}), t2 = b.transpose(x, {1, 0});
+  b.output("y", b.mul(sum, b.transpose(b.add(t1, t2), {1, 0})));
+  b.output("tanh1", b.tanh(z));
+  b.output("tanh2", b.tanh(z));
+  int calls = 0;
+  b.output("h", b.add(b.host(x, [&](Tensor&) { calls++; }), b.host(x, [&](Tensor&) { calls++; })));
+  b.output("c", b.add(b.mul(x, 3.0), b.mul(x, 3.0)));
+  const Tensor w = Tensor::random(f32, {8, 32}, 3);
+  b.output("w", b.add(b.matmul(x, b.constant(w)), b.matmul(x, b.constant(w))));
+  Graph g = b.build();
+  Graph s = cse(g);
+  EXPECT_EQ(count_op(s, OpKind::Exp), 1) << print_graph(s);
+  EXPECT_EQ(count_op(s, OpKind::Transpose), 2) << print_graph(s);  // t1 = t2, and the outer one
+  EXPECT_EQ(count_op(s, OpKind::Tanh), 2) << print_graph(s);       // both graph outputs
+  EXPECT_EQ(count_op(s, OpKind::Host), 2) << print_graph(s);
+  EXPECT_EQ(count_op(s, OpKind::Mul), 2) << print_graph(s);  // the 3s merged, then x * 3; y's
+  EXPECT_EQ(count_op(s, OpKind::MatMul), 2) << print_graph(s);
+  // (e1 + z) = (e2 + z), their sum, t1 + t1, the Hosts' sum, c's and w's.
+  EXPECT_EQ(count_op(s, OpKind::Add), 6) << print_graph(s);
+  EXPECT_TRUE(same_as_original(g, s, random_inputs(g, 5)));
 }
 
 }  // namespace

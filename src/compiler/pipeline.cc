@@ -20,6 +20,8 @@ std::vector<std::unique_ptr<Pass>> make_pipeline(const CompileConfig& config,
   }
   // Graph mode: the dynamic-quantizer chain as one op (eager keeps a kernel per ONNX op).
   if (config.fusion) p.push_back(make_quant_matmul_pass(notes));
+  // Graph mode: after the patterns, which want their intermediates private to one chain.
+  if (config.fusion && config.graph_optimizer) p.push_back(make_cse_pass());
   p.push_back(make_verify_pass());
   return p;
 }

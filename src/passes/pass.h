@@ -28,5 +28,7 @@ std::unique_ptr<Pass> make_canonicalize_pass();
 // Graph mode: DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(scales) as DynamicQuantMatMul,
 // each chain taken or left reported in `notes` (quant_matmul.cc).
 std::unique_ptr<Pass> make_quant_matmul_pass(std::vector<FusionDecision>* notes);
+// Graph mode, after the pattern passes: nodes computing the same thing merged (cse.cc).
+std::unique_ptr<Pass> make_cse_pass();
 
 }  // namespace ubfuse

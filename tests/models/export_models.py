@@ -27,7 +27,9 @@ ORT_OPTIMIZED, OUT/<model>_ortopt.onnx is the graph onnxruntime runs at level "e
 saves it (scripts/ort.sh --save-optimized): onnxruntime's contrib ops (FusedMatMul, BiasGelu,
 Gelu, QuickGelu, SimplifiedLayerNormalization) and its rewrites of the shape arithmetic, as users
 ship such models; every set runs on it too, its onnxruntime outputs within TOLERANCE of the
-original's.
+original's. For the models of ORT_FUSED, OUT/<model>_ortfused.onnx is the model in the form
+onnxruntime's transformer optimizer saves it (Attention, EmbedLayerNormalization,
+SkipLayerNormalization, BiasGelu; ort_fused.py), checked the same way.
 
 --bench writes the models at the benchmark sizes of model_zoo.CONFIGS["bench"] (no references).
 --check-deterministic exports every model twice into temporary folders and compares the bytes.
@@ -52,6 +54,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ folder in the source tree
 import merge_decoder  # noqa: E402
+import ort_fused  # noqa: E402
 import model_zoo as zoo  # noqa: E402
 
 ORT = os.path.join(ROOT, "scripts", "ort.sh")
@@ -182,6 +185,18 @@ def save_ort_optimized(name, out):
     return fname
 
 
+# The models also written in the form onnxruntime's transformer optimizer saves
+# (<model>_ortfused.onnx: ort_fused.py), with its attention ops.
+ORT_FUSED = {"bert_stack": ort_fused.fuse_bert}
+
+
+def save_ort_fused(name, out):
+    fname = f"{name}_ortfused.onnx"
+    ORT_FUSED[name](os.path.join(out, f"{name}.onnx"), os.path.join(out, fname),
+                    zoo.CONFIGS["test"][name]["heads"])
+    return fname
+
+
 def runs_for(name, files, inputs):
     """{onnx file: [input names it takes]} for one set."""
     if name != "kv_decoder":
@@ -256,7 +271,7 @@ def write_refs(name, m, files, out):
                     for n in stored:
                         diff = max_abs(stored[n], got[n])
                         # onnxruntime's optimized graph computes in another order
-                        if f.endswith("_ortopt.onnx"):
+                        if f.endswith(("_ortopt.onnx", "_ortfused.onnx")):
                             if diff > TOLERANCE * max(1.0, float(np.abs(stored[n]).max())):
                                 raise SystemExit(f"export_models: {f} differs from {name}.onnx "
                                                  f"on {set_name}/{n} by {diff}")
@@ -324,6 +339,8 @@ def main():
         print(f"{name}: {sizes}", file=sys.stderr)
         if name in ORT_OPTIMIZED and not a.bench:
             files[save_ort_optimized(name, out)] = None
+        if name in ORT_FUSED and not a.bench:
+            files[save_ort_fused(name, out)] = None
         if not (a.bench or a.no_refs):
             write_refs(name, m, files, out)
 
