@@ -1,7 +1,7 @@
 // onnxruntime's attention ops (src/import/onnx/ops_contrib_attention.cc): Attention,
-// MultiHeadAttention and EmbedLayerNormalization against a double reference of onnxruntime's CPU
-// kernels (a masked key adds mask_filter_value, a key after a query's position under
-// unidirectional is left out), every mask form, past and present, dynamic shapes from one
+// MultiHeadAttention, RotaryEmbedding and EmbedLayerNormalization against a double reference of
+// onnxruntime's CPU kernels (a masked key adds mask_filter_value, a key after a query's position
+// under unidirectional is left out), every mask form, past and present, dynamic shapes from one
 // compile, one flash kernel in graph mode; pinned to onnxruntime 1.30's outputs; and the errors.
 #include <cmath>
 #include <functional>
@@ -528,6 +528,130 @@ TEST(OnnxContribAttention, EmbedLayerNormalization) {
   }
 }
 
+// RoPE of x's heads by the rows `pos` of the caches, in double: the first `rot` columns of each
+// head rotate (halves or adjacent pairs), the rest pass through. x is [B, S, heads, d] when
+// bnsh is false, [B, heads, S, d] when true; pos(b, s) the position.
+std::vector<double> rope(const Tensor& x, bool bnsh, int64_t B, int64_t S, int64_t N, int64_t d,
+                         int64_t rot, bool pairs, const Tensor& cos, const Tensor& sin,
+                         const std::function<int64_t(int64_t, int64_t)>& pos) {
+  std::vector<double> y(size_t(x.numel()));
+  const int64_t half = rot / 2;
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t s = 0; s < S; s++) {
+      for (int64_t h = 0; h < N; h++) {
+        const int64_t row = bnsh ? ((b * N + h) * S + s) * d : ((b * S + s) * N + h) * d;
+        const int64_t p = pos(b, s);
+        for (int64_t j = 0; j < d; j++) y[size_t(row + j)] = x.get(row + j);
+        for (int64_t i = 0; i < half; i++) {
+          const int64_t a = pairs ? 2 * i : i, o = pairs ? 2 * i + 1 : i + half;
+          const double c = cos.get(p * half + i), sn = sin.get(p * half + i);
+          const double xa = x.get(row + a), xo = x.get(row + o);
+          y[size_t(row + a)] = xa * c - xo * sn;
+          y[size_t(row + o)] = xo * c + xa * sn;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+TEST(OnnxContribAttention, RotaryEmbeddingEveryForm) {
+  // [B, S, heads * d] with num_heads or [B, heads, S, d]; halves or pairs; all or 4 of d = 6
+  // columns; position ids [B, S] or one offset; batch and length symbolic.
+  const int64_t B = 2, S = 5, N = 3, d = 6, P = 16;
+  for (int bnsh = 0; bnsh < 2; bnsh++) {
+    for (int pairs = 0; pairs < 2; pairs++) {
+      for (int64_t rot : {int64_t(6), int64_t(4)}) {
+        for (int offset = 0; offset < 2; offset++) {
+          const Tensor cos = Tensor::random(f32, {P, rot / 2}, 31),
+                       sin = Tensor::random(f32, {P, rot / 2}, 32);
+          OneNode n("RotaryEmbedding", 17);
+          n.domain("com.microsoft");
+          if (bnsh) {
+            n.input("x", kFloat, {-1, N, -2, d});
+          } else {
+            n.input("x", kFloat, {-1, -2, N * d}).attr("num_heads", N);
+          }
+          if (offset) {
+            n.input("pos", testing::kInt64, {1});
+          } else {
+            n.input("pos", testing::kInt64, {-1, -2});
+          }
+          n.init("cos", kFloat, {P, rot / 2}, floats(cos))
+              .init("sin", kFloat, {P, rot / 2}, floats(sin));
+          n.attr("interleaved", pairs);
+          if (rot != d) n.attr("rotary_embedding_dim", rot);
+          Graph g = n.output("y", kFloat).import();
+          const Sizes xs = bnsh ? Sizes{B, N, S, d} : Sizes{B, S, N * d};
+          const Tensor x = Tensor::random(f32, xs, 33);
+          Tensor pos = Tensor::zeros(DType::i64, offset ? Sizes{1} : Sizes{B, S});
+          for (int64_t i = 0; i < pos.numel(); i++) pos.set(i, offset ? 9 : (i * 7 + 3) % P);
+          const auto want = rope(
+              x, bnsh, B, S, N, d, rot, pairs, cos, sin,
+              [&](int64_t b, int64_t s) { return offset ? 9 + s : int64_t(pos.get(b * S + s)); });
+          for (const Options& o : kModes) {
+            SCOPED_TRACE(std::string(bnsh ? "[B, heads, S, d]" : "[B, S, hidden]") +
+                         (pairs ? ", pairs" : ", halves") + ", rotary " + std::to_string(rot) +
+                         (offset ? ", offset" : ", ids"));
+            CompiledModel m = compile(g, o);
+            expect_near(m.run({{"x", x}, {"pos", pos}}).at("y"), xs, want);
+            if (o == testing::graph_opts()) {
+              bool one = false;  // the rotation is one kernel: both products, RotateHalf, the sum
+              for (auto& k : m.kernels()) one |= k.name == "FusedMulRotateHalfMulAdd";
+              EXPECT_TRUE(one);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(OnnxContribAttention, RotaryEmbeddingMatchesOnnxruntime) {
+  // onnxruntime 1.30's outputs (every 5th value) for 4 rotary columns of heads of 6, halves and
+  // pairs, inputs made of sines.
+  const int64_t B = 2, S = 3, N = 2, d = 6, P = 8, rot = 4;
+  std::vector<float> x, cos, sin;
+  for (int i = 0; i < B * S * N * d; i++) x.push_back(float(std::sin(0.3 * i)));
+  for (int i = 0; i < P * rot / 2; i++) {
+    cos.push_back(float(std::cos(0.7 * i)));
+    sin.push_back(float(std::sin(0.9 * i + 0.5)));
+  }
+  Tensor pos = Tensor::zeros(DType::i64, {B, S});
+  const int64_t ids[] = {3, 0, 7, 1, 1, 5};
+  for (int64_t i = 0; i < B * S; i++) pos.set(i, double(ids[i]));
+  const std::vector<double> ort[2] = {
+      {0.21110664308071136, 0.9974949955940247, 0.14112000167369843, -1.425415277481079,
+       -0.6498985290527344, -1.4068336486816406, -0.29477256536483765, -0.8796957731246948,
+       -0.5365729331970215, -0.4249034821987152, 0.8306235671043396, 0.3018980920314789,
+       -0.5847313404083252, 0.605539858341217, 0.8366556167602539},
+      {0.11048810929059982, 0.9974949955940247, 0.14112000167369843, -1.6065504550933838,
+       -0.23027801513671875, -0.46903160214424133, -0.44675105810165405, -0.8796957731246948,
+       -0.5365729331970215, -0.4403492212295532, -0.30513590574264526, -0.47326764464378357,
+       -0.6054230332374573, 0.605539858341217, 0.8366556167602539}};
+  for (int pairs = 0; pairs < 2; pairs++) {
+    Graph g = OneNode("RotaryEmbedding", 17)
+                  .domain("com.microsoft")
+                  .input("x", kFloat, {B, S, N * d})
+                  .input("pos", testing::kInt64, {B, S})
+                  .init("cos", kFloat, {P, rot / 2}, cos)
+                  .init("sin", kFloat, {P, rot / 2}, sin)
+                  .attr("interleaved", pairs)
+                  .attr("num_heads", N)
+                  .attr("rotary_embedding_dim", rot)
+                  .output("y", kFloat)
+                  .import();
+    for (const Options& o : kModes) {
+      Tensor y = compile(g, o)
+                     .run({{"x", Tensor::from_floats(f32, {B, S, N * d}, x)}, {"pos", pos}})
+                     .at("y");
+      for (size_t i = 0; i < ort[pairs].size(); i++) {
+        EXPECT_NEAR(y.get(int64_t(i) * 5), ort[pairs][i], 1e-6) << pairs << " " << i;
+      }
+    }
+  }
+}
+
 TEST(OnnxContribAttention, ErrorsNameNodeOpAndValue) {
   auto attention = [](const std::function<void(OneNode&)>& edit) {
     return [edit] {
@@ -582,6 +706,23 @@ TEST(OnnxContribAttention, ErrorsNameNodeOpAndValue) {
             .import();
       },
       {"node0", "EmbedLayerNormalization", "input 0 must be int32, got i64"}));
+  auto rotary = [](int64_t hidden, int64_t rot) {
+    return [hidden, rot] {
+      OneNode("RotaryEmbedding", 17)
+          .domain("com.microsoft")
+          .input("x", kFloat, {2, 5, hidden})
+          .input("pos", testing::kInt64, {2, 5})
+          .init("cos", kFloat, {8, 2}, std::vector<float>(16, 1.0f))
+          .init("sin", kFloat, {8, 2}, std::vector<float>(16, 0.0f))
+          .attr("num_heads", 2)
+          .attr("rotary_embedding_dim", rot)
+          .output("y", kFloat)
+          .import();
+    };
+  };
+  EXPECT_TRUE(throws_with(rotary(12, 6), {"node0", "RotaryEmbedding",
+                                          "rotary_embedding_dim 6 must be twice cos_cache's 2"}));
+  EXPECT_TRUE(throws_with(rotary(6, 4), {"node0", "heads of 3 columns", "cannot take 4"}));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // onnxruntime's attention ops (domain com.microsoft), as its transformer optimizer and Hugging
-// Face Optimum write them into the BERT, GPT-2 and encoder-decoder models they save: Attention
-// (the QKV projection and the heads in one node), MultiHeadAttention (Q, K and V projected) and
+// Face Optimum write them into the BERT, GPT-2, LLaMA and encoder-decoder models they save:
+// Attention (the QKV projection and the heads in one node), MultiHeadAttention (Q, K and V
+// projected), RotaryEmbedding (RoPE from position ids and cos/sin caches) and
 // EmbedLayerNormalization (BERT's embeddings and their LayerNorm). Each is lowered onto MatMul,
 // head Reshapes and Transposes, the scale, one additive mask and Softmax: the pattern the
 // attention fusion (fusion/attention_match.cc) runs as one flash kernel, as for the exported
@@ -365,12 +366,100 @@ void embed_layer_norm(NodeCtx& c) {
   if (c.output_used(2)) c.set_output(2, sum);
 }
 
+// RotaryEmbedding(input, position_ids, cos_cache, sin_cache; interleaved, num_heads,
+// rotary_embedding_dim, scale, is_packed_batching): RoPE on the first `rotary` columns of each
+// head of input ([B, S, heads * d] or [B, heads, S, d]), the rest passed through. The rows of
+// cos_cache and sin_cache ([positions, rotary / 2]) are those of position_ids ([B, S]; or one
+// offset, the positions then offset + 0..S-1), repeated to `rotary` columns as the form pairs
+// them (halves: rotate_half; interleaved: adjacent pairs) and padded past `rotary` with 1 and -0:
+// x * cos + RotateHalf(x) * sin, the form the fused RoPE kernel takes.
+void rotary_embedding(NodeCtx& c) {
+  require_float(c, 0);
+  if (c.attr_int("is_packed_batching", 0) != 0) c.unsupported("is_packed_batching");
+  c.ignore_attr("scale");  // onnxruntime's CPU kernel does not apply it
+  Value* x = c.value(0);
+  const Shape xs = x->shape;
+  const bool bnsh = xs.size() == 4;
+  if (xs.size() != 3 && !bnsh) {
+    c.invalid(
+        "input must be [batch, sequence, hidden] or [batch, heads, sequence, head size], got " +
+        shape_str(xs));
+  }
+  Value* cos = c.value(2);
+  Value* sin = c.value(3);
+  if (cos->shape.size() != 2 || cos->shape != sin->shape || !cos->shape[1].is_static()) {
+    c.invalid("cos_cache and sin_cache must be one [positions, rotary / 2] shape, got " +
+              shape_str(cos->shape) + " and " + shape_str(sin->shape));
+  }
+  const int64_t half = cos->shape[1].value();
+  int64_t rotary = c.attr_int("rotary_embedding_dim", 0);
+  if (rotary == 0) rotary = 2 * half;
+  if (rotary != 2 * half) {
+    c.invalid("rotary_embedding_dim " + std::to_string(rotary) + " must be twice cos_cache's " +
+              std::to_string(half) + " columns");
+  }
+  int64_t heads = c.attr_int("num_heads", 0);
+  if (bnsh) heads = xs[1].is_static() ? xs[1].value() : heads;
+  const Dim hidden = bnsh ? xs[3] : xs[2];
+  if (!hidden.is_static()) c.invalid("the head size must be static, got " + shape_str(xs));
+  // Without num_heads a [B, S, hidden] input is one head of cos_cache's width.
+  const int64_t d = bnsh ? hidden.value() : heads > 0 ? hidden.value() / heads : rotary;
+  if (d < rotary || (!bnsh && hidden.value() % d != 0)) {
+    c.invalid("heads of " + std::to_string(d) + " columns (hidden " + hidden.str() +
+              ", num_heads " + std::to_string(heads) + ") cannot take " + std::to_string(rotary) +
+              " rotary columns");
+  }
+  const Dim B = xs[0], S = bnsh ? xs[2] : xs[1];
+  // Positions: [B or 1, S] ids, or one offset.
+  Value* pos = c.value(1);
+  if (pos->dtype != DType::i64) c.invalid("position_ids must be int64");
+  const bool offset = pos->shape.empty() || pos->shape == Shape{Dim(1)};
+  if (offset) {
+    pos = c.emit(OpKind::Add, {c.reshape_to(arange(c, S), {Dim(1), S}), c.reshape_to(pos, {})});
+  } else if (pos->shape.size() != 2 || pos->shape[1] != S ||
+             (pos->shape[0] != B && pos->shape[0] != Dim(1))) {
+    c.invalid("position_ids must be [batch, sequence] or one offset, got " + shape_str(pos->shape));
+  }
+  // cos and sin rows [b, S, half] -> [b, S, rotary] as the form pairs the columns.
+  auto spread = [&](Value* table) {
+    Value* rows = c.emit(OpKind::Gather, {table, pos}, {{"axis", int64_t(0)}});
+    const Shape rs = rows->shape;
+    if (!c.attr_int("interleaved", 0)) {
+      return c.emit(OpKind::Concat, {rows, rows}, {{"axis", int64_t(-1)}});
+    }
+    Value* col = c.reshape_to(rows, {rs[0], rs[1], Dim(half), Dim(1)});
+    return c.reshape_to(c.emit(OpKind::Concat, {col, col}, {{"axis", int64_t(-1)}}),
+                        {rs[0], rs[1], Dim(rotary)});
+  };
+  auto pad = [&](Value* v, double fill) {
+    if (rotary == d) return v;
+    return c.emit(OpKind::Pad, {v, c.scalar(fill, v->dtype)},
+                  {{"pads", std::vector<int64_t>{0, 0, 0, 0, 0, d - rotary}},
+                   {"mode", std::string("constant")}});
+  };
+  Value* cs = pad(spread(cos), 1.0);
+  Value* sn = pad(spread(sin), -0.0);
+  // As [b, 1, S, d] against [B, heads, S, d], or [b, S, 1, d] against [B, S, heads, d].
+  const Dim pb0 = cs->shape[0];
+  const Shape bshape = bnsh ? Shape{pb0, Dim(1), S, Dim(d)} : Shape{pb0, S, Dim(1), Dim(d)};
+  cs = c.reshape_to(cs, bshape);
+  sn = c.reshape_to(sn, bshape);
+  Value* h = bnsh ? x : c.reshape_to(x, {B, S, Dim(hidden.value() / d), Dim(d)});
+  Attrs ra;
+  if (c.attr_int("interleaved", 0)) ra["interleaved"] = int64_t(1);
+  if (rotary != d) ra["rotary_dims"] = rotary;
+  Value* y = c.emit(OpKind::Add, {c.emit(OpKind::Mul, {h, cs}),
+                                  c.emit(OpKind::Mul, {c.emit(OpKind::RotateHalf, {h}, ra), sn})});
+  c.set_output(0, bnsh ? y : c.reshape_to(y, xs));
+}
+
 }  // namespace
 
 void add_contrib_attention_ops(ConverterMap& microsoft) {
   microsoft["Attention"] = attention;
   microsoft["MultiHeadAttention"] = multihead_attention;
   microsoft["EmbedLayerNormalization"] = embed_layer_norm;
+  microsoft["RotaryEmbedding"] = rotary_embedding;
 }
 
 }  // namespace ubfuse::onnx_import
