@@ -504,6 +504,52 @@ TEST(Attention, FullyMaskedRowIsNaNLikeSoftmax) {
   EXPECT_TRUE(close_to_ref(got, want));
 }
 
+// The scale the kernel applies to q before the product must not move an overflow: with 1/sqrt(d)
+// (Div by 2 here), scores whose unscaled product is past float's max are infinite in the graph
+// (and the rows NaN) though half of them is not; with a factor of 4 (a Mul, kept as a step), q
+// times 4 overflows where the graph's product does not. fuzz_onnx found the first through
+// com.microsoft Attention weights of 1e35. K packed (several tiles) and in place (one tile).
+TEST(Attention, ScaleOnQKeepsTheGraphsOverflows) {
+  for (int64_t lq : {int64_t(1), int64_t(9)}) {
+    for (int form = 0; form < 2; form++) {
+      const Sizes q = {1, 2, lq, 4}, kt = {1, 2, 4, 20}, v = {1, 2, 20, 4};
+      GraphBuilder b;
+      auto Q = b.input("q", f32, to_shape(q));
+      auto K = b.input("kt", f32, to_shape(kt));
+      auto V = b.input("v", f32, to_shape(v));
+      auto s = b.matmul(Q, K);
+      s = form == 0 ? b.div(s, 2.0) : b.mul(s, 4.0);
+      b.output("y", b.matmul(b.softmax(s), V));
+      Graph g = b.build();
+      std::map<std::string, Tensor> in{{"q", Tensor::random(f32, q, 1)},
+                                       {"kt", Tensor::random(f32, kt, 2)},
+                                       {"v", Tensor::random(f32, v, 3)}};
+      // form 0: q 1e19 and two keys' k 6e19: their unscaled products 6e38 (inf), halved 3e38;
+      // form 1: q 1e38 and every key's k 1e-5 there: q times 4 overflows, the products (1e33)
+      // times 4 do not.
+      in["q"].set(0, form == 0 ? 1e19 : 1e38);
+      if (form == 0) {
+        for (int64_t j : {3, 11}) in["kt"].set(j, 6e19);
+      } else {
+        for (int64_t j = 0; j < 20; j++) in["kt"].set(j, 1e-5);
+      }
+      CompiledModel m = compile(g, graph_opts());
+      bool flash = false;
+      for (auto& k : m.kernels()) flash |= k.variant == "flash attention";
+      EXPECT_TRUE(flash);
+      const Tensor got = m.run(in).at("y");
+      const Tensor eager = compile(g, eager_opts()).run(in).at("y");
+      for (int64_t i = 0; i < got.numel(); i++) {
+        ASSERT_EQ(std::isnan(got.get(i)), std::isnan(eager.get(i)))
+            << "lq " << lq << " form " << form << " element " << i << ": " << got.get(i)
+            << " against eager's " << eager.get(i);
+      }
+      EXPECT_EQ(std::isnan(got.get(0)), form == 0) << got.get(0);
+      EXPECT_TRUE(close_to_ref(got, ref::run_graph(g, in).at("y")));
+    }
+  }
+}
+
 // A deep copy of the inputs (copies of a Tensor share its buffer).
 std::map<std::string, Tensor> cloned(const std::map<std::string, Tensor>& in) {
   std::map<std::string, Tensor> out;

@@ -115,14 +115,16 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
   const T* q_src = static_cast<const T*>(p.q) + p.q_off[size_t(b)] + size_t(i0) * q_ld;
   // A scale right after the product is applied to q instead (one multiply per query element, not
   // per score; the scores differ from the graph's by a rounding). A factor of 0 or inf stays a
-  // step: 0 * inf in the scores must still give NaN.
+  // step: 0 * inf in the scores must still give NaN. So does one above 1 in magnitude: q times it
+  // could overflow where the graph's product does not. Below 1, the graph's product overflows
+  // where the scaled one need not: such scores are made infinite (OverflowToInf).
   size_t first_step = 0;
   float qscale = 1.0f;
   if (!p.steps.empty() && (p.steps[0].kind == cpu::AttentionStep::kMul ||
                            p.steps[0].kind == cpu::AttentionStep::kDiv)) {
     const float c =
         p.steps[0].kind == cpu::AttentionStep::kMul ? p.steps[0].scalar : 1.0f / p.steps[0].scalar;
-    if (std::isfinite(c) && c != 0.0f) {
+    if (std::isfinite(c) && c != 0.0f && std::abs(c) <= 1.0f) {
       qscale = c;
       first_step = 1;
     }
@@ -135,6 +137,9 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
       for (size_t i = 0; i < depth; i++) qr[i] *= qscale;
     }
   }
+  // A scaled score at or above this in magnitude is one whose unscaled product overflows float.
+  const float overflow_at = std::numeric_limits<float>::max() * std::abs(qscale);
+  const float q_max = first_step == 1 ? MaxAbs(d, q, rows * depth) : 0.0f;
   // The value columns in whole vectors (ValueTiles) and, where fewer than half a vector are left
   // over, those as dot products (TailTiles): an output row holds the whole vectors' columns, then
   // one vector of partial sums per tail column.
@@ -255,10 +260,19 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
     // never skipped.
     bool may_skip = mask_last && !direct;
     float kmax = 0.0f;
-    if (may_skip) {
-      AbsMax<decltype(d)> km(d), vm(d);
+    if (may_skip || (first_step == 1 && !direct)) {
+      AbsMax<decltype(d)> km(d);
       for (size_t k = 0; k < depth; k++) km.Add(d, ktp + k * ldk, nj);
       kmax = km.Get();
+    }
+    // Whether a scaled score of this block may reach overflow_at: by the bound in double where the
+    // block is packed (read again by every tile), always where K's rows are scored in place (a
+    // decode step's one tile, which would otherwise read K twice).
+    const bool may_overflow =
+        first_step == 1 &&
+        (direct || double(depth) * double(q_max) * double(kmax) >= double(overflow_at));
+    if (may_skip) {
+      AbsMax<decltype(d)> vm(d);
       if (!v_in_place) {
         vm.Add(d, vp, nj * ldv);
       } else {
@@ -296,6 +310,7 @@ void Chunk(const cpu::AttentionProblem& p, int64_t b, int64_t i0, int64_t i1, ui
       } else {
         ScoreTile(d, q + r0 * depth, depth, ktp, ldk, ntv, s, lds);
       }
+      if (may_overflow) OverflowToInf(d, s, lds, ntv, overflow_at);
       SoftmaxUpdate(d, s, lds, nt, p.steps, first_step, end_step, mrows, p.mask_col_stride,
                     &sc.m[r0], lsum + r0 * N, o + r0 * ldo, ldo);
       ValueTiles(d, s, lds, nt, vb, vld, ldv, o + r0 * ldo, ldo);

@@ -103,6 +103,22 @@ HWY_INLINE void ScoreTile(D d, const float* HWY_RESTRICT q, size_t depth,
   }
 }
 
+// The tile's scores s[r * lds + (0, nj)] at or above `at` in magnitude become infinities of their
+// sign: scores of a scaled q whose unscaled product, as the graph computes it, overflows.
+template <class D>
+HWY_INLINE void OverflowToInf(D d, float* HWY_RESTRICT s, size_t lds, size_t nj, float at) {
+  const size_t N = hn::Lanes(d);
+  const auto limit = hn::Set(d, at);
+  const auto inf = hn::Set(d, std::numeric_limits<float>::infinity());
+  for (size_t r = 0; r < kRows; r++) {
+    for (size_t i = 0; i < nj; i += N) {
+      const auto x = hn::LoadU(d, s + r * lds + i);
+      hn::StoreU(hn::IfThenElse(hn::Ge(hn::Abs(x), limit), hn::CopySign(inf, x), x), d,
+                 s + r * lds + i);
+    }
+  }
+}
+
 // The tile's rows of scores s[r * lds + (0, nj)] for the block: the steps [first_step, end_step)
 // (row r's mask row at mrows[r]), then the online softmax update of each row's running max m[r]
 // and sum, kept as N lanes l[r * N + (0, N)] summed when the chunk ends (rescaling those and its
