@@ -365,9 +365,14 @@ TEST(OnnxSpectral, ErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(
       throws_with([] { mel_model(67108864, 16, 8000, 20, 3000); },
                   {"node0", "MelWeightMatrix", "a mel weight matrix of 9 x 67108864 values"}));
-  // 9000 Hz at 8192 samples per second lies past the spectrogram's 9 bins.
-  EXPECT_TRUE(throws_with([] { mel_model(8, 16, 8192, 0, 9000); },
-                          {"node0", "MelWeightMatrix", "reaches spectrogram bin 9 of 9"}));
+  // 9000 Hz at 8192 samples per second lies past the spectrogram's 9 bins: the last edge is bin 10.
+  EXPECT_TRUE(
+      throws_with([] { mel_model(8, 16, 8192, 0, 9000); },
+                  {"node0", "MelWeightMatrix", "mel edge 8 reaches spectrogram bin 10 of 9"}));
+  // fuzz_onnx's: an upper edge of 6.5e37 Hz, whose edges (1e19 bins and more) had been cast to
+  // int64 beyond its range (UBSan).
+  EXPECT_TRUE(throws_with([] { mel_model(516, 8208, 8000, 20, 6.5e37f); },
+                          {"node0", "MelWeightMatrix", "mel edge", "of 4105", "upper_edge_hertz"}));
 }
 
 }  // namespace

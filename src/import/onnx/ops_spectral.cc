@@ -4,6 +4,7 @@
 // k t exact in int64, so that large k t lose nothing to f32, reduced to a quarter turn; with a
 // constant length the basis folds at import. MelWeightMatrix of constants becomes a constant.
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -269,19 +270,27 @@ void mel_weight_matrix(NodeCtx& c) {
   const double low_mel = 2595 * std::log10(1 + lo / 700),
                high_mel = 2595 * std::log10(1 + hi / 700);
   const double step = (high_mel - low_mel) / double(nmel + 2);
+  const auto outside = [&](const std::string& what, const std::string& j) {
+    c.invalid(what + " reaches spectrogram bin " + j + " of " + std::to_string(bins) +
+              " (lower_edge_hertz " + std::to_string(lo) + ", upper_edge_hertz " +
+              std::to_string(hi) + ", sample_rate " + std::to_string(int64_t(rate)) + ")");
+  };
   std::vector<int64_t> edge(size_t(nmel + 2));
   for (int64_t i = 0; i < nmel + 2; i++) {
     const double hz = 700 * (std::pow(10.0, (double(i) * step + low_mel) / 2595) - 1);
-    edge[size_t(i)] = int64_t(numpy_floor_divide((dft + 1) * hz, rate));
+    const double e = numpy_floor_divide((dft + 1) * hz, rate);
+    // Every edge is a bin, or one past the last (the last filter's end, exclusive): checked
+    // before it becomes an integer (an edge can be any double, NaN included).
+    if (!(e >= 0 && e <= double(bins))) {
+      char j[32];
+      std::snprintf(j, sizeof j, "%.17g", e);
+      outside("mel edge " + std::to_string(i), j);
+    }
+    edge[size_t(i)] = int64_t(e);
   }
   std::vector<double> w(size_t(bins * nmel), 0.0);
   auto at = [&](int64_t j, int64_t i) -> double& {
-    if (j < 0 || j >= bins) {
-      c.invalid("mel bin " + std::to_string(i) + " reaches spectrogram bin " + std::to_string(j) +
-                " of " + std::to_string(bins) + " (lower_edge_hertz " + std::to_string(lo) +
-                ", upper_edge_hertz " + std::to_string(hi) + ", sample_rate " +
-                std::to_string(int64_t(rate)) + ")");
-    }
+    if (j < 0 || j >= bins) outside("mel bin " + std::to_string(i), std::to_string(j));
     return w[size_t(j * nmel + i)];
   };
   for (int64_t i = 0; i < nmel; i++) {
