@@ -159,8 +159,9 @@ TEST(OnnxContribAttention, AttentionEveryMaskFormAgainstTheReference) {
         for (int64_t b = 0; b < B; b++) {
           for (int64_t s = 0; s < S; s++) {
             bool any = false;
-            for (int64_t t = 0; t < S; t++)
-              any |= add(b, 0, s, t) - (variant == 1 ? ab.get((0 * S + s) * S + t) : 0.0) == 0.0;
+            for (int64_t t = 0; t < S; t++) {  // head 0's bias taken back off: 0 where kept
+              any |= add(b, 0, s, t) - (variant == 1 ? ab.get(s * S + t) : 0.0) == 0.0;
+            }
             all_masked |= !any;
           }
         }
@@ -201,7 +202,8 @@ TEST(OnnxContribAttention, AttentionDynamicShapesFromOneCompile) {
                 .import();
   for (const Options& o : kModes) {
     CompiledModel m = compile(g, o);
-    for (auto [B, S] : {std::pair<int64_t, int64_t>{2, 7}, {1, 1}, {3, 19}}) {
+    for (const auto& bs : {std::pair<int64_t, int64_t>{2, 7}, {1, 1}, {3, 19}}) {
+      const int64_t B = bs.first, S = bs.second;  // not a structured binding: lambdas read them
       SCOPED_TRACE(std::to_string(B) + " x " + std::to_string(S));
       const Tensor x = Tensor::random(f32, {B, S, in}, uint64_t(B * 100 + S));
       std::vector<int> mask;
