@@ -11,6 +11,7 @@
 
 #include "passes/pass.h"
 #include "passes/rewrite_util.h"
+#include "ubfuse/error.h"
 
 namespace ubfuse {
 
