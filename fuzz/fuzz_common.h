@@ -138,9 +138,9 @@ inline ref::KernelOfNode kernel_of_node(const CompiledModel& m) {
 }
 
 // Whether a reduction or product of g (a MatMul, a Conv, a row reduction: an op that sums) gives
-// an infinity from finite operands on these inputs, in the EveryOp reference. Its sign, and what
-// follows from it (inf - inf in a mask's Add, a softmax's NaN rows), then depends on the order the
-// kernel sums in: an f32 partial sum overflows where the exact one need not, and an FMA adds an
+// an infinity from operands without one on these inputs, in the EveryOp reference. Its sign, and
+// what follows from it (inf - inf in a mask's Add, a softmax's NaN rows), then depends on the order
+// the kernel sums in: an f32 partial sum overflows where the exact one need not, and an FMA adds an
 // exact product to an infinite partial sum. No reference fixes that order.
 inline bool sum_overflows(const Graph& g, const Inputs& in) {
   Graph c = g.clone();
@@ -169,17 +169,18 @@ inline bool sum_overflows(const Graph& g, const Inputs& in) {
   } catch (const Error&) {
     return false;
   }
-  auto has = [&](const std::string& name, bool inf) {
+  auto has_inf = [&](const std::string& name) {
     for (double x : r.at(name).data) {
-      if (inf ? std::isinf(x) : !std::isfinite(x)) return true;
+      if (std::isinf(x)) return true;
     }
     return false;
   };
+  // An infinity out of operands that hold none is an overflow (a NaN operand makes NaNs only).
   for (const auto& [ins, outs] : sums) {
-    bool finite_in = true;
-    for (const auto& i : ins) finite_in = finite_in && !has(i, false);
+    bool inf_in = false;
+    for (const auto& i : ins) inf_in = inf_in || has_inf(i);
     for (const auto& o : outs) {
-      if (finite_in && has(o, true)) return true;
+      if (!inf_in && has_inf(o)) return true;
     }
   }
   return false;
