@@ -26,6 +26,20 @@ def test_model_matches_onnxruntime_in_both_modes(model):
         assert m.stats["plan_builds"] == len(reference_sets(model))
 
 
+def test_onnxruntime_optimizer_form_matches_the_original():
+    # bert_stack as onnxruntime's transformer optimizer saves it (com.microsoft Attention,
+    # EmbedLayerNormalization, SkipLayerNormalization, BiasGelu), against the original's
+    # references; graph mode runs each Attention as one flash-attention kernel.
+    for mode in ("graph", "eager"):
+        m = ubfuse.load_onnx(MODELS / "bert_stack_ortfused.onnx", mode=mode)
+        for name, runs, folder in reference_sets("bert_stack"):
+            out = m.run(inputs_of(folder, runs["bert_stack_ortfused.onnx"]))
+            near(out["last_hidden_state"], np.load(folder / "ort" / "last_hidden_state.npy"),
+                 f"bert_stack_ortfused {name} {mode}")
+        if mode == "graph":
+            assert sum(k["variant"] == "flash attention" for k in m.kernels) == 2
+
+
 def test_graph_and_eager_agree():
     graph = ubfuse.load_onnx(MODELS / "llama_stack.onnx")
     eager = ubfuse.load_onnx(MODELS / "llama_stack.onnx", mode="eager")
