@@ -85,7 +85,8 @@ def fuse_bert(src, dst, heads):
              const(f"{layer}.output.bias", arr(bias_of(f"{p}/output/Add")))],
             [y], domain="com.microsoft", epsilon=1e-12))
         x = y
-    graph = helper.make_graph(nodes, "bert_stack_ortfused", list(g.input), list(g.output), new_inits)
+    graph = helper.make_graph(nodes, "bert_stack_ortfused", list(g.input), list(g.output),
+                              new_inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                     helper.make_opsetid("com.microsoft", 1)],
                               producer_name="ubfuse tests/models/ort_fused.py")
