@@ -3,6 +3,7 @@
 // onnxruntime's CPU kernels (a masked key adds mask_filter_value, a key after a query's position
 // under unidirectional is left out), every mask form, past and present, dynamic shapes from one
 // compile, one flash kernel in graph mode; pinned to onnxruntime 1.30's outputs; and the errors.
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -278,6 +279,66 @@ TEST(OnnxContribAttention, AttentionPastAndPresent) {
     auto out = compile(g, o).run({{"x", x}, {"mask", ints32({B, T}, mask)}, {"past", past}});
     expect_near(out.at("y"), {B, S, in}, want);
     expect_near(out.at("present"), {2, B, N, T, d}, present);
+  }
+}
+
+TEST(OnnxContribAttention, MaskOfItsOwnTotalLength) {
+  // GPT-2 as onnxruntime's optimizer saves it: past [2, N, heads, T, d] and a mask [N, U] whose
+  // length, the total, the model names with a symbol of its own. It is taken to be T + S, which
+  // the executor checks: one compile serves a prompt and a decode step, a wrong length is an
+  // error naming the input.
+  const int64_t in = 8, N = 2, d = 4;
+  const Tensor w = Tensor::random(f32, {in, 3 * in}, 41, -0.5, 0.5);
+  const Tensor bias = Tensor::random(f32, {3 * in}, 42, -0.2, 0.2);
+  Graph g = OneNode("Attention", 17)
+                .domain("com.microsoft")
+                .input("x", kFloat, {-1, -2, in})
+                .init("w", kFloat, {in, 3 * in}, floats(w))
+                .init("bias", kFloat, {3 * in}, floats(bias))
+                .input("mask", kInt32, {-1, -4})
+                .input("past", kFloat, {2, -1, N, -3, d})
+                .attr("num_heads", N)
+                .attr("unidirectional", 1)
+                .output("y", kFloat)
+                .import();
+  for (const Options& o : kModes) {
+    CompiledModel m = compile(g, o);
+    for (const auto& sizes : {std::array<int64_t, 3>{2, 5, 0}, {2, 1, 5}, {1, 3, 2}}) {
+      const int64_t B = sizes[0], S = sizes[1], P = sizes[2], T = P + S;
+      SCOPED_TRACE(std::to_string(B) + " x " + std::to_string(S) + " after " + std::to_string(P));
+      const Tensor x = Tensor::random(f32, {B, S, in}, uint64_t(43 + S));
+      const Tensor past = Tensor::random(f32, {2, B, N, P, d}, uint64_t(44 + P));
+      std::vector<int> mask;
+      for (int64_t i = 0; i < B * T; i++) mask.push_back(i % T == 0 && T > 1 ? 0 : 1);
+      const auto q = project(x, w, bias, in, 3 * in, 0, in);
+      std::vector<double> kv[2];  // [B, T, N * d]: the past's rows, then the projections'
+      for (int which = 0; which < 2; which++) {
+        const auto proj = project(x, w, bias, in, 3 * in, (1 + which) * in, in);
+        for (int64_t b = 0; b < B; b++) {
+          for (int64_t t = 0; t < T; t++) {
+            for (int64_t h = 0; h < N; h++) {
+              for (int64_t i = 0; i < d; i++) {
+                kv[which].push_back(t < P ? past.get((((which * B + b) * N + h) * P + t) * d + i)
+                                          : proj[size_t((b * S + t - P) * in + h * d + i)]);
+              }
+            }
+          }
+        }
+      }
+      const auto add = [&](int64_t b, int64_t, int64_t s, int64_t t) {
+        if (t > s + P) return -kInf;
+        return mask[size_t(b * T + t)] ? 0.0 : -10000.0;
+      };
+      expect_near(m.run({{"x", x}, {"mask", ints32({B, T}, mask)}, {"past", past}}).at("y"),
+                  {B, S, in}, attend(q, kv[0], kv[1], B, S, T, N, d, d, 0.5, add));
+    }
+    EXPECT_TRUE(throws_with(
+        [&] {
+          m.run({{"x", Tensor::random(f32, {1, 2, in}, 45)},
+                 {"mask", ints32({1, 4}, {1, 1, 1, 1})},
+                 {"past", Tensor::random(f32, {2, 1, N, 3, d}, 46)}});
+        },
+        {"input 'mask' dim 1 is 4", "'S+T' = 5"}));
   }
 }
 

@@ -21,8 +21,8 @@ constexpr int kU8 = onnx::TensorProto::UINT8;
 constexpr int kI8 = onnx::TensorProto::INT8;
 constexpr int kBool = onnx::TensorProto::BOOL;
 
-// A model of one node: inputs (a dim of -1 is the symbol "N", -2 "S", -3 "T"), initializers (int64,
-// or 8-bit, int and float ones in typed or raw data), attributes.
+// A model of one node: inputs (a dim of -1 is the symbol "N", -2 "S", -3 "T", -4 "U"), initializers
+// (int64, or 8-bit, int and float ones in typed or raw data), attributes.
 class OneNode {
  public:
   OneNode(const std::string& op, int64_t opset) {
@@ -45,8 +45,8 @@ class OneNode {
     auto* s = tt->mutable_shape();
     for (int64_t d : dims) {
       auto* dim = s->add_dim();
-      if (d < 0) {  // -1: the symbol N, -2: S, -3: T
-        dim->set_dim_param(d == -1 ? "N" : d == -2 ? "S" : "T");
+      if (d < 0) {  // -1: the symbol N, -2: S, -3: T, -4: U
+        dim->set_dim_param(d == -1 ? "N" : d == -2 ? "S" : d == -3 ? "T" : "U");
       } else {
         dim->set_dim_value(d);
       }

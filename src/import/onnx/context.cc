@@ -140,6 +140,49 @@ Value* NodeCtx::value_by_name(const std::string& name) {
   return iv.v;
 }
 
+bool NodeCtx::unify_symbol(const std::string& sym, const Dim& as) {
+  if (st_.parent) return false;
+  const Dim lone(sym);
+  std::vector<Shape*> shapes;
+  bool input = false;
+  for (Value* v : st_.graph.inputs()) {
+    shapes.push_back(&v->shape);
+    for (const Dim& d : v->shape) input |= d == lone;
+  }
+  if (!input) return false;
+  for (Node* n : st_.graph.topo_order()) {
+    for (Value* o : n->outputs) shapes.push_back(&o->shape);
+  }
+  std::vector<std::vector<Dim>*> vectors;
+  for (auto& [name, iv] : st_.values) {
+    if (!iv.v) shapes.push_back(&iv.shape);  // a materialized value's shape is its Value's
+    if (iv.dims) vectors.push_back(&*iv.dims);
+  }
+  auto inside = [&](const Dim& d) {  // sym within an expression: no substitution for it
+    if (d.is_static() || d == lone) return false;
+    for (const auto& s : d.symbols()) {
+      if (s == sym) return true;
+    }
+    return false;
+  };
+  for (const Shape* s : shapes) {
+    for (const Dim& d : *s) {
+      if (inside(d)) return false;
+    }
+  }
+  for (const auto* v : vectors) {
+    for (const Dim& d : *v) {
+      if (inside(d)) return false;
+    }
+  }
+  for (Shape* s : shapes) std::replace(s->begin(), s->end(), lone, as);
+  for (auto* v : vectors) std::replace(v->begin(), v->end(), lone, as);
+  for (auto& [name, iv] : st_.values) {
+    if (iv.v) iv.shape = iv.v->shape;
+  }
+  return true;
+}
+
 Value* NodeCtx::materialize_dims(const std::vector<Dim>& dims, bool scalar) {
   std::vector<Value*> elems;
   for (const Dim& d : dims) {

@@ -111,6 +111,11 @@ class NodeCtx {
   // The size d as an int64 scalar value: a constant, or computed from the Shape of a value
   // (a graph input first) that has its symbols as dims.
   Value* dim_scalar(const Dim& d) { return materialize_dims({d}, true); }
+  // From here on, the graph input symbol `sym` is `as` in every shape the import has made (an
+  // attention mask's total length declared with a symbol of its own): the executor binds and
+  // checks it against the other inputs at run time. False, and nothing changed, where a shape
+  // holds sym inside an expression, no graph input has it as a dim, or this is an If's branch.
+  bool unify_symbol(const std::string& sym, const Dim& as);
   // Reshapes x to `target`, whose symbolic dims must be x's (see reshape.cc).
   Value* reshape_to(Value* x, const Shape& target);
 

@@ -70,6 +70,13 @@ Value* padding_mask(NodeCtx& c, const MaskSpec& m, Value* q, Value* k, DType dt)
   auto keep_of = [&](Value* raw) {  // a raw mask's nonzero entries
     return c.emit(OpKind::Greater, {raw, c.scalar(0, DType::i32)});
   };
+  // A dim of the mask that is a graph input's symbol of its own (a decoder's mask of the total
+  // length, [batch, "past_sequence_length + 1"]) is taken to be the size it must be; the executor
+  // checks that at run time.
+  auto same = [&](size_t k, const Dim& want) {
+    if (ms[k] == want) return true;
+    return ms[k].is_symbol() && c.unify_symbol(ms[k].symbol(), want) && ms[k] == want;
+  };
   auto need = [&](bool ok, const std::string& form) {
     if (ok) return;
     const std::string msg = "a mask of shape " + shape_str(ms) + " does not match " + form +
@@ -79,11 +86,11 @@ Value* padding_mask(NodeCtx& c, const MaskSpec& m, Value* q, Value* k, DType dt)
     c.unsupported(msg + " as the model declares them (name the same sizes with the same symbols)");
   };
   if (ms.size() == 2) {  // [B, T] raw 0/1
-    need(ms[0] == B && ms[1] == T, "[batch, keys]");
+    need(same(0, B) && same(1, T), "[batch, keys]");
     return c.reshape_to(fill(keep_of(mask)), {B, Dim(1), Dim(1), T});
   }
   if (ms.size() == 3) {  // [B, S, T] raw 0/1 per query
-    need(ms[0] == B && ms[1] == S && ms[2] == T, "[batch, queries, keys]");
+    need(same(0, B) && same(1, S) && same(2, T), "[batch, queries, keys]");
     return c.reshape_to(fill(keep_of(mask)), {B, Dim(1), S, T});
   }
   if (ms.size() != 1) {
