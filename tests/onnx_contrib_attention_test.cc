@@ -86,6 +86,27 @@ std::vector<double> project(const Tensor& x, const Tensor& w, const Tensor& bias
   return y;
 }
 
+// K (which 0) or V (1) of an Attention with past, as rows [B, P + S, N * d]: past's rows
+// ([2, B, N, P, d]), then x's projection by the weights' K or V columns (w [N * d, 3 N * d]).
+std::vector<double> past_then_projected(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                        const Tensor& past, int which, int64_t B, int64_t S,
+                                        int64_t P, int64_t N, int64_t d) {
+  const int64_t in = N * d, T = P + S;
+  const auto proj = project(x, w, bias, in, 3 * in, (1 + which) * in, in);
+  std::vector<double> rows;
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t t = 0; t < T; t++) {
+      for (int64_t h = 0; h < N; h++) {
+        for (int64_t i = 0; i < d; i++) {
+          rows.push_back(t < P ? past.get((((which * B + b) * N + h) * P + t) * d + i)
+                               : proj[size_t((b * S + t - P) * in + h * d + i)]);
+        }
+      }
+    }
+  }
+  return rows;
+}
+
 void expect_near(const Tensor& got, const Sizes& sizes, const std::vector<double>& want,
                  double tol = 2e-5) {
   ASSERT_EQ(got.sizes(), sizes);
@@ -244,21 +265,8 @@ TEST(OnnxContribAttention, AttentionPastAndPresent) {
                 .output("present", kFloat)
                 .import();
   const auto q = project(x, w, bias, in, 3 * in, 0, in);
-  // K and V as rows [B, T, N * d]: the past's rows, then the projections'.
-  std::vector<double> kv[2];
-  for (int which = 0; which < 2; which++) {
-    const auto proj = project(x, w, bias, in, 3 * in, (1 + which) * in, in);
-    for (int64_t b = 0; b < B; b++) {
-      for (int64_t t = 0; t < T; t++) {
-        for (int64_t h = 0; h < N; h++) {
-          for (int64_t i = 0; i < d; i++) {
-            kv[which].push_back(t < P ? past.get((((which * B + b) * N + h) * P + t) * d + i)
-                                      : proj[size_t((b * S + t - P) * in + h * d + i)]);
-          }
-        }
-      }
-    }
-  }
+  const std::vector<double> kv[2] = {past_then_projected(x, w, bias, past, 0, B, S, P, N, d),
+                                     past_then_projected(x, w, bias, past, 1, B, S, P, N, d)};
   const auto add = [&](int64_t b, int64_t, int64_t s, int64_t t) {
     if (t > s + P) return -kInf;
     return mask[size_t(b * T + t)] ? 0.0 : -10000.0;
@@ -311,20 +319,8 @@ TEST(OnnxContribAttention, MaskOfItsOwnTotalLength) {
       std::vector<int> mask;
       for (int64_t i = 0; i < B * T; i++) mask.push_back(i % T == 0 && T > 1 ? 0 : 1);
       const auto q = project(x, w, bias, in, 3 * in, 0, in);
-      std::vector<double> kv[2];  // [B, T, N * d]: the past's rows, then the projections'
-      for (int which = 0; which < 2; which++) {
-        const auto proj = project(x, w, bias, in, 3 * in, (1 + which) * in, in);
-        for (int64_t b = 0; b < B; b++) {
-          for (int64_t t = 0; t < T; t++) {
-            for (int64_t h = 0; h < N; h++) {
-              for (int64_t i = 0; i < d; i++) {
-                kv[which].push_back(t < P ? past.get((((which * B + b) * N + h) * P + t) * d + i)
-                                          : proj[size_t((b * S + t - P) * in + h * d + i)]);
-              }
-            }
-          }
-        }
-      }
+      const std::vector<double> kv[2] = {past_then_projected(x, w, bias, past, 0, B, S, P, N, d),
+                                         past_then_projected(x, w, bias, past, 1, B, S, P, N, d)};
       const auto add = [&](int64_t b, int64_t, int64_t s, int64_t t) {
         if (t > s + P) return -kInf;
         return mask[size_t(b * T + t)] ? 0.0 : -10000.0;
