@@ -116,6 +116,17 @@ void expect_near(const Tensor& got, const Sizes& sizes, const std::vector<double
   }
 }
 
+// n as a com.microsoft Attention node of input x (dims `x`, the last `in`) and constant weights
+// [in, w.size() / in] and bias: the mask, past and attributes follow.
+OneNode& attention_node(OneNode& n, const std::vector<int64_t>& x, const std::vector<float>& w,
+                        const std::vector<float>& bias) {
+  const int64_t in = x.back(), cols = int64_t(bias.size());
+  return n.domain("com.microsoft")
+      .input("x", kFloat, x)
+      .init("w", kFloat, {in, cols}, w)
+      .init("bias", kFloat, {cols}, bias);
+}
+
 // A mask form of Attention's mask_index and the additive mask it means.
 struct MaskForm {
   std::string name;
@@ -146,10 +157,7 @@ TEST(OnnxContribAttention, AttentionEveryMaskFormAgainstTheReference) {
         const double filter = variant == 1 ? -7.5 : -10000.0;
         const double scale = variant == 1 ? 0.3 : 0.5;  // 1 / sqrt(4) by default
         OneNode n("Attention", 17);
-        n.domain("com.microsoft")
-            .input("x", kFloat, {B, S, in})
-            .init("w", kFloat, {in, total}, floats(w))
-            .init("bias", kFloat, {total}, floats(bias));
+        attention_node(n, {B, S, in}, floats(w), floats(bias));
         if (f.sizes.empty()) {
           n.skip();
         } else {
@@ -212,11 +220,8 @@ TEST(OnnxContribAttention, AttentionDynamicShapesFromOneCompile) {
   const int64_t in = 8, N = 2;
   const Tensor w = Tensor::random(f32, {in, 3 * in}, 5, -0.5, 0.5);
   const Tensor bias = Tensor::random(f32, {3 * in}, 6, -0.2, 0.2);
-  Graph g = OneNode("Attention", 17)
-                .domain("com.microsoft")
-                .input("x", kFloat, {-1, -2, in})
-                .init("w", kFloat, {in, 3 * in}, floats(w))
-                .init("bias", kFloat, {3 * in}, floats(bias))
+  OneNode n("Attention", 17);
+  Graph g = attention_node(n, {-1, -2, in}, floats(w), floats(bias))
                 .input("mask", kInt32, {-1, -2})
                 .attr("num_heads", N)
                 .attr("unidirectional", 1)
@@ -252,11 +257,8 @@ TEST(OnnxContribAttention, AttentionPastAndPresent) {
   const Tensor bias = Tensor::random(f32, {3 * in}, 10, -0.2, 0.2);
   std::vector<int> mask;
   for (int64_t i = 0; i < B * T; i++) mask.push_back(i % 5 == 1 ? 0 : 1);
-  Graph g = OneNode("Attention", 17)
-                .domain("com.microsoft")
-                .input("x", kFloat, {B, S, in})
-                .init("w", kFloat, {in, 3 * in}, floats(w))
-                .init("bias", kFloat, {3 * in}, floats(bias))
+  OneNode n("Attention", 17);
+  Graph g = attention_node(n, {B, S, in}, floats(w), floats(bias))
                 .input("mask", kInt32, {B, T})
                 .input("past", kFloat, {2, B, N, P, d})
                 .attr("num_heads", N)
@@ -298,11 +300,8 @@ TEST(OnnxContribAttention, MaskOfItsOwnTotalLength) {
   const int64_t in = 8, N = 2, d = 4;
   const Tensor w = Tensor::random(f32, {in, 3 * in}, 41, -0.5, 0.5);
   const Tensor bias = Tensor::random(f32, {3 * in}, 42, -0.2, 0.2);
-  Graph g = OneNode("Attention", 17)
-                .domain("com.microsoft")
-                .input("x", kFloat, {-1, -2, in})
-                .init("w", kFloat, {in, 3 * in}, floats(w))
-                .init("bias", kFloat, {3 * in}, floats(bias))
+  OneNode n("Attention", 17);
+  Graph g = attention_node(n, {-1, -2, in}, floats(w), floats(bias))
                 .input("mask", kInt32, {-1, -4})
                 .input("past", kFloat, {2, -1, N, -3, d})
                 .attr("num_heads", N)
@@ -372,11 +371,8 @@ TEST(OnnxContribAttention, AttentionMatchesOnnxruntime) {
         0.040111102163791656, -0.02645476534962654, -0.2937358617782593, 0.20144660770893097,
         0.09188546985387802, -0.1081046611070633, 0.029769768938422203, 0.0780959203839302}}};
   for (const Case& k : cases) {
-    Graph g = OneNode("Attention", 17)
-                  .domain("com.microsoft")
-                  .input("x", kFloat, {B, S, in})
-                  .init("w", kFloat, {in, 24}, w)
-                  .init("bias", kFloat, {24}, bias)
+    OneNode n("Attention", 17);
+    Graph g = attention_node(n, {B, S, in}, w, bias)
                   .input("m", kInt32, k.mask_sizes)
                   .attr("num_heads", N)
                   .attr("unidirectional", k.causal)
@@ -715,10 +711,7 @@ TEST(OnnxContribAttention, ErrorsNameNodeOpAndValue) {
   auto attention = [](const std::function<void(OneNode&)>& edit) {
     return [edit] {
       OneNode n("Attention", 17);
-      n.domain("com.microsoft")
-          .input("x", kFloat, {2, 5, 8})
-          .init("w", kFloat, {8, 24}, std::vector<float>(192, 0.1f))
-          .init("bias", kFloat, {24}, std::vector<float>(24, 0.0f));
+      attention_node(n, {2, 5, 8}, std::vector<float>(192, 0.1f), std::vector<float>(24, 0.0f));
       edit(n);
       n.output("y", kFloat).import();
     };
