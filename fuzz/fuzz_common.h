@@ -14,9 +14,9 @@
 // match the reference that rounds where the compiled model's kernels store values for each other
 // (ref::Rounding::KernelBoundaries), or differ where that one is unstable: such a value is f16 for
 // the kernels that read it and f32 inside the kernel that made it (exp(exp(x)) - max(sum(...))
-// cancels to a few ulps of either). A reduction or product that overflows from finite operands
-// (sum_overflows) leaves nothing to judge by. Anything else that differs aborts with the element
-// and values.
+// cancels to a few ulps of either). A reduction or product that overflows to an infinity from
+// operands without one (sum_overflows) leaves nothing to judge by. Anything else that differs
+// aborts with the element and values.
 #pragma once
 
 #include <cmath>

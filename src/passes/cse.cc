@@ -4,13 +4,13 @@
 // constants) is built once per node; merged, it runs once. It runs after the pattern passes
 // (canonicalize, quant_matmul), whose chains must keep their intermediates to themselves: two
 // projections' identical scale products, merged first, would be one value neither chain owns.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "passes/pass.h"
-#include "passes/rewrite_util.h"
 #include "ubfuse/error.h"
 
 namespace ubfuse {
@@ -39,7 +39,6 @@ class CsePass : public Pass {
  public:
   std::string name() const override { return "cse"; }
   bool run(Graph& g) override {
-    const passes::UseInfo uses(g);
     std::map<std::pair<OpKind, std::vector<Value*>>, std::vector<Node*>> seen;
     bool changed = false;
     // In topological order a merged node's readers come later and are then compared with their
@@ -47,19 +46,18 @@ class CsePass : public Pass {
     for (Node* n : g.topo_order()) {
       if (!mergeable(n)) continue;
       std::vector<Node*>& same = seen[{n->op, n->inputs}];
-      Node* first = nullptr;
-      for (Node* m : same) {
-        if (!first && m->attrs == n->attrs && m->outputs.size() == n->outputs.size() &&
-            (n->op != OpKind::Constant || same_constant(m, n))) {
-          first = m;
-        }
-      }
-      bool output = false;  // a graph output keeps its own value
-      for (const Value* o : n->outputs) output |= uses.is_output(o);
-      if (!first || output) {
+      const auto it = std::find_if(same.begin(), same.end(), [&](const Node* m) {
+        return m->attrs == n->attrs && m->outputs.size() == n->outputs.size() &&
+               (n->op != OpKind::Constant || same_constant(m, n));
+      });
+      // A graph output keeps its own value.
+      const bool output = std::any_of(n->outputs.begin(), n->outputs.end(),
+                                      [&](const Value* o) { return g.is_output(o); });
+      if (it == same.end() || output) {
         same.push_back(n);
         continue;
       }
+      const Node* first = *it;
       for (size_t i = 0; i < n->outputs.size(); i++) {
         UBF_CHECK(n->outputs[i]->dtype == first->outputs[i]->dtype &&
                       n->outputs[i]->shape == first->outputs[i]->shape,

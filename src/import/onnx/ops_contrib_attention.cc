@@ -417,6 +417,7 @@ void rotary_embedding(NodeCtx& c) {
               " rotary columns");
   }
   const Dim B = xs[0], S = bnsh ? xs[2] : xs[1];
+  const bool pairs = c.attr_int("interleaved", 0) != 0;
   // Positions: [B or 1, S] ids, or one offset.
   Value* pos = c.value(1);
   if (pos->dtype != DType::i64) c.invalid("position_ids must be int64");
@@ -431,9 +432,7 @@ void rotary_embedding(NodeCtx& c) {
   auto spread = [&](Value* table) {
     Value* rows = c.emit(OpKind::Gather, {table, pos}, {{"axis", int64_t(0)}});
     const Shape rs = rows->shape;
-    if (!c.attr_int("interleaved", 0)) {
-      return c.emit(OpKind::Concat, {rows, rows}, {{"axis", int64_t(-1)}});
-    }
+    if (!pairs) return c.emit(OpKind::Concat, {rows, rows}, {{"axis", int64_t(-1)}});
     Value* col = c.reshape_to(rows, {rs[0], rs[1], Dim(half), Dim(1)});
     return c.reshape_to(c.emit(OpKind::Concat, {col, col}, {{"axis", int64_t(-1)}}),
                         {rs[0], rs[1], Dim(rotary)});
@@ -453,7 +452,7 @@ void rotary_embedding(NodeCtx& c) {
   sn = c.reshape_to(sn, bshape);
   Value* h = bnsh ? x : c.reshape_to(x, {B, S, Dim(hidden.value() / d), Dim(d)});
   Attrs ra;
-  if (c.attr_int("interleaved", 0)) ra["interleaved"] = int64_t(1);
+  if (pairs) ra["interleaved"] = int64_t(1);
   if (rotary != d) ra["rotary_dims"] = rotary;
   Value* y = c.emit(OpKind::Add, {c.emit(OpKind::Mul, {h, cs}),
                                   c.emit(OpKind::Mul, {c.emit(OpKind::RotateHalf, {h}, ra), sn})});
