@@ -8,68 +8,25 @@
 #include <functional>
 #include <limits>
 
+#include "attention_reference.h"
 #include "onnx_one_node.h"
 #include "test_util.h"
 
 namespace ubfuse {
 namespace {
 
+using testing::attend;
+using testing::expect_near;
+using testing::floats;
+using testing::ints32;
 using testing::kFloat;
 using testing::kInt32;
 using testing::OneNode;
+using testing::rope;
 using testing::throws_with;
 
 const std::vector<Options> kModes = {testing::eager_opts(), testing::graph_opts()};
 const double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<float> floats(const Tensor& t) {
-  std::vector<float> v(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); i++) v[size_t(i)] = float(t.get(i));
-  return v;
-}
-
-Tensor ints32(const Sizes& sizes, const std::vector<int>& v) {
-  Tensor t = Tensor::zeros(DType::i32, sizes);
-  for (size_t i = 0; i < v.size(); i++) t.set(int64_t(i), v[i]);
-  return t;
-}
-
-// softmax(scale q k^T + add) v by head, in double: q [B, S, N * dk] and k, v [B, T, N * dk or dv]
-// as rows of heads (head h at columns h * d), add(b, h, s, t) the additive mask (-inf leaves the
-// key out); [B, S, N * dv].
-std::vector<double> attend(const std::vector<double>& q, const std::vector<double>& k,
-                           const std::vector<double>& v, int64_t B, int64_t S, int64_t T, int64_t N,
-                           int64_t dk, int64_t dv, double scale,
-                           const std::function<double(int64_t, int64_t, int64_t, int64_t)>& add) {
-  std::vector<double> out(size_t(B * S * N * dv));
-  std::vector<double> p(static_cast<size_t>(T));
-  for (int64_t b = 0; b < B; b++) {
-    for (int64_t h = 0; h < N; h++) {
-      for (int64_t s = 0; s < S; s++) {
-        double mx = -kInf;
-        for (int64_t t = 0; t < T; t++) {
-          double dot = 0;
-          for (int64_t i = 0; i < dk; i++) {
-            dot += q[size_t((b * S + s) * N * dk + h * dk + i)] *
-                   k[size_t((b * T + t) * N * dk + h * dk + i)];
-          }
-          p[size_t(t)] = scale * dot + add(b, h, s, t);
-          mx = std::max(mx, p[size_t(t)]);
-        }
-        double sum = 0;
-        for (double& x : p) sum += (x = std::exp(x - mx));
-        for (int64_t j = 0; j < dv; j++) {
-          double o = 0;
-          for (int64_t t = 0; t < T; t++) {
-            o += p[size_t(t)] * v[size_t((b * T + t) * N * dv + h * dv + j)];
-          }
-          out[size_t((b * S + s) * N * dv + h * dv + j)] = o / sum;
-        }
-      }
-    }
-  }
-  return out;
-}
 
 // rows [R, in] times w [in, cols from c0, c0 + n) of w's `ld` columns, plus bias.
 std::vector<double> project(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t in,
@@ -105,15 +62,6 @@ std::vector<double> past_then_projected(const Tensor& x, const Tensor& w, const 
     }
   }
   return rows;
-}
-
-void expect_near(const Tensor& got, const Sizes& sizes, const std::vector<double>& want,
-                 double tol = 2e-5) {
-  ASSERT_EQ(got.sizes(), sizes);
-  ASSERT_EQ(size_t(got.numel()), want.size());
-  for (int64_t i = 0; i < got.numel(); i++) {
-    ASSERT_NEAR(got.get(i), want[size_t(i)], tol * (1 + std::fabs(want[size_t(i)]))) << i;
-  }
 }
 
 // n as a com.microsoft Attention node of input x (dims `x`, the last `in`) and constant weights
@@ -581,33 +529,6 @@ TEST(OnnxContribAttention, EmbedLayerNormalization) {
       if (full) expect_near(out.at("sum"), {B, S, H}, sum);
     }
   }
-}
-
-// RoPE of x's heads by the rows `pos` of the caches, in double: the first `rot` columns of each
-// head rotate (halves or adjacent pairs), the rest pass through. x is [B, S, heads, d] when
-// bnsh is false, [B, heads, S, d] when true; pos(b, s) the position.
-std::vector<double> rope(const Tensor& x, bool bnsh, int64_t B, int64_t S, int64_t N, int64_t d,
-                         int64_t rot, bool pairs, const Tensor& cos, const Tensor& sin,
-                         const std::function<int64_t(int64_t, int64_t)>& pos) {
-  std::vector<double> y(size_t(x.numel()));
-  const int64_t half = rot / 2;
-  for (int64_t b = 0; b < B; b++) {
-    for (int64_t s = 0; s < S; s++) {
-      for (int64_t h = 0; h < N; h++) {
-        const int64_t row = bnsh ? ((b * N + h) * S + s) * d : ((b * S + s) * N + h) * d;
-        const int64_t p = pos(b, s);
-        for (int64_t j = 0; j < d; j++) y[size_t(row + j)] = x.get(row + j);
-        for (int64_t i = 0; i < half; i++) {
-          const int64_t a = pairs ? 2 * i : i, o = pairs ? 2 * i + 1 : i + half;
-          const double c = cos.get(p * half + i), sn = sin.get(p * half + i);
-          const double xa = x.get(row + a), xo = x.get(row + o);
-          y[size_t(row + a)] = xa * c - xo * sn;
-          y[size_t(row + o)] = xo * c + xa * sn;
-        }
-      }
-    }
-  }
-  return y;
 }
 
 TEST(OnnxContribAttention, RotaryEmbeddingEveryForm) {

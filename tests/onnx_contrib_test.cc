@@ -229,15 +229,15 @@ TEST(OnnxContrib, MatMulNBitsMatchesOnnxruntime) {
 TEST(OnnxContrib, ErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(throws_with(
       [] {
-        OneNode("GroupQueryAttention", 17)
+        OneNode("PagedAttention", 17)
             .domain("com.microsoft")
             .input("x", kFloat, {1, 4, 8})
             .output("y", kFloat)
             .import();
       },
-      {"node0", "contrib op 'com.microsoft.GroupQueryAttention' is not supported",
+      {"node0", "contrib op 'com.microsoft.PagedAttention' is not supported",
        "supported com.microsoft ops: Attention, BiasGelu, EmbedLayerNormalization, FastGelu, "
-       "FusedMatMul, Gelu, MatMulNBits, MultiHeadAttention"}));
+       "FusedMatMul, Gelu, GroupQueryAttention, MatMulNBits, MultiHeadAttention"}));
   EXPECT_TRUE(throws_with(
       [] {
         OneNode("Foo", 17)

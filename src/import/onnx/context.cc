@@ -439,6 +439,15 @@ Value* NodeCtx::emit(OpKind k, std::vector<Value*> in, Attrs attrs, Tensor paylo
   return node->out();
 }
 
+Value* NodeCtx::emit_host(Value* x, HostFn fn) {
+  Graph& g = st_.graph;
+  emitted_++;
+  Node* node = g.add_node(OpKind::Host, {x}, {}, g.unique_name(name_ + "/check"));
+  node->host = std::move(fn);
+  infer_node(*node);
+  return node->out();
+}
+
 std::vector<Value*> NodeCtx::emit_outputs(OpKind k, std::vector<Value*> in, Attrs attrs,
                                           int outputs) {
   Graph& g = st_.graph;

@@ -106,6 +106,8 @@ class NodeCtx {
   Value* emit(OpKind k, std::vector<Value*> in, Attrs attrs = {}, Tensor payload = {});
   // The same for an op of several outputs (never folded).
   std::vector<Value*> emit_outputs(OpKind k, std::vector<Value*> in, Attrs attrs, int outputs);
+  // A Host node calling fn with x when the model runs (a run-time check of input values).
+  Value* emit_host(Value* x, HostFn fn);
   Value* constant(const Tensor& t);
   Value* scalar(double v, DType dt);
   // The size d as an int64 scalar value: a constant, or computed from the Shape of a value
