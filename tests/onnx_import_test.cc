@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "onnx_one_node.h"
 #include "test_util.h"
 #include "ubfuse/npy.h"
 #include "ubfuse/onnx.h"
@@ -146,6 +147,37 @@ TEST(OnnxImport, RangeOverSymbolicLengthRunsAtEveryLength) {
   EXPECT_EQ(shape_str(s.inputs()[0]->shape), "[batch,4,4]");
   EXPECT_EQ(count_ops(s, OpKind::Range), 0) << print_graph(s);
   check_case("range_mask", "x", "y", o);
+}
+
+// A shape's dim cast to int32 (onnxruntime-genai's total_sequence_length: Shape -> Gather ->
+// Cast) is int32, as a symbolic dim and as a constant, and adds to an int32 input.
+TEST(OnnxImport, ShapeDimsCastToInt32AreInt32) {
+  for (int64_t len : {int64_t(-2), int64_t(7)}) {  // the symbol S, or a static 7
+    Graph g = testing::OneNode("Shape", 17)
+                  .input("x", testing::kFloat, {2, len})
+                  .to("shape")
+                  .then("Gather")
+                  .from("shape")
+                  .ints("one", {}, {1})
+                  .to("n")
+                  .then("Cast")
+                  .from("n")
+                  .attr("to", int64_t(onnx::TensorProto::INT32))
+                  .to("n32")
+                  .then("Add")
+                  .from("n32")
+                  .input("y", testing::kInt32, {1})
+                  .output("z", testing::kInt32)
+                  .import();
+    EXPECT_EQ(g.outputs()[0].second->dtype, DType::i32) << print_graph(g);
+    Tensor y = Tensor::zeros(DType::i32, {1});
+    y.set(0, 5);
+    for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+      const Tensor z = compile(g, o).run({{"x", Tensor::zeros(f32, {2, 7})}, {"y", y}}).at("z");
+      ASSERT_EQ(z.dtype(), DType::i32);
+      EXPECT_EQ(z.data_as<int32_t>()[0], 12);
+    }
+  }
 }
 
 // x[:, :3] of a symbolic axis is min(3, seq) long: a run-time dim, bound by each plan.

@@ -180,6 +180,93 @@ TEST(OnnxIndexOps, ReduceAxesAtRunTime) {
   EXPECT_EQ(compile(all, testing::eager_opts()).run(in).at("y").sizes(), (Sizes{1, 1}));
 }
 
+// Integer reductions are exact (int64 sums past 2^53, where a float sum is not), over a symbolic
+// axis and over two axes, keepdims or not, in both modes; those integers have no meaning for
+// (ReduceMean, ReduceProd, ReduceL2, the logs) are refused naming the node.
+TEST(OnnxIndexOps, IntegerReductionsAreExact) {
+  const int64_t B = 2, S = 3, C = 4;
+  for (int elem : {kInt32, kInt64}) {
+    const DType t = elem == kInt32 ? DType::i32 : DType::i64;
+    for (const char* op : {"ReduceSum", "ReduceSumSquare", "ReduceL1", "ReduceMax", "ReduceMin"}) {
+      const std::string name = op;
+      // Large enough that f32 (and for i64, double) sums would round, small enough that no sum
+      // or square overflows.
+      const int64_t base = name == "ReduceSumSquare"
+                               ? (elem == kInt32 ? 1 << 13 : int64_t(1) << 29)
+                               : (elem == kInt32 ? 1 << 26 : int64_t(1) << 60);
+      Tensor x(t, {B, S, C});
+      for (int64_t i = 0; i < x.numel(); i++) {
+        const int64_t v = (i % 3 == 0 ? base : 0) + (i * 37 % 11) - 5;
+        if (t == DType::i32) x.data_as<int32_t>()[i] = int32_t(v);
+        if (t == DType::i64) x.data_as<int64_t>()[i] = v;
+      }
+      auto at = [&](int64_t b, int64_t s, int64_t c) {
+        const int64_t i = (b * S + s) * C + c;
+        return t == DType::i32 ? int64_t(x.data_as<int32_t>()[i]) : x.data_as<int64_t>()[i];
+      };
+      for (const std::vector<int64_t>& axes : {std::vector<int64_t>{1}, {0, 2}}) {
+        for (int64_t keep : {0, 1}) {
+          SCOPED_TRACE(name + (elem == kInt32 ? " i32" : " i64") + " axes " +
+                       std::to_string(axes.size()) + " keep " + std::to_string(keep));
+          Graph g = OneNode(op, 18)
+                        .input("x", elem, {B, -2, C})
+                        .ints("axes", {int64_t(axes.size())}, axes)
+                        .attr("keepdims", keep)
+                        .output("y", elem)
+                        .import();
+          // The wanted values, row by row over the kept axes.
+          std::vector<int64_t> want;
+          const bool over_s = axes.size() == 1;
+          for (int64_t o = 0; o < (over_s ? B * C : S); o++) {
+            int64_t acc = 0;
+            bool first = true;
+            for (int64_t r = 0; r < (over_s ? S : B * C); r++) {
+              const int64_t v = over_s ? at(o / C, r, o % C) : at(r / C, o, r % C);
+              const int64_t term = name == "ReduceSumSquare" ? v * v
+                                   : name == "ReduceL1"      ? std::abs(v)
+                                                             : v;
+              if (name == "ReduceMax") {
+                acc = first ? v : std::max(acc, v);
+              } else if (name == "ReduceMin") {
+                acc = first ? v : std::min(acc, v);
+              } else {
+                acc += term;
+              }
+              first = false;
+            }
+            want.push_back(acc);
+          }
+          const Sizes sizes =
+              over_s ? (keep ? Sizes{B, 1, C} : Sizes{B, C}) : (keep ? Sizes{1, S, 1} : Sizes{S});
+          for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+            const Tensor y = compile(g, o).run({{"x", x}}).at("y");
+            ASSERT_EQ(y.dtype(), t);
+            ASSERT_EQ(y.sizes(), sizes);
+            for (int64_t i = 0; i < y.numel(); i++) {
+              const int64_t got =
+                  t == DType::i32 ? int64_t(y.data_as<int32_t>()[i]) : y.data_as<int64_t>()[i];
+              EXPECT_EQ(got, want[size_t(i)]) << i;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("ReduceMean", 18).input("x", kInt64, {2, 3}).output("y", kInt64).import();
+      },
+      {"node0", "ReduceMean", "an integer input (i64)", "needs float"}));
+  EXPECT_TRUE(throws_with(
+      [] {
+        OneNode("ReduceSum", 18)
+            .input("x", testing::kBool, {2, 3})
+            .output("y", testing::kBool)
+            .import();
+      },
+      {"node0", "a bool input"}));
+}
+
 // Pad's pads a graph input, with opset 18's axes (a constant) picking the axes they pad.
 TEST(OnnxIndexOps, PadPadsAtRunTime) {
   Graph g = OneNode("Pad", 18)

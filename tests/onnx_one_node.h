@@ -136,6 +136,24 @@ class OneNode {
     t->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
     return *this;
   }
+  // A further node of op type `op`, which later calls build (a small graph: from() and to() wire
+  // it to the nodes before and after it).
+  OneNode& then(const std::string& op) {
+    n_ = g_->add_node();
+    n_->set_op_type(op);
+    n_->set_name("node" + std::to_string(g_->node_size() - 1));
+    return *this;
+  }
+  // An input that an earlier node's output `name` feeds (no graph input).
+  OneNode& from(const std::string& name) {
+    n_->add_input(name);
+    return *this;
+  }
+  // An output that a later node reads (no graph output).
+  OneNode& to(const std::string& name) {
+    n_->add_output(name);
+    return *this;
+  }
   // An optional output left out (named "").
   OneNode& skip_output() {
     n_->add_output("");

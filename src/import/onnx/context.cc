@@ -136,7 +136,14 @@ Value* NodeCtx::value_by_name(const std::string& name) {
     return iv.v;
   }
   UBF_CHECK(iv.dims.has_value(), "IValue with neither value, constant nor dims");
-  iv.v = materialize_dims(*iv.dims, iv.shape.empty());
+  iv.v = materialize_dims(*iv.dims, iv.shape.empty());  // int64
+  if (iv.dtype != DType::i64) {
+    Node* cast =
+        st_.graph.add_node(OpKind::Cast, {iv.v}, {{"to", std::string(dtype_name(iv.dtype))}},
+                           st_.graph.unique_name(name + "_cast"));
+    infer_node(*cast);
+    iv.v = cast->out();
+  }
   return iv.v;
 }
 
@@ -386,19 +393,21 @@ void NodeCtx::set_output_const(int i, Tensor t) {
   o.konst = std::move(t);
 }
 
-void NodeCtx::set_output_dims(int i, std::vector<Dim> d, bool scalar) {
+void NodeCtx::set_output_dims(int i, std::vector<Dim> d, bool scalar, DType dt) {
   if (!output_used(i)) return;
+  UBF_CHECK(dt == DType::i64 || dt == DType::i32,
+            "shape vector of dtype " + std::string(dtype_name(dt)));
   bool all_static = std::all_of(d.begin(), d.end(), [](const Dim& x) { return x.is_static(); });
   if (all_static) {
-    Tensor t(DType::i64, scalar ? Sizes{} : Sizes{int64_t(d.size())});
-    for (size_t k = 0; k < d.size(); k++) t.data_as<int64_t>()[k] = d[k].value();
+    Tensor t(dt, scalar ? Sizes{} : Sizes{int64_t(d.size())});
+    for (size_t k = 0; k < d.size(); k++) t.set(int64_t(k), double(d[k].value()));
     set_output_const(i, t);
     return;
   }
   UBF_CHECK(!scalar || d.size() == 1, "scalar dims with several elements");
   IValue& o = out_slot(i);
   o = IValue{};
-  o.dtype = DType::i64;
+  o.dtype = dt;
   o.shape = scalar ? Shape{} : Shape{Dim(int64_t(d.size()))};
   o.dims = std::move(d);
 }

@@ -97,7 +97,8 @@ class NodeCtx {
   bool output_used(int i) const { return i < num_outputs() && !node_.output(i).empty(); }
   void set_output(int i, Value* v);
   void set_output_const(int i, Tensor t);
-  void set_output_dims(int i, std::vector<Dim> d, bool scalar);
+  // Output i as a shape vector of dtype dt (i64 or i32) known dim by dim (IValue::dims).
+  void set_output_dims(int i, std::vector<Dim> d, bool scalar, DType dt = DType::i64);
   void set_output_like(int i, const IValue& iv);  // aliases (Identity)
   void check_outputs_set() const;
 

@@ -63,7 +63,7 @@ void gather(NodeCtx& c) {
         c.invalid("index " + std::to_string(k) + " is out of range");
       out.push_back(v[size_t(k)]);
     }
-    c.set_output_dims(0, out, idx.rank() == 0);
+    c.set_output_dims(0, out, idx.rank() == 0, data.dtype);
     return;
   }
   if (c.dtype(1) != DType::i64 && c.dtype(1) != DType::i32)

@@ -20,11 +20,16 @@ bool broadcast_dims(const std::vector<Dim>& a, const std::vector<Dim>& b, size_t
   return true;
 }
 
+// Whether input i is known element by element at import: a shape vector or a constant.
+bool known_ints(NodeCtx& c, int i) { return bool(c.input(i).dims) || c.is_const(i); }
+
 const Dim& at(const std::vector<Dim>& v, size_t i) { return v.size() == 1 ? v[0] : v[i]; }
 
 // Shape arithmetic on vectors holding symbolic dims. Returns false when no input is symbolic.
 bool dims_binary(NodeCtx& c, OpKind k) {
   if (!c.input(0).dims && !c.input(1).dims) return false;
+  // With a run-time operand it is ordinary arithmetic on the materialized vector.
+  if (!known_ints(c, 0) || !known_ints(c, 1)) return false;
   auto a = c.dims_input(0, "shape operand"), b = c.dims_input(1, "shape operand");
   size_t n = 0;
   if (!broadcast_dims(a, b, &n)) c.invalid("shape operands of lengths that do not broadcast");
@@ -64,7 +69,7 @@ bool dims_binary(NodeCtx& c, OpKind k) {
       c.needs_static(both, "this shape computation");
     }
   }
-  c.set_output_dims(0, out, scalar);
+  c.set_output_dims(0, out, scalar, c.dtype(0));
   return true;
 }
 
@@ -212,7 +217,8 @@ void mean(NodeCtx& c) {
 
 void where(NodeCtx& c) {
   // Where over shape vectors (PyTorch's expand/reshape prologues): select element-wise.
-  if (c.is_const(0) && (c.input(1).dims || c.input(2).dims)) {
+  if (c.is_const(0) && (c.input(1).dims || c.input(2).dims) && known_ints(c, 1) &&
+      known_ints(c, 2)) {
     const Tensor& cond = c.const_input(0, "condition");
     auto a = c.dims_input(1, "shape operand"), b = c.dims_input(2, "shape operand");
     if (cond.rank() <= 1) {
@@ -222,7 +228,7 @@ void where(NodeCtx& c) {
         bool s = cond.numel() == 1 ? cond.get(0) != 0 : cond.get(int64_t(i)) != 0;
         out.push_back(s ? at(a, i) : at(b, i));
       }
-      c.set_output_dims(0, out, cond.rank() == 0 && c.rank(1) == 0 && c.rank(2) == 0);
+      c.set_output_dims(0, out, cond.rank() == 0 && c.rank(1) == 0 && c.rank(2) == 0, c.dtype(1));
       return;
     }
   }
@@ -237,7 +243,7 @@ void cast_to(NodeCtx& c, DType to) {
     return;
   }
   if (x.dims && (to == DType::i64 || to == DType::i32)) {
-    c.set_output_dims(0, *x.dims, x.shape.empty());
+    c.set_output_dims(0, *x.dims, x.shape.empty(), to);
     return;
   }
   c.set_output(0, c.emit(OpKind::Cast, {c.value(0)}, {{"to", std::string(dtype_name(to))}}));

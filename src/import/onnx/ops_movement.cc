@@ -24,7 +24,7 @@ bool reshape_dims(NodeCtx& c, int64_t out_rank) {
   if ((x.dims->size() != 1 && !vector_to_vector) || out_rank > 1) {
     c.needs_static(*x.dims, "reshaping a shape vector");
   }
-  c.set_output_dims(0, *x.dims, out_rank == 0);
+  c.set_output_dims(0, *x.dims, out_rank == 0, x.dtype);
   return true;
 }
 
@@ -212,15 +212,19 @@ void unsqueeze(NodeCtx& c) {
 void concat(NodeCtx& c) {
   int64_t axis = c.attr_int("axis", 0);
   bool any_dims = false;
-  for (int i = 0; i < c.num_inputs(); i++) any_dims |= c.has_input(i) && bool(c.input(i).dims);
-  if (any_dims) {
+  bool all_known = true;  // shape vectors and constants: the result is one too
+  for (int i = 0; i < c.num_inputs(); i++) {
+    any_dims |= c.has_input(i) && bool(c.input(i).dims);
+    all_known &= c.has_input(i) && (bool(c.input(i).dims) || c.is_const(i));
+  }
+  if (any_dims && all_known) {
     std::vector<Dim> out;
     for (int i = 0; i < c.num_inputs(); i++) {
       if (c.rank(i) != 1) c.invalid("shape vectors must be 1-D");
       auto d = c.dims_input(i, "a shape vector");
       out.insert(out.end(), d.begin(), d.end());
     }
-    c.set_output_dims(0, out, false);
+    c.set_output_dims(0, out, false, c.dtype(0));
     return;
   }
   std::vector<Value*> in;
@@ -316,7 +320,7 @@ void split(NodeCtx& c) {
     // the Gathers of a shape): each part stays dims, symbolic ones too.
     for (int i = 0; i < c.num_outputs(); i++) {
       const auto from = in.dims->begin() + at;
-      if (c.output_used(i)) c.set_output_dims(i, {from, from + sizes[size_t(i)]}, false);
+      if (c.output_used(i)) c.set_output_dims(i, {from, from + sizes[size_t(i)]}, false, in.dtype);
       at += sizes[size_t(i)];
     }
     return;
@@ -411,7 +415,7 @@ void slice_known(NodeCtx& c) {
     }
     std::vector<Dim> out;
     for (int64_t i = from; step > 0 ? i < to : i > to; i += step) out.push_back(v[size_t(i)]);
-    c.set_output_dims(0, out, false);
+    c.set_output_dims(0, out, false, c.dtype(0));
     return;
   }
   for (auto v : steps) {

@@ -2,6 +2,7 @@
 // ubfuse's last-axis reduction runs, and a Reshape restores keepdims. A single last axis (LayerNorm
 // and RMSNorm as exported) maps to one ubfuse op, which canonicalization can recognize.
 #include <algorithm>
+#include <string>
 
 #include "import/onnx/registry.h"
 
@@ -9,7 +10,41 @@ namespace ubfuse::onnx_import {
 
 namespace {
 
+// An integer reduction over the last axis, exact (wrapping as onnxruntime's does): a sum is the
+// last of the running sums (CumSum), a max or min the element ArgMax or ArgMin picks (ubfuse's
+// row reductions compute in float).
+Value* reduce_last_int(NodeCtx& c, Red kind, Value* x) {
+  const int64_t last = int64_t(x->shape.size()) - 1;
+  auto sum = [&](Value* v) {
+    Tensor end(DType::i64, {1});
+    end.data_as<int64_t>()[0] = -1;
+    Value* run = c.emit(OpKind::CumSum, {v}, {{"axis", last}});
+    return c.emit(OpKind::Gather, {run, c.constant(end)}, {{"axis", last}});
+  };
+  auto pick = [&](OpKind arg) {
+    Value* at = c.emit(arg, {x}, {{"axis", last}, {"keepdims", int64_t(1)}});
+    return c.emit(OpKind::GatherElements, {x, at}, {{"axis", last}});
+  };
+  switch (kind) {
+    case Red::Sum:
+      return sum(x);
+    case Red::SumSquare:
+      return sum(c.emit(OpKind::Mul, {x, x}));
+    case Red::L1:
+      return sum(c.emit(OpKind::Abs, {x}));
+    case Red::Max:
+      return pick(OpKind::ArgMax);
+    case Red::Min:
+      return pick(OpKind::ArgMin);
+    default:
+      c.unsupported("an integer input (" + std::string(dtype_name(x->dtype)) +
+                    "): ReduceSum, ReduceSumSquare, ReduceL1, ReduceMax and ReduceMin take one; "
+                    "this one needs float, float16 or bfloat16");
+  }
+}
+
 Value* reduce_last(NodeCtx& c, Red kind, Value* x) {
+  if (!is_float(x->dtype)) return reduce_last_int(c, kind, x);
   Attrs keep{{"keepdims", int64_t(1)}};
   auto sum = [&](Value* v) { return c.emit(OpKind::ReduceSum, {v}, keep); };
   switch (kind) {
@@ -101,7 +136,7 @@ namespace {
 
 template <Red kKind>
 void reduce(NodeCtx& c) {
-  require_float(c, 0);
+  if (c.dtype(0) == DType::boolean) c.unsupported("a bool input; Cast it to an integer first");
   bool axes_as_input = (c.opset() >= 13 && kKind == Red::Sum) || c.opset() >= 18;
   bool keep = c.attr_int("keepdims", 1) != 0;
   bool noop_empty = c.attr_int("noop_with_empty_axes", 0) != 0;

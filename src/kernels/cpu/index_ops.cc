@@ -96,21 +96,33 @@ class ArgKernel : public KernelBase {
     }
     if (y.numel() == 0) return;
     if (v.len == 0) fail("the axis of " + tensors_str({x}) + " is empty: no index to return");
+    // int64 compared as itself: past 2^53 its values do not all fit a double.
+    if (x.dtype() == DType::i64) {
+      const int64_t* px = x.data_as<int64_t>();
+      scan<int64_t>(v, y, pool, [px](int64_t i) { return px[i]; });
+    } else {
+      scan<double>(v, y, pool, [&x](int64_t i) { return x.get(i); });
+    }
+  }
+
+ private:
+  template <typename T, typename Get>
+  void scan(const AxisView& v, Tensor& y, ThreadPool& pool, const Get& get) const {
     int64_t* py = y.data_as<int64_t>();
     pool.parallel_for(
         v.outer, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, v.len * v.inner)),
         [&](int64_t lo, int64_t hi, int) {
-          std::vector<double> best(size_t(v.inner));
+          std::vector<T> best(size_t(v.inner));
           for (int64_t o = lo; o < hi; o++) {
             const int64_t base = o * v.len * v.inner;
             int64_t* yo = py + o * v.inner;
             for (int64_t j = 0; j < v.inner; j++) {
-              best[size_t(j)] = x.get(base + j);
+              best[size_t(j)] = get(base + j);
               yo[j] = 0;
             }
             for (int64_t k = 1; k < v.len; k++) {
               for (int64_t j = 0; j < v.inner; j++) {
-                const double a = x.get(base + k * v.inner + j), b = best[size_t(j)];
+                const T a = get(base + k * v.inner + j), b = best[size_t(j)];
                 if (max_ ? (a > b || (last_ && a == b)) : (a < b || (last_ && a == b))) {
                   best[size_t(j)] = a;
                   yo[j] = k;
@@ -121,7 +133,6 @@ class ArgKernel : public KernelBase {
         });
   }
 
- private:
   int64_t axis_;
   bool max_, last_;
 };
