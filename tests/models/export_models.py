@@ -10,7 +10,9 @@ Architectures: tests/models/model_zoo.py (random weights, fixed seeds). Each mod
 Debian's torch 1.13 with torch.onnx.export, opset 17, dynamic batch and length axes, into
 OUT/<model>.onnx; the decoder becomes three files, as Optimum ships it: kv_decoder.onnx (no past),
 kv_decoder_with_past.onnx and kv_decoder_merged.onnx (both under an If on use_cache_branch, built
-by merge_decoder.py).
+by merge_decoder.py); and kv_decoder_ortgenai.onnx, the same weights in the form onnxruntime-genai's
+model builder saves a LLaMA (GroupQueryAttention, SimplifiedLayerNormalization, an attention_mask
+input; ort_genai.py), whose sets take attention_mask (ones) and the past, within TOLERANCE.
 
 References (not with --bench or --no-refs), per model and per input set (three lengths, and two
 batch sizes):
@@ -55,9 +57,12 @@ sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ folder in the source tree
 import merge_decoder  # noqa: E402
 import ort_fused  # noqa: E402
+import ort_genai  # noqa: E402
 import model_zoo as zoo  # noqa: E402
 
 ORT = os.path.join(ROOT, "scripts", "ort.sh")
+# The longest sequence kv_decoder_ortgenai.onnx takes (its rotary caches' rows).
+GENAI_POSITIONS = 4096
 OPSET = 17
 # Fail the export if PyTorch and onnxruntime disagree by more than this (abs, on O(1) values).
 TOLERANCE = 1e-3
@@ -87,6 +92,11 @@ def export_model(name, size, out):
                                      onnx.load(os.path.join(out, "kv_decoder_with_past.onnx")))
         onnx.save(merged, os.path.join(out, "kv_decoder_merged.onnx"))
         files["kv_decoder_merged.onnx"] = None
+        cfg = zoo.CONFIGS[size][name]
+        ort_genai.genai_decoder(os.path.join(out, "kv_decoder_with_past.onnx"),
+                                os.path.join(out, "kv_decoder_ortgenai.onnx"), cfg["heads"],
+                                cfg["kv_heads"], GENAI_POSITIONS)
+        files["kv_decoder_ortgenai.onnx"] = None
         return m, files
     # Export-time sizes; every axis named in dynamic_axes stays symbolic.
     shape_args = {"speech_encoder": (2, 37), "llama_stack": (2, 5), "bert_stack": (2, 6),
@@ -143,6 +153,9 @@ def decoder_sets(m, g):
     def empty_past(b):
         return {n: torch.zeros(b, m.kvh, 0, m.hd) for n in m.past_names()}
 
+    def mask(b, total):  # kv_decoder_ortgenai.onnx's attention_mask: every key kept
+        return {"attention_mask": torch.ones(b, total, dtype=torch.int64)}
+
     def step(ids, past=None):
         with torch.no_grad():
             outs = m(ids, *(past.values() if past else ()))
@@ -154,14 +167,16 @@ def decoder_sets(m, g):
         ids = m.example_inputs(g, b, s)[0]
         prompts[(b, s)] = ids
         sets.append((f"nocache_b{b}_s{s}", {"input_ids": ids, **empty_past(b),
-                                            "use_cache_branch": torch.tensor([False])}))
+                                            "use_cache_branch": torch.tensor([False]),
+                                            **mask(b, s)}))
     long_prompt = m.example_inputs(g, 1, 16)[0]
     for (b, p, s), prompt in (((1, 5, 1), prompts[(1, 5)]), ((2, 13, 1), prompts[(2, 13)]),
                               ((1, 16, 4), long_prompt)):
         past = step(prompt)
         ids = m.example_inputs(g, b, s)[0]
         sets.append((f"past_b{b}_p{p}_s{s}", {"input_ids": ids, **past,
-                                              "use_cache_branch": torch.tensor([True])}))
+                                              "use_cache_branch": torch.tensor([True]),
+                                              **mask(b, p + s)}))
         # The cache path must equal recomputing the whole sequence.
         with torch.no_grad():
             full = m(torch.cat((prompt, ids), dim=1))[0][:, -s:]
@@ -205,7 +220,8 @@ def runs_for(name, files, inputs):
     own = "kv_decoder_with_past.onnx" if with_past else "kv_decoder.onnx"
     past = [n for n in inputs if n.startswith("past_key_values.")]
     return {own: ["input_ids"] + (past if with_past else []),
-            "kv_decoder_merged.onnx": list(inputs)}
+            "kv_decoder_merged.onnx": ["input_ids"] + past + ["use_cache_branch"],
+            "kv_decoder_ortgenai.onnx": ["input_ids", "attention_mask"] + past}
 
 
 def torch_outputs(name, m, inputs):
@@ -271,7 +287,7 @@ def write_refs(name, m, files, out):
                     for n in stored:
                         diff = max_abs(stored[n], got[n])
                         # onnxruntime's optimized graph computes in another order
-                        if f.endswith(("_ortopt.onnx", "_ortfused.onnx")):
+                        if f.endswith(("_ortopt.onnx", "_ortfused.onnx", "_ortgenai.onnx")):
                             if diff > TOLERANCE * max(1.0, float(np.abs(stored[n]).max())):
                                 raise SystemExit(f"export_models: {f} differs from {name}.onnx "
                                                  f"on {set_name}/{n} by {diff}")

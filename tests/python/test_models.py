@@ -114,3 +114,35 @@ def test_greedy_decode_loop_plans_each_length_once_and_matches_the_full_recomput
     assert not again["plan_built"] and step.stats["plan_builds"] == 8
     with pytest.raises(ubfuse.Error, match="stats must be a dict"):
         step.run(feed, stats=[])
+
+
+def test_onnxruntime_genai_form_decodes_as_the_original():
+    # kv_decoder as onnxruntime-genai's model builder saves a LLaMA (one GroupQueryAttention per
+    # layer with rotary inside, SimplifiedLayerNormalization, an attention_mask input; one file for
+    # the prompt and the steps): every reference set in both modes, then greedy steps each fed the
+    # presents of the step before, against the original no-cache model over the whole sequence.
+    for mode in ("graph", "eager"):
+        m = ubfuse.load_onnx(MODELS / "kv_decoder_ortgenai.onnx", mode=mode)
+        for name, runs, folder in reference_sets("kv_decoder"):
+            out = m.run(inputs_of(folder, runs["kv_decoder_ortgenai.onnx"]))
+            for o in m.outputs:
+                near(out[o["name"]], np.load(folder / "ort" / f"{o['name']}.npy"),
+                     f"kv_decoder_ortgenai {name} {o['name']} {mode}")
+        if mode == "graph":
+            assert sum(k["variant"] == "flash attention" for k in m.kernels) == 2
+    full_model = ubfuse.load_onnx(MODELS / "kv_decoder.onnx")
+    ids = np.array([[3, 141, 59, 26, 53]], dtype=np.int64)
+    past = {f"past_key_values.{l}.{kv}": np.zeros((1, 2, 0, 16), np.float32)
+            for l in (0, 1) for kv in ("key", "value")}
+    feed = {"input_ids": ids, "attention_mask": np.ones(ids.shape, np.int64), **past}
+    for t in range(4):
+        out = m.run(feed)
+        full = full_model.run({"input_ids": ids})
+        np.testing.assert_allclose(out["logits"][:, -1], full["logits"][:, -1], rtol=1e-4,
+                                   atol=1e-4, err_msg=f"step {t}")
+        token = out["logits"][:, -1:].argmax(-1).astype(np.int64)
+        ids = np.concatenate([ids, token], axis=1)
+        feed = {"input_ids": token, "attention_mask": np.ones(ids.shape, np.int64)}
+        for name in past:
+            feed[name] = out["present." + name[len("past_key_values."):]]
+    assert m.stats["compilations"] == 1
