@@ -4,7 +4,7 @@
     make bench-models [BENCH_MODELS_ARGS="--quick"]
     /usr/bin/python3 bench/models_bench.py [--build build] [--models a,b] [--lengths 16,512]
         [--batches 1,8] [--runs 5] [--min-ms 1000] [--rounds 2] [--threads 2] [--quick] [--no-ort]
-        [--json out.json]
+        [--prompt] [--json out.json]
 
 Exports the benchmark-sized models once into BUILD/bench_models (tests/models/export_models.py
 --bench; re-exported when the export scripts change), makes fixed-seed inputs for each model,
@@ -20,12 +20,15 @@ nodes of the graph it runs after its optimizations) and N. A model ubfuse cannot
 Sequence length means: tokens for bert_stack and llama_stack, encoder frames for speech_encoder
 (its input has 4x as many mel frames), patches for vit_encoder (plus the class token), tubelets
 for video_encoder (8 x 2 frames from 32 on), frames for rnn_stack and the past length of a
-one-token step for kv_decoder (these three not in the default set). A model name with
+one-token step for kv_decoder and kv_decoder_ortgenai (these four not in the default set), or with
+--prompt the prompt's tokens (no past). A model name with
 `_int8` (`bert_stack_int8`, ...) is that model quantized as onnxruntime's dynamic quantizer writes
 it (tests/models/quantize_model.py), and `bert_stack_ortfused` that model as onnxruntime's
 transformer optimizer saves it (Attention, EmbedLayerNormalization, SkipLayerNormalization,
 BiasGelu: tests/models/ort_fused.py; onnxruntime then runs its own attention kernel), timed on
-the same inputs.
+the same inputs; `kv_decoder_ortgenai` is kv_decoder as onnxruntime-genai's model builder saves a
+LLaMA (GroupQueryAttention with rotary inside, an attention_mask input: tests/models/ort_genai.py;
+written by export_models.py with kv_decoder).
 
 A benchmark, not a test: onnxruntime needs node and npm (scripts/ort.sh installs it on first
 use); without them its columns say why and ubfuse still runs.
@@ -54,11 +57,13 @@ import quantize_model  # noqa: E402
 ORT = os.path.join(ROOT, "scripts", "ort.sh")
 DEFAULT_MODELS = ["bert_stack", "llama_stack", "speech_encoder", "vit_encoder"]
 EXPORT_SOURCES = [
-    "model_zoo.py", "export_models.py", "merge_decoder.py", "quantize_model.py", "ort_fused.py"]
+    "model_zoo.py", "export_models.py", "merge_decoder.py", "quantize_model.py", "ort_fused.py",
+    "ort_genai.py"]
 INT8 = "_int8"  # <model>_int8: the model as onnxruntime's dynamic quantizer writes it
 # <model>_ortfused: the model as onnxruntime's transformer optimizer saves it
 FUSED = "_ortfused"
-VARIANTS = (INT8, FUSED)
+GENAI = "_ortgenai"  # kv_decoder as onnxruntime-genai's model builder saves it (export_models.py)
+VARIANTS = (INT8, FUSED, GENAI)
 
 
 def export_stamp():
@@ -78,8 +83,9 @@ def ensure_models(out, models):
         return os.path.exists(model_file(out, m)) and os.path.exists(p) and open(p).read().strip() == stamp
 
     need = [m for m in models if not fresh(m)]
+    # The float model's export also writes its _ortgenai form.
     floats = sorted({base_name(m) for m in need
-                     if not m.endswith(VARIANTS) or not fresh(base_name(m))})
+                     if not m.endswith((INT8, FUSED)) or not fresh(base_name(m))})
     if floats:
         print(f"exporting {', '.join(floats)} into {out} (once)", file=sys.stderr)
         subprocess.run([sys.executable, os.path.join(MODELS_DIR, "export_models.py"), "--bench",
@@ -108,8 +114,10 @@ def model_file(out, name):
     return os.path.join(out, "kv_decoder_with_past.onnx" if name == "kv_decoder" else f"{name}.onnx")
 
 
-def make_inputs(name, batch, length, folder):
-    """Writes fixed-seed inputs for one configuration; returns {input name: file}."""
+def make_inputs(name, batch, length, folder, prompt=False):
+    """Writes fixed-seed inputs for one configuration; returns {input name: file}. prompt: a
+    decoder's input is `length` tokens and no past, else one token after a past that long."""
+    genai = name.endswith(GENAI)
     name = base_name(name)  # an int8 or fused model takes its float model's inputs
     cfg = zoo.CONFIGS["bench"][name]
     rng = np.random.default_rng(1000 * batch + length)
@@ -140,10 +148,13 @@ def make_inputs(name, batch, length, folder):
         arrays = {"pixel_values": rng.standard_normal((batch, 3, t * tf, gh * p, gw * p))}
     elif name == "kv_decoder":
         hd = cfg["hidden"] // cfg["heads"]
-        arrays = {"input_ids": rng.integers(0, cfg["vocab"], (batch, 1))}
+        tokens, past = (length, 0) if prompt else (1, length)
+        arrays = {"input_ids": rng.integers(0, cfg["vocab"], (batch, tokens))}
+        if genai:
+            arrays["attention_mask"] = np.ones((batch, past + tokens), dtype=np.int64)
         for i in range(cfg["layers"]):
             for t in ("key", "value"):
-                arrays[f"past_key_values.{i}.{t}"] = rng.standard_normal((batch, cfg["kv_heads"], length, hd))
+                arrays[f"past_key_values.{i}.{t}"] = rng.standard_normal((batch, cfg["kv_heads"], past, hd))
     else:
         raise KeyError(name)
     os.makedirs(folder, exist_ok=True)
@@ -266,6 +277,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="lengths 16,512 at batch 1, 3 runs")
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
+    ap.add_argument("--prompt", action="store_true",
+                    help="decoders: a prompt of the sequence length (no past), not one token after it")
     ap.add_argument("--json", help="also write all measurements to this file")
     a = ap.parse_args()
     if a.quick:
@@ -275,9 +288,11 @@ def main():
         if base_name(m) not in zoo.BUILDERS:
             ap.error(f"unknown model {m}; known: {', '.join(zoo.BUILDERS)}, and each with {INT8} "
                      f"(quantized as onnxruntime's dynamic quantizer writes it), and "
-                     f"bert_stack{FUSED}")
+                     f"bert_stack{FUSED}, kv_decoder{GENAI}")
         if m.endswith(FUSED) and base_name(m) not in ("bert_stack",):
             ap.error(f"{m}: only bert_stack has a {FUSED} form")
+        if m.endswith(GENAI) and base_name(m) != "kv_decoder":
+            ap.error(f"{m}: only kv_decoder has a {GENAI} form")
     lengths = [int(x) for x in a.lengths.split(",")]
     batches = [int(x) for x in a.batches.split(",")]
     cli = os.path.join(a.build, "ubfuse")
@@ -293,8 +308,9 @@ def main():
         path = model_file(out, name)
         for batch in batches:
             for length in lengths:
-                folder = os.path.join(out, "inputs", name, f"b{batch}_l{length}")
-                inputs = make_inputs(name, batch, length, folder)
+                folder = os.path.join(out, "inputs", name,
+                                      f"b{batch}_l{length}" + ("_prompt" if a.prompt else ""))
+                inputs = make_inputs(name, batch, length, folder, a.prompt)
                 r = {"model": name, "batch": batch, "length": length}
                 # A 4 ms model timed 5 times is 20 ms of samples, which one burst of load on a
                 # shared machine decides: fast ones get more runs (the same for every engine).
