@@ -130,6 +130,7 @@ def test_onnxruntime_genai_form_decodes_as_the_original():
                      f"kv_decoder_ortgenai {name} {o['name']} {mode}")
         if mode == "graph":
             assert sum(k["variant"] == "flash attention" for k in m.kernels) == 2
+    m = ubfuse.load_onnx(MODELS / "kv_decoder_ortgenai.onnx")  # graph mode
     full_model = ubfuse.load_onnx(MODELS / "kv_decoder.onnx")
     ids = np.array([[3, 141, 59, 26, 53]], dtype=np.int64)
     past = {f"past_key_values.{l}.{kv}": np.zeros((1, 2, 0, 16), np.float32)
@@ -146,3 +147,21 @@ def test_onnxruntime_genai_form_decodes_as_the_original():
         for name in past:
             feed[name] = out["present." + name[len("past_key_values."):]]
     assert m.stats["compilations"] == 1
+    # The same steps with the cache in place (ubfuse.KvCache finds GroupQueryAttention's Concats):
+    # the same logits, and no dense copy of the cache.
+    cache = m.kv_cache(16, dims={"batch_size": 1})
+    assert [p["present"] for p in cache.pairs] == [f"present.{l}.{kv}" for l in (0, 1)
+                                                   for kv in ("key", "value")]
+    ids = ids[:, :5]
+    out = m.run({"input_ids": ids, "attention_mask": np.ones(ids.shape, np.int64), **past})
+    cache.append(out)
+    for t in range(3):
+        token = out["logits"][:, -1:].argmax(-1).astype(np.int64)
+        ids = np.concatenate([ids, token], axis=1)
+        stats = {}
+        out = m.run({"input_ids": token, "attention_mask": np.ones(ids.shape, np.int64)},
+                    kv_cache=cache, stats=stats)
+        full = full_model.run({"input_ids": ids})
+        np.testing.assert_allclose(out["logits"][:, -1], full["logits"][:, -1], rtol=1e-4,
+                                   atol=1e-4, err_msg=f"cached step {t}")
+        assert stats["kv_dense_copies"] == 0
