@@ -302,7 +302,7 @@ TEST(OnnxContrib, ErrorsNameNodeOpAndValue) {
   EXPECT_TRUE(
       throws_with(nbits(3, false), {"node0", "MatMulNBits", "bits 3 (4 and 8 are supported)"}));
   EXPECT_TRUE(throws_with(nbits(4, true),
-                          {"node0", "B given at run time (MatMulNBits' weight is dequantized"}));
+                          {"node0", "B given at run time (MatMulNBits' weight must be an initializer"}));
   EXPECT_TRUE(throws_with(
       nbits(8, false), {"node0", "B must be uint8 [N, blocks, blob] = [4,2,16], got u8[4,2,8]"}));
 }

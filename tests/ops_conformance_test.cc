@@ -853,6 +853,30 @@ std::vector<OpCase> op_conformance_cases() {
                       {"strides", std::vector<int64_t>{1, 2}},
                       {"auto_pad", std::string("SAME_UPPER")}});
        }},
+      // MatMulNBits: f32 a (other dtypes cast to it) by 5 columns of 4-bit codes in blocks of 16
+      // with packed zero points (the last block partial where K is not a multiple of 16), and of
+      // 8-bit codes in blocks of 32 with the default zero point.
+      {"MatMulNBits4",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t K = s.back(), N = 5, bs = 16, blocks = (K + bs - 1) / bs;
+         auto x = in(b, "x", t, s);
+         return b.op(OpKind::MatMulNBits,
+                     {t == f32 ? x : b.cast(x, f32),
+                      b.constant(Tensor::random(u8, {N, blocks, bs / 2}, 31, 0, 256)),
+                      b.constant(Tensor::random(f32, {N * blocks}, 32, 0.01, 0.1)),
+                      b.constant(Tensor::random(u8, {N * ((blocks + 1) / 2)}, 33, 0, 256))},
+                     {{"K", K}, {"N", N}, {"bits", int64_t(4)}, {"block_size", bs}});
+       }},
+      {"MatMulNBits8",
+       [](GraphBuilder& b, DType t, const Sizes& s) {
+         const int64_t K = s.back(), N = 3, bs = 32, blocks = (K + bs - 1) / bs;
+         auto x = in(b, "x", t, s);
+         return b.op(OpKind::MatMulNBits,
+                     {t == f32 ? x : b.cast(x, f32),
+                      b.constant(Tensor::random(u8, {N, blocks, bs}, 34, 0, 256)),
+                      b.constant(Tensor::random(f32, {N * blocks}, 35, 0.001, 0.01))},
+                     {{"K", K}, {"N", N}, {"bits", int64_t(8)}, {"block_size", bs}});
+       }},
       {"Host",
        [](GraphBuilder& b, DType t, const Sizes& s) {
          auto negate = [](Tensor& v) {
@@ -890,7 +914,8 @@ TEST_P(OpConformance, MatchesReference) {
     inputs[v->name] = Tensor::random(v->dtype, static_sizes(v->shape), seed++, c.lo, c.hi);
   }
   // MatMul sums K products; its tolerance grows with K.
-  double scale = c.name == "MatMul" ? 1 + double(s.back()) / 64 : 1;
+  double scale =
+      c.name == "MatMul" || c.name.rfind("MatMulNBits", 0) == 0 ? 1 + double(s.back()) / 64 : 1;
   EXPECT_TRUE(testing::matches_reference(g, inputs, testing::eager_opts(), scale)) << "eager";
   EXPECT_TRUE(testing::matches_reference(g, inputs, testing::graph_opts(), scale)) << "graph";
 }

@@ -397,6 +397,7 @@ class Lowerer {
       case OpKind::MatMul:  // the group's MatMul is read as an input (run())
       case OpKind::Conv:    // as MatMul
       case OpKind::DynamicQuantMatMul:
+      case OpKind::MatMulNBits:
       case OpKind::DynamicQuantConv:
       case OpKind::MaxPool:
       case OpKind::AveragePool:

@@ -570,6 +570,9 @@ void infer_node_op(Node& n) {
     case OpKind::DynamicQuantMatMul:
       infer_dynamic_quant_matmul(n);
       return;
+    case OpKind::MatMulNBits:
+      infer_matmul_nbits(n);
+      return;
     case OpKind::DynamicQuantConv:
       infer_dynamic_quant_conv(n);
       return;

@@ -70,6 +70,7 @@ void infer_dynamic_quantize_linear(Node& n);
 void infer_matmul_integer(Node& n);
 void infer_qlinear_matmul(Node& n);
 void infer_dynamic_quant_matmul(Node& n);
+void infer_matmul_nbits(Node& n);
 void infer_dynamic_quant_conv(Node& n);
 void infer_conv_integer(Node& n);
 // Whether input i of n may be i8 or u8 (the ops that move 8-bit values, Cast, the integer

@@ -147,6 +147,7 @@ bool takes_int8(const Node& n, int i) {
       return i == 0 || i == 2 || i == 3 || i == 5 || i == 7;
     case OpKind::DynamicQuantMatMul:
     case OpKind::DynamicQuantConv:
+    case OpKind::MatMulNBits:  // its packed weight and zero points
       return i == 1 || i == 3;
     case OpKind::Gelu:
     case OpKind::Pow:
@@ -233,6 +234,47 @@ void infer_matmul_integer(Node& n) {
   }
   n.out()->dtype = DType::i32;
   n.out()->shape = matmul_shape(n, n.inputs[0], n.inputs[1]);
+}
+
+void infer_matmul_nbits(Node& n) {
+  const Value* a = n.inputs[0];
+  const int64_t K = n.attr_int("K", 0), N = n.attr_int("N", 0), bits = n.attr_int("bits", 4),
+                bs = n.attr_int("block_size", 0);
+  if (K < 1 || N < 1) fail(n, "needs attributes K and N of at least 1");
+  if (bits != 4 && bits != 8) fail(n, "bits must be 4 or 8, got " + std::to_string(bits));
+  if (bs < 16 || (bs & (bs - 1)) != 0) {
+    fail(n, "block_size must be a power of two of at least 16, got " + std::to_string(bs));
+  }
+  if (a->dtype != DType::f32 || a->shape.empty() || !(a->shape.back() == Dim(K))) {
+    fail(n,
+         "a must be f32 [..., K = " + std::to_string(K) + "], got " + dt(a) + shape_str(a->shape));
+  }
+  const int64_t blocks = (K + bs - 1) / bs;
+  const Shape want_b{Dim(N), Dim(blocks), Dim(bs * bits / 8)};
+  if (n.inputs[1]->dtype != DType::u8 || !(n.inputs[1]->shape == want_b)) {
+    fail(n, "b must be u8 " + shape_str(want_b) + " (N, blocks, packed block), got " +
+                dt(n.inputs[1]) + shape_str(n.inputs[1]->shape));
+  }
+  auto count = [&](const Value* v, int64_t want) {
+    Dim c(int64_t(1));
+    for (const Dim& d : v->shape) c = Dim::mul(c, d);
+    return c == Dim(want);
+  };
+  if (n.inputs[2]->dtype != DType::f32 || !count(n.inputs[2], N * blocks)) {
+    fail(n, "scales must hold N x blocks = " + std::to_string(N * blocks) + " f32, got " +
+                dt(n.inputs[2]) + shape_str(n.inputs[2]->shape));
+  }
+  if (n.inputs.size() > 3) {
+    const int64_t zrow = (blocks * bits + 7) / 8;
+    if (n.inputs[3]->dtype != DType::u8 || !count(n.inputs[3], N * zrow)) {
+      fail(n, "zero_points must hold N x " + std::to_string(zrow) + " packed u8, got " +
+                  dt(n.inputs[3]) + shape_str(n.inputs[3]->shape));
+    }
+  }
+  n.out()->dtype = DType::f32;
+  Shape s = a->shape;
+  s.back() = Dim(N);
+  n.out()->shape = s;
 }
 
 void infer_dynamic_quant_matmul(Node& n) {

@@ -70,6 +70,7 @@ bool is_value_operand(const Node& n, int i) {
     case OpKind::MatMulInteger:
     case OpKind::QLinearMatMul:
     case OpKind::DynamicQuantMatMul:
+    case OpKind::MatMulNBits:
     case OpKind::DynamicQuantConv:
     case OpKind::ConvInteger:
     case OpKind::Concat:

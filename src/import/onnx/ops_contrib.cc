@@ -120,10 +120,11 @@ void simplified_layer_norm(NodeCtx& c) {
 }
 
 // MatMulNBits(A, B, scales, zero_points?, g_idx?, bias?; K, N, bits, block_size): A times a
-// weight quantized in blocks along K (onnxruntime's 4-bit quantizer writes it into otherwise
-// standard models). Dequantized at import, W[k, n] = (q - zero point) * scale in f32 (codes packed
-// low bits first; zero points packed the same, 2^(bits-1) without them), into a constant of A's
-// dtype: the weight then takes 32 / bits times its packed size, and runs as an ordinary MatMul.
+// weight quantized in blocks along K (onnxruntime's 4-bit quantizer and onnxruntime-genai's model
+// builder write it): W[k, n] = (q - zero point) * scale (codes packed low bits first; zero points
+// packed the same, 2^(bits-1) without them). An f32 A runs as ubfuse's MatMulNBits, which keeps
+// the packed weight; another float A gets the weight dequantized at import into a constant of its
+// dtype (32 / bits times the packed size), an ordinary MatMul.
 void matmul_nbits(NodeCtx& c) {
   require_float(c, 0);
   const int64_t K = c.attr_int("K", 0), N = c.attr_int("N", 0), bits = c.attr_int("bits", 4),
@@ -142,7 +143,7 @@ void matmul_nbits(NodeCtx& c) {
     c.invalid("A must end in K = " + std::to_string(K) + ", got " + shape_str(a));
   }
   const int64_t blocks = (K + bs - 1) / bs, blob = bs * bits / 8;
-  const std::string at_import = " given at run time (MatMulNBits' weight is dequantized at import)";
+  const std::string at_import = " given at run time (MatMulNBits' weight must be an initializer)";
   const Tensor& b = c.const_input(1, "B" + at_import);
   if (b.dtype() != DType::u8 || b.sizes() != Sizes{N, blocks, blob}) {
     c.invalid("B must be uint8 [N, blocks, blob] = " + sizes_str({N, blocks, blob}) + ", got " +
@@ -158,6 +159,17 @@ void matmul_nbits(NodeCtx& c) {
   if (zp && (zp->dtype() != DType::u8 || zp->numel() != N * zrow)) {
     c.unsupported("zero_points other than packed uint8 [N x " + std::to_string(zrow) + "], got " +
                   std::string(dtype_name(zp->dtype())) + sizes_str(zp->sizes()));
+  }
+  if (c.dtype(0) == DType::f32) {
+    Tensor scales(DType::f32, {N * blocks});
+    for (int64_t i = 0; i < N * blocks; i++) scales.set(i, sc.get(i));
+    std::vector<Value*> in{c.value(0), c.value(1), c.constant(scales)};
+    if (zp) in.push_back(c.value(3));
+    Value* y =
+        c.emit(OpKind::MatMulNBits, in, {{"K", K}, {"N", N}, {"bits", bits}, {"block_size", bs}});
+    if (c.has_input(5)) y = c.emit(OpKind::Add, {y, c.value(5)});
+    c.set_output(0, y);
+    return;
   }
   const uint8_t* q = b.data_as<uint8_t>();
   const uint8_t* z = zp ? zp->data_as<uint8_t>() : nullptr;

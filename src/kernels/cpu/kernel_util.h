@@ -92,6 +92,7 @@ std::unique_ptr<OpKernel> make_quantize_kernel(const Node& n);
 // matmul_integer.cc: MatMulInteger, QLinearMatMul; and ConvInteger (im2col and the same product)
 std::unique_ptr<OpKernel> make_matmul_integer_kernel(const Node& n);
 std::unique_ptr<OpKernel> make_dynamic_quant_matmul_kernel(const Node& n);  // dyn_quant_matmul.cc
+std::unique_ptr<OpKernel> make_matmul_nbits_kernel(const Node& n);          // matmul_nbits.cc
 std::unique_ptr<OpKernel> make_conv_integer_kernel(const Node& n);
 
 // memcpy split over the pool for large sizes.

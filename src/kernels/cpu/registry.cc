@@ -78,6 +78,8 @@ std::unique_ptr<OpKernel> make_op_kernel(const Node& n) {
       return make_matmul_integer_kernel(n);
     case OpKind::DynamicQuantMatMul:
       return make_dynamic_quant_matmul_kernel(n);
+    case OpKind::MatMulNBits:
+      return make_matmul_nbits_kernel(n);
     case OpKind::DynamicQuantConv:
       return make_conv_integer_kernel(n);
     case OpKind::ConvInteger:

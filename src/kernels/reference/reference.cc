@@ -531,6 +531,8 @@ std::vector<RefTensor> eval_node(const Node& n, const std::vector<RefTensor>& in
       return {qlinear_matmul(n, in)};
     case OpKind::DynamicQuantMatMul:
       return {dynamic_quant_matmul(n, in)};
+    case OpKind::MatMulNBits:
+      return {matmul_nbits(n, in)};
     case OpKind::DynamicQuantConv:
       return {dynamic_quant_conv(n, in)};
     case OpKind::ConvInteger:
@@ -816,6 +818,7 @@ std::map<std::string, RefTensor> run_graph(const Graph& g,
     // Scatters do, so CastsOnly rounds it as EveryOp does.
     const bool stored = op_rounding == Rounding::EveryOp || n->op == OpKind::MatMul ||
                         n->op == OpKind::Conv || n->op == OpKind::DynamicQuantMatMul ||
+                        n->op == OpKind::MatMulNBits ||
                         n->op == OpKind::DynamicQuantConv || n->op == OpKind::GroupNorm ||
                         n->op == OpKind::AveragePool || n->op == OpKind::ReduceProd ||
                         n->op == OpKind::Resize || n->op == OpKind::CumSum ||

@@ -42,6 +42,7 @@ std::vector<RefTensor> dynamic_quantize_linear(const RefTensor& x);
 RefTensor matmul_integer(const Node& n, const std::vector<RefTensor>& in);
 RefTensor qlinear_matmul(const Node& n, const std::vector<RefTensor>& in);
 RefTensor dynamic_quant_matmul(const Node& n, const std::vector<RefTensor>& in);
+RefTensor matmul_nbits(const Node& n, const std::vector<RefTensor>& in);
 RefTensor dynamic_quant_conv(const Node& n, const std::vector<RefTensor>& in);
 RefTensor conv_integer(const Node& n, const std::vector<RefTensor>& in);
 

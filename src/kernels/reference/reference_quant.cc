@@ -122,6 +122,36 @@ RefTensor dynamic_quant_matmul(const Node& n, const std::vector<RefTensor>& in) 
   return y;
 }
 
+// a times the weight dequantized in double: w[k, n] = (code - zero point) * scale of k's block,
+// codes and zero points packed low bits first (MatMulNBits in ops.def).
+RefTensor matmul_nbits(const Node& n, const std::vector<RefTensor>& in) {
+  const int64_t K = n.attr_int("K", 0), N = n.attr_int("N", 0), bits = n.attr_int("bits", 4),
+                bs = n.attr_int("block_size", 0);
+  const int64_t blocks = (K + bs - 1) / bs, blob = bs * bits / 8, zrow = (blocks * bits + 7) / 8;
+  auto code = [&](const RefTensor& t, int64_t at, int64_t i) {
+    const int64_t byte = int64_t(t.data[size_t(at + (bits == 8 ? i : i / 2))]);
+    return bits == 8 ? byte : (byte >> (4 * (i % 2))) & 0xF;
+  };
+  RefTensor w{{K, N}, std::vector<double>(size_t(K * N)), DType::f32};
+  for (int64_t c = 0; c < N; c++) {
+    for (int64_t blk = 0; blk < blocks; blk++) {
+      const double zero =
+          in.size() > 3 ? double(code(in[3], c * zrow, blk)) : double(1 << (bits - 1));
+      const double s = in[2].data[size_t(c * blocks + blk)];
+      for (int64_t i = 0; i < bs && blk * bs + i < K; i++) {
+        w.data[size_t((blk * bs + i) * N + c)] =
+            (double(code(in[1], (c * blocks + blk) * blob, i)) - zero) * s;
+      }
+    }
+  }
+  RefTensor a = in[0];
+  if (a.sizes.size() == 1) a.sizes.insert(a.sizes.begin(), 1);
+  RefTensor y = matmul(n, {a, w});
+  y.sizes = in[0].sizes;
+  y.sizes.back() = N;
+  return y;
+}
+
 // As dynamic_quant_matmul around a ConvInteger; the factor per output channel (axis 1).
 RefTensor dynamic_quant_conv(const Node& n, const std::vector<RefTensor>& in) {
   const std::vector<RefTensor> q = dynamic_quantize_linear(in[0]);

@@ -1,0 +1,292 @@
+// MatMulNBits (ops.def): a [M, K] f32 times a weight kept as onnxruntime's 4-bit (or 8-bit)
+// quantizer packs it, so a model takes an eighth (a quarter) of its f32 weight memory.
+// * Up to kDirectRows rows (a decode step, a short prompt): each thread takes a range of columns,
+//   unpacks a vector of a column's codes at a time, dequantizes it with one FMA
+//   ((code - zero) * scale = code * scale - zero * scale) and adds its products with up to 4 rows
+//   of a, read in the codes' order (a 4-bit byte holds codes 2j and 2j + 1: the rows are split into
+//   their even and odd elements once per call). The packed weight streams from memory once per 4
+//   rows: a decode step reads bits / 32 of the bytes an f32 weight takes.
+// * More rows: the weight is dequantized into a per-call f32 copy, column by column (contiguous
+//   writes), and oneDNN multiplies with it as a transposed B: dequantizing costs K N and the
+//   product 2 M K N, which at such M is the larger.
+// clang-format off
+#include "kernels/cpu/hwy_targets.h"  // before any Highway header
+// clang-format on
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/matmul_nbits.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/loops-inl.h"
+
+#ifndef UBFUSE_KERNELS_CPU_MATMUL_NBITS_DETAIL_
+#define UBFUSE_KERNELS_CPU_MATMUL_NBITS_DETAIL_
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace ubfuse::cpu::nbits {
+
+// One MatMulNBits call's operands, in onnxruntime's layout.
+struct Problem {
+  int64_t K = 0, N = 0, bits = 4, bs = 0, blocks = 0, blob = 0, zrow = 0;
+  const uint8_t* b = nullptr;      // [N, blocks, blob]
+  const float* scales = nullptr;   // [N, blocks]
+  const uint8_t* zeros = nullptr;  // [N, zrow] packed, or null: 2^(bits-1)
+  // Column n's zero point of block blk.
+  int zero(int64_t n, int64_t blk) const {
+    if (!zeros) return 1 << (bits - 1);
+    const uint8_t* z = zeros + n * zrow;
+    return bits == 8 ? int(z[blk]) : int(z[blk / 2] >> (4 * (blk % 2))) & 0xF;
+  }
+};
+
+}  // namespace ubfuse::cpu::nbits
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace ubfuse {
+namespace HWY_NAMESPACE {
+
+namespace nb = cpu::nbits;
+
+// y[r * N + n] for the R rows and columns [n0, n1). rows[r] holds row r in the codes' order,
+// zero-padded to blocks * bs: for 4 bits the block's even elements then its odd ones, bs / 2
+// each (byte j's low code is element 2j, its high code 2j + 1); for 8 bits the row itself. D's
+// lanes divide a block's bytes.
+template <size_t R, class D>
+HWY_INLINE void Columns(D d, const nb::Problem& p, const float* const* rows, float* y, int64_t n0,
+                        int64_t n1) {
+  using V = hn::VFromD<D>;
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint8_t, D> d8;
+  const size_t L = hn::Lanes(d);
+  const int64_t bytes = p.blob;
+  for (int64_t n = n0; n < n1; n++) {
+    V acc[R];
+    for (size_t r = 0; r < R; r++) acc[r] = hn::Zero(d);
+    const uint8_t* col = p.b + n * p.blocks * bytes;
+    for (int64_t blk = 0; blk < p.blocks; blk++) {
+      const float s = p.scales[n * p.blocks + blk];
+      const V sv = hn::Set(d, s), zs = hn::Set(d, -float(p.zero(n, blk)) * s);
+      const uint8_t* q = col + blk * bytes;
+      if (p.bits == 4) {
+        const int64_t half = p.bs / 2, base = blk * p.bs;
+        for (int64_t j = 0; j < bytes; j += int64_t(L)) {
+          const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + j));
+          const V lo =
+              hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, hn::And(u, hn::Set(du, 15)))), sv, zs);
+          const V hi = hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(u))), sv, zs);
+          for (size_t r = 0; r < R; r++) {
+            acc[r] = hn::MulAdd(lo, hn::LoadU(d, rows[r] + base + j), acc[r]);
+            acc[r] = hn::MulAdd(hi, hn::LoadU(d, rows[r] + base + half + j), acc[r]);
+          }
+        }
+      } else {
+        const int64_t base = blk * p.bs;
+        for (int64_t j = 0; j < bytes; j += int64_t(L)) {
+          const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + j));
+          const V w = hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, u)), sv, zs);
+          for (size_t r = 0; r < R; r++) {
+            acc[r] = hn::MulAdd(w, hn::LoadU(d, rows[r] + base + j), acc[r]);
+          }
+        }
+      }
+    }
+    for (size_t r = 0; r < R; r++) y[int64_t(r) * p.N + n] = ReduceSumF(d, acc[r]);
+  }
+}
+
+template <class D>
+HWY_INLINE void ColumnsOfRows(D d, const nb::Problem& p, const float* const* rows, size_t nrows,
+                              float* y, int64_t n0, int64_t n1) {
+  switch (nrows) {
+    case 1:
+      return Columns<1>(d, p, rows, y, n0, n1);
+    case 2:
+      return Columns<2>(d, p, rows, y, n0, n1);
+    case 3:
+      return Columns<3>(d, p, rows, y, n0, n1);
+    default:
+      return Columns<4>(d, p, rows, y, n0, n1);
+  }
+}
+
+// Up to 4 rows (rows[r] as Columns wants them) into y's rows, columns [n0, n1).
+void DirectColumns(const nb::Problem& p, const float* const* rows, size_t nrows, float* y,
+                   int64_t n0, int64_t n1) {
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 8> d8;  // a 4-bit block of 16 codes is 8 bytes
+  if (p.blob % int64_t(hn::Lanes(d)) == 0) {
+    ColumnsOfRows(d, p, rows, nrows, y, n0, n1);
+  } else {
+    ColumnsOfRows(d8, p, rows, nrows, y, n0, n1);
+  }
+}
+
+// wt[n * K + k] = w[k, n] for columns [n0, n1): the weight dequantized, one column per row.
+void DequantizeColumns(const nb::Problem& p, float* wt, int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; n++) {
+    const uint8_t* col = p.b + n * p.blocks * p.blob;
+    float* out = wt + n * p.K;
+    for (int64_t blk = 0; blk < p.blocks; blk++) {
+      const float s = p.scales[n * p.blocks + blk];
+      const float zs = -float(p.zero(n, blk)) * s;
+      const uint8_t* q = col + blk * p.blob;
+      const int64_t k0 = blk * p.bs, kn = std::min(p.bs, p.K - k0);
+      for (int64_t i = 0; i < kn; i++) {
+        const int code = p.bits == 8 ? int(q[i]) : int(q[i / 2] >> (4 * (i % 2))) & 0xF;
+        out[k0 + i] = std::fma(float(code), s, zs);
+      }
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace ubfuse
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/kernel_util.h"
+
+namespace ubfuse {
+HWY_EXPORT(DirectColumns);
+HWY_EXPORT(DequantizeColumns);
+
+namespace cpu {
+namespace {
+
+// Rows a call multiplies through the packed weight itself; more go through a dequantized copy.
+constexpr int64_t kDirectRows = 8;
+
+class MatMulNBitsKernel : public KernelBase {
+ public:
+  explicit MatMulNBitsKernel(const Node& n) : KernelBase(n) {
+    p_.K = n.attr_int("K", 0);
+    p_.N = n.attr_int("N", 0);
+    p_.bits = n.attr_int("bits", 4);
+    p_.bs = n.attr_int("block_size", 0);
+    p_.blocks = p_.bs > 0 ? (p_.K + p_.bs - 1) / p_.bs : 0;
+    p_.blob = p_.bs * p_.bits / 8;
+    p_.zrow = (p_.blocks * p_.bits + 7) / 8;
+  }
+
+  void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
+           ThreadPool& pool) const override {
+    check_arity(in, 3, 4, out);
+    const Tensor& a = in[0];
+    Tensor& y = out[0];
+    nbits::Problem p = p_;
+    if (a.dtype() != DType::f32 || a.rank() < 1 || a.dim(-1) != p.K || in[1].dtype() != DType::u8 ||
+        in[1].numel() != p.N * p.blocks * p.blob || in[2].dtype() != DType::f32 ||
+        in[2].numel() != p.N * p.blocks ||
+        (in.size() > 3 && (in[3].dtype() != DType::u8 || in[3].numel() != p.N * p.zrow)) ||
+        y.dtype() != DType::f32 || y.numel() != a.numel() / std::max<int64_t>(p.K, 1) * p.N) {
+      fail("needs a f32 [..., " + std::to_string(p.K) + "], b u8 [" + std::to_string(p.N) + " x " +
+           std::to_string(p.blocks) + " x " + std::to_string(p.blob) +
+           "], scales f32, zero points u8, got " + tensors_str(in) + " -> " + tensors_str({y}));
+    }
+    p.b = in[1].data_as<uint8_t>();
+    p.scales = in[2].data_as<float>();
+    p.zeros = in.size() > 3 ? in[3].data_as<uint8_t>() : nullptr;
+    const int64_t M = a.numel() / p.K;
+    if (M == 0) return;
+    if (M <= kDirectRows) {
+      direct(p, a.data_as<float>(), M, y.data_as<float>(), pool);
+    } else {
+      dequantized(p, a.data_as<float>(), M, y.data_as<float>(), pool);
+    }
+  }
+
+ private:
+  void direct(const nbits::Problem& p, const float* a, int64_t M, float* y,
+              ThreadPool& pool) const {
+    // The rows in the codes' order, zero-padded to whole blocks.
+    const int64_t padded = p.blocks * p.bs;
+    std::vector<float> rows(size_t(M * padded), 0.0f);
+    for (int64_t m = 0; m < M; m++) {
+      const float* src = a + m * p.K;
+      float* dst = rows.data() + m * padded;
+      for (int64_t k = 0; k < p.K; k++) {
+        if (p.bits == 8) {
+          dst[k] = src[k];
+        } else {
+          const int64_t blk = k / p.bs, i = k % p.bs;
+          dst[blk * p.bs + (i % 2) * (p.bs / 2) + i / 2] = src[k];
+        }
+      }
+    }
+    // Columns per task: about 256 KiB of packed weight, so a few tasks per thread.
+    const int64_t grain = std::max<int64_t>(1, (int64_t(256) << 10) / (p.blocks * p.blob));
+    pool.parallel_for(p.N, grain, [&](int64_t n0, int64_t n1, int) {
+      for (int64_t m0 = 0; m0 < M; m0 += 4) {
+        const float* rp[4];
+        const size_t nr = size_t(std::min<int64_t>(4, M - m0));
+        for (size_t r = 0; r < nr; r++) rp[r] = rows.data() + (m0 + int64_t(r)) * padded;
+        HWY_DYNAMIC_DISPATCH(DirectColumns)(p, rp, nr, y + m0 * p.N, n0, n1);
+      }
+    });
+  }
+
+  void dequantized(const nbits::Problem& p, const float* a, int64_t M, float* y,
+                   ThreadPool& pool) const {
+    std::vector<float> wt(size_t(p.N * p.K));
+    pool.parallel_for(p.N, std::max<int64_t>(1, 4096 / p.K), [&](int64_t n0, int64_t n1, int) {
+      HWY_DYNAMIC_DISPATCH(DequantizeColumns)(p, wt.data(), n0, n1);
+    });
+    const std::shared_ptr<const Prim> pr = prim(M);
+    dnnl::engine& eng = dnnl_cpu_engine();
+    dnnl::memory src(pr->src, eng, const_cast<float*>(a)), wei(pr->wei, eng, wt.data()),
+        dst(pr->dst, eng, y);
+    dnnl::stream s(eng);
+    DnnlThreads threads(M * p.K * p.N, pool.size());
+    pr->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+    s.wait();
+  }
+
+  struct Prim {
+    dnnl::matmul prim;
+    dnnl::memory::desc src, wei, dst;
+  };
+
+  // oneDNN's product for M rows with B = wt^T ([K, N] read with strides {1, K}), made once per M.
+  std::shared_ptr<const Prim> prim(int64_t M) const {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = prims_.find(M);
+    if (it != prims_.end()) return it->second;
+    if (prims_.size() > 64) prims_.clear();  // bound memory for many distinct lengths
+    auto pr = std::make_shared<Prim>();
+    using dt = dnnl::memory::data_type;
+    pr->src = dnnl_plain_md({M, p_.K}, dt::f32);
+    pr->wei = dnnl::memory::desc({p_.K, p_.N}, dt::f32, dnnl::memory::dims{1, p_.K});
+    pr->dst = dnnl_plain_md({M, p_.N}, dt::f32);
+    dnnl::matmul::desc d(pr->src, pr->wei, pr->dst);
+    pr->prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, dnnl_cpu_engine()));
+    prims_[M] = pr;
+    return pr;
+  }
+
+  nbits::Problem p_;
+  mutable std::mutex mu_;
+  mutable std::map<int64_t, std::shared_ptr<const Prim>> prims_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_matmul_nbits_kernel(const Node& n) {
+  return std::make_unique<MatMulNBitsKernel>(n);
+}
+
+}  // namespace cpu
+}  // namespace ubfuse
+#endif  // HWY_ONCE

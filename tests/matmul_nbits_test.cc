@@ -1,0 +1,108 @@
+// MatMulNBits (kernels/cpu/matmul_nbits.cc), the packed 4- and 8-bit weight onnxruntime's
+// quantizer and onnxruntime-genai's model builder write: against the double reference over both
+// of its paths (up to 8 rows through the packed codes, more through a dequantized copy), block
+// sizes, partial last blocks, zero points or the default, odd K and N, a symbolic row count from
+// one compile; in a graph with the ops around it; and the import of an f32 model to it.
+#include "onnx_one_node.h"
+#include "test_util.h"
+
+namespace ubfuse::nbits_test {
+namespace {
+
+struct Packed {
+  int64_t K, N, bits, bs;
+  bool zero_points;
+  int64_t blocks() const { return (K + bs - 1) / bs; }
+  int64_t blob() const { return bs * bits / 8; }
+  int64_t zrow() const { return (blocks() * bits + 7) / 8; }
+};
+
+// y = x [rows..., K] times the packed weight (random codes, scales, zero points of seed).
+GraphBuilder::V nbits(GraphBuilder& b, GraphBuilder::V x, const Packed& p, uint64_t seed) {
+  std::vector<GraphBuilder::V> in{
+      x, b.constant(Tensor::random(DType::u8, {p.N, p.blocks(), p.blob()}, seed, 0, 256)),
+      b.constant(Tensor::random(DType::f32, {p.N * p.blocks()}, seed + 1, 0.005, 0.05))};
+  if (p.zero_points) {
+    in.push_back(b.constant(Tensor::random(DType::u8, {p.N * p.zrow()}, seed + 2, 0, 256)));
+  }
+  return b.op(OpKind::MatMulNBits, in,
+              {{"K", p.K}, {"N", p.N}, {"bits", p.bits}, {"block_size", p.bs}});
+}
+
+TEST(MatMulNBits, BothPathsAgainstTheReference) {
+  const Packed packs[] = {{40, 37, 4, 16, true},  {64, 19, 4, 32, false}, {200, 11, 4, 128, true},
+                          {37, 5, 8, 16, true},   {96, 33, 8, 32, false}, {1, 3, 4, 16, true},
+                          {300, 70, 4, 64, true}, {130, 9, 8, 128, true}};
+  for (const Packed& p : packs) {
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {"rows", p.K});
+    b.output("y", nbits(b, x, p, 7));
+    Graph g = b.build();
+    for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+      CompiledModel m = compile(g, o);
+      // 1, 3, 4 and 8 rows read the packed codes (groups of 4 rows and fewer); 9 and 37 rows a
+      // dequantized copy.
+      for (int64_t rows : {1, 3, 4, 8, 9, 37}) {
+        SCOPED_TRACE("K " + std::to_string(p.K) + " N " + std::to_string(p.N) + " bits " +
+                     std::to_string(p.bits) + " block " + std::to_string(p.bs) +
+                     (p.zero_points ? " zero points" : "") + " rows " + std::to_string(rows));
+        std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {rows, p.K}, 9)}};
+        EXPECT_TRUE(testing::matches_reference(g, in, o, 1 + double(p.K) / 64));
+      }
+    }
+  }
+}
+
+TEST(MatMulNBits, InAGraphWithItsNeighbours) {
+  // RMSNorm -> MatMulNBits -> SiLU times another MatMulNBits of the same input -> MatMulNBits:
+  // a SwiGLU MLP in 4-bit, batch and length symbolic.
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"batch", "seq", 48});
+  auto h = b.rms_norm(x, b.constant(Tensor::random(DType::f32, {48}, 3, 0.5, 1.5)), 1e-6);
+  auto gate = nbits(b, h, {48, 80, 4, 16, true}, 11);
+  auto up = nbits(b, h, {48, 80, 4, 16, true}, 21);
+  b.output("y", b.add(x, nbits(b, b.mul(b.silu(gate), up), {80, 48, 4, 16, false}, 31)));
+  Graph g = b.build();
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, o);
+    for (const Sizes& s : {Sizes{1, 1, 48}, Sizes{2, 7, 48}}) {
+      EXPECT_TRUE(testing::matches_reference(g, {{"x", Tensor::random(DType::f32, s, 5)}}, o, 3));
+    }
+  }
+}
+
+TEST(MatMulNBits, AnF32ModelKeepsThePackedWeight) {
+  // com.microsoft.MatMulNBits on f32 a imports as MatMulNBits (the weight packed); on f16 a as a
+  // MatMul of the weight dequantized into f16.
+  for (int elem : {testing::kFloat, int(onnx::TensorProto::FLOAT16)}) {
+    Graph g = testing::OneNode("MatMulNBits", 17)
+                  .domain("com.microsoft")
+                  .input("a", elem, {-1, 32})
+                  .init("b", testing::kU8, {4, 2, 8}, std::vector<float>(64, 0x35))
+                  .init("s", testing::kFloat, {8}, std::vector<float>(8, 0.5f))
+                  .attr("K", 32)
+                  .attr("N", 4)
+                  .attr("bits", 4)
+                  .attr("block_size", 16)
+                  .output("y", elem)
+                  .import();
+    int nbits_ops = 0, matmuls = 0;
+    for (const Node* n : g.topo_order()) {
+      nbits_ops += n->op == OpKind::MatMulNBits;
+      matmuls += n->op == OpKind::MatMul;
+    }
+    EXPECT_EQ(nbits_ops, elem == testing::kFloat ? 1 : 0);
+    EXPECT_EQ(matmuls, elem == testing::kFloat ? 0 : 1);
+    // Codes 5 and 3 less the default zero point 8, times 0.5: -1.5 and -2.5 for every column.
+    const DType t = elem == testing::kFloat ? DType::f32 : DType::f16;
+    Tensor a = Tensor::zeros(t, {2, 32});
+    for (int64_t i = 0; i < 64; i++) a.set(i, i % 2 ? 1.0 : 2.0);
+    for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+      const Tensor y = compile(g, o).run({{"a", a}}).at("y");
+      for (int64_t i = 0; i < y.numel(); i++) EXPECT_EQ(y.get(i), 16 * (2 * -1.5 + 1 * -2.5));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ubfuse::nbits_test
