@@ -28,7 +28,9 @@ transformer optimizer saves it (Attention, EmbedLayerNormalization, SkipLayerNor
 BiasGelu: tests/models/ort_fused.py; onnxruntime then runs its own attention kernel), timed on
 the same inputs; `kv_decoder_ortgenai` is kv_decoder as onnxruntime-genai's model builder saves a
 LLaMA (GroupQueryAttention with rotary inside, an attention_mask input: tests/models/ort_genai.py;
-written by export_models.py with kv_decoder).
+written by export_models.py with kv_decoder), and `kv_decoder_ortgenai_int4` that model with its
+MatMuls' weights in 4 bits (com.microsoft.MatMulNBits, blocks of 32 with zero points:
+tests/models/quantize_nbits.py), as onnxruntime-genai's int4 CPU models ship.
 
 A benchmark, not a test: onnxruntime needs node and npm (scripts/ort.sh installs it on first
 use); without them its columns say why and ubfuse still runs.
@@ -53,17 +55,19 @@ sys.dont_write_bytecode = True  # no __pycache__ folder in the source tree
 import model_zoo as zoo  # noqa: E402
 import ort_fused  # noqa: E402
 import quantize_model  # noqa: E402
+import quantize_nbits  # noqa: E402
 
 ORT = os.path.join(ROOT, "scripts", "ort.sh")
 DEFAULT_MODELS = ["bert_stack", "llama_stack", "speech_encoder", "vit_encoder"]
 EXPORT_SOURCES = [
     "model_zoo.py", "export_models.py", "merge_decoder.py", "quantize_model.py", "ort_fused.py",
-    "ort_genai.py"]
+    "ort_genai.py", "quantize_nbits.py"]
 INT8 = "_int8"  # <model>_int8: the model as onnxruntime's dynamic quantizer writes it
 # <model>_ortfused: the model as onnxruntime's transformer optimizer saves it
 FUSED = "_ortfused"
 GENAI = "_ortgenai"  # kv_decoder as onnxruntime-genai's model builder saves it (export_models.py)
-VARIANTS = (INT8, FUSED, GENAI)
+GENAI4 = "_ortgenai_int4"  # the same with 4-bit weights (MatMulNBits)
+VARIANTS = (INT8, FUSED, GENAI4, GENAI)
 
 
 def export_stamp():
@@ -85,7 +89,7 @@ def ensure_models(out, models):
     need = [m for m in models if not fresh(m)]
     # The float model's export also writes its _ortgenai form.
     floats = sorted({base_name(m) for m in need
-                     if not m.endswith((INT8, FUSED)) or not fresh(base_name(m))})
+                     if not m.endswith((INT8, FUSED, GENAI4)) or not fresh(base_name(m))})
     if floats:
         print(f"exporting {', '.join(floats)} into {out} (once)", file=sys.stderr)
         subprocess.run([sys.executable, os.path.join(MODELS_DIR, "export_models.py"), "--bench",
@@ -94,6 +98,9 @@ def ensure_models(out, models):
         if m.endswith(INT8):
             subprocess.run([sys.executable, os.path.join(MODELS_DIR, "quantize_model.py"),
                             base_name(m), "--out", out, "--no-refs"], check=True)
+        if m.endswith(GENAI4):
+            quantize_nbits.quantize_model(os.path.join(out, f"{base_name(m)}{GENAI}.onnx"),
+                                          os.path.join(out, f"{m}.onnx"))
         if m.endswith(FUSED):
             b = base_name(m)
             ort_fused.fuse_bert(os.path.join(out, f"{b}.onnx"), os.path.join(out, f"{m}.onnx"),
@@ -117,7 +124,7 @@ def model_file(out, name):
 def make_inputs(name, batch, length, folder, prompt=False):
     """Writes fixed-seed inputs for one configuration; returns {input name: file}. prompt: a
     decoder's input is `length` tokens and no past, else one token after a past that long."""
-    genai = name.endswith(GENAI)
+    genai = name.endswith((GENAI, GENAI4))
     name = base_name(name)  # an int8 or fused model takes its float model's inputs
     cfg = zoo.CONFIGS["bench"][name]
     rng = np.random.default_rng(1000 * batch + length)
@@ -288,11 +295,11 @@ def main():
         if base_name(m) not in zoo.BUILDERS:
             ap.error(f"unknown model {m}; known: {', '.join(zoo.BUILDERS)}, and each with {INT8} "
                      f"(quantized as onnxruntime's dynamic quantizer writes it), and "
-                     f"bert_stack{FUSED}, kv_decoder{GENAI}")
+                     f"bert_stack{FUSED}, kv_decoder{GENAI}, kv_decoder{GENAI4}")
         if m.endswith(FUSED) and base_name(m) not in ("bert_stack",):
             ap.error(f"{m}: only bert_stack has a {FUSED} form")
-        if m.endswith(GENAI) and base_name(m) != "kv_decoder":
-            ap.error(f"{m}: only kv_decoder has a {GENAI} form")
+        if m.endswith((GENAI, GENAI4)) and base_name(m) != "kv_decoder":
+            ap.error(f"{m}: only kv_decoder has the {GENAI} forms")
     lengths = [int(x) for x in a.lengths.split(",")]
     batches = [int(x) for x in a.batches.split(",")]
     cli = os.path.join(a.build, "ubfuse")

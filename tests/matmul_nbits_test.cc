@@ -1,6 +1,6 @@
 // MatMulNBits (kernels/cpu/matmul_nbits.cc), the packed 4- and 8-bit weight onnxruntime's
 // quantizer and onnxruntime-genai's model builder write: against the double reference over both
-// of its paths (up to 8 rows through the packed codes, more through a dequantized copy), block
+// of its paths (up to 8 rows through the packed codes, more through dequantized panels), block
 // sizes, partial last blocks, zero points or the default, odd K and N, a symbolic row count from
 // one compile; in a graph with the ops around it; and the import of an f32 model to it.
 #include "onnx_one_node.h"
@@ -30,9 +30,11 @@ GraphBuilder::V nbits(GraphBuilder& b, GraphBuilder::V x, const Packed& p, uint6
 }
 
 TEST(MatMulNBits, BothPathsAgainstTheReference) {
-  const Packed packs[] = {{40, 37, 4, 16, true},  {64, 19, 4, 32, false}, {200, 11, 4, 128, true},
-                          {37, 5, 8, 16, true},   {96, 33, 8, 32, false}, {1, 3, 4, 16, true},
-                          {300, 70, 4, 64, true}, {130, 9, 8, 128, true}};
+  const Packed packs[] = {{40, 37, 4, 16, true},   {64, 19, 4, 32, false},
+                          {200, 11, 4, 128, true}, {37, 5, 8, 16, true},
+                          {96, 33, 8, 32, false},  {1, 3, 4, 16, true},
+                          {300, 70, 4, 64, true},  {130, 9, 8, 128, true},
+                          {64, 300, 4, 32, true}};  // panels of 128, 128 and 44 columns
   for (const Packed& p : packs) {
     GraphBuilder b;
     auto x = b.input("x", DType::f32, {"rows", p.K});
@@ -40,8 +42,8 @@ TEST(MatMulNBits, BothPathsAgainstTheReference) {
     Graph g = b.build();
     for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
       CompiledModel m = compile(g, o);
-      // 1, 3, 4 and 8 rows read the packed codes (groups of 4 rows and fewer); 9 and 37 rows a
-      // dequantized copy.
+      // 1, 3, 4 and 8 rows read the packed codes (groups of 4 rows and fewer); 9 and 37 rows
+      // dequantized panels of 128 columns.
       for (int64_t rows : {1, 3, 4, 8, 9, 37}) {
         SCOPED_TRACE("K " + std::to_string(p.K) + " N " + std::to_string(p.N) + " bits " +
                      std::to_string(p.bits) + " block " + std::to_string(p.bs) +

@@ -6,9 +6,10 @@
 //   of a, read in the codes' order (a 4-bit byte holds codes 2j and 2j + 1: the rows are split into
 //   their even and odd elements once per call). The packed weight streams from memory once per 4
 //   rows: a decode step reads bits / 32 of the bytes an f32 weight takes.
-// * More rows: the weight is dequantized into a per-call f32 copy, column by column (contiguous
-//   writes), and oneDNN multiplies with it as a transposed B: dequantizing costs K N and the
-//   product 2 M K N, which at such M is the larger.
+// * More rows: the columns go in panels of kPanel, each thread dequantizing one into a buffer
+//   that stays in L2 and multiplying it there with all the rows by oneDNN (one thread each), as
+//   onnxruntime's blocked int4 GEMM does: the weight is read once, in its packed form. The rows
+//   are put in the codes' order first (as above), so a panel dequantizes without shuffles.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -125,21 +126,46 @@ void DirectColumns(const nb::Problem& p, const float* const* rows, size_t nrows,
   }
 }
 
-// wt[n * K + k] = w[k, n] for columns [n0, n1): the weight dequantized, one column per row.
-void DequantizeColumns(const nb::Problem& p, float* wt, int64_t n0, int64_t n1) {
+// wp[(n - n0) * blocks * bs + e] = the weight of column n at element e of the codes' order (as
+// Columns reads the rows), for columns [n0, n1): a panel dequantized, one column per row.
+template <class D>
+HWY_INLINE void PanelOf(D d, const nb::Problem& p, float* HWY_RESTRICT wp, int64_t n0, int64_t n1) {
+  using V = hn::VFromD<D>;
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint8_t, D> d8;
+  const size_t L = hn::Lanes(d);
+  const int64_t ld = p.blocks * p.bs;
   for (int64_t n = n0; n < n1; n++) {
     const uint8_t* col = p.b + n * p.blocks * p.blob;
-    float* out = wt + n * p.K;
+    float* out = wp + (n - n0) * ld;
     for (int64_t blk = 0; blk < p.blocks; blk++) {
       const float s = p.scales[n * p.blocks + blk];
-      const float zs = -float(p.zero(n, blk)) * s;
+      const V sv = hn::Set(d, s), zs = hn::Set(d, -float(p.zero(n, blk)) * s);
       const uint8_t* q = col + blk * p.blob;
-      const int64_t k0 = blk * p.bs, kn = std::min(p.bs, p.K - k0);
-      for (int64_t i = 0; i < kn; i++) {
-        const int code = p.bits == 8 ? int(q[i]) : int(q[i / 2] >> (4 * (i % 2))) & 0xF;
-        out[k0 + i] = std::fma(float(code), s, zs);
+      float* o = out + blk * p.bs;
+      for (int64_t j = 0; j < p.blob; j += int64_t(L)) {
+        const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + j));
+        if (p.bits == 4) {
+          const V lo = hn::ConvertTo(d, hn::BitCast(di, hn::And(u, hn::Set(du, 15))));
+          const V hi = hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(u)));
+          hn::StoreU(hn::MulAdd(lo, sv, zs), d, o + j);
+          hn::StoreU(hn::MulAdd(hi, sv, zs), d, o + p.bs / 2 + j);
+        } else {
+          hn::StoreU(hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, u)), sv, zs), d, o + j);
+        }
       }
     }
+  }
+}
+
+void DequantizePanel(const nb::Problem& p, float* wp, int64_t n0, int64_t n1) {
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 8> d8;  // a 4-bit block of 16 codes is 8 bytes
+  if (p.blob % int64_t(hn::Lanes(d)) == 0) {
+    PanelOf(d, p, wp, n0, n1);
+  } else {
+    PanelOf(d8, p, wp, n0, n1);
   }
 }
 
@@ -154,6 +180,7 @@ HWY_AFTER_NAMESPACE();
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/dnnl_util.h"
@@ -161,13 +188,15 @@ HWY_AFTER_NAMESPACE();
 
 namespace ubfuse {
 HWY_EXPORT(DirectColumns);
-HWY_EXPORT(DequantizeColumns);
+HWY_EXPORT(DequantizePanel);
 
 namespace cpu {
 namespace {
 
-// Rows a call multiplies through the packed weight itself; more go through a dequantized copy.
+// Rows a call multiplies through the packed weight itself; more go through dequantized panels of
+// kPanel columns (a panel of K = 4096 is 2 MiB).
 constexpr int64_t kDirectRows = 8;
+constexpr int64_t kPanel = 128;
 
 class MatMulNBitsKernel : public KernelBase {
  public:
@@ -209,23 +238,26 @@ class MatMulNBitsKernel : public KernelBase {
   }
 
  private:
-  void direct(const nbits::Problem& p, const float* a, int64_t M, float* y,
-              ThreadPool& pool) const {
-    // The rows in the codes' order, zero-padded to whole blocks.
+  // a's rows in the codes' order, zero-padded to whole blocks: for 4 bits each block's even
+  // elements, then its odd ones (a byte's low and high codes); for 8 bits the row itself.
+  static std::vector<float> code_order(const nbits::Problem& p, const float* a, int64_t M) {
     const int64_t padded = p.blocks * p.bs;
     std::vector<float> rows(size_t(M * padded), 0.0f);
     for (int64_t m = 0; m < M; m++) {
       const float* src = a + m * p.K;
       float* dst = rows.data() + m * padded;
       for (int64_t k = 0; k < p.K; k++) {
-        if (p.bits == 8) {
-          dst[k] = src[k];
-        } else {
-          const int64_t blk = k / p.bs, i = k % p.bs;
-          dst[blk * p.bs + (i % 2) * (p.bs / 2) + i / 2] = src[k];
-        }
+        const int64_t blk = k / p.bs, i = k % p.bs;
+        dst[p.bits == 8 ? k : blk * p.bs + (i % 2) * (p.bs / 2) + i / 2] = src[k];
       }
     }
+    return rows;
+  }
+
+  void direct(const nbits::Problem& p, const float* a, int64_t M, float* y,
+              ThreadPool& pool) const {
+    const int64_t padded = p.blocks * p.bs;
+    const std::vector<float> rows = code_order(p, a, M);
     // Columns per task: about 256 KiB of packed weight, so a few tasks per thread.
     const int64_t grain = std::max<int64_t>(1, (int64_t(256) << 10) / (p.blocks * p.blob));
     pool.parallel_for(p.N, grain, [&](int64_t n0, int64_t n1, int) {
@@ -240,18 +272,25 @@ class MatMulNBitsKernel : public KernelBase {
 
   void dequantized(const nbits::Problem& p, const float* a, int64_t M, float* y,
                    ThreadPool& pool) const {
-    std::vector<float> wt(size_t(p.N * p.K));
-    pool.parallel_for(p.N, std::max<int64_t>(1, 4096 / p.K), [&](int64_t n0, int64_t n1, int) {
-      HWY_DYNAMIC_DISPATCH(DequantizeColumns)(p, wt.data(), n0, n1);
+    const int64_t padded = p.blocks * p.bs;
+    const std::vector<float> rows = code_order(p, a, M);
+    const int64_t panels = (p.N + kPanel - 1) / kPanel;
+    pool.parallel_for(panels, 1, [&](int64_t lo, int64_t hi, int) {
+      thread_local std::vector<float> panel;
+      if (panel.size() < size_t(kPanel * padded)) panel.resize(size_t(kPanel * padded));
+      dnnl::engine& eng = dnnl_cpu_engine();
+      dnnl::stream s(eng);
+      DnnlThreads one(0, 1);  // the pool's threads run a panel each
+      for (int64_t t = lo; t < hi; t++) {
+        const int64_t n0 = t * kPanel, nc = std::min(kPanel, p.N - n0);
+        HWY_DYNAMIC_DISPATCH(DequantizePanel)(p, panel.data(), n0, n0 + nc);
+        const std::shared_ptr<const Prim> pr = prim(M, nc);
+        dnnl::memory src(pr->src, eng, const_cast<float*>(rows.data())),
+            wei(pr->wei, eng, panel.data()), dst(pr->dst, eng, y + n0);
+        pr->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+        s.wait();
+      }
     });
-    const std::shared_ptr<const Prim> pr = prim(M);
-    dnnl::engine& eng = dnnl_cpu_engine();
-    dnnl::memory src(pr->src, eng, const_cast<float*>(a)), wei(pr->wei, eng, wt.data()),
-        dst(pr->dst, eng, y);
-    dnnl::stream s(eng);
-    DnnlThreads threads(M * p.K * p.N, pool.size());
-    pr->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
-    s.wait();
   }
 
   struct Prim {
@@ -259,26 +298,30 @@ class MatMulNBitsKernel : public KernelBase {
     dnnl::memory::desc src, wei, dst;
   };
 
-  // oneDNN's product for M rows with B = wt^T ([K, N] read with strides {1, K}), made once per M.
-  std::shared_ptr<const Prim> prim(int64_t M) const {
+  // oneDNN's product of M rows (in the codes' order, blocks * bs long) by a panel of nc columns
+  // (B = the panel transposed: [padded, nc] read with strides {1, padded}) into nc columns of y
+  // (rows N apart), made once per (M, nc).
+  std::shared_ptr<const Prim> prim(int64_t M, int64_t nc) const {
     std::lock_guard<std::mutex> l(mu_);
-    auto it = prims_.find(M);
+    const std::pair<int64_t, int64_t> key{M, nc};
+    auto it = prims_.find(key);
     if (it != prims_.end()) return it->second;
     if (prims_.size() > 64) prims_.clear();  // bound memory for many distinct lengths
     auto pr = std::make_shared<Prim>();
     using dt = dnnl::memory::data_type;
-    pr->src = dnnl_plain_md({M, p_.K}, dt::f32);
-    pr->wei = dnnl::memory::desc({p_.K, p_.N}, dt::f32, dnnl::memory::dims{1, p_.K});
-    pr->dst = dnnl_plain_md({M, p_.N}, dt::f32);
+    const int64_t padded = p_.blocks * p_.bs;
+    pr->src = dnnl_plain_md({M, padded}, dt::f32);
+    pr->wei = dnnl::memory::desc({padded, nc}, dt::f32, dnnl::memory::dims{1, padded});
+    pr->dst = dnnl::memory::desc({M, nc}, dt::f32, dnnl::memory::dims{p_.N, 1});
     dnnl::matmul::desc d(pr->src, pr->wei, pr->dst);
     pr->prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, dnnl_cpu_engine()));
-    prims_[M] = pr;
+    prims_[key] = pr;
     return pr;
   }
 
   nbits::Problem p_;
   mutable std::mutex mu_;
-  mutable std::map<int64_t, std::shared_ptr<const Prim>> prims_;
+  mutable std::map<std::pair<int64_t, int64_t>, std::shared_ptr<const Prim>> prims_;
 };
 
 }  // namespace
