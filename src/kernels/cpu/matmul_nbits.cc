@@ -34,6 +34,7 @@ struct Problem {
   const uint8_t* b = nullptr;      // [N, blocks, blob]
   const float* scales = nullptr;   // [N, blocks]
   const uint8_t* zeros = nullptr;  // [N, zrow] packed, or null: 2^(bits-1)
+  const float* zs = nullptr;       // [N, blocks]: -zero(n, blk) * scale, made once per call
   // Column n's zero point of block blk.
   int zero(int64_t n, int64_t blk) const {
     if (!zeros) return 1 << (bits - 1);
@@ -51,52 +52,84 @@ namespace HWY_NAMESPACE {
 
 namespace nb = cpu::nbits;
 
-// y[r * N + n] for the R rows and columns [n0, n1). rows[r] holds row r in the codes' order,
+// y[r * N + n] for the R rows and the C columns from n. rows[r] holds row r in the codes' order,
 // zero-padded to blocks * bs: for 4 bits the block's even elements then its odd ones, bs / 2
 // each (byte j's low code is element 2j, its high code 2j + 1); for 8 bits the row itself. D's
-// lanes divide a block's bytes.
-template <size_t R, class D>
-HWY_INLINE void Columns(D d, const nb::Problem& p, const float* const* rows, float* y, int64_t n0,
-                        int64_t n1) {
+// lanes divide a block's bytes. Each (column, row) keeps two sums (a 4-bit byte's low and high
+// codes; an 8-bit block's even and odd vectors): 2 C R independent FMA chains, where one per row
+// waited on the FMA's latency (a decode step at a third of the rate).
+template <size_t R, size_t C, class D>
+HWY_INLINE void ColumnGroup(D d, const nb::Problem& p, const float* const* rows, float* y,
+                            int64_t n) {
   using V = hn::VFromD<D>;
   const hn::RebindToUnsigned<D> du;
   const hn::RebindToSigned<D> di;
   const hn::Rebind<uint8_t, D> d8;
-  const size_t L = hn::Lanes(d);
-  const int64_t bytes = p.blob;
-  for (int64_t n = n0; n < n1; n++) {
-    V acc[R];
-    for (size_t r = 0; r < R; r++) acc[r] = hn::Zero(d);
-    const uint8_t* col = p.b + n * p.blocks * bytes;
-    for (int64_t blk = 0; blk < p.blocks; blk++) {
-      const float s = p.scales[n * p.blocks + blk];
-      const V sv = hn::Set(d, s), zs = hn::Set(d, -float(p.zero(n, blk)) * s);
-      const uint8_t* q = col + blk * bytes;
-      if (p.bits == 4) {
-        const int64_t half = p.bs / 2, base = blk * p.bs;
-        for (int64_t j = 0; j < bytes; j += int64_t(L)) {
-          const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + j));
+  const int64_t L = int64_t(hn::Lanes(d)), bytes = p.blob;
+  V acc[C][R][2];
+  for (size_t c = 0; c < C; c++) {
+    for (size_t r = 0; r < R; r++) acc[c][r][0] = acc[c][r][1] = hn::Zero(d);
+  }
+  const auto mask = hn::Set(du, 15);
+  for (int64_t blk = 0; blk < p.blocks; blk++) {
+    V sv[C], zs[C];
+    const uint8_t* q[C];
+    for (size_t c = 0; c < C; c++) {
+      const int64_t col = n + int64_t(c);
+      sv[c] = hn::Set(d, p.scales[col * p.blocks + blk]);
+      zs[c] = hn::Set(d, p.zs[col * p.blocks + blk]);
+      q[c] = p.b + (col * p.blocks + blk) * bytes;
+    }
+    const int64_t base = blk * p.bs;
+    if (p.bits == 4) {
+      const int64_t half = p.bs / 2;
+      for (int64_t j = 0; j < bytes; j += L) {
+        V a_lo[R], a_hi[R];
+        for (size_t r = 0; r < R; r++) {
+          a_lo[r] = hn::LoadU(d, rows[r] + base + j);
+          a_hi[r] = hn::LoadU(d, rows[r] + base + half + j);
+        }
+        for (size_t c = 0; c < C; c++) {
+          const auto u = hn::PromoteTo(du, hn::LoadU(d8, q[c] + j));
           const V lo =
-              hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, hn::And(u, hn::Set(du, 15)))), sv, zs);
-          const V hi = hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(u))), sv, zs);
+              hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, hn::And(u, mask))), sv[c], zs[c]);
+          const V hi =
+              hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(u))), sv[c], zs[c]);
           for (size_t r = 0; r < R; r++) {
-            acc[r] = hn::MulAdd(lo, hn::LoadU(d, rows[r] + base + j), acc[r]);
-            acc[r] = hn::MulAdd(hi, hn::LoadU(d, rows[r] + base + half + j), acc[r]);
+            acc[c][r][0] = hn::MulAdd(lo, a_lo[r], acc[c][r][0]);
+            acc[c][r][1] = hn::MulAdd(hi, a_hi[r], acc[c][r][1]);
           }
         }
-      } else {
-        const int64_t base = blk * p.bs;
-        for (int64_t j = 0; j < bytes; j += int64_t(L)) {
-          const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + j));
-          const V w = hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, u)), sv, zs);
+      }
+    } else {
+      for (int64_t j = 0; j < bytes; j += L) {
+        const size_t h = size_t(j / L) % 2;
+        for (size_t c = 0; c < C; c++) {
+          const auto u = hn::PromoteTo(du, hn::LoadU(d8, q[c] + j));
+          const V w = hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, u)), sv[c], zs[c]);
           for (size_t r = 0; r < R; r++) {
-            acc[r] = hn::MulAdd(w, hn::LoadU(d, rows[r] + base + j), acc[r]);
+            acc[c][r][h] = hn::MulAdd(w, hn::LoadU(d, rows[r] + base + j), acc[c][r][h]);
           }
         }
       }
     }
-    for (size_t r = 0; r < R; r++) y[int64_t(r) * p.N + n] = ReduceSumF(d, acc[r]);
   }
+  for (size_t c = 0; c < C; c++) {
+    for (size_t r = 0; r < R; r++) {
+      y[int64_t(r) * p.N + n + int64_t(c)] = ReduceSumF(d, hn::Add(acc[c][r][0], acc[c][r][1]));
+    }
+  }
+}
+
+// Columns [n0, n1) for R rows: groups of C (16 / 2R sums: 8 for one row, 2 columns of 4 rows),
+// then the rest one at a time.
+template <size_t R, class D>
+HWY_INLINE void Columns(D d, const nb::Problem& p, const float* const* rows, float* y, int64_t n0,
+                        int64_t n1) {
+  constexpr size_t C = R == 1 ? 4 : R == 2 ? 4 : 2;
+  int64_t n = n0;
+  for (; n + int64_t(C) <= n1; n += int64_t(C)) ColumnGroup<R, C>(d, p, rows, y, n);
+  for (; n < n1; n++) ColumnGroup<R, 1>(d, p, rows, y, n);
 }
 
 template <class D>
@@ -140,8 +173,8 @@ HWY_INLINE void PanelOf(D d, const nb::Problem& p, float* HWY_RESTRICT wp, int64
     const uint8_t* col = p.b + n * p.blocks * p.blob;
     float* out = wp + (n - n0) * ld;
     for (int64_t blk = 0; blk < p.blocks; blk++) {
-      const float s = p.scales[n * p.blocks + blk];
-      const V sv = hn::Set(d, s), zs = hn::Set(d, -float(p.zero(n, blk)) * s);
+      const V sv = hn::Set(d, p.scales[n * p.blocks + blk]);
+      const V zs = hn::Set(d, p.zs[n * p.blocks + blk]);
       const uint8_t* q = col + blk * p.blob;
       float* o = out + blk * p.bs;
       for (int64_t j = 0; j < p.blob; j += int64_t(L)) {
@@ -208,6 +241,22 @@ class MatMulNBitsKernel : public KernelBase {
     p_.blocks = p_.bs > 0 ? (p_.K + p_.bs - 1) / p_.bs : 0;
     p_.blob = p_.bs * p_.bits / 8;
     p_.zrow = (p_.blocks * p_.bits + 7) / 8;
+    // Constant scales and zero points (as importers write them): their products made once.
+    auto payload = [&](size_t i) -> const Tensor* {
+      if (i >= n.inputs.size()) return nullptr;
+      const Node* c = n.inputs[i]->producer;
+      return c && c->op == OpKind::Constant && c->payload.defined() ? &c->payload : nullptr;
+    };
+    const Tensor* scales = payload(2);
+    const Tensor* zeros = payload(3);
+    if (scales && scales->dtype() == DType::f32 && scales->numel() == p_.N * p_.blocks &&
+        (n.inputs.size() < 4 ||
+         (zeros && zeros->dtype() == DType::u8 && zeros->numel() == p_.N * p_.zrow))) {
+      nbits::Problem p = p_;
+      p.scales = scales->data_as<float>();
+      p.zeros = zeros ? zeros->data_as<uint8_t>() : nullptr;
+      zs_ = zero_times_scale(p);
+    }
   }
 
   void run(const std::vector<Tensor>& in, std::vector<Tensor>& out,
@@ -230,6 +279,9 @@ class MatMulNBitsKernel : public KernelBase {
     p.zeros = in.size() > 3 ? in[3].data_as<uint8_t>() : nullptr;
     const int64_t M = a.numel() / p.K;
     if (M == 0) return;
+    std::vector<float> zs;  // when scales or zero points come at run time
+    if (zs_.empty()) zs = zero_times_scale(p);
+    p.zs = zs_.empty() ? zs.data() : zs_.data();
     if (M <= kDirectRows) {
       direct(p, a.data_as<float>(), M, y.data_as<float>(), pool);
     } else {
@@ -319,7 +371,21 @@ class MatMulNBitsKernel : public KernelBase {
     return pr;
   }
 
+  // Each block's zero point times its scale, [N, blocks]: one broadcast per block in the loops
+  // instead of unpacking the zero point there (a block of 32 4-bit codes is one vector of work).
+  static std::vector<float> zero_times_scale(const nbits::Problem& p) {
+    std::vector<float> zs(size_t(p.N * p.blocks));
+    for (int64_t n = 0; n < p.N; n++) {
+      for (int64_t blk = 0; blk < p.blocks; blk++) {
+        const int64_t i = n * p.blocks + blk;
+        zs[size_t(i)] = -float(p.zero(n, blk)) * p.scales[i];
+      }
+    }
+    return zs;
+  }
+
   nbits::Problem p_;
+  std::vector<float> zs_;  // zero_times_scale of constant scales and zero points
   mutable std::mutex mu_;
   mutable std::map<std::pair<int64_t, int64_t>, std::shared_ptr<const Prim>> prims_;
 };
