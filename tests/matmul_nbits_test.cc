@@ -34,7 +34,7 @@ TEST(MatMulNBits, BothPathsAgainstTheReference) {
                           {200, 11, 4, 128, true}, {37, 5, 8, 16, true},
                           {96, 33, 8, 32, false},  {1, 3, 4, 16, true},
                           {300, 70, 4, 64, true},  {130, 9, 8, 128, true},
-                          {64, 300, 4, 32, true}};  // panels of 128, 128 and 44 columns
+                          {64, 300, 4, 32, true}};  // 64-column panels, the last of 44
   for (const Packed& p : packs) {
     GraphBuilder b;
     auto x = b.input("x", DType::f32, {"rows", p.K});
@@ -43,13 +43,40 @@ TEST(MatMulNBits, BothPathsAgainstTheReference) {
     for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
       CompiledModel m = compile(g, o);
       // 1, 3, 4 and 8 rows read the packed codes (groups of 4 rows and fewer); 9 and 37 rows
-      // dequantized panels of 128 columns.
+      // panels of 64 columns dequantized from the k-major copy of the codes.
       for (int64_t rows : {1, 3, 4, 8, 9, 37}) {
         SCOPED_TRACE("K " + std::to_string(p.K) + " N " + std::to_string(p.N) + " bits " +
                      std::to_string(p.bits) + " block " + std::to_string(p.bs) +
                      (p.zero_points ? " zero points" : "") + " rows " + std::to_string(rows));
         std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {rows, p.K}, 9)}};
         EXPECT_TRUE(testing::matches_reference(g, in, o, 1 + double(p.K) / 64));
+      }
+    }
+  }
+}
+
+TEST(MatMulNBits, WeightsGivenAtRunTime) {
+  // The packed weight, scales and zero points as graph inputs: both paths read each call's (the
+  // k-major copy is made per call, not kept), two calls with other weights from one compile.
+  const Packed p{40, 70, 4, 16, true};
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"rows", p.K});
+  auto w = b.input("w", DType::u8, {p.N, p.blocks(), p.blob()});
+  auto s = b.input("s", DType::f32, {p.N * p.blocks()});
+  auto z = b.input("z", DType::u8, {p.N * p.zrow()});
+  b.output("y", b.op(OpKind::MatMulNBits, {x, w, s, z},
+                     {{"K", p.K}, {"N", p.N}, {"bits", p.bits}, {"block_size", p.bs}}));
+  Graph g = b.build();
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    CompiledModel m = compile(g, o);
+    for (uint64_t seed : {1, 2}) {
+      for (int64_t rows : {3, 20}) {
+        std::map<std::string, Tensor> in{
+            {"x", Tensor::random(DType::f32, {rows, p.K}, seed)},
+            {"w", Tensor::random(DType::u8, {p.N, p.blocks(), p.blob()}, seed + 10, 0, 256)},
+            {"s", Tensor::random(DType::f32, {p.N * p.blocks()}, seed + 20, 0.005, 0.05)},
+            {"z", Tensor::random(DType::u8, {p.N * p.zrow()}, seed + 30, 0, 256)}};
+        EXPECT_TRUE(testing::matches_reference(g, in, o, 2)) << seed << " " << rows;
       }
     }
   }

@@ -6,10 +6,12 @@
 //   of a, read in the codes' order (a 4-bit byte holds codes 2j and 2j + 1: the rows are split into
 //   their even and odd elements once per call). The packed weight streams from memory once per 4
 //   rows: a decode step reads bits / 32 of the bytes an f32 weight takes.
-// * More rows: the columns go in panels of kPanel, each thread dequantizing one into a buffer
-//   that stays in L2 and multiplying it there with all the rows by oneDNN (one thread each), as
-//   onnxruntime's blocked int4 GEMM does: the weight is read once, in its packed form. The rows
-//   are put in the codes' order first (as above), so a panel dequantizes without shuffles.
+// * More rows: the codes are laid out once more, k-major by 64-column panel (a row of a panel's
+//   64 codes in 32 bytes, its scales and zero points per block beside it), the first time a call
+//   has that many. Each thread then dequantizes a panel into a [K, 64] buffer that stays in L2
+//   (two FMAs per vector of 32 codes) and multiplies it with all the rows through the same panel
+//   loop the f32 MatMul runs on its packed weights (matmul_small.h), writing its 64 columns of y:
+//   the dequantization is one pass per panel however many rows there are.
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -35,6 +37,12 @@ struct Problem {
   const float* scales = nullptr;   // [N, blocks]
   const uint8_t* zeros = nullptr;  // [N, zrow] packed, or null: 2^(bits-1)
   const float* zs = nullptr;       // [N, blocks]: -zero(n, blk) * scale, made once per call
+  // The k-major layout (see the file's comment): per 64-column panel and k, 64 * bits / 8 bytes
+  // (4 bits: byte i holds column i low, column 32 + i high); scales and zs per block and column
+  // of the padded width.
+  const uint8_t* kmajor = nullptr;
+  const float* scales_t = nullptr;
+  const float* zs_t = nullptr;
   // Column n's zero point of block blk.
   int zero(int64_t n, int64_t blk) const {
     if (!zeros) return 1 << (bits - 1);
@@ -159,46 +167,37 @@ void DirectColumns(const nb::Problem& p, const float* const* rows, size_t nrows,
   }
 }
 
-// wp[(n - n0) * blocks * bs + e] = the weight of column n at element e of the codes' order (as
-// Columns reads the rows), for columns [n0, n1): a panel dequantized, one column per row.
-template <class D>
-HWY_INLINE void PanelOf(D d, const nb::Problem& p, float* HWY_RESTRICT wp, int64_t n0, int64_t n1) {
-  using V = hn::VFromD<D>;
-  const hn::RebindToUnsigned<D> du;
-  const hn::RebindToSigned<D> di;
-  const hn::Rebind<uint8_t, D> d8;
-  const size_t L = hn::Lanes(d);
-  const int64_t ld = p.blocks * p.bs;
-  for (int64_t n = n0; n < n1; n++) {
-    const uint8_t* col = p.b + n * p.blocks * p.blob;
-    float* out = wp + (n - n0) * ld;
-    for (int64_t blk = 0; blk < p.blocks; blk++) {
-      const V sv = hn::Set(d, p.scales[n * p.blocks + blk]);
-      const V zs = hn::Set(d, p.zs[n * p.blocks + blk]);
-      const uint8_t* q = col + blk * p.blob;
-      float* o = out + blk * p.bs;
-      for (int64_t j = 0; j < p.blob; j += int64_t(L)) {
-        const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + j));
-        if (p.bits == 4) {
-          const V lo = hn::ConvertTo(d, hn::BitCast(di, hn::And(u, hn::Set(du, 15))));
-          const V hi = hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(u)));
-          hn::StoreU(hn::MulAdd(lo, sv, zs), d, o + j);
-          hn::StoreU(hn::MulAdd(hi, sv, zs), d, o + p.bs / 2 + j);
-        } else {
-          hn::StoreU(hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, u)), sv, zs), d, o + j);
-        }
+// tile[k * 64 + c] = w[k, 64 panel + c] for every k: one panel of the k-major codes dequantized.
+void DequantizePanel(const nb::Problem& p, int64_t panel, float* HWY_RESTRICT tile) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<uint8_t, decltype(d)> d8;
+  const int64_t L = int64_t(hn::Lanes(d)), row = 64 * p.bits / 8, width = ((p.N + 63) / 64) * 64;
+  const uint8_t* codes = p.kmajor + panel * p.K * row;
+  for (int64_t k = 0; k < p.K; k++) {
+    const int64_t blk = k / p.bs;
+    const float* s = p.scales_t + blk * width + panel * 64;
+    const float* z = p.zs_t + blk * width + panel * 64;
+    const uint8_t* q = codes + k * row;
+    float* out = tile + k * 64;
+    if (p.bits == 4) {
+      for (int64_t o = 0; o < 32; o += L) {
+        const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + o));
+        const auto lo = hn::ConvertTo(d, hn::BitCast(di, hn::And(u, hn::Set(du, 15))));
+        const auto hi = hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(u)));
+        hn::StoreU(hn::MulAdd(lo, hn::LoadU(d, s + o), hn::LoadU(d, z + o)), d, out + o);
+        hn::StoreU(hn::MulAdd(hi, hn::LoadU(d, s + 32 + o), hn::LoadU(d, z + 32 + o)), d,
+                   out + 32 + o);
+      }
+    } else {
+      for (int64_t o = 0; o < 64; o += L) {
+        const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + o));
+        hn::StoreU(hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, u)), hn::LoadU(d, s + o),
+                              hn::LoadU(d, z + o)),
+                   d, out + o);
       }
     }
-  }
-}
-
-void DequantizePanel(const nb::Problem& p, float* wp, int64_t n0, int64_t n1) {
-  const hn::ScalableTag<float> d;
-  const hn::CappedTag<float, 8> d8;  // a 4-bit block of 16 codes is 8 bytes
-  if (p.blob % int64_t(hn::Lanes(d)) == 0) {
-    PanelOf(d, p, wp, n0, n1);
-  } else {
-    PanelOf(d8, p, wp, n0, n1);
   }
 }
 
@@ -210,14 +209,12 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <utility>
 #include <vector>
 
-#include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/matmul_small.h"
 
 namespace ubfuse {
 HWY_EXPORT(DirectColumns);
@@ -226,10 +223,8 @@ HWY_EXPORT(DequantizePanel);
 namespace cpu {
 namespace {
 
-// Rows a call multiplies through the packed weight itself; more go through dequantized panels of
-// kPanel columns (a panel of K = 4096 is 2 MiB).
+// Rows a call multiplies through the packed weight itself; more go through dequantized panels.
 constexpr int64_t kDirectRows = 8;
-constexpr int64_t kPanel = 128;
 
 class MatMulNBitsKernel : public KernelBase {
  public:
@@ -256,6 +251,7 @@ class MatMulNBitsKernel : public KernelBase {
       p.scales = scales->data_as<float>();
       p.zeros = zeros ? zeros->data_as<uint8_t>() : nullptr;
       zs_ = zero_times_scale(p);
+      constant_ = payload(1) != nullptr;
     }
   }
 
@@ -322,53 +318,62 @@ class MatMulNBitsKernel : public KernelBase {
     });
   }
 
-  void dequantized(const nbits::Problem& p, const float* a, int64_t M, float* y,
-                   ThreadPool& pool) const {
-    const int64_t padded = p.blocks * p.bs;
-    const std::vector<float> rows = code_order(p, a, M);
-    const int64_t panels = (p.N + kPanel - 1) / kPanel;
+  void dequantized(nbits::Problem p, const float* a, int64_t M, float* y, ThreadPool& pool) const {
+    KMajor local;  // weights given at run time: laid out for this call only
+    const KMajor& km = constant_ ? kmajor(p) : (local = make_kmajor(p));
+    p.kmajor = km.codes.data();
+    p.scales_t = km.scales.data();
+    p.zs_t = km.zs.data();
+    const int64_t panels = (p.N + 63) / 64;
     pool.parallel_for(panels, 1, [&](int64_t lo, int64_t hi, int) {
-      thread_local std::vector<float> panel;
-      if (panel.size() < size_t(kPanel * padded)) panel.resize(size_t(kPanel * padded));
-      dnnl::engine& eng = dnnl_cpu_engine();
-      dnnl::stream s(eng);
-      DnnlThreads one(0, 1);  // the pool's threads run a panel each
+      thread_local std::vector<float> tile;
+      if (tile.size() < size_t(p.K * 64)) tile.resize(size_t(p.K * 64));
       for (int64_t t = lo; t < hi; t++) {
-        const int64_t n0 = t * kPanel, nc = std::min(kPanel, p.N - n0);
-        HWY_DYNAMIC_DISPATCH(DequantizePanel)(p, panel.data(), n0, n0 + nc);
-        const std::shared_ptr<const Prim> pr = prim(M, nc);
-        dnnl::memory src(pr->src, eng, const_cast<float*>(rows.data())),
-            wei(pr->wei, eng, panel.data()), dst(pr->dst, eng, y + n0);
-        pr->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
-        s.wait();
+        HWY_DYNAMIC_DISPATCH(DequantizePanel)(p, t, tile.data());
+        panel_matmul_f32_one(a, tile.data(), y, M, p.K, p.N, t);
       }
     });
   }
 
-  struct Prim {
-    dnnl::matmul prim;
-    dnnl::memory::desc src, wei, dst;
+  // The codes k-major by 64-column panel, and the scales and zero points times scales transposed
+  // ([blocks, panels * 64], 0 past N): DequantizePanel's input.
+  struct KMajor {
+    std::vector<uint8_t> codes;
+    std::vector<float> scales, zs;
   };
 
-  // oneDNN's product of M rows (in the codes' order, blocks * bs long) by a panel of nc columns
-  // (B = the panel transposed: [padded, nc] read with strides {1, padded}) into nc columns of y
-  // (rows N apart), made once per (M, nc).
-  std::shared_ptr<const Prim> prim(int64_t M, int64_t nc) const {
-    std::lock_guard<std::mutex> l(mu_);
-    const std::pair<int64_t, int64_t> key{M, nc};
-    auto it = prims_.find(key);
-    if (it != prims_.end()) return it->second;
-    if (prims_.size() > 64) prims_.clear();  // bound memory for many distinct lengths
-    auto pr = std::make_shared<Prim>();
-    using dt = dnnl::memory::data_type;
-    const int64_t padded = p_.blocks * p_.bs;
-    pr->src = dnnl_plain_md({M, padded}, dt::f32);
-    pr->wei = dnnl::memory::desc({padded, nc}, dt::f32, dnnl::memory::dims{1, padded});
-    pr->dst = dnnl::memory::desc({M, nc}, dt::f32, dnnl::memory::dims{p_.N, 1});
-    dnnl::matmul::desc d(pr->src, pr->wei, pr->dst);
-    pr->prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, dnnl_cpu_engine()));
-    prims_[key] = pr;
-    return pr;
+  // Made from the constant weights when a call first needs them (a prompt): decode-only use never
+  // keeps the second copy of the codes.
+  const KMajor& kmajor(const nbits::Problem& p) const {
+    std::call_once(kmajor_once_, [&] { kmajor_ = make_kmajor(p); });
+    return kmajor_;
+  }
+
+  static KMajor make_kmajor(const nbits::Problem& p) {
+    KMajor km;
+    const int64_t panels = (p.N + 63) / 64, width = panels * 64, row = 64 * p.bits / 8;
+    km.codes.assign(size_t(panels * p.K * row), 0);
+    km.scales.assign(size_t(p.blocks * width), 0.0f);
+    km.zs.assign(size_t(p.blocks * width), 0.0f);
+    for (int64_t n = 0; n < p.N; n++) {
+      for (int64_t blk = 0; blk < p.blocks; blk++) {
+        km.scales[size_t(blk * width + n)] = p.scales[n * p.blocks + blk];
+        km.zs[size_t(blk * width + n)] = p.zs[n * p.blocks + blk];
+      }
+      const int64_t panel = n / 64, c = n % 64;
+      for (int64_t k = 0; k < p.K; k++) {
+        const int64_t blk = k / p.bs, i = k % p.bs;
+        const uint8_t byte = p.b[(n * p.blocks + blk) * p.blob + (p.bits == 8 ? i : i / 2)];
+        uint8_t* dst = km.codes.data() + (panel * p.K + k) * row;
+        if (p.bits == 8) {
+          dst[c] = byte;
+        } else {
+          const uint8_t code = (i % 2 ? byte >> 4 : byte) & 0xF;
+          dst[c % 32] |= uint8_t(c < 32 ? code : code << 4);
+        }
+      }
+    }
+    return km;
   }
 
   // Each block's zero point times its scale, [N, blocks]: one broadcast per block in the loops
@@ -386,8 +391,9 @@ class MatMulNBitsKernel : public KernelBase {
 
   nbits::Problem p_;
   std::vector<float> zs_;  // zero_times_scale of constant scales and zero points
-  mutable std::mutex mu_;
-  mutable std::map<std::pair<int64_t, int64_t>, std::shared_ptr<const Prim>> prims_;
+  bool constant_ = false;  // b, scales and zero points are constants: kmajor_ may be kept
+  mutable std::once_flag kmajor_once_;
+  mutable KMajor kmajor_;
 };
 
 }  // namespace

@@ -200,16 +200,17 @@ HWY_INLINE void InPanelRowBlocks(int64_t M, const F& f) {
 constexpr int64_t kPanelSliceRows = 128;
 
 // The panels [p0, p1) of C = A B for B packed as oneDNN's 64-column panels (panel p at
-// panels + p * panel_stride), each in passes of up to six rows of A (24 sums in registers), slice
-// by slice of the panel's rows when there is more than one pass; the passes also fetch the next
-// panel into L2 (PanelAhead), so every pass after a thread's first reads B from cache.
+// panels + (p - first) * panel_stride), each in passes of up to six rows of A (24 sums in
+// registers), slice by slice of the panel's rows when there is more than one pass; the passes also
+// fetch the next panel into L2 (PanelAhead), so every pass after a thread's first reads B from
+// cache.
 void PanelMatMulRange(const float* a, const float* panels, int64_t panel_stride, float* c,
-                      int64_t M, int64_t K, int64_t N, int64_t p0, int64_t p1) {
+                      int64_t M, int64_t K, int64_t N, int64_t p0, int64_t p1, int64_t first) {
   int64_t passes = 0;
   InPanelRowBlocks(M, [&](int64_t, auto) { passes++; });
   const int64_t slice = passes > 1 ? kPanelSliceRows : K;
   for (int64_t p = p0; p < p1; p++) {
-    const float* panel = panels + p * panel_stride;
+    const float* panel = panels + (p - first) * panel_stride;
     PanelAhead ahead{p + 1 < p1 ? panel + panel_stride : nullptr, 0, 0, passes};
     const int64_t n0 = p * 64, cols = std::min<int64_t>(64, N - n0);
     for (int64_t k0 = 0; k0 < K; k0 += slice) {
@@ -285,6 +286,11 @@ void small_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64
   }
 }
 
+void panel_matmul_f32_one(const float* a, const float* panel, float* c, int64_t M, int64_t K,
+                          int64_t N, int64_t p) {
+  HWY_DYNAMIC_DISPATCH(PanelMatMulRange)(a, panel, K * 64, c, M, K, N, p, p + 1, p);
+}
+
 void panel_matmul_f32(const float* a, const float* panels, int64_t panel_stride, float* c,
                       int64_t M, int64_t K, int64_t N, ThreadPool& pool) {
   // Threads take contiguous runs of panels (each a contiguous stream of B), each run at least
@@ -292,7 +298,7 @@ void panel_matmul_f32(const float* a, const float* panels, int64_t panel_stride,
   const int64_t count = (N + 63) / 64;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, M * K * 64));
   auto run = [&](int64_t lo, int64_t hi, int) {
-    HWY_DYNAMIC_DISPATCH(PanelMatMulRange)(a, panels, panel_stride, c, M, K, N, lo, hi);
+    HWY_DYNAMIC_DISPATCH(PanelMatMulRange)(a, panels, panel_stride, c, M, K, N, lo, hi, 0);
   };
   if (count <= grain || pool.size() <= 1) {
     run(0, count, 0);

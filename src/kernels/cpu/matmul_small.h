@@ -37,4 +37,9 @@ inline bool panel_matmul_applies(int64_t M, int64_t K, int64_t N) {
 void panel_matmul_f32(const float* a, const float* panels, int64_t panel_stride, float* c,
                       int64_t M, int64_t K, int64_t N, ThreadPool& pool);
 
+// c's columns [64 p, 64 p + 64) from the one panel p of b (row k at panel + k * 64), on the
+// calling thread (a caller that makes B's panels as it goes: MatMulNBits dequantizing them).
+void panel_matmul_f32_one(const float* a, const float* panel, float* c, int64_t M, int64_t K,
+                          int64_t N, int64_t p);
+
 }  // namespace ubfuse::cpu
