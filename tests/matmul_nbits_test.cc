@@ -82,6 +82,44 @@ TEST(MatMulNBits, WeightsGivenAtRunTime) {
   }
 }
 
+TEST(MatMulNBits, CodesPastKCountForNothing) {
+  // K = 20 in blocks of 16: the last block's codes past K are padding. With a scale of 6e37 a code
+  // 7 above the zero point there is an infinite weight, which times the row's 0 would be NaN
+  // (fuzz_onnx found it); the codes inside K are 1 above it (6e37, finite). Every row of x is 0.01:
+  // y = 20 * 6e37 * 0.01. For 8 bits zero * scale (128 * 6e37) is infinite too, where the weight
+  // is not.
+  for (int64_t bits : {4, 8}) {
+    const Packed p{20, 3, bits, 16, false};
+    Tensor codes = Tensor::zeros(DType::u8, {p.N, p.blocks(), p.blob()});
+    for (int64_t n = 0; n < p.N; n++) {
+      for (int64_t k = 0; k < p.blocks() * p.bs; k++) {
+        const int code = k < p.K ? 1 + 8 : 7 + 8;  // 8: the 4-bit default zero point
+        uint8_t* byte = codes.data_as<uint8_t>() + (n * p.blocks() + k / p.bs) * p.blob() +
+                        (bits == 8 ? k % p.bs : (k % p.bs) / 2);
+        *byte = uint8_t(bits == 8 ? code + 120 : *byte | (code << (4 * (k % 2))));
+      }
+    }
+    GraphBuilder b;
+    auto x = b.input("x", DType::f32, {"rows", p.K});
+    b.output("y", b.op(OpKind::MatMulNBits,
+                       {x, b.constant(codes),
+                        b.constant(Tensor::from_floats(DType::f32, {p.N * p.blocks()},
+                                                       std::vector<float>(6, 6e37f)))},
+                       {{"K", p.K}, {"N", p.N}, {"bits", bits}, {"block_size", p.bs}}));
+    Graph g = b.build();
+    for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+      for (int64_t rows : {2, 12}) {  // both paths
+        Tensor in = Tensor::from_floats(DType::f32, {rows, p.K},
+                                        std::vector<float>(size_t(rows * p.K), 0.01f));
+        const Tensor y = compile(g, o).run({{"x", in}}).at("y");
+        for (int64_t i = 0; i < y.numel(); i++) {
+          EXPECT_NEAR(y.get(i), 20 * 6e37 * 0.01, 1e31) << bits << " bits, " << rows << " rows";
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulNBits, InAGraphWithItsNeighbours) {
   // RMSNorm -> MatMulNBits -> SiLU times another MatMulNBits of the same input -> MatMulNBits:
   // a SwiGLU MLP in 4-bit, batch and length symbolic.

@@ -1,15 +1,15 @@
 // MatMulNBits (ops.def): a [M, K] f32 times a weight kept as onnxruntime's 4-bit (or 8-bit)
 // quantizer packs it, so a model takes an eighth (a quarter) of its f32 weight memory.
 // * Up to kDirectRows rows (a decode step, a short prompt): each thread takes a range of columns,
-//   unpacks a vector of a column's codes at a time, dequantizes it with one FMA
-//   ((code - zero) * scale = code * scale - zero * scale) and adds its products with up to 4 rows
-//   of a, read in the codes' order (a 4-bit byte holds codes 2j and 2j + 1: the rows are split into
-//   their even and odd elements once per call). The packed weight streams from memory once per 4
-//   rows: a decode step reads bits / 32 of the bytes an f32 weight takes.
+//   unpacks a vector of a column's codes at a time, dequantizes it ((code - zero) * scale, a
+//   subtract and a multiply) and adds its products with up to 4 rows of a, read in the codes'
+//   order (a 4-bit byte holds codes 2j and 2j + 1: the rows are split into their even and odd
+//   elements once per call). The packed weight streams from memory once per 4 rows: a decode
+//   step reads bits / 32 of the bytes an f32 weight takes.
 // * More rows: the codes are laid out once more, k-major by 64-column panel (a row of a panel's
 //   64 codes in 32 bytes, its scales and zero points per block beside it), the first time a call
 //   has that many. Each thread then dequantizes a panel into a [K, 64] buffer that stays in L2
-//   (two FMAs per vector of 32 codes) and multiplies it with all the rows through the same panel
+//   (four operations per vector of 32 codes) and multiplies it with all the rows through the panel
 //   loop the f32 MatMul runs on its packed weights (matmul_small.h), writing its 64 columns of y:
 //   the dequantization is one pass per panel however many rows there are.
 // clang-format off
@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace ubfuse::cpu::nbits {
 
@@ -36,13 +37,17 @@ struct Problem {
   const uint8_t* b = nullptr;      // [N, blocks, blob]
   const float* scales = nullptr;   // [N, blocks]
   const uint8_t* zeros = nullptr;  // [N, zrow] packed, or null: 2^(bits-1)
-  const float* zs = nullptr;       // [N, blocks]: -zero(n, blk) * scale, made once per call
+  // Each block's weights are code * scale + z, z = -zero * scale, with one FMA (fma) where no
+  // zero * scale comes near float's max; else (code - z) * scale, z = zero, a subtract and a
+  // multiply (8 bits and scales near 1e37, where zero * scale overflows and the weight need not).
+  bool fma = true;
+  const float* z = nullptr;  // [N, blocks]
   // The k-major layout (see the file's comment): per 64-column panel and k, 64 * bits / 8 bytes
-  // (4 bits: byte i holds column i low, column 32 + i high); scales and zs per block and column
-  // of the padded width.
+  // (4 bits: byte i holds column i low, column 32 + i high); scales and zero points per block and
+  // column of the padded width.
   const uint8_t* kmajor = nullptr;
   const float* scales_t = nullptr;
-  const float* zs_t = nullptr;
+  const float* z_t = nullptr;
   // Column n's zero point of block blk.
   int zero(int64_t n, int64_t blk) const {
     if (!zeros) return 1 << (bits - 1);
@@ -66,7 +71,18 @@ namespace nb = cpu::nbits;
 // lanes divide a block's bytes. Each (column, row) keeps two sums (a 4-bit byte's low and high
 // codes; an 8-bit block's even and odd vectors): 2 C R independent FMA chains, where one per row
 // waited on the FMA's latency (a decode step at a third of the rate).
-template <size_t R, size_t C, class D>
+// A vector of codes' weights: code * scale + z with z = -zero * scale (kFma), else
+// (code - zero) * scale with z = zero.
+template <bool kFma, class V>
+HWY_INLINE V Dequantize(V code, V scale, V z) {
+  if constexpr (kFma) {
+    return hn::MulAdd(code, scale, z);
+  } else {
+    return hn::Mul(hn::Sub(code, z), scale);
+  }
+}
+
+template <size_t R, size_t C, bool kFma, class D>
 HWY_INLINE void ColumnGroup(D d, const nb::Problem& p, const float* const* rows, float* y,
                             int64_t n) {
   using V = hn::VFromD<D>;
@@ -79,16 +95,22 @@ HWY_INLINE void ColumnGroup(D d, const nb::Problem& p, const float* const* rows,
     for (size_t r = 0; r < R; r++) acc[c][r][0] = acc[c][r][1] = hn::Zero(d);
   }
   const auto mask = hn::Set(du, 15);
-  for (int64_t blk = 0; blk < p.blocks; blk++) {
-    V sv[C], zs[C];
+  // One block; kPartial: the last one, whose codes past K count for nothing (their rows'
+  // elements are 0, but their weights may be infinite, a huge scale, and 0 times that is NaN).
+  auto block = [&](int64_t blk, auto partial) HWY_ATTR {
+    constexpr bool kPartial = decltype(partial)::value;
+    V sv[C], zv[C];
     const uint8_t* q[C];
     for (size_t c = 0; c < C; c++) {
       const int64_t col = n + int64_t(c);
       sv[c] = hn::Set(d, p.scales[col * p.blocks + blk]);
-      zs[c] = hn::Set(d, p.zs[col * p.blocks + blk]);
+      zv[c] = hn::Set(d, p.z[col * p.blocks + blk]);
       q[c] = p.b + (col * p.blocks + blk) * bytes;
     }
-    const int64_t base = blk * p.bs;
+    const int64_t base = blk * p.bs, rem = p.K - base;
+    auto valid = [&](int64_t count, int64_t j) {
+      return hn::FirstN(d, size_t(std::clamp<int64_t>(count - j, 0, L)));
+    };
     if (p.bits == 4) {
       const int64_t half = p.bs / 2;
       for (int64_t j = 0; j < bytes; j += L) {
@@ -99,10 +121,14 @@ HWY_INLINE void ColumnGroup(D d, const nb::Problem& p, const float* const* rows,
         }
         for (size_t c = 0; c < C; c++) {
           const auto u = hn::PromoteTo(du, hn::LoadU(d8, q[c] + j));
-          const V lo =
-              hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, hn::And(u, mask))), sv[c], zs[c]);
-          const V hi =
-              hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(u))), sv[c], zs[c]);
+          V lo =
+              Dequantize<kFma>(hn::ConvertTo(d, hn::BitCast(di, hn::And(u, mask))), sv[c], zv[c]);
+          V hi = Dequantize<kFma>(hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(u))), sv[c],
+                                  zv[c]);
+          if constexpr (kPartial) {  // elements 2j (low) and 2j + 1 (high) below rem
+            lo = hn::IfThenElseZero(valid((rem + 1) / 2, j), lo);
+            hi = hn::IfThenElseZero(valid(rem / 2, j), hi);
+          }
           for (size_t r = 0; r < R; r++) {
             acc[c][r][0] = hn::MulAdd(lo, a_lo[r], acc[c][r][0]);
             acc[c][r][1] = hn::MulAdd(hi, a_hi[r], acc[c][r][1]);
@@ -114,14 +140,18 @@ HWY_INLINE void ColumnGroup(D d, const nb::Problem& p, const float* const* rows,
         const size_t h = size_t(j / L) % 2;
         for (size_t c = 0; c < C; c++) {
           const auto u = hn::PromoteTo(du, hn::LoadU(d8, q[c] + j));
-          const V w = hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, u)), sv[c], zs[c]);
+          V w = Dequantize<kFma>(hn::ConvertTo(d, hn::BitCast(di, u)), sv[c], zv[c]);
+          if constexpr (kPartial) w = hn::IfThenElseZero(valid(rem, j), w);
           for (size_t r = 0; r < R; r++) {
             acc[c][r][h] = hn::MulAdd(w, hn::LoadU(d, rows[r] + base + j), acc[c][r][h]);
           }
         }
       }
     }
-  }
+  };
+  const int64_t whole = p.K / p.bs;
+  for (int64_t blk = 0; blk < whole; blk++) block(blk, std::false_type{});
+  if (whole < p.blocks) block(whole, std::true_type{});
   for (size_t c = 0; c < C; c++) {
     for (size_t r = 0; r < R; r++) {
       y[int64_t(r) * p.N + n + int64_t(c)] = ReduceSumF(d, hn::Add(acc[c][r][0], acc[c][r][1]));
@@ -136,8 +166,13 @@ HWY_INLINE void Columns(D d, const nb::Problem& p, const float* const* rows, flo
                         int64_t n1) {
   constexpr size_t C = R == 1 ? 4 : R == 2 ? 4 : 2;
   int64_t n = n0;
-  for (; n + int64_t(C) <= n1; n += int64_t(C)) ColumnGroup<R, C>(d, p, rows, y, n);
-  for (; n < n1; n++) ColumnGroup<R, 1>(d, p, rows, y, n);
+  if (p.fma) {
+    for (; n + int64_t(C) <= n1; n += int64_t(C)) ColumnGroup<R, C, true>(d, p, rows, y, n);
+    for (; n < n1; n++) ColumnGroup<R, 1, true>(d, p, rows, y, n);
+  } else {
+    for (; n + int64_t(C) <= n1; n += int64_t(C)) ColumnGroup<R, C, false>(d, p, rows, y, n);
+    for (; n < n1; n++) ColumnGroup<R, 1, false>(d, p, rows, y, n);
+  }
 }
 
 template <class D>
@@ -168,7 +203,8 @@ void DirectColumns(const nb::Problem& p, const float* const* rows, size_t nrows,
 }
 
 // tile[k * 64 + c] = w[k, 64 panel + c] for every k: one panel of the k-major codes dequantized.
-void DequantizePanel(const nb::Problem& p, int64_t panel, float* HWY_RESTRICT tile) {
+template <bool kFma>
+HWY_INLINE void PanelOf(const nb::Problem& p, int64_t panel, float* HWY_RESTRICT tile) {
   const hn::ScalableTag<float> d;
   const hn::RebindToUnsigned<decltype(d)> du;
   const hn::RebindToSigned<decltype(d)> di;
@@ -178,7 +214,7 @@ void DequantizePanel(const nb::Problem& p, int64_t panel, float* HWY_RESTRICT ti
   for (int64_t k = 0; k < p.K; k++) {
     const int64_t blk = k / p.bs;
     const float* s = p.scales_t + blk * width + panel * 64;
-    const float* z = p.zs_t + blk * width + panel * 64;
+    const float* z = p.z_t + blk * width + panel * 64;
     const uint8_t* q = codes + k * row;
     float* out = tile + k * 64;
     if (p.bits == 4) {
@@ -186,18 +222,25 @@ void DequantizePanel(const nb::Problem& p, int64_t panel, float* HWY_RESTRICT ti
         const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + o));
         const auto lo = hn::ConvertTo(d, hn::BitCast(di, hn::And(u, hn::Set(du, 15))));
         const auto hi = hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(u)));
-        hn::StoreU(hn::MulAdd(lo, hn::LoadU(d, s + o), hn::LoadU(d, z + o)), d, out + o);
-        hn::StoreU(hn::MulAdd(hi, hn::LoadU(d, s + 32 + o), hn::LoadU(d, z + 32 + o)), d,
+        hn::StoreU(Dequantize<kFma>(lo, hn::LoadU(d, s + o), hn::LoadU(d, z + o)), d, out + o);
+        hn::StoreU(Dequantize<kFma>(hi, hn::LoadU(d, s + 32 + o), hn::LoadU(d, z + 32 + o)), d,
                    out + 32 + o);
       }
     } else {
       for (int64_t o = 0; o < 64; o += L) {
-        const auto u = hn::PromoteTo(du, hn::LoadU(d8, q + o));
-        hn::StoreU(hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, u)), hn::LoadU(d, s + o),
-                              hn::LoadU(d, z + o)),
-                   d, out + o);
+        const auto code =
+            hn::ConvertTo(d, hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, q + o))));
+        hn::StoreU(Dequantize<kFma>(code, hn::LoadU(d, s + o), hn::LoadU(d, z + o)), d, out + o);
       }
     }
+  }
+}
+
+void DequantizePanel(const nb::Problem& p, int64_t panel, float* tile) {
+  if (p.fma) {
+    PanelOf<true>(p, panel, tile);
+  } else {
+    PanelOf<false>(p, panel, tile);
   }
 }
 
@@ -209,6 +252,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -250,7 +294,8 @@ class MatMulNBitsKernel : public KernelBase {
       nbits::Problem p = p_;
       p.scales = scales->data_as<float>();
       p.zeros = zeros ? zeros->data_as<uint8_t>() : nullptr;
-      zs_ = zero_times_scale(p);
+      fma_ = fma_safe(p);
+      z_ = zero_terms(p, fma_);
       constant_ = payload(1) != nullptr;
     }
   }
@@ -275,9 +320,13 @@ class MatMulNBitsKernel : public KernelBase {
     p.zeros = in.size() > 3 ? in[3].data_as<uint8_t>() : nullptr;
     const int64_t M = a.numel() / p.K;
     if (M == 0) return;
-    std::vector<float> zs;  // when scales or zero points come at run time
-    if (zs_.empty()) zs = zero_times_scale(p);
-    p.zs = zs_.empty() ? zs.data() : zs_.data();
+    std::vector<float> z;  // scales or zero points given at run time
+    if (z_.empty()) {
+      p.fma = fma_safe(p);
+      z = zero_terms(p, p.fma);
+    }
+    p.fma = z_.empty() ? p.fma : fma_;
+    p.z = z_.empty() ? z.data() : z_.data();
     if (M <= kDirectRows) {
       direct(p, a.data_as<float>(), M, y.data_as<float>(), pool);
     } else {
@@ -323,7 +372,7 @@ class MatMulNBitsKernel : public KernelBase {
     const KMajor& km = constant_ ? kmajor(p) : (local = make_kmajor(p));
     p.kmajor = km.codes.data();
     p.scales_t = km.scales.data();
-    p.zs_t = km.zs.data();
+    p.z_t = km.z.data();
     const int64_t panels = (p.N + 63) / 64;
     pool.parallel_for(panels, 1, [&](int64_t lo, int64_t hi, int) {
       thread_local std::vector<float> tile;
@@ -335,11 +384,11 @@ class MatMulNBitsKernel : public KernelBase {
     });
   }
 
-  // The codes k-major by 64-column panel, and the scales and zero points times scales transposed
+  // The codes k-major by 64-column panel, and the scales and zero points (floats) transposed
   // ([blocks, panels * 64], 0 past N): DequantizePanel's input.
   struct KMajor {
     std::vector<uint8_t> codes;
-    std::vector<float> scales, zs;
+    std::vector<float> scales, z;
   };
 
   // Made from the constant weights when a call first needs them (a prompt): decode-only use never
@@ -354,11 +403,11 @@ class MatMulNBitsKernel : public KernelBase {
     const int64_t panels = (p.N + 63) / 64, width = panels * 64, row = 64 * p.bits / 8;
     km.codes.assign(size_t(panels * p.K * row), 0);
     km.scales.assign(size_t(p.blocks * width), 0.0f);
-    km.zs.assign(size_t(p.blocks * width), 0.0f);
+    km.z.assign(size_t(p.blocks * width), 0.0f);
     for (int64_t n = 0; n < p.N; n++) {
       for (int64_t blk = 0; blk < p.blocks; blk++) {
         km.scales[size_t(blk * width + n)] = p.scales[n * p.blocks + blk];
-        km.zs[size_t(blk * width + n)] = p.zs[n * p.blocks + blk];
+        km.z[size_t(blk * width + n)] = p.z[n * p.blocks + blk];
       }
       const int64_t panel = n / 64, c = n % 64;
       for (int64_t k = 0; k < p.K; k++) {
@@ -376,21 +425,35 @@ class MatMulNBitsKernel : public KernelBase {
     return km;
   }
 
-  // Each block's zero point times its scale, [N, blocks]: one broadcast per block in the loops
-  // instead of unpacking the zero point there (a block of 32 4-bit codes is one vector of work).
-  static std::vector<float> zero_times_scale(const nbits::Problem& p) {
-    std::vector<float> zs(size_t(p.N * p.blocks));
+  // Whether no |zero * scale| comes within 4x of float's max (in double; a NaN scale is NaN in
+  // either form).
+  static bool fma_safe(const nbits::Problem& p) {
+    double m = 0;
+    for (int64_t n = 0; n < p.N; n++) {
+      for (int64_t blk = 0; blk < p.blocks; blk++) {
+        m = std::max(m, std::fabs(double(p.zero(n, blk)) * double(p.scales[n * p.blocks + blk])));
+      }
+    }
+    return m < double(std::numeric_limits<float>::max()) / 4;
+  }
+
+  // Problem::z: each block's -zero * scale (fma) or zero, [N, blocks], made once for constant
+  // weights: one broadcast per block in the loops instead of unpacking the zero point there (a
+  // block of 32 4-bit codes is one vector of work).
+  static std::vector<float> zero_terms(const nbits::Problem& p, bool fma) {
+    std::vector<float> z(size_t(p.N * p.blocks));
     for (int64_t n = 0; n < p.N; n++) {
       for (int64_t blk = 0; blk < p.blocks; blk++) {
         const int64_t i = n * p.blocks + blk;
-        zs[size_t(i)] = -float(p.zero(n, blk)) * p.scales[i];
+        z[size_t(i)] = fma ? -float(p.zero(n, blk)) * p.scales[i] : float(p.zero(n, blk));
       }
     }
-    return zs;
+    return z;
   }
 
   nbits::Problem p_;
-  std::vector<float> zs_;  // zero_times_scale of constant scales and zero points
+  std::vector<float> z_;   // zero_terms of constant scales and zero points
+  bool fma_ = true;        // fma_safe of them
   bool constant_ = false;  // b, scales and zero points are constants: kmajor_ may be kept
   mutable std::once_flag kmajor_once_;
   mutable KMajor kmajor_;
