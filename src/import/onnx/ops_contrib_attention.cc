@@ -529,15 +529,14 @@ void group_query_attention(NodeCtx& c) {
                          one(c.dim_scalar(S)), seqlens},
                         {{"axis", int64_t(0)}});
   c.emit_host(facts, gqa_lengths_check(c.name()));
-  // The keys left out: after the query's position, past the sequence's length, before its window.
+  // The keys left out besides those after the query's position (attend's causal mask): past the
+  // sequence's length, before its window.
   const DType dt = q->dtype;
   Value* t = c.reshape_to(arange(c, T), {Dim(1), Dim(1), Dim(1), T});
   Value* s = c.reshape_to(after, {Dim(1), Dim(1), S, Dim(1)});
   const double ninf = -std::numeric_limits<double>::infinity();
-  Value* add =
-      c.emit(OpKind::Where, {c.emit(OpKind::Greater, {t, s}), c.scalar(ninf, dt), c.scalar(0, dt)});
   Value* padded = c.emit(OpKind::Greater, {t, c.reshape_to(seqlens, {B, Dim(1), Dim(1), Dim(1)})});
-  add = c.emit(OpKind::Where, {padded, c.scalar(ninf, dt), add});
+  Value* add = c.emit(OpKind::Where, {padded, c.scalar(ninf, dt), c.scalar(0, dt)});
   const int64_t window = c.attr_int("local_window_size", -1);
   if (window > 0) {
     Value* first = c.emit(OpKind::Sub, {s, c.scalar(double(window - 1), DType::i64)});
@@ -552,6 +551,7 @@ void group_query_attention(NodeCtx& c) {
   };
   MaskSpec m;
   m.bias_input = 10;
+  m.causal = true;  // keys t > P + s: T - S is P
   m.softcap = c.attr_float("softcap", 0.0);
   m.add = add;
   c.set_output(0, attend(c, q, share(k), share(v), scale_attr(c, d), m));

@@ -294,8 +294,9 @@ class MatMulNBitsKernel : public KernelBase {
       nbits::Problem p = p_;
       p.scales = scales->data_as<float>();
       p.zeros = zeros ? zeros->data_as<uint8_t>() : nullptr;
-      fma_ = fma_safe(p);
-      z_ = zero_terms(p, fma_);
+      p_.fma = fma_safe(p);
+      z_ = zero_terms(p, p_.fma);
+      p_.z = z_.data();  // z_ is not touched again: the kernel is neither copied nor moved
       constant_ = payload(1) != nullptr;
     }
   }
@@ -320,13 +321,12 @@ class MatMulNBitsKernel : public KernelBase {
     p.zeros = in.size() > 3 ? in[3].data_as<uint8_t>() : nullptr;
     const int64_t M = a.numel() / p.K;
     if (M == 0) return;
-    std::vector<float> z;  // scales or zero points given at run time
-    if (z_.empty()) {
+    std::vector<float> z;  // scales or zero points given at run time: their terms for this call
+    if (!p.z) {
       p.fma = fma_safe(p);
       z = zero_terms(p, p.fma);
+      p.z = z.data();
     }
-    p.fma = z_.empty() ? p.fma : fma_;
-    p.z = z_.empty() ? z.data() : z_.data();
     if (M <= kDirectRows) {
       direct(p, a.data_as<float>(), M, y.data_as<float>(), pool);
     } else {
@@ -452,8 +452,7 @@ class MatMulNBitsKernel : public KernelBase {
   }
 
   nbits::Problem p_;
-  std::vector<float> z_;   // zero_terms of constant scales and zero points
-  bool fma_ = true;        // fma_safe of them
+  std::vector<float> z_;   // zero_terms of constant scales and zero points (p_.z, p_.fma)
   bool constant_ = false;  // b, scales and zero points are constants: kmajor_ may be kept
   mutable std::once_flag kmajor_once_;
   mutable KMajor kmajor_;
