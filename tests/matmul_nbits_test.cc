@@ -3,6 +3,8 @@
 // of its paths (up to 8 rows through the packed codes, more through dequantized panels), block
 // sizes, partial last blocks, zero points or the default, odd K and N, a symbolic row count from
 // one compile; in a graph with the ops around it; and the import of an f32 model to it.
+#include <limits>
+
 #include "onnx_one_node.h"
 #include "test_util.h"
 
@@ -116,6 +118,31 @@ TEST(MatMulNBits, CodesPastKCountForNothing) {
           EXPECT_NEAR(y.get(i), 20 * 6e37 * 0.01, 1e31) << bits << " bits, " << rows << " rows";
         }
       }
+    }
+  }
+}
+
+TEST(MatMulNBits, AnInfiniteScaleGivesTheReferencesInfinity) {
+  // Column 0's first scale is +inf with zero points of 0 and codes of 1: its weights are +inf, as
+  // the reference computes (code - zero) * scale, and column 0 of y is +inf. The one-FMA form
+  // would add -0 * inf = NaN to them.
+  const Packed p{32, 3, 4, 16, true};
+  Tensor codes = Tensor::zeros(DType::u8, {p.N, p.blocks(), p.blob()});
+  for (int64_t i = 0; i < codes.numel(); i++) codes.data_as<uint8_t>()[i] = 0x11;
+  std::vector<float> scales(size_t(p.N * p.blocks()), 0.25f);
+  scales[0] = std::numeric_limits<float>::infinity();
+  GraphBuilder b;
+  auto x = b.input("x", DType::f32, {"rows", p.K});
+  b.output("y", b.op(OpKind::MatMulNBits,
+                     {x, b.constant(codes),
+                      b.constant(Tensor::from_floats(DType::f32, {p.N * p.blocks()}, scales)),
+                      b.constant(Tensor::zeros(DType::u8, {p.N * p.zrow()}))},
+                     {{"K", p.K}, {"N", p.N}, {"bits", p.bits}, {"block_size", p.bs}}));
+  Graph g = b.build();
+  for (const Options& o : {testing::eager_opts(), testing::graph_opts()}) {
+    for (int64_t rows : {2, 12}) {  // both paths
+      std::map<std::string, Tensor> in{{"x", Tensor::random(DType::f32, {rows, p.K}, 3, 0.5, 1)}};
+      EXPECT_TRUE(testing::matches_reference(g, in, o)) << rows << " rows";
     }
   }
 }

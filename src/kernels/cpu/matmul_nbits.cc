@@ -425,16 +425,18 @@ class MatMulNBitsKernel : public KernelBase {
     return km;
   }
 
-  // Whether no |zero * scale| comes within 4x of float's max (in double; a NaN scale is NaN in
-  // either form).
+  // Whether every |zero * scale| is finite and below float's max by 4x (in double). An infinite
+  // or NaN one is not: a zero point of 0 times an infinite scale is NaN in the FMA form, where
+  // (code - 0) * inf is the weight's infinity.
   static bool fma_safe(const nbits::Problem& p) {
-    double m = 0;
+    const double limit = double(std::numeric_limits<float>::max()) / 4;
     for (int64_t n = 0; n < p.N; n++) {
       for (int64_t blk = 0; blk < p.blocks; blk++) {
-        m = std::max(m, std::fabs(double(p.zero(n, blk)) * double(p.scales[n * p.blocks + blk])));
+        const double zs = double(p.zero(n, blk)) * double(p.scales[n * p.blocks + blk]);
+        if (!(std::fabs(zs) < limit)) return false;
       }
     }
-    return m < double(std::numeric_limits<float>::max()) / 4;
+    return true;
   }
 
   // Problem::z: each block's -zero * scale (fma) or zero, [N, blocks], made once for constant
