@@ -1,4 +1,4 @@
-// com.microsoft GroupQueryAttention (src/import/onnx/ops_contrib_attention.cc) against a double
+// com.microsoft GroupQueryAttention (src/import/onnx/ops_contrib_gqa.cc) against a double
 // reference of onnxruntime 1.30's CPU kernel: the first prompt (right-padded sequences), decode
 // steps and later prompts after a past, packed Q, K and V, rotary (halves, pairs, partial,
 // position_ids), local windows, softcap, attention_bias, multi-query and multi-head forms; one

@@ -58,6 +58,7 @@ const Tables& tables() {
     add_spectral_ops(out.onnx);
     add_contrib_ops(out.onnx, out.microsoft);
     add_contrib_attention_ops(out.microsoft);
+    add_contrib_gqa_ops(out.microsoft);
     return out;
   }();
   return t;

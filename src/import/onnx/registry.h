@@ -32,6 +32,7 @@ void add_recurrent_ops(ConverterMap& m);
 void add_spectral_ops(ConverterMap& m);
 void add_contrib_ops(ConverterMap& onnx_domain, ConverterMap& microsoft);
 void add_contrib_attention_ops(ConverterMap& microsoft);
+void add_contrib_gqa_ops(ConverterMap& microsoft);
 // The ONNX ops that may take int8/uint8 inputs (data movement, Cast, Where, integer elementwise
 // arithmetic and comparisons, and the quantization ops; ops_quant.cc); others are unsupported on
 // them.
