@@ -301,6 +301,65 @@ TEST(ConvFusion, Conv3dPatchEmbeddingEpilogueIsOneKernel) {
   }
 }
 
+// --- A Conv whose kernel tiles its input (stride = kernel, no padding, one group: a ViT's patch
+// embedding) runs as a MatMul of its patches (conv_dnnl.cc, PatchMatMul): 1 to 3 spatial axes,
+// lengths the kernel does not divide (the rest is not read), one patch, batches, with and without
+// the bias input, auto_pad VALID, at sizes given at run time, in both modes; weights given at run
+// time take oneDNN's convolution and agree.
+TEST(ConvPatches, MatMulOfPatchesMatchesTheReference) {
+  struct Case {
+    Shape x;
+    Sizes w;
+    std::vector<std::map<std::string, Sizes>> bindings;
+  };
+  const std::vector<Case> cases = {
+      {{"n", 3, "len"}, {5, 3, 4}, {{{"x", {1, 3, 16}}}, {{"x", {2, 3, 13}}}, {{"x", {3, 3, 4}}}}},
+      {{"n", 3, "h", "w"},
+       {12, 3, 4, 3},
+       {{{"x", {1, 3, 8, 9}}}, {{"x", {2, 3, 11, 10}}}, {{"x", {1, 3, 4, 3}}}}},
+      {{1, 2, "t", 8, 9}, {7, 2, 2, 4, 3}, {{{"x", {1, 2, 2, 8, 9}}}, {{"x", {1, 2, 5, 8, 9}}}}},
+      // 70 patches of 48 inputs onto 100 channels: the MatMul past its few-row loop, two panels.
+      {{"n", 3, 40, 56}, {100, 3, 4, 4}, {{{"x", {1, 3, 40, 56}}}, {{"x", {3, 3, 40, 56}}}}},
+  };
+  for (const Case& c : cases) {
+    for (bool bias : {false, true}) {
+      for (const char* pad : {"NOTSET", "VALID"}) {
+        GraphBuilder b;
+        auto x = b.input("x", f32, c.x);
+        ConvOptions o;
+        o.strides.assign(c.w.begin() + 2, c.w.end());
+        o.auto_pad = pad;
+        auto w = b.constant(Tensor::random(f32, c.w, 7, -0.5, 0.5));
+        auto bv = bias ? b.constant(Tensor::random(f32, {c.w[0]}, 8)) : nullptr;
+        b.output("y", b.conv(x, w, bv, o));
+        Graph g = b.build();
+        for (const Options& opts : {testing::eager_opts(), testing::graph_opts()}) {
+          SCOPED_TRACE(sizes_str(c.w) + (bias ? " bias " : " ") + pad);
+          expect_matches_at(g, opts, c.bindings);
+        }
+      }
+    }
+  }
+  // The same products with the weights as an input: oneDNN's convolution.
+  GraphBuilder b;
+  auto x = b.input("x", f32, {2, 3, 11, 10});
+  auto w = b.input("w", f32, {12, 3, 4, 3});
+  ConvOptions o;
+  o.strides = {4, 3};
+  b.output("y", b.conv(x, w, nullptr, o));
+  Graph g = b.build();
+  const Tensor wt = Tensor::random(f32, {12, 3, 4, 3}, 7, -0.5, 0.5);
+  const Tensor xt = Tensor::random(f32, {2, 3, 11, 10}, 3, -2, 2);
+  GraphBuilder bc;
+  ConvOptions oc = o;
+  bc.output("y", bc.conv(bc.input("x", f32, {2, 3, 11, 10}), bc.constant(wt), nullptr, oc));
+  Tensor from_input = compile(g, testing::eager_opts()).run({{"x", xt}, {"w", wt}}).at("y");
+  Tensor from_patches = compile(bc.build(), testing::eager_opts()).run({{"x", xt}}).at("y");
+  EXPECT_TRUE(
+      testing::close_to_ref(from_patches, ref::run_graph(g, {{"x", xt}, {"w", wt}}).at("y")));
+  EXPECT_TRUE(testing::close_to_ref(from_input, ref::run_graph(g, {{"x", xt}, {"w", wt}}).at("y")));
+}
+
 // The rule switches it off like any other.
 TEST(ConvFusion, RuleOffKeepsTheConvApart) {
   Graph g = conv_bias_gelu(f32, "len");
