@@ -200,6 +200,83 @@ TEST(Attention, OtherHighwayTargets) {
   }
 }
 
+// With no mask and only a scale, value columns that are no whole number of vectors (36, 20, 8,
+// 100) run with the query rows across the lanes (attention.cc, ChunkLanes) where the rows fill
+// whole tiles of 32 (16 on AVX2) to 7/8 or more: K^T given or K as rows (the exporters'
+// Transpose), heads read in place (the projections' [B, L, H, D] and the output's Transpose),
+// key blocks of every size left over, one key, scales by Div and Mul, on AVX-512 and AVX2.
+// Inputs whose scores might not be finite (a NaN, an infinity, a product past float's max) take
+// the row tiles, as does a decoder step's row.
+TEST(Attention, RowsAcrossLanesMatchTheReference) {
+  struct Sz {
+    int64_t lq, lk, d, dv;
+  };
+  const std::vector<int64_t> targets = {int64_t(HWY_AVX3), int64_t(HWY_AVX2)};
+  for (int64_t target : targets) {
+    if ((hwy::SupportedTargets() & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (Sz s : {Sz{64, 150, 36, 36}, Sz{96, 257, 20, 36}, Sz{128, 100, 36, 8}, Sz{60, 64, 36, 100},
+                 Sz{64, 1, 36, 36}, Sz{512, 300, 36, 36}}) {
+      for (int form = 0; form < 3; form++) {
+        // form 0: K^T given, scale by Div; 1: K as rows, scale by Mul; 2: Q, K and V as the
+        // projections leave them ([1, L, H, D]) and the output transposed back.
+        const int64_t H = 2;
+        GraphBuilder b;
+        GraphBuilder::V q, kt, v;
+        if (form < 2) {
+          q = b.input("q", f32, {1, H, s.lq, s.d});
+          v = b.input("v", f32, {1, H, s.lk, s.dv});
+          kt = form == 0 ? b.input("k", f32, {1, H, s.d, s.lk})
+                         : b.transpose(b.input("k", f32, {1, H, s.lk, s.d}), {0, 1, 3, 2});
+        } else {
+          q = b.transpose(b.input("q", f32, {1, s.lq, H, s.d}), {0, 2, 1, 3});
+          v = b.transpose(b.input("v", f32, {1, s.lk, H, s.dv}), {0, 2, 1, 3});
+          kt = b.transpose(b.input("k", f32, {1, s.lk, H, s.d}), {0, 2, 3, 1});
+        }
+        auto sc = b.matmul(q, kt);
+        sc =
+            form == 1 ? b.mul(sc, 1.0 / std::sqrt(double(s.d))) : b.div(sc, std::sqrt(double(s.d)));
+        auto y = b.matmul(b.softmax(sc), v);
+        b.output("y", form == 2 ? b.transpose(y, {0, 2, 1, 3}) : y);
+        Graph g = b.build();
+        std::map<std::string, Tensor> in;
+        for (Value* x : g.inputs())
+          in[x->name] = Tensor::random(f32, static_sizes(x->shape), 7, -2, 2);
+        const std::string where = "lq " + std::to_string(s.lq) + " lk " + std::to_string(s.lk) +
+                                  " d " + std::to_string(s.d) + " dv " + std::to_string(s.dv) +
+                                  " form " + std::to_string(form);
+        check(g, in, where);
+      }
+    }
+    // Scores that may not be finite: NaN and infinity in q, k or v, and products past float's
+    // max that the scale brings back (the graph's are infinite).
+    const Sizes q = {1, 2, 64, 36}, kt = {1, 2, 36, 80}, v = {1, 2, 80, 36};
+    Graph g = attention(f32, to_shape(q), to_shape(kt), to_shape(v), {});
+    for (int form = 0; form < 4; form++) {
+      auto in = inputs(f32, q, kt, v, Mask::None);
+      const float inf = std::numeric_limits<float>::infinity();
+      if (form == 0) in["q"].set(5 * 36 + 3, std::nan(""));
+      if (form == 1) in["kt"].set(7, inf);
+      if (form == 2) in["v"].set(11 * 36 + 2, -inf);
+      if (form == 3) {
+        in["q"].set(0, 1e19);
+        in["kt"].set(3, 6e19);
+      }
+      CompiledModel m = compile(g, graph_opts());
+      const Tensor got = m.run(in).at("y");
+      const Tensor eager = compile(g, eager_opts()).run(in).at("y");
+      for (int64_t i = 0; i < got.numel(); i++) {
+        ASSERT_EQ(std::isnan(got.get(i)), std::isnan(eager.get(i)))
+            << "form " << form << " element " << i << ": " << got.get(i) << " against eager's "
+            << eager.get(i);
+      }
+      EXPECT_TRUE(close_to_ref(got, ref::run_graph(g, in).at("y"))) << "form " << form;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
 // Grouped-query attention with K/V heads broadcast by a size-1 dim: q [B, KH, G, Lq, D].
 TEST(Attention, BatchDimsBroadcast) {
   const Sizes q = {2, 2, 3, 9, 16}, kt = {2, 2, 1, 16, 40}, v = {2, 2, 1, 40, 16};
