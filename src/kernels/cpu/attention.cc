@@ -5,7 +5,9 @@
 // exp times the block's values to the rows' outputs (the tile kernels: attention_tiles-inl.h; the
 // mask's: attention_mask-inl.h). The block of K^T and V stays in L1 while the chunk's rows pass
 // over it; the scores never reach memory. Everything is computed in f32; bf16/f16 operands are
-// widened into per-thread buffers first.
+// widened into per-thread buffers first. Where the value columns are no whole number of vectors
+// and there is no mask, ChunkLanes runs a chunk with its query rows across the lanes instead
+// (attention_lanes-inl.h).
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on

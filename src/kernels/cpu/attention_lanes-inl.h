@@ -12,6 +12,7 @@
 #define UBFUSE_KERNELS_CPU_ATTENTION_LANES_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <limits>
 #include <type_traits>
