@@ -16,8 +16,7 @@
 // the kernels that read it and f32 inside the kernel that made it (exp(exp(x)) - max(sum(...))
 // cancels to a few ulps of either). A reduction or product that overflows to an infinity from
 // operands without one, or comes within 2^8 of float's max (sum_overflows), leaves nothing to
-// judge by. Anything else that differs
-// aborts with the element and values.
+// judge by. Anything else that differs aborts with the element and values.
 #pragma once
 
 #include <cmath>

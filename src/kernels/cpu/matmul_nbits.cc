@@ -1,11 +1,12 @@
 // MatMulNBits (ops.def): a [M, K] f32 times a weight kept as onnxruntime's 4-bit (or 8-bit)
 // quantizer packs it, so a model takes an eighth (a quarter) of its f32 weight memory.
 // * Up to kDirectRows rows (a decode step, a short prompt): each thread takes a range of columns,
-//   unpacks a vector of a column's codes at a time, dequantizes it ((code - zero) * scale, a
-//   subtract and a multiply) and adds its products with up to 4 rows of a, read in the codes'
-//   order (a 4-bit byte holds codes 2j and 2j + 1: the rows are split into their even and odd
-//   elements once per call). The packed weight streams from memory once per 4 rows: a decode
-//   step reads bits / 32 of the bytes an f32 weight takes.
+//   unpacks a vector of a column's codes at a time, dequantizes it (code * scale - zero * scale,
+//   one FMA; (code - zero) * scale where some zero * scale comes near float's max) and adds its
+//   products with up to 4 rows of a, read in the codes' order (a 4-bit byte holds codes 2j and
+//   2j + 1: the rows are split into their even and odd elements once per call). The packed
+//   weight streams from memory once per 4 rows: a decode step reads bits / 32 of the bytes an
+//   f32 weight takes.
 // * More rows: the codes are laid out once more, k-major by 64-column panel (a row of a panel's
 //   64 codes in 32 bytes, its scales and zero points per block beside it), the first time a call
 //   has that many. Each thread then dequantizes a panel into a [K, 64] buffer that stays in L2
