@@ -241,6 +241,15 @@ TEST(QuantMatMul, ProjectionsSharingOneQuantizationAreEachOneOp) {
       if (constant_v) in.erase("wv");
       auto want = eager.run(in), got = graph.run(in);
       for (const char* o : {"q", "k", "v"}) {
+        if (!constant_v && o[0] == 'v') {
+          // v's Cast, Mul and Add run as one generated kernel, where GCC may contract the Mul
+          // and Add into an FMA (it does on 256-bit vectors): one rounding fewer than eager.
+          const Tensor &g = got.at(o), &w = want.at(o);
+          for (int64_t e = 0; e < w.numel(); ++e) {
+            ASSERT_NEAR(g.get(e), w.get(e), 1e-6 * (1 + std::abs(w.get(e)))) << "rows " << rows;
+          }
+          continue;
+        }
         ASSERT_EQ(0, std::memcmp(got.at(o).data(), want.at(o).data(), want.at(o).nbytes()))
             << o << " rows " << rows;
       }
