@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "kernels/cpu/matmul_info.h"
 #include "kernels/cpu/matmul_small.h"
 #include "kernels/cpu/op_kernel.h"
@@ -164,6 +165,104 @@ TEST(KernelsCpu, MatMulReadsPackedPanelsForFewRows) {
     EXPECT_EQ(bad.load(), 0) << c.K << " x " << c.N;
   }
   if (!any_panels) std::cout << "(oneDNN does not pack f32 weights in panels on this CPU)\n";
+}
+
+// ubfuse's own 16-column panels (own_panel_matmul_f32), on Highway's AVX2 target (the one that
+// runs them) and on the others this CPU has: K past and off the 256-row slices, N off the panels
+// and the groups of four, every row count of one to three passes and larger ones, on 1-3 threads;
+// every element against a double product.
+TEST(KernelsCpu, OwnPanelsMatchADoubleProduct) {
+  ThreadPool pool1(1), pool3(3);
+  uint64_t seed = 1250;
+  struct Case {
+    int64_t K, N;
+  };
+  for (int64_t target : {int64_t(HWY_AVX2), int64_t(HWY_AVX3), int64_t(0)}) {
+    if (target != 0 && (hwy::SupportedTargets() & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(target ? hwy::TargetName(target) : "best target");
+    if (target == HWY_AVX2) {
+      EXPECT_TRUE(cpu::own_panels_fit());
+    }
+    for (Case c :
+         {Case{1, 1}, Case{17, 15}, Case{256, 16}, Case{257, 17}, Case{300, 100}, Case{600, 130}}) {
+      const Tensor at = Tensor::random(DType::f32, {70, c.K}, seed++, -1, 1);
+      const Tensor bt = Tensor::random(DType::f32, {c.K, c.N}, seed++, -1, 1);
+      const float* a = at.data_as<float>();
+      const float* b = bt.data_as<float>();
+      std::vector<float> panels(size_t(cpu::own_panels_floats(c.K, c.N)), -1.0f);
+      cpu::pack_own_panels_f32(b, c.K, c.N, panels.data());
+      for (int64_t m : {1, 2, 3, 5, 6, 7, 8, 9, 12, 13, 19, 70}) {
+        for (ThreadPool* pool : {&pool1, &pool2(), &pool3}) {
+          std::vector<float> got(size_t(m * c.N), std::nanf(""));
+          cpu::own_panel_matmul_f32(a, panels.data(), got.data(), m, c.K, c.N, *pool);
+          int bad = 0;
+          for (int64_t i = 0; i < m; i++) {
+            for (int64_t j = 0; j < c.N; j++) {
+              double want = 0, mag = 0;
+              for (int64_t k = 0; k < c.K; k++) {
+                const double t = double(a[i * c.K + k]) * b[k * c.N + j];
+                want += t;
+                mag += std::fabs(t);
+              }
+              const double err = std::fabs(got[size_t(i * c.N + j)] - want);
+              if (!(err <= 1e-7 * double(c.K) * mag + 1e-30)) bad++;
+            }
+          }
+          EXPECT_EQ(bad, 0) << c.K << " x " << c.N << ", " << m << " rows, " << pool->size()
+                            << " threads";
+        }
+      }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
+// Where oneDNN's f32 kernel copies B into its panels inside every call (gemm:jit: CPUs without
+// AVX-512), a MatMul by constant f32 weights packs them once in ubfuse's own panels and runs them
+// from 2 to kOwnPanelMaxRows rows (one row: the small loop; past the limit: oneDNN on B as
+// given), from three threads at once.
+TEST(KernelsCpu, MatMulRunsOwnPanelsWhereOneDnnRepacks) {
+  uint64_t seed = 1270;
+  int own = 0;
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{300, 100}, {64, 1000}, {768, 200}}) {
+    Tensor w = Tensor::random(DType::f32, {K, N}, seed++, -1, 1);
+    GraphBuilder b;
+    V x = b.input("x", DType::f32, {"m", K});
+    V y = b.matmul(x, b.constant(w, "w"));
+    b.output("y", y);
+    Graph g = b.build();
+    auto k = cpu::make_op_kernel(*y->producer);
+    const std::vector<int64_t> rows = {
+        1, 2, 6, 7, 16, 100, cpu::kOwnPanelMaxRows, cpu::kOwnPanelMaxRows + 1};
+    std::vector<std::thread> ts;
+    std::atomic<int> bad{0}, runs_own{0};
+    for (int t = 0; t < 3; ++t) {
+      ts.emplace_back([&, t] {
+        for (size_t i = size_t(t); i < rows.size(); i += 3) {
+          const int64_t m = rows[i];
+          const std::string impl = cpu::matmul_call_info(*k, {m, K}, {K, N}, DType::f32).impl;
+          if (impl == "ubfuse:own_panels_f32") {
+            runs_own++;
+            if (m < 2 || m > cpu::kOwnPanelMaxRows) bad++;
+          }
+          Tensor a = Tensor::random(DType::f32, {m, K}, uint64_t(m) * 13 + 5, -1, 1);
+          auto want =
+              ref::eval_node(*y->producer, {ref::from_tensor(a), ref::from_tensor(w)}).at(0);
+          Tensor got(DType::f32, {m, N});
+          std::vector<Tensor> outs{got};
+          k->run({a, w}, outs, pool2());
+          if (!close_to_ref(got, want, 1.0 + double(K) / 16.0)) bad++;
+        }
+      });
+    }
+    for (auto& th : ts) th.join();
+    EXPECT_EQ(bad.load(), 0) << K << " x " << N;
+    // All of the rows up to the limit, or none (oneDNN packs B once on this CPU).
+    EXPECT_TRUE(runs_own == 0 || runs_own == int(rows.size()) - 2) << runs_own;
+    own += runs_own;
+  }
+  if (own == 0) std::cout << "(oneDNN packs f32 weights once on this CPU: no own panels)\n";
 }
 
 // Past the rows panel_matmul_applies takes, products of constant f32 weights run split over the

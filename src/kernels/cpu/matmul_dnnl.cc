@@ -148,6 +148,11 @@ class MatMulKernel : public KernelBase {
                        y.data_as<float>(), g.a[0], g.a[1], g.b[1], pool);
       return;
     }
+    if (own(g, dta, b.sizes())) {
+      own_panel_matmul_f32(a.data_as<float>(), own_panels_.get(), y.data_as<float>(), g.a[0],
+                           g.a[1], g.b[1], pool);
+      return;
+    }
     if (small(g, dta)) {
       small_matmul_f32(a.data_as<float>(), b.data_as<float>(), y.data_as<float>(), g.a[0], g.a[1],
                        g.b[1], pool);
@@ -227,6 +232,10 @@ class MatMulKernel : public KernelBase {
     MatMulCallInfo info;
     if (panels(g, dt, sb)) {
       info.impl = "ubfuse:panels_f32";
+      return info;
+    }
+    if (own(g, dt, sb)) {
+      info.impl = "ubfuse:own_panels_f32";
       return info;
     }
     if (small(g, dt) || small_batched(g, dt)) {
@@ -372,6 +381,14 @@ class MatMulKernel : public KernelBase {
            panel_matmul_applies(g.a[0], g.a[1], g.b[1]);
   }
 
+  // 2 to kOwnPanelMaxRows f32 rows times the constant B that ubfuse packed itself, where oneDNN
+  // would copy B into its panels inside the call (matmul_small.h). One row keeps the small loop,
+  // whose two chains of sums per row multiply faster than one pass's two registers.
+  bool own(const Geometry& g, DType dt, const Sizes& sb) const {
+    return dt == DType::f32 && g.two_d && own_panels_ && sb == packed_sizes_ && g.a[0] >= 2 &&
+           g.a[0] <= kOwnPanelMaxRows;
+  }
+
   // A few f32 rows times an unbatched B: our own loop (matmul_small.h), not oneDNN.
   static bool small(const Geometry& g, DType dt) {
     return dt == DType::f32 && g.two_d && small_matmul_applies(g.a[0], g.a[1], g.b[1]);
@@ -504,6 +521,21 @@ class MatMulKernel : public KernelBase {
       panel_tag_ =
           packed_f32_md_ == dnnl::memory::desc({K, N}, dt::f32, dnnl::memory::format_tag::BA16a64b);
     }
+    // Where oneDNN's f32 kernel would copy B into its panels inside every call (gemm:jit on AVX2),
+    // ubfuse packs them once for its own loop, and oneDNN, past that loop's rows, reads B as given
+    // (the packed copy would hold the same bytes twice).
+    if (packed_f32_ && bt.dtype() == DType::f32 && panel_stride_ == 0 && own_panels_fit()) {
+      std::shared_ptr<Prim> p = create(g, dt::f32, &packed_f32_md_);
+      if (p && p->impl.rfind("gemm:", 0) == 0) {
+        own_panels_.reset(static_cast<float*>(
+            alloc_tensor_bytes(size_t(own_panels_floats(K, N)) * sizeof(float))));
+        if (own_panels_) {
+          pack_own_panels_f32(bt.data_as<float>(), K, N, own_panels_.get());
+          packed_f32_.reset();
+          has_packed_ = packed_bf16_ != nullptr;
+        }
+      }
+    }
   }
 
   // The distance between 64-column panels when oneDNN packed [K, N] f32 weights as 16a64b blocks
@@ -552,6 +584,10 @@ class MatMulKernel : public KernelBase {
     }
   }
 
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> own_panels_;  // B in ubfuse's own panels (own_panel_matmul_f32)
   bool has_packed_ = false;
   int64_t panel_stride_ = 0;  // packed f32 weights in 64-column panels (panel_matmul_f32)
   bool panel_tag_ = false;    // ... exactly oneDNN's BA16a64b, so a run of panels is one too

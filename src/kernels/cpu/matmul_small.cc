@@ -10,6 +10,8 @@
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
 
+#include "kernels/cpu/matmul_small.h"
+
 #include <type_traits>
 
 #undef HWY_TARGET_INCLUDE
@@ -131,38 +133,39 @@ struct PanelAhead {
   int64_t passes;
 };
 
-// c[r, n0:n0+cols) (+)= A[r, k0:k1) times rows [k0, k1) of one 64-column panel of packed B (row
-// k at panel + k * 64), for the R rows at a and c: the sums start at 0 when `first`, else at what
+// c[r, n0:n0+cols) (+)= A[r, k0:k1) times rows [k0, k1) of one W-column panel of packed B (row
+// k at panel + k * W), for the R rows at a and c: the sums start at 0 when `first`, else at what
 // c holds, and stay in registers while the panel's rows stream past.
-template <int R>
+template <int R, int W>
 HWY_INLINE void PanelRows(const float* HWY_RESTRICT a, const float* HWY_RESTRICT panel,
                           PanelAhead& ahead, float* HWY_RESTRICT c, int64_t K, int64_t N,
                           int64_t n0, int64_t cols, int64_t k0, int64_t k1, bool first) {
   const hn::ScalableTag<float> d;
   constexpr int kL = int(hn::MaxLanes(d));
-  constexpr int kV = 64 / kL;  // vectors per panel row
+  static_assert(W % kL == 0 && W % 16 == 0, "a panel row is whole vectors and cache lines");
+  constexpr int kV = W / kL;  // vectors per panel row
   hn::Vec<decltype(d)> acc[R][kV];
-  HWY_ALIGN float tail[64];
+  HWY_ALIGN float tail[W];
   for (int r = 0; r < R; r++) {
     const float* in = c + r * N + n0;
     if (first) {
       for (int v = 0; v < kV; v++) acc[r][v] = hn::Zero(d);
-    } else if (cols == 64) {
+    } else if (cols == W) {
       for (int v = 0; v < kV; v++) acc[r][v] = hn::LoadU(d, in + v * kL);
     } else {
-      for (int64_t j = 0; j < 64; j++) tail[j] = j < cols ? in[j] : 0.0f;
+      for (int64_t j = 0; j < W; j++) tail[j] = j < cols ? in[j] : 0.0f;
       for (int v = 0; v < kV; v++) acc[r][v] = hn::Load(d, tail + v * kL);
     }
   }
   for (int64_t k = k0; k < k1; k++) {
     if (ahead.next) {
-      for (ahead.carry += 4; ahead.carry >= ahead.passes; ahead.carry -= ahead.passes) {
+      for (ahead.carry += W / 16; ahead.carry >= ahead.passes; ahead.carry -= ahead.passes) {
         __builtin_prefetch(ahead.next + ahead.line * 16, 0, 2);
         ahead.line++;
       }
     }
     hn::Vec<decltype(d)> bv[kV];
-    for (int v = 0; v < kV; v++) bv[v] = hn::LoadU(d, panel + k * 64 + v * kL);
+    for (int v = 0; v < kV; v++) bv[v] = hn::LoadU(d, panel + k * W + v * kL);
     for (int r = 0; r < R; r++) {
       const auto x = hn::Set(d, a[r * K + k]);
       for (int v = 0; v < kV; v++) acc[r][v] = hn::MulAdd(x, bv[v], acc[r][v]);
@@ -170,7 +173,7 @@ HWY_INLINE void PanelRows(const float* HWY_RESTRICT a, const float* HWY_RESTRICT
   }
   for (int r = 0; r < R; r++) {
     float* out = c + r * N + n0;
-    if (cols == 64) {
+    if (cols == W) {
       for (int v = 0; v < kV; v++) hn::StoreU(acc[r][v], d, out + v * kL);
       continue;
     }
@@ -216,12 +219,47 @@ void PanelMatMulRange(const float* a, const float* panels, int64_t panel_stride,
     for (int64_t k0 = 0; k0 < K; k0 += slice) {
       const int64_t k1 = std::min(K, k0 + slice);
       InPanelRowBlocks(M, [&](int64_t m, auto rows) {
-        PanelRows<decltype(rows)::value>(a + m * K, panel, ahead, c + m * N, K, N, n0, cols, k0, k1,
-                                         k0 == 0);
+        PanelRows<decltype(rows)::value, 64>(a + m * K, panel, ahead, c + m * N, K, N, n0, cols, k0,
+                                             k1, k0 == 0);
       });
     }
   }
 }
+
+// The panels [p0, p1) of C = A B for B packed by ubfuse in panels of kOwnPanelWidth columns
+// (panel p at panels + p * K * kOwnPanelWidth, row k at + k * kOwnPanelWidth): by groups of
+// kOwnPanelGroup panels, each group slice by slice of kOwnPanelSliceRows rows of B (the group's
+// slice, 64 KiB, stays in L2), each slice in passes of up to six rows of A, and each pass over the
+// group's panels in turn (its rows of A stay in L1). With 8-lane vectors the six rows' sums are 12
+// registers, the panel row 2 more.
+constexpr int64_t kOwnPanelGroup = 4;
+constexpr int64_t kOwnPanelSliceRows = 256;
+void OwnPanelMatMulRange(const float* a, const float* panels, float* c, int64_t M, int64_t K,
+                         int64_t N, int64_t p0, int64_t p1) {
+  constexpr int W = int(ubfuse::cpu::kOwnPanelWidth);
+  if constexpr (hn::MaxLanes(hn::ScalableTag<float>()) > size_t(W) || W % 16 != 0) {
+    HWY_ABORT("ubfuse's own panels need vectors of at most %d floats", W);
+  } else {
+    PanelAhead none{nullptr, 0, 0,
+                    1};  // a panel is one cache line per row: the hardware streams it
+    for (int64_t g0 = p0; g0 < p1; g0 += kOwnPanelGroup) {
+      const int64_t g1 = std::min(p1, g0 + kOwnPanelGroup);
+      for (int64_t k0 = 0; k0 < K; k0 += kOwnPanelSliceRows) {
+        const int64_t k1 = std::min(K, k0 + kOwnPanelSliceRows);
+        InPanelRowBlocks(M, [&](int64_t m, auto rows) {
+          for (int64_t p = g0; p < g1; p++) {
+            const int64_t n0 = p * W, cols = std::min<int64_t>(W, N - n0);
+            PanelRows<decltype(rows)::value, W>(a + m * K, panels + p * K * W, none, c + m * N, K,
+                                                N, n0, cols, k0, k1, k0 == 0);
+          }
+        });
+      }
+    }
+  }
+}
+
+// Whether the own panels' loop fits this target's registers: 8-lane vectors (AVX2), 16 registers.
+bool OwnPanelsFit() { return hn::Lanes(hn::ScalableTag<float>()) == 8; }
 
 // dst[i] += src[i] for i in [lo, hi).
 void AddInto(float* HWY_RESTRICT dst, const float* HWY_RESTRICT src, int64_t lo, int64_t hi) {
@@ -240,15 +278,16 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
+#include <cstring>
 #include <vector>
-
-#include "kernels/cpu/matmul_small.h"
 
 namespace ubfuse::cpu {
 
 HWY_EXPORT(SmallMatMulRange);
 HWY_EXPORT(AddInto);
 HWY_EXPORT(PanelMatMulRange);
+HWY_EXPORT(OwnPanelMatMulRange);
+HWY_EXPORT(OwnPanelsFit);
 
 bool small_matmul_applies(int64_t M, int64_t K, int64_t N) {
   if (M < 1 || M > kSmallMatMulRows || K < 1 || N < 1) return false;
@@ -299,6 +338,40 @@ void panel_matmul_f32(const float* a, const float* panels, int64_t panel_stride,
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, M * K * 64));
   auto run = [&](int64_t lo, int64_t hi, int) {
     HWY_DYNAMIC_DISPATCH(PanelMatMulRange)(a, panels, panel_stride, c, M, K, N, lo, hi, 0);
+  };
+  if (count <= grain || pool.size() <= 1) {
+    run(0, count, 0);
+    return;
+  }
+  pool.parallel_for(count, grain, run);
+}
+
+bool own_panels_fit() { return HWY_DYNAMIC_DISPATCH(OwnPanelsFit)(); }
+
+int64_t own_panels_floats(int64_t K, int64_t N) {
+  return (N + kOwnPanelWidth - 1) / kOwnPanelWidth * kOwnPanelWidth * K;
+}
+
+void pack_own_panels_f32(const float* b, int64_t K, int64_t N, float* out) {
+  const int64_t W = kOwnPanelWidth;
+  for (int64_t p = 0; p * W < N; p++) {
+    float* panel = out + p * K * W;
+    const int64_t cols = std::min<int64_t>(W, N - p * W);
+    for (int64_t k = 0; k < K; k++) {
+      std::memcpy(panel + k * W, b + k * N + p * W, size_t(cols) * sizeof(float));
+      std::fill(panel + k * W + cols, panel + (k + 1) * W, 0.0f);
+    }
+  }
+}
+
+void own_panel_matmul_f32(const float* a, const float* panels, float* c, int64_t M, int64_t K,
+                          int64_t N, ThreadPool& pool) {
+  // Threads take contiguous runs of panels, each run at least 64K multiply-adds.
+  const int64_t count = (N + kOwnPanelWidth - 1) / kOwnPanelWidth;
+  const int64_t grain =
+      std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(1, M * K * kOwnPanelWidth));
+  auto run = [&](int64_t lo, int64_t hi, int) {
+    HWY_DYNAMIC_DISPATCH(OwnPanelMatMulRange)(a, panels, c, M, K, N, lo, hi);
   };
   if (count <= grain || pool.size() <= 1) {
     run(0, count, 0);

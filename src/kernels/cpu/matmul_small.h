@@ -42,4 +42,26 @@ void panel_matmul_f32(const float* a, const float* panels, int64_t panel_stride,
 void panel_matmul_f32_one(const float* a, const float* panel, float* c, int64_t M, int64_t K,
                           int64_t N, int64_t p);
 
+// Constant f32 weights where oneDNN's f32 MatMul copies B into its own panels inside every call
+// (gemm:jit, on CPUs without AVX-512): ubfuse packs B once in panels of kOwnPanelWidth columns
+// (panel p holds columns [16p, 16p + 16), zero-padded, its row k at p * K * 16 + k * 16) and
+// multiplies up to kOwnPanelMaxRows rows of A by them with its own loop. On the 2-core Zen 3 it
+// ran [16,768]x[768,768] 1.7-2.0x and [512,288]x[288,1152] 1.0-1.4x faster than gemm:jit; past
+// 512 rows oneDNN's kernel, which packs A too, is faster (0.8-1.0x).
+inline constexpr int64_t kOwnPanelWidth = 16;
+inline constexpr int64_t kOwnPanelMaxRows = 512;
+
+// Whether the loop fits the dispatched target's registers (8-lane vectors: AVX2).
+bool own_panels_fit();
+
+// Floats of B [K, N] packed in own panels.
+int64_t own_panels_floats(int64_t K, int64_t N);
+
+// Packs row-major b [K, N] into out (own_panels_floats(K, N) floats).
+void pack_own_panels_f32(const float* b, int64_t K, int64_t N, float* out);
+
+// c[M, N] = a[M, K] B for B in own panels; threads take runs of panels.
+void own_panel_matmul_f32(const float* a, const float* panels, float* c, int64_t M, int64_t K,
+                          int64_t N, ThreadPool& pool);
+
 }  // namespace ubfuse::cpu
