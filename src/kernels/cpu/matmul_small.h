@@ -45,9 +45,9 @@ void panel_matmul_f32_one(const float* a, const float* panel, float* c, int64_t 
 // Constant f32 weights where oneDNN's f32 MatMul copies B into its own panels inside every call
 // (gemm:jit, on CPUs without AVX-512): ubfuse packs B once in panels of kOwnPanelWidth columns
 // (panel p holds columns [16p, 16p + 16), zero-padded, its row k at p * K * 16 + k * 16) and
-// multiplies up to kOwnPanelMaxRows rows of A by them with its own loop. On the 2-core Zen 3 it
-// ran [16,768]x[768,768] 1.7-2.0x and [512,288]x[288,1152] 1.0-1.4x faster than gemm:jit; past
-// 512 rows oneDNN's kernel, which packs A too, is faster (0.8-1.0x).
+// multiplies up to kOwnPanelMaxRows rows of A by them with its own loop: about twice gemm:jit's
+// rate up to 256-352 rows (where oneDNN's kernel turns efficient, by shape), about level past that
+// (Zen 3). One row keeps the small loop.
 inline constexpr int64_t kOwnPanelWidth = 16;
 inline constexpr int64_t kOwnPanelMaxRows = 512;
 
