@@ -225,7 +225,11 @@ TEST(KernelsCpu, OwnPanelsMatchADoubleProduct) {
 TEST(KernelsCpu, MatMulRunsOwnPanelsWhereOneDnnRepacks) {
   uint64_t seed = 1270;
   int own = 0;
-  for (auto [K, N] : {std::pair<int64_t, int64_t>{300, 100}, {64, 1000}, {768, 200}}) {
+  struct Case {
+    int64_t K, N;
+  };
+  for (Case c : {Case{300, 100}, Case{64, 1000}, Case{768, 200}}) {
+    const int64_t K = c.K, N = c.N;  // plain locals: lambdas below capture them (clang 14)
     Tensor w = Tensor::random(DType::f32, {K, N}, seed++, -1, 1);
     GraphBuilder b;
     V x = b.input("x", DType::f32, {"m", K});
