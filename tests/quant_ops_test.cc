@@ -217,7 +217,8 @@ TEST(Int8, MatMulIntegerOnnxExample) {
 }
 
 // Every operand dtype pair and zero point form over the full 8-bit range, against the reference,
-// on oneDNN's path (where the CPU has VNNI) and on the loop.
+// on oneDNN's path (where the CPU has VNNI) and on the loop, with B given at run time or constant
+// (the loop widens a constant B once and takes B's zero points off after the product).
 TEST(Int8, MatMulIntegerFullRangeBothPaths) {
   for (const char* no_dnnl : {"", "1"}) {
     if (*no_dnnl) {
@@ -227,24 +228,26 @@ TEST(Int8, MatMulIntegerFullRangeBothPaths) {
     }
     for (DType ta : {u8, i8}) {
       for (DType tb : {u8, i8}) {
-        for (int zform = 0; zform < 3; zform++) {  // none, scalar, per row / per column
+        for (int zform = 0; zform < 6; zform++) {  // none, scalar, per row / per column; B const
           GraphBuilder b;
           const int64_t m = 33, k = 67, n = 29;
           const double alo = ta == i8 ? -128 : 0, blo = tb == i8 ? -128 : 0;
+          const bool constant_b = zform >= 3;
           auto a = b.input("a", ta, {2, m, k});
-          auto w = b.input("b", tb, {k, n});
+          Tensor wv = Tensor::random(tb, {k, n}, 2, blo, blo + 256);
+          auto w = constant_b ? b.constant(wv) : b.input("b", tb, {k, n});
           GraphBuilder::V za = nullptr, zb = nullptr;
-          if (zform == 1) {
+          if (zform % 3 == 1) {
             za = b.constant(Tensor::random(ta, {}, 3, alo, alo + 256));
             zb = b.constant(Tensor::random(tb, {}, 4, blo, blo + 256));
-          } else if (zform == 2) {
+          } else if (zform % 3 == 2) {
             za = b.constant(Tensor::random(ta, {m}, 3, alo, alo + 256));
             zb = b.constant(Tensor::random(tb, {n}, 4, blo, blo + 256));
           }
           b.output("y", b.matmul_integer(a, w, za, zb));
           Graph g = b.build();
-          std::map<std::string, Tensor> in{{"a", Tensor::random(ta, {2, m, k}, 1, alo, alo + 256)},
-                                           {"b", Tensor::random(tb, {k, n}, 2, blo, blo + 256)}};
+          std::map<std::string, Tensor> in{{"a", Tensor::random(ta, {2, m, k}, 1, alo, alo + 256)}};
+          if (!constant_b) in.emplace("b", wv);
           EXPECT_TRUE(testing::matches_reference(g, in, testing::eager_opts()))
               << dtype_name(ta) << " x " << dtype_name(tb) << " zero points " << zform
               << " no oneDNN " << no_dnnl;

@@ -153,6 +153,9 @@ struct PreparedB {
   // such layout or its f32 arithmetic would not be exact (prepare_b).
   std::shared_ptr<dnnl::memory> packed_zp;
   dnnl::memory::desc packed_zp_md;
+  // Without oneDNN (no VNNI): B as i16, widened once, for the loop (its zero points are applied
+  // per call, from A's row sums).
+  std::vector<int16_t> b16;
   mutable std::mutex mu;  // primitives for the packed layouts by (src dtype, M, N, zero point)
   mutable std::map<std::tuple<int, int64_t, int64_t, bool>, std::shared_ptr<IntGemmPrim>> prims;
 };
@@ -186,9 +189,21 @@ std::shared_ptr<dnnl::memory> pack_b(PreparedB& p, int64_t rep_m, bool src_zp,
 ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point) {
   ConstantB c;
   const Value* bv = n.inputs.at(b_input);
-  if (!int8_uses_onednn() || !bv->producer || bv->producer->op != OpKind::Constant) return c;
+  if (!bv->producer || bv->producer->op != OpKind::Constant) return c;
   const Tensor& bt = bv->producer->payload;
   if (!bt.defined() || !is_int8(bt.dtype()) || bt.rank() < 1 || bt.rank() > 2) return c;
+  if (!int8_uses_onednn()) {
+    auto p = std::make_shared<PreparedB>();
+    p->k = bt.rank() == 1 ? bt.dim(0) : bt.dim(-2);
+    p->n = bt.rank() == 1 ? 1 : bt.dim(-1);
+    p->b16.resize(size_t(bt.numel()));
+    for (int64_t i = 0; i < bt.numel(); i++)
+      p->b16[size_t(i)] = int16_t(load8(bt.data(), bt.dtype(), i));
+    c.prep = p;
+    c.sizes = bt.sizes();
+    c.dtype = bt.dtype();
+    return c;
+  }
   int64_t rep_m = 1;
   for (size_t d = 0; d + 1 < n.inputs[0]->shape.size(); d++) {
     const Dim& dim = n.inputs[0]->shape[d];
@@ -503,21 +518,33 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
       return;
     }
   }
-  // The loop: (B - zb) as i16 once, then each row of A - za against it.
-  std::vector<int16_t> bz(size_t(k * n));
-  for (int64_t q = 0; q < k; q++) {
-    for (int64_t j = 0; j < n; j++) {
-      bz[size_t(q * n + j)] = int16_t(load8(b, tb, q * n + j) - zb[j]);
+  // The loop: each row of A - za against B - zb as i16. A constant B was widened once (prep->b16),
+  // and B's zero points come off afterwards: (A - za)(B - zb) = (A - za) B - zb sum(A - za), the
+  // same bits in uint32's wrapping arithmetic.
+  const bool widened = prep && !prep->b16.empty() && prep->k == k && prep->n == n;
+  std::vector<int16_t> bz;
+  if (!widened) {
+    bz.resize(size_t(k * n));
+    for (int64_t q = 0; q < k; q++) {
+      for (int64_t j = 0; j < n; j++) {
+        bz[size_t(q * n + j)] = int16_t(load8(b, tb, q * n + j) - zb[j]);
+      }
     }
   }
+  const int16_t* bw = widened ? prep->b16.data() : bz.data();
   pool.parallel_for(m, grain_for(n * k), [&](int64_t r0, int64_t r1, int) {
     for (int64_t i = r0; i < r1; i++) {
       uint32_t* ci = reinterpret_cast<uint32_t*>(c + i * n);
       std::fill(ci, ci + n, 0u);
+      uint32_t asum = 0;
       for (int64_t q = 0; q < k; q++) {
         const int32_t av = load8(a, ta, i * k + q) - za[i];
-        const int16_t* bq = bz.data() + q * n;
+        asum += uint32_t(av);
+        const int16_t* bq = bw + q * n;
         for (int64_t j = 0; j < n; j++) ci[j] += uint32_t(av * int32_t(bq[j]));
+      }
+      if (widened) {
+        for (int64_t j = 0; j < n; j++) ci[j] -= asum * uint32_t(zb[j]);
       }
     }
   });
