@@ -258,6 +258,27 @@ TEST(Int8, MatMulIntegerFullRangeBothPaths) {
   unsetenv("UBFUSE_INT8_NO_ONEDNN");
 }
 
+// Weights made ready for the loop (UBFUSE_INT8_NO_ONEDNN set at compile time) and run where
+// oneDNN is on again: the product takes B as given, still exact (on a CPU without VNNI both are
+// the loop).
+TEST(Int8, WeightsReadyForTheLoopRunOnOneDnn) {
+  setenv("UBFUSE_INT8_NO_ONEDNN", "1", 1);
+  GraphBuilder b;
+  auto a = b.input("a", u8, {"m", 40});
+  auto w = b.constant(Tensor::random(i8, {40, 24}, 12, -128, 128));
+  b.output("y", b.matmul_integer(a, w, b.constant(Tensor::random(u8, {}, 13, 0, 256)),
+                                 b.constant(Tensor::random(i8, {24}, 14, -128, 128))));
+  Graph g = b.build();
+  CompiledModel m = compile(g, testing::eager_opts());
+  unsetenv("UBFUSE_INT8_NO_ONEDNN");
+  for (int64_t rows : {1, 7, 70}) {
+    std::map<std::string, Tensor> in{{"a", Tensor::random(u8, {rows, 40}, 15, 0, 256)}};
+    auto want = ref::run_graph(g, in);
+    auto got = m.run(in);
+    EXPECT_TRUE(testing::close_to_ref(got.at("y"), want.at("y"))) << rows << " rows";
+  }
+}
+
 // Constant weights are made ready for oneDNN once (s8, column sums, its blocked layout for a
 // representative M); runs at other Ms, symbolic or not, use them or the plain copy; up to 32 rows
 // split B's 64-column blocks over the threads (200 columns: parts of 128 and 72), more rows split

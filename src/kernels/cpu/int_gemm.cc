@@ -197,8 +197,9 @@ ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point) {
     p->k = bt.rank() == 1 ? bt.dim(0) : bt.dim(-2);
     p->n = bt.rank() == 1 ? 1 : bt.dim(-1);
     p->b16.resize(size_t(bt.numel()));
-    for (int64_t i = 0; i < bt.numel(); i++)
+    for (int64_t i = 0; i < bt.numel(); i++) {
       p->b16[size_t(i)] = int16_t(load8(bt.data(), bt.dtype(), i));
+    }
     c.prep = p;
     c.sizes = bt.sizes();
     c.dtype = bt.dtype();
@@ -448,6 +449,9 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
     return;
   }
   if (int8_uses_onednn()) {
+    // A B made ready for the loop (UBFUSE_INT8_NO_ONEDNN was set when it was prepared) holds
+    // nothing oneDNN reads: B as given instead.
+    if (prep && !prep->b16.empty()) prep = nullptr;
     const ddt src_t = ta == DType::i8 ? ddt::s8 : ddt::u8;
     // Up to 4 rows of u8 A (decode steps): AVX512-VNNI dot products straight over the packed
     // blocks. From 8 rows on, oneDNN's AMX tiles were faster where the CPU has them (16 x 768 x

@@ -24,9 +24,9 @@ bool int8_uses_onednn();
 struct PreparedB;
 std::shared_ptr<const PreparedB> prepare_int_b(const Tensor& b, int64_t rep_m, bool a_zero_point);
 
-// A node's constant B (input b_input: an i8/u8 Constant of rank 1 or 2) made ready once where
-// products run on oneDNN, for a representative M: input 0's rows when its dims are fixed, else
-// 256 (at most 4096). Empty otherwise.
+// A node's constant B (input b_input: an i8/u8 Constant of rank 1 or 2) made ready once: where
+// products run on oneDNN, for a representative M (input 0's rows when its dims are fixed, else
+// 256, at most 4096); elsewhere widened to i16 for the exact loop. Empty for any other B.
 struct ConstantB {
   std::shared_ptr<const PreparedB> prep;
   Sizes sizes;
