@@ -153,8 +153,8 @@ struct PreparedB {
   // such layout or its f32 arithmetic would not be exact (prepare_b).
   std::shared_ptr<dnnl::memory> packed_zp;
   dnnl::memory::desc packed_zp_md;
-  // Without oneDNN (no VNNI): B as i16, widened once, for the loop (its zero points are applied
-  // per call, from A's row sums).
+  // Without oneDNN (no VNNI): B as i16, widened once, for the loop (widen_b; its zero points
+  // come off per call, from A's row sums).
   std::vector<int16_t> b16;
   mutable std::mutex mu;  // primitives for the packed layouts by (src dtype, M, N, zero point)
   mutable std::map<std::tuple<int, int64_t, int64_t, bool>, std::shared_ptr<IntGemmPrim>> prims;
@@ -184,6 +184,13 @@ std::shared_ptr<dnnl::memory> pack_b(PreparedB& p, int64_t rep_m, bool src_zp,
   return packed;
 }
 
+// count 8-bit values of dtype t at b, as i16 (the exact loop's B).
+std::vector<int16_t> widen_b(const void* b, DType t, int64_t count) {
+  std::vector<int16_t> w(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; i++) w[size_t(i)] = int16_t(load8(b, t, i));
+  return w;
+}
+
 }  // namespace
 
 ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point) {
@@ -196,10 +203,7 @@ ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point) {
     auto p = std::make_shared<PreparedB>();
     p->k = bt.rank() == 1 ? bt.dim(0) : bt.dim(-2);
     p->n = bt.rank() == 1 ? 1 : bt.dim(-1);
-    p->b16.resize(size_t(bt.numel()));
-    for (int64_t i = 0; i < bt.numel(); i++) {
-      p->b16[size_t(i)] = int16_t(load8(bt.data(), bt.dtype(), i));
-    }
+    p->b16 = widen_b(bt.data(), bt.dtype(), bt.numel());
     c.prep = p;
     c.sizes = bt.sizes();
     c.dtype = bt.dtype();
@@ -522,19 +526,12 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
       return;
     }
   }
-  // The loop: each row of A - za against B - zb as i16. A constant B was widened once (prep->b16),
-  // and B's zero points come off afterwards: (A - za)(B - zb) = (A - za) B - zb sum(A - za), the
-  // same bits in uint32's wrapping arithmetic.
+  // The loop: each row of A - za against B as i16 (a constant B widened once, prep->b16), B's zero
+  // points taken off afterwards: (A - za)(B - zb) = (A - za) B - zb sum(A - za), the same bits in
+  // uint32's wrapping arithmetic.
   const bool widened = prep && !prep->b16.empty() && prep->k == k && prep->n == n;
   std::vector<int16_t> bz;
-  if (!widened) {
-    bz.resize(size_t(k * n));
-    for (int64_t q = 0; q < k; q++) {
-      for (int64_t j = 0; j < n; j++) {
-        bz[size_t(q * n + j)] = int16_t(load8(b, tb, q * n + j) - zb[j]);
-      }
-    }
-  }
+  if (!widened) bz = widen_b(b, tb, k * n);
   const int16_t* bw = widened ? prep->b16.data() : bz.data();
   pool.parallel_for(m, grain_for(n * k), [&](int64_t r0, int64_t r1, int) {
     for (int64_t i = r0; i < r1; i++) {
@@ -547,9 +544,7 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
         const int16_t* bq = bw + q * n;
         for (int64_t j = 0; j < n; j++) ci[j] += uint32_t(av * int32_t(bq[j]));
       }
-      if (widened) {
-        for (int64_t j = 0; j < n; j++) ci[j] -= asum * uint32_t(zb[j]);
-      }
+      for (int64_t j = 0; j < n; j++) ci[j] -= asum * uint32_t(zb[j]);
     }
   });
 }
