@@ -181,7 +181,7 @@ class MatMulEpilogueKernel : public Kernel {
     // What ran, for the trace: how the product was split, and by which oneDNN kernel.
     const int64_t blocks = (rows + br - 1) / br;
     const std::string impl =
-        dq_ ? std::string(cpu::int8_uses_onednn() ? "oneDNN int8" : "int8 loop")
+        dq_ ? std::string(cpu::int8_product_impl())
         : blocks == 1
             ? mi.impl
             : cpu::matmul_call_info(*matmul_, {br, K}, B.sizes(), dt, ctx.pool->size()).impl;

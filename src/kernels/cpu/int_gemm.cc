@@ -18,8 +18,9 @@
 // * With AMX, whose tiles oneDNN runs in blocks of 16 rows of A, 1-4 rows past whole tiles run
 //   on the VNNI loop after oneDNN's call for the rest.
 // * Elsewhere (and for what oneDNN refuses, or with UBFUSE_INT8_NO_ONEDNN=1, which the tests use to
-//   check both paths) a loop: B - zb once per call as i16, then rows of A times it with i32
-//   accumulators.
+//   check both paths) the exact product of int_gemm_pairs.h: B as i16 in panels of pairs of K for
+//   VPMADDWD (AVX2, AVX-512), packed once for a constant B, B's zero points taken off after it;
+//   on other targets a plain loop over rows of A against B as i16.
 #include "kernels/cpu/int_gemm.h"
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 #include <unordered_map>
 
 #include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/int_gemm_pairs.h"
 #include "kernels/cpu/int_gemm_vnni.h"
 #include "kernels/cpu/kernel_util.h"
 
@@ -153,9 +155,10 @@ struct PreparedB {
   // such layout or its f32 arithmetic would not be exact (prepare_b).
   std::shared_ptr<dnnl::memory> packed_zp;
   dnnl::memory::desc packed_zp_md;
-  // Without oneDNN (no VNNI): B as i16, widened once, for the loop (widen_b; its zero points
-  // come off per call, from A's row sums).
+  // Without oneDNN (no VNNI): B as i16, made once, its zero points taken off per call from A's
+  // row sums: in pair panels (pack_pair_panels) where the target has them, else plain (widen_b).
   std::vector<int16_t> b16;
+  bool b16_pairs = false;
   mutable std::mutex mu;  // primitives for the packed layouts by (src dtype, M, N, zero point)
   mutable std::map<std::tuple<int, int64_t, int64_t, bool>, std::shared_ptr<IntGemmPrim>> prims;
 };
@@ -203,7 +206,9 @@ ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point) {
     auto p = std::make_shared<PreparedB>();
     p->k = bt.rank() == 1 ? bt.dim(0) : bt.dim(-2);
     p->n = bt.rank() == 1 ? 1 : bt.dim(-1);
-    p->b16 = widen_b(bt.data(), bt.dtype(), bt.numel());
+    p->b16_pairs = pair_panels_available();
+    p->b16 = p->b16_pairs ? pack_pair_panels(bt.data(), bt.dtype(), p->k, p->n)
+                          : widen_b(bt.data(), bt.dtype(), bt.numel());
     c.prep = p;
     c.sizes = bt.sizes();
     c.dtype = bt.dtype();
@@ -442,6 +447,10 @@ bool int8_uses_onednn() {
   return cpu_has_vnni() && !(off && *off == '1');
 }
 
+const char* int8_product_impl() {
+  return int8_uses_onednn() ? "oneDNN int8" : pair_panels_available() ? "int8 pairs" : "int8 loop";
+}
+
 // C [m, n] (ldc n) = (A - za) (B - zb); A [m, k] row-major (lda k), B [k, n] (ldb n); za has m
 // values, zb n. prep: B made ready beforehand (a constant), or null.
 void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* za,
@@ -526,10 +535,18 @@ void int_gemm(const void* a, DType ta, const void* b, DType tb, const int32_t* z
       return;
     }
   }
-  // The loop: each row of A - za against B as i16 (a constant B widened once, prep->b16), B's zero
-  // points taken off afterwards: (A - za)(B - zb) = (A - za) B - zb sum(A - za), the same bits in
-  // uint32's wrapping arithmetic.
-  const bool widened = prep && !prep->b16.empty() && prep->k == k && prep->n == n;
+  // The exact product, B's zero points taken off afterwards: (A - za)(B - zb) = (A - za) B - zb
+  // sum(A - za), the same bits in uint32's wrapping arithmetic. On pair panels (a constant B packed
+  // once, prep->b16; any other per call) where the target has them.
+  const bool ready = prep && !prep->b16.empty() && prep->k == k && prep->n == n;
+  if (pair_panels_available()) {
+    std::vector<int16_t> own;
+    if (!ready || !prep->b16_pairs) own = pack_pair_panels(b, tb, k, n);
+    pair_panel_gemm(a, ta, za, zb, own.empty() ? prep->b16.data() : own.data(), c, m, k, n, pool);
+    return;
+  }
+  // Else a loop over each row of A - za against B as i16 (a constant B widened once).
+  const bool widened = ready && !prep->b16_pairs;
   std::vector<int16_t> bz;
   if (!widened) bz = widen_b(b, tb, k * n);
   const int16_t* bw = widened ? prep->b16.data() : bz.data();

@@ -1,5 +1,6 @@
 // The integer product of MatMulInteger, QLinearMatMul and ConvInteger (int_gemm.cc): oneDNN's
-// int8 matmul where the CPU has VNNI, with constant weights made ready once, else a plain loop.
+// int8 matmul where the CPU has VNNI, else ubfuse's exact product on i16 pairs (int_gemm_pairs.h);
+// constant weights made ready once for either.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,10 @@ int32_t load8(const void* p, DType t, int64_t i);
 // Whether products run on oneDNN (a CPU with VNNI, and UBFUSE_INT8_NO_ONEDNN unset or not 1).
 bool int8_uses_onednn();
 
+// What runs the products, for traces: "oneDNN int8", "int8 pairs" (int_gemm_pairs.h) or, on
+// targets without the pairwise product, "int8 loop".
+const char* int8_product_impl();
+
 // A constant B (i8 or u8, [K, N] or [K]) made ready for oneDNN once: as s8, its column sums, and
 // in oneDNN's layouts for a representative M (a_zero_point: also one in which oneDNN applies A's
 // zero point itself). Null fields where oneDNN has no such layout.
@@ -26,7 +31,8 @@ std::shared_ptr<const PreparedB> prepare_int_b(const Tensor& b, int64_t rep_m, b
 
 // A node's constant B (input b_input: an i8/u8 Constant of rank 1 or 2) made ready once: where
 // products run on oneDNN, for a representative M (input 0's rows when its dims are fixed, else
-// 256, at most 4096); elsewhere widened to i16 for the exact loop. Empty for any other B.
+// 256, at most 4096); elsewhere widened to i16 for the exact product (in pair panels where the
+// target has them). Empty for any other B.
 struct ConstantB {
   std::shared_ptr<const PreparedB> prep;
   Sizes sizes;
