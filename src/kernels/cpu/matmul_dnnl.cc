@@ -32,7 +32,7 @@
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/matmul_info.h"
 #include "kernels/cpu/matmul_small.h"
-#include "util/big_alloc.h"
+#include "kernels/cpu/matmul_weights.h"
 
 namespace ubfuse::cpu {
 namespace {
@@ -120,7 +120,7 @@ class MatMulKernel : public KernelBase {
     const Value* bv = n.inputs.size() > 1 ? n.inputs[1] : nullptr;
     if (bv && bv->producer && bv->producer->op == OpKind::Constant &&
         bv->producer->payload.defined()) {
-      prepack(n, bv->producer->payload);
+      w_ = pack_matmul_weights(n, bv->producer->payload);
     }
   }
 
@@ -143,13 +143,12 @@ class MatMulKernel : public KernelBase {
       return;
     }
     if (panels(g, dta, b.sizes())) {
-      panel_matmul_f32(a.data_as<float>(),
-                       static_cast<const float*>(packed_f32_->get_data_handle()), panel_stride_,
-                       y.data_as<float>(), g.a[0], g.a[1], g.b[1], pool);
+      panel_matmul_f32(a.data_as<float>(), static_cast<const float*>(w_.f32->get_data_handle()),
+                       w_.panel_stride, y.data_as<float>(), g.a[0], g.a[1], g.b[1], pool);
       return;
     }
     if (own(g, dta, b.sizes())) {
-      own_panel_matmul_f32(a.data_as<float>(), own_panels_.get(), y.data_as<float>(), g.a[0],
+      own_panel_matmul_f32(a.data_as<float>(), w_.own_panels.get(), y.data_as<float>(), g.a[0],
                            g.a[1], g.b[1], pool);
       return;
     }
@@ -184,7 +183,7 @@ class MatMulKernel : public KernelBase {
       }
       pc = dnnl_staging(2, y.numel());
     }
-    if (p->packed) pb = (f32_path ? packed_f32_ : packed_bf16_)->get_data_handle();
+    if (p->packed) pb = (f32_path ? w_.f32 : w_.bf16)->get_data_handle();
     dnnl::engine& eng = cpu_engine();
     dnnl::stream s(eng);
     void* scratch = dnnl_scratchpad(p->scratch_bytes);
@@ -261,7 +260,7 @@ class MatMulKernel : public KernelBase {
   // sizes ([128,288]x[288,288]: 112 us on two threads, 92 on one, 51 split) and whose own split is
   // a few percent slower at large ones ([512,768]x[768,768] 1.46 -> 1.37 ms).
   bool split(const Geometry& g, DType dt, const Sizes& sb, int threads) const {
-    return dt == DType::f32 && g.two_d && panel_tag_ && sb == packed_sizes_ && threads > 1 &&
+    return dt == DType::f32 && g.two_d && w_.panel_tag && sb == w_.sizes && threads > 1 &&
            !panel_matmul_applies(g.a[0], g.a[1], g.b[1]);
   }
   static bool by_columns(int64_t M, int64_t K, int64_t N, int threads) {
@@ -289,9 +288,8 @@ class MatMulKernel : public KernelBase {
     const int64_t tail = columns ? 0 : M % (16 * parts);
     if (tail > 0 && tail <= kPanelTailRows && M - tail >= 16 * parts) {
       if (!run_split(a, c, M - tail, K, N, pool, done)) return false;
-      panel_matmul_f32(a + (M - tail) * K,
-                       static_cast<const float*>(packed_f32_->get_data_handle()), panel_stride_,
-                       c + (M - tail) * N, tail, K, N, pool);
+      panel_matmul_f32(a + (M - tail) * K, static_cast<const float*>(w_.f32->get_data_handle()),
+                       w_.panel_stride, c + (M - tail) * N, tail, K, N, pool);
       if (done) (*done)(M - tail, M, 0);  // the pool is idle again: the caller is worker 0
       return true;
     }
@@ -312,7 +310,7 @@ class MatMulKernel : public KernelBase {
       p = columns ? column_prim(M, K, count) : get_prim(rows_geometry(count, K, N), dt::f32, true);
       if (!p || !p->packed || p->impl.rfind("brg", 0) != 0) return false;
     }
-    const auto* w = static_cast<const float*>(packed_f32_->get_data_handle());
+    const auto* w = static_cast<const float*>(w_.f32->get_data_handle());
     pool.parallel_for(parts, 1, [&](int64_t lo, int64_t hi, int worker) {
       dnnl::engine& eng = cpu_engine();
       dnnl::stream s(eng);
@@ -321,7 +319,7 @@ class MatMulKernel : public KernelBase {
         const int64_t count = range_of(q, &first);
         const Prim& p = *prims[size_t(q)];
         const float* pa = columns ? a : a + first * K;
-        const float* pw = columns ? w + first / 64 * panel_stride_ : w;
+        const float* pw = columns ? w + first / 64 * w_.panel_stride : w;
         float* pc = columns ? dnnl_staging(3, M * count) : c + first * N;
         std::unordered_map<int, dnnl::memory> args = {
             {DNNL_ARG_SRC, dnnl::memory(p.src, eng, const_cast<float*>(pa))},
@@ -377,7 +375,7 @@ class MatMulKernel : public KernelBase {
   // A few f32 rows times the constant B packed in 64-column panels: our own loop over oneDNN's
   // packed weights (matmul_small.h), which streams them faster than oneDNN's kernel at such M.
   bool panels(const Geometry& g, DType dt, const Sizes& sb) const {
-    return dt == DType::f32 && g.two_d && panel_stride_ > 0 && sb == packed_sizes_ &&
+    return dt == DType::f32 && g.two_d && w_.panel_stride > 0 && sb == w_.sizes &&
            panel_matmul_applies(g.a[0], g.a[1], g.b[1]);
   }
 
@@ -385,7 +383,7 @@ class MatMulKernel : public KernelBase {
   // would copy B into its panels inside the call (matmul_small.h). One row keeps the small loop,
   // whose two chains of sums per row multiply faster than one pass's two registers.
   bool own(const Geometry& g, DType dt, const Sizes& sb) const {
-    return dt == DType::f32 && g.two_d && own_panels_ && sb == packed_sizes_ && g.a[0] >= 2 &&
+    return dt == DType::f32 && g.two_d && w_.own_panels && sb == w_.sizes && g.a[0] >= 2 &&
            g.a[0] <= kOwnPanelMaxRows;
   }
 
@@ -429,10 +427,10 @@ class MatMulKernel : public KernelBase {
   // The primitive a call with geometry g, dtype dta and B of sizes sb runs: the prepacked weights
   // where they apply, bf16 where oneDNN has a bf16 kernel, else f32; null if none.
   std::shared_ptr<Prim> select(const Geometry& g, DType dta, const Sizes& sb) const {
-    const bool use_packed = has_packed_ && g.two_d && sb == packed_sizes_;
+    const bool use_packed = w_.in_onednn_layout() && g.two_d && sb == w_.sizes;
     std::shared_ptr<Prim> p;
-    if (dta == DType::bf16) p = get_prim(g, dt::bf16, use_packed && packed_bf16_);
-    if (!p) p = get_prim(g, dt::f32, use_packed && packed_f32_);
+    if (dta == DType::bf16) p = get_prim(g, dt::bf16, use_packed && w_.bf16);
+    if (!p) p = get_prim(g, dt::f32, use_packed && w_.f32);
     return p;
   }
 
@@ -447,7 +445,7 @@ class MatMulKernel : public KernelBase {
     if (it != cache_.end()) return it->second;
     std::shared_ptr<Prim> p;
     const dnnl::memory::desc* wpacked =
-        packed ? (cdt == dt::f32 ? &packed_f32_md_ : &packed_bf16_md_) : nullptr;
+        packed ? (cdt == dt::f32 ? &w_.f32_md : &w_.bf16_md) : nullptr;
     p = create(g, cdt, wpacked);
     if (!p && wpacked) p = create(g, cdt, nullptr);
     if (cache_.size() > 256) cache_.clear();  // bound memory for many distinct shapes
@@ -480,120 +478,7 @@ class MatMulKernel : public KernelBase {
     }
   }
 
-  // Reorders constant B into oneDNN's preferred layout for a representative M.
-  void prepack(const Node& n, const Tensor& bt) {
-    const Value* av = n.inputs[0];
-    if (!is_float(bt.dtype()) || bt.rank() < 1) return;
-    Sizes sb = bt.sizes();
-    if (sb.size() == 1) sb.push_back(1);
-    for (size_t i = 0; i + 2 < sb.size(); ++i) {
-      if (sb[i] != 1) return;  // batched weights: plain path
-    }
-    const int64_t K = sb[sb.size() - 2], N = sb.back();
-    int64_t M = 256;
-    if (!av->shape.empty() && av->shape.size() >= 2 &&
-        av->shape[av->shape.size() - 2].is_static()) {
-      M = av->shape[av->shape.size() - 2].value();
-      for (size_t i = 0; i + 2 < av->shape.size(); ++i) {
-        if (av->shape[i].is_static()) M *= av->shape[i].value();
-      }
-    }
-    M = std::max<int64_t>(1, M);
-    Geometry g;
-    g.two_d = true;
-    g.a = {M, K};
-    g.b = {K, N};
-    g.c = {M, N};
-    // bf16 weights stay bf16 where oneDNN has a bf16 kernel; otherwise (and for f32 / f16) the
-    // weights are packed as f32.
-    if (bt.dtype() == DType::bf16) packed_bf16_ = pack(g, dt::bf16, bt.data(), &packed_bf16_md_);
-    if (!packed_bf16_ && bt.dtype() == DType::f32) {
-      packed_f32_ = pack(g, dt::f32, bt.data(), &packed_f32_md_);
-    } else if (!packed_bf16_) {
-      std::vector<float> w32(static_cast<size_t>(K * N));
-      convert_floats(bt.dtype(), bt.data(), DType::f32, w32.data(), K * N);
-      packed_f32_ = pack(g, dt::f32, w32.data(), &packed_f32_md_);
-    }
-    packed_sizes_ = bt.sizes();
-    has_packed_ = packed_f32_ != nullptr || packed_bf16_ != nullptr;
-    if (packed_f32_) {
-      panel_stride_ = panel_stride(packed_f32_md_, K);
-      panel_tag_ =
-          packed_f32_md_ == dnnl::memory::desc({K, N}, dt::f32, dnnl::memory::format_tag::BA16a64b);
-    }
-    // Where oneDNN's f32 kernel would copy B into its panels inside every call (gemm:jit on AVX2),
-    // ubfuse packs them once for its own loop, and oneDNN, past that loop's rows, reads B as given
-    // (the packed copy would hold the same bytes twice).
-    if (packed_f32_ && bt.dtype() == DType::f32 && panel_stride_ == 0 && own_panels_fit()) {
-      std::shared_ptr<Prim> p = create(g, dt::f32, &packed_f32_md_);
-      if (p && p->impl.rfind("gemm:", 0) == 0) {
-        own_panels_.reset(static_cast<float*>(
-            alloc_tensor_bytes(size_t(own_panels_floats(K, N)) * sizeof(float))));
-        if (own_panels_) {
-          pack_own_panels_f32(bt.data_as<float>(), K, N, own_panels_.get());
-          packed_f32_.reset();
-          has_packed_ = packed_bf16_ != nullptr;
-        }
-      }
-    }
-  }
-
-  // The distance between 64-column panels when oneDNN packed [K, N] f32 weights as 16a64b blocks
-  // in panel order (what it picks on AVX-512): panel p's row k at p * stride + k * 64; else 0.
-  static int64_t panel_stride(const dnnl::memory::desc& md, int64_t K) {
-    const dnnl_memory_desc_t& d = md.data;
-    if (d.format_kind != dnnl_blocked || d.ndims != 2 || d.offset0 != 0) return 0;
-    const auto& b = d.format_desc.blocking;
-    const int64_t k16 = (K + 15) / 16 * 16;
-    if (b.inner_nblks != 2 || b.inner_blks[0] != 16 || b.inner_idxs[0] != 0 ||
-        b.inner_blks[1] != 64 || b.inner_idxs[1] != 1 || b.strides[0] != 1024 ||
-        b.strides[1] != k16 * 64 || d.padded_dims[0] != k16) {
-      return 0;
-    }
-    return b.strides[1];
-  }
-
-  std::shared_ptr<dnnl::memory> pack(const Geometry& g, dt cdt, const void* plain,
-                                     dnnl::memory::desc* md_out) {
-    try {
-      const auto src = plain_md(g.a, cdt);
-      const auto dst = plain_md(g.c, cdt);
-      const dnnl::memory::desc any(g.b, cdt, dnnl::memory::format_tag::any);
-      dnnl::matmul::desc d(src, any, dst);
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::primitive_desc pd(d, attr, cpu_engine(), /*allow_empty=*/true);
-      if (!pd) return nullptr;
-      *md_out = pd.weights_desc();
-      // In ubfuse's tensor storage (huge pages for large weights), freed with the memory object.
-      std::unique_ptr<void, decltype(&std::free)> buf(
-          alloc_tensor_bytes(std::max<size_t>(1, md_out->get_size())), &std::free);
-      if (!buf) return nullptr;
-      auto* m = new dnnl::memory(*md_out, cpu_engine(), buf.get());
-      std::shared_ptr<dnnl::memory> mem(m, [b = buf.release()](dnnl::memory* p) {
-        delete p;
-        std::free(b);
-      });
-      dnnl::memory user(plain_md(g.b, cdt), cpu_engine(), const_cast<void*>(plain));
-      dnnl::stream s(cpu_engine());
-      dnnl::reorder(user, *mem).execute(s, user, *mem);
-      s.wait();
-      return mem;
-    } catch (const dnnl::error&) {
-      return nullptr;
-    }
-  }
-
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> own_panels_;  // B in ubfuse's own panels (own_panel_matmul_f32)
-  bool has_packed_ = false;
-  int64_t panel_stride_ = 0;  // packed f32 weights in 64-column panels (panel_matmul_f32)
-  bool panel_tag_ = false;    // ... exactly oneDNN's BA16a64b, so a run of panels is one too
-  Sizes packed_sizes_;        // B's sizes the packed weights were made from
-  std::shared_ptr<dnnl::memory> packed_bf16_, packed_f32_;
-  dnnl::memory::desc packed_bf16_md_, packed_f32_md_;
+  PackedWeights w_;  // a constant B made ready once
   mutable std::mutex mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<Prim>> cache_;
   // column_prim's, by (M, columns)
