@@ -1,8 +1,8 @@
 // The exact int8 product on pair panels (int_gemm_pairs.h): each row of A - za as i16 pairs of
 // K, one 32-bit broadcast per pair, multiplied against a panel's pair row by Highway's
-// ReorderWidenMulAccumulate (VPMADDWD on x86), the sums of R rows x 32 columns in registers.
-// Blocked as ubfuse's own f32 panels are (matmul_small.cc): groups of four panels, K in slices of
-// 256 rows (the group's slice, 64 KiB, stays in L2; the rows' pairs in L1).
+// ReorderWidenMulAccumulate (VPMADDWD on x86), the sums of six rows x two vectors of columns in
+// registers. Blocked as ubfuse's own f32 panels are (matmul_small.cc): groups of four panels, K in
+// slices of 256 rows (the group's slice, 64 KiB, stays in L2; the rows' pairs in L1).
 // clang-format off
 #include "kernels/cpu/hwy_targets.h"  // before any Highway header
 // clang-format on
@@ -21,14 +21,13 @@ namespace ubfuse {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int64_t kPW = ubfuse::cpu::kPairPanelWidth;
-constexpr int64_t kGroup = 4;         // panels per group
-constexpr int64_t kSlicePairs = 128;  // pairs of K per slice (256 rows)
-
 // x86 targets with 256- or 512-bit vectors: their ReorderWidenMulAccumulate is one VPMADDWD on
 // whole i32 lanes of two i16 (the pair layout). Other targets do not compile the loop.
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr bool kPairsFit = true;
+constexpr int64_t kPW = ubfuse::cpu::kPairPanelWidth;
+constexpr int64_t kGroup = 4;         // panels per group
+constexpr int64_t kSlicePairs = 128;  // pairs of K per slice (256 rows)
 
 // c[r, n0:n0+cols) (+)= the R rows of pairs ap (row stride Kp) over pairs [q0, q1) times a tile
 // of kV vectors of columns of one panel (tile: its first column's pairs, 2 * kPW apart): the sums
