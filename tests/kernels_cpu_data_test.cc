@@ -168,7 +168,8 @@ TEST(KernelsCpu, MatMulReadsPackedPanelsForFewRows) {
 }
 
 // ubfuse's own 16-column panels (own_panel_matmul_f32), on Highway's AVX2 target (the one that
-// runs them) and on the others this CPU has: K past and off the 256-row slices, N off the panels
+// runs them) and on the others this CPU has, where the build generated them (the sanitizer builds
+// compile only -march=native's): K past and off the 256-row slices, N off the panels
 // and the groups of four, every row count of one to three passes and larger ones, on 1-3 threads;
 // every element against a double product.
 TEST(KernelsCpu, OwnPanelsMatchADoubleProduct) {
@@ -178,7 +179,7 @@ TEST(KernelsCpu, OwnPanelsMatchADoubleProduct) {
     int64_t K, N;
   };
   for (int64_t target : {int64_t(HWY_AVX2), int64_t(HWY_AVX3), int64_t(0)}) {
-    if (target != 0 && (hwy::SupportedTargets() & target) == 0) continue;
+    if (target != 0 && (hwy::SupportedTargets() & HWY_TARGETS & target) == 0) continue;
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(target ? hwy::TargetName(target) : "best target");
     if (target == HWY_AVX2) {
