@@ -4,6 +4,7 @@
 // op that stops it, and the test checks that this is still the reason, so support landing for it
 // turns the entry into a failure until the model runs here.
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -83,6 +84,15 @@ void check_model(const std::string& model) {
 TEST(Models, BertStack) { check_model("bert_stack"); }
 // bert_stack quantized as onnxruntime's dynamic quantizer writes it (quantize_model.py).
 TEST(Models, BertStackInt8) { check_model("bert_stack_int8"); }
+// The same on ubfuse's exact int8 product (the pair panels of CPUs without VNNI), wherever the
+// test runs.
+TEST(Models, BertStackInt8ExactProduct) {
+  struct NoOneDnn {
+    NoOneDnn() { setenv("UBFUSE_INT8_NO_ONEDNN", "1", 1); }
+    ~NoOneDnn() { unsetenv("UBFUSE_INT8_NO_ONEDNN"); }
+  } no_onednn;
+  check_model("bert_stack_int8");
+}
 TEST(Models, KvDecoder) { check_model("kv_decoder"); }
 TEST(Models, LlamaStack) { check_model("llama_stack"); }
 TEST(Models, SpeechEncoder) { check_model("speech_encoder"); }
