@@ -3,8 +3,9 @@
 // * When B has no batch dims (or only 1s), A's batch dims fold into M: one 2-D GEMM
 //   [batch*M, K] x [K, N], the fast case of transformer projections.
 // * A constant B (produced by a Constant node) is prepacked once, at make_op_kernel time, into the
-//   layout oneDNN prefers (format_tag::any) for a representative M; run() uses the packed weights
-//   whenever oneDNN accepts that layout for the concrete M (else the plain copy).
+//   layout oneDNN prefers (format_tag::any) for a representative M (matmul_weights.h); run() uses
+//   the packed weights whenever oneDNN accepts that layout for the concrete M (else the plain
+//   copy).
 // * f32 runs in f32; bf16 x bf16 runs natively (AVX512-BF16 / AMX when present, f32 accumulate,
 //   bf16 output); f16 (and bf16 where the CPU lacks a bf16 kernel) converts through f32.
 // * f32 with few rows of A (panel_matmul_applies: up to 32, or 160 with a large B) times a
