@@ -133,7 +133,6 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/kernel_util.h"
 
