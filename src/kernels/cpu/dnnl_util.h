@@ -49,6 +49,16 @@ inline void* dnnl_scratchpad(size_t bytes) {
   return buf.get();
 }
 
+// The primitive descriptor of a oneDNN matmul src x wei -> dst whose calls pass their own
+// scratchpad (dnnl_scratchpad); attr may carry more (A's zero point). Empty where oneDNN has none.
+inline dnnl::matmul::primitive_desc dnnl_matmul_pd(const dnnl::memory::desc& src,
+                                                   const dnnl::memory::desc& wei,
+                                                   const dnnl::memory::desc& dst,
+                                                   dnnl::primitive_attr attr = {}) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return {dnnl::matmul::desc(src, wei, dst), attr, dnnl_cpu_engine(), /*allow_empty=*/true};
+}
+
 // oneDNN parallelizes with OpenMP (Debian's build links libgomp), not with the ThreadPool. A call
 // runs on at most the pool's threads (the model's num_threads), and on one when it has fewer than
 // kDnnlOneThreadMacs multiply-adds (about 100 us on one core): waking a sleeping OpenMP thread

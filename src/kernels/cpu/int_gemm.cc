@@ -102,12 +102,10 @@ std::shared_ptr<IntGemmPrim> create_gemm_prim(ddt src_t, int64_t m, int64_t k, i
                                               const dnnl::memory::desc* wmd, bool src_zp = false) {
   try {
     dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     auto src = dnnl_plain_md({m, k}, src_t), dst = dnnl_plain_md({m, n}, ddt::s32);
     auto wei = wmd ? *wmd : dnnl_plain_md({k, n}, ddt::s8);
-    dnnl::matmul::desc d(src, wei, dst);
-    dnnl::matmul::primitive_desc pd(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
+    const auto pd = dnnl_matmul_pd(src, wei, dst, attr);
     if (!pd || (wmd && pd.weights_desc() != *wmd)) return nullptr;
     auto p = std::make_shared<IntGemmPrim>();
     p->prim = dnnl::matmul(pd);
@@ -170,12 +168,10 @@ namespace {
 std::shared_ptr<dnnl::memory> pack_b(PreparedB& p, int64_t rep_m, bool src_zp,
                                      dnnl::memory::desc* md) {
   const dnnl::memory::desc any({p.k, p.n}, ddt::s8, dnnl::memory::format_tag::any);
-  dnnl::matmul::desc d(dnnl_plain_md({rep_m, p.k}, ddt::u8), any,
-                       dnnl_plain_md({rep_m, p.n}, ddt::s32));
   dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (src_zp) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
-  dnnl::matmul::primitive_desc pd(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
+  const auto pd = dnnl_matmul_pd(dnnl_plain_md({rep_m, p.k}, ddt::u8), any,
+                                 dnnl_plain_md({rep_m, p.n}, ddt::s32), attr);
   const auto plain = dnnl_plain_md({p.k, p.n}, ddt::s8);
   if (!pd || pd.weights_desc() == plain) return nullptr;
   *md = pd.weights_desc();

@@ -456,13 +456,10 @@ class MatMulKernel : public KernelBase {
 
   static std::shared_ptr<Prim> create(const Geometry& g, dt cdt, const dnnl::memory::desc* wmd) {
     try {
-      dnnl::primitive_attr attr;
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       const auto src = plain_md(g.a, cdt);
       const auto dst = plain_md(g.c, cdt);
       const auto wei = wmd ? *wmd : plain_md(g.b, cdt);
-      dnnl::matmul::desc d(src, wei, dst);
-      dnnl::matmul::primitive_desc pd(d, attr, cpu_engine(), /*allow_empty=*/true);
+      const auto pd = dnnl_matmul_pd(src, wei, dst);
       if (!pd) return nullptr;
       if (wmd && pd.weights_desc() != *wmd) return nullptr;
       auto p = std::make_shared<Prim>();

@@ -18,10 +18,7 @@ using dims = dnnl::memory::dims;
 // The primitive descriptor of [M, K] x [K, N] in cdt with weights in wei.
 dnnl::matmul::primitive_desc matmul_pd(int64_t M, int64_t K, int64_t N, dt cdt,
                                        const dnnl::memory::desc& wei) {
-  dnnl::matmul::desc d(dnnl_plain_md({M, K}, cdt), wei, dnnl_plain_md({M, N}, cdt));
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return dnnl::matmul::primitive_desc(d, attr, dnnl_cpu_engine(), /*allow_empty=*/true);
+  return dnnl_matmul_pd(dnnl_plain_md({M, K}, cdt), wei, dnnl_plain_md({M, N}, cdt));
 }
 
 // B [K, N] (plain, in cdt) reordered into the layout oneDNN picks for M rows of A; its descriptor
