@@ -198,6 +198,8 @@ ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point) {
   if (!bv->producer || bv->producer->op != OpKind::Constant) return c;
   const Tensor& bt = bv->producer->payload;
   if (!bt.defined() || !is_int8(bt.dtype()) || bt.rank() < 1 || bt.rank() > 2) return c;
+  c.sizes = bt.sizes();
+  c.dtype = bt.dtype();
   if (!int8_uses_onednn()) {
     auto p = std::make_shared<PreparedB>();
     p->k = bt.rank() == 1 ? bt.dim(0) : bt.dim(-2);
@@ -206,8 +208,6 @@ ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point) {
     p->b16 = p->b16_pairs ? pack_pair_panels(bt.data(), bt.dtype(), p->k, p->n)
                           : widen_b(bt.data(), bt.dtype(), bt.numel());
     c.prep = p;
-    c.sizes = bt.sizes();
-    c.dtype = bt.dtype();
     return c;
   }
   int64_t rep_m = 1;
@@ -216,8 +216,6 @@ ConstantB prepare_constant_b(const Node& n, size_t b_input, bool a_zero_point) {
     rep_m = dim.is_static() ? rep_m * dim.value() : 256;
   }
   c.prep = prepare_int_b(bt, std::max<int64_t>(1, std::min<int64_t>(rep_m, 4096)), a_zero_point);
-  c.sizes = bt.sizes();
-  c.dtype = bt.dtype();
   return c;
 }
 
