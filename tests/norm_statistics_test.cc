@@ -2,7 +2,7 @@
 // d^2, the pivot a median of 3 samples of the row. The variance mean(d^2) - mean(d)^2 loses
 // (pivot - mean)^2 / var of relative accuracy, so rows whose first element is an outlier (what a
 // pivot of x[0] cancelled on: 4e-4 relative error for 100 among U(-1, 1) values) are checked here,
-// with rows whose spread squared passes f32's range (the fused kernel's sums at 2^-64 take over)
+// with rows whose spread squared passes f32's range (the fused kernel's sums at 2^-80 take over)
 // and rows of tiny values, and a row whose mean is far above its spread (the mean itself must not
 // be rounded to f32 before x - mean). Each on eager, generated and interpreted kernels against the
 // double reference.
@@ -65,7 +65,7 @@ TEST(NormStatistics, AnOutlierAmongTheSamplesDoesNotCancelTheVariance) {
 TEST(NormStatistics, HugeAndTinyRowsKeepTheirPrecision) {
   Tensor x = Tensor::random(DType::f32, {4, kCols}, 5);
   for (int64_t c = 0; c < kCols; c++) {
-    x.set(c, x.get(c) * 1e25);                   // spread^2 passes f32: the 2^-64 sums take over
+    x.set(c, x.get(c) * 1e25);                   // spread^2 passes f32: the 2^-80 sums take over
     x.set(kCols + c, x.get(kCols + c) * 1e-20);  // squares near f32's subnormals
     x.set(2 * kCols + c, 1e6 + x.get(2 * kCols + c));  // a mean far above the spread
   }
@@ -78,7 +78,7 @@ TEST(NormStatistics, HugeAndTinyRowsKeepTheirPrecision) {
   expect_all_engines_match(add_layer_norm_silu(4), in);
 }
 
-// The fused kernels take the 2^-64 sums only for rows whose sum of d^2 passed 2^100, in a loop
+// The fused kernels take the 2^-80 sums only for rows whose sum of d^2 passed 2^100, in a loop
 // of their own (kir guarded reductions). Huge rows among ordinary ones, at positions that make
 // them the first row of a thread's range and the next row of the pipelined loop, with one and
 // two threads: every row must come out as the reference has it. RMSNorm's guarded sum too.
@@ -113,6 +113,33 @@ TEST(NormStatistics, HugeRowsAmongOrdinaryOnesTakeTheRescueSums) {
     }
   }
   expect_all_engines_match(add_layer_norm_silu(rows), in);
+}
+
+// Rows whose values reach +-2e38 on both sides of the pivot: x - pivot passes FLT_MAX, and the
+// sum of the squares of (x - pivot) 2^-64 (the fused kernels' rescue scale before 2^-80) did
+// too; LayerNorm and RMSNorm must still give the reference's values.
+TEST(NormStatistics, RowsSpreadAcrossFloatsRangeStayFinite) {
+  const int64_t rows = 3;
+  Tensor x = Tensor::random(DType::f32, {rows, kCols}, 9);
+  for (int64_t c = 0; c < kCols; c++) {
+    const double u = x.get(2 * kCols + c);
+    x.set(c, (c % 2 ? 2e38 : -2e38) * (1 + 0.1 * u));         // the pivot near -2e38
+    x.set(kCols + c, (c % 2 ? 1e38 : 2e38) * (1 + 0.1 * u));  // all of one sign
+  }
+  std::map<std::string, Tensor> in = inputs_with(x);
+  for (int64_t c = 0; c < 2 * kCols; c++) in["r"].set(c, 0);
+  GraphBuilder b;
+  auto xi = b.input("x", DType::f32, {rows, kCols});
+  auto r = b.input("r", DType::f32, {rows, kCols});
+  auto w = b.input("w", DType::f32, {kCols});
+  auto bias = b.input("bias", DType::f32, {kCols});
+  auto sum = b.add(xi, r);
+  b.output("y", b.silu(b.layer_norm(sum, w, bias, 1e-5)));
+  b.output("rms", b.rms_norm(sum, w, 1e-6));
+  Graph g = b.build();
+  for (const char* engine : {"eager", "cpp", "interpreter"}) {
+    EXPECT_TRUE(testing::matches_reference(g, in, testing::engine_opts(engine))) << engine;
+  }
 }
 
 }  // namespace

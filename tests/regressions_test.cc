@@ -256,7 +256,7 @@ TEST(Regressions, PowOfMinusInfinityFollowsC) {
 // The fused half of crash-ca35a9b3, and fuzz_graph's seed-1 finding crash-7785d8ad (
 // rms_norm(log(...) + 1e30) in bf16): fused LayerNorm and RMSNorm gave 0 where squares passed
 // f32's range. LayerNorm now takes its statistics at 2^-k (k from the row's max |x|), RMSNorm
-// keeps a second sum of squares at 2^-64 (codegen/lower.cc). Rows: ordinary; around 1e30; one
+// keeps a second sum of squares at 2^-80 (codegen/lower.cc). Rows: ordinary; around 1e30; one
 // value near FLT_MAX; a constant huge row (LayerNorm gives the bias, as the reference does).
 TEST(Regressions, FusedNormsOfHugeValuesDoNotOverflow) {
   for (DType t : {f32, bf16}) {

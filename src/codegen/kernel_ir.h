@@ -89,7 +89,7 @@ struct Expr {
   float imm = 0;  // Const value, Pow exponent, Sample's column fraction, a rotation's columns
   // A reduction with a guard (a row scalar of the same pass) is a rare one: it is taken only for
   // rows where the guard is nonzero, by a loop of its own that recomputes its operand from the
-  // inputs, and is 0 elsewhere. Fused LayerNorm and RMSNorm take their statistics at 2^-64 so
+  // inputs, and is 0 elsewhere. Fused LayerNorm and RMSNorm take their statistics at 2^-80 so
   // only after their plain sum of squares overflowed, instead of on every row.
   int guard = -1;
   std::string note;  // source node name, for comments

@@ -19,6 +19,12 @@ namespace {
 // The least x - max for which ExpInRangeIf may skip exp's range test (ExpInRangeF, vecmath.h).
 constexpr float kExpInRangeMin = -87.0f;
 
+// The norms' second statistics, for rows whose sum of squares passes 2^100, are taken on values
+// scaled by this: every |x - c| of finite x and c (below 2^129) then has a square below 2^98, so
+// rows of up to 2^30 columns cannot overflow, and a row's sum of squares past 2^100 stays a
+// normal float (2^-60 and up). 2^-64 overflowed for rows spread near FLT_MAX.
+constexpr double kRescueScale = 0x1p-80;
+
 // How a shape relates to the domain.
 // RowAny: all dims 1 (or none), the same value for every row and column.
 enum class Form { Col, RowKeep, RowDrop, RowAny, Other };
@@ -519,15 +525,15 @@ class Lowerer {
 
   int lower_rms_norm(const Node& n, int x) {
     const double eps = n.attr_float("eps", 1e-5);
-    // A second sum of squares at 2^-64 takes over where the plain one passes 2^100 (|x|
+    // A second sum of squares at kRescueScale takes over where the plain one passes 2^100 (|x|
     // beyond ~1e15): then x^2 overflowed or eps is negligible. Only such rows take it (a
     // guarded reduction: one more loop over the row, re-reading the inputs).
     int ss = row(Op::RowSumSq, x);
     int small = row(Op::Less, ss, cnst(0x1p100));
-    int xs = col(Op::Mul, x, cnst(0x1p-64));
+    int xs = col(Op::Mul, x, cnst(kRescueScale));
     int ss_small = guarded(Op::RowSumSq, xs, row(Op::Not, small));
     int r = row(Op::Rsqrt, row(Op::Add, row(Op::Div, ss, cols()), cnst(eps)));
-    int r_big = row(Op::Mul, row(Op::Rsqrt, row(Op::Div, ss_small, cols())), cnst(0x1p-64));
+    int r_big = row(Op::Mul, row(Op::Rsqrt, row(Op::Div, ss_small, cols())), cnst(kRescueScale));
     r = mk(Op::Where, true, small, r, r_big);
     return affine(n, col(Op::Mul, x, r), 1);
   }
@@ -547,13 +553,13 @@ class Lowerer {
   // eager kernel does. mean(d^2) - mean(d)^2 loses (c - mean)^2 / var of relative accuracy, so
   // c must lie within a few standard deviations of the mean: a median of 3 samples does unless
   // two of them are outliers.
-  // The same sums of d 2^-64 take over where the sum of d^2 passes 2^100 (|x - c| beyond ~1e15:
-  // d^2 overflowed, or eps is negligible); only such rows take them (guarded reductions, in a
-  // loop of their own). 3 vector ops per element, no pass over the UB.
+  // The same sums of d kRescueScale take over where the sum of d^2 passes 2^100 (|x - c| beyond
+  // ~1e15: d^2 overflowed, or eps is negligible); only such rows take them (guarded reductions, in
+  // a loop of their own). 3 vector ops per element, no pass over the UB.
   int layer_norm_one_pass(int x, int c, double eps) {
     auto col = [&](Op op, int a, int b = -1) { return mk(op, false, a, b); };
     auto row = [&](Op op, int a, int b = -1) { return mk(op, true, a, b); };
-    const double k = 0x1p-64;
+    const double k = kRescueScale;
     const int n = cols(), zero = cnst(0);
     int d = col(Op::Sub, x, c);
     int ds = mk(Op::MulAdd, false, x, cnst(k), row(Op::Neg, row(Op::Mul, c, cnst(k))));
