@@ -338,14 +338,22 @@ TEST(KernelIr, SeedBlockKeepsTheSumInOneSlot) {
   std::string text = kir::to_string(*p, ub);
   EXPECT_EQ(ub.num_slots, 1) << text;
   EXPECT_FALSE(ub.rereads()) << text;
-  // x and residual are read once, in pass 0; the sum goes to slot 0.
-  EXPECT_NE(text.find("keep %2->s0"), std::string::npos) << text;
+  // x and residual are read once, in pass 0; (x + residual - pivot) / 2 goes to slot 0, and
+  // the output pass normalizes it in one FMA: slot, FMA, w, b, affine FMA, SiLU.
+  ASSERT_EQ(ub.phases.size(), 2u);
+  ASSERT_EQ(ub.phases[0].slot_stores.size(), 1u) << text;
+  const kir::Expr& kept = p->exprs[size_t(ub.phases[0].slot_stores[0])];
+  EXPECT_EQ(kept.op, kir::Op::MulAdd) << text;
+  EXPECT_EQ(kept.a, 2) << text;  // the sum
+  EXPECT_EQ(ub.phases[1].slot_loads, ub.phases[0].slot_stores) << text;
+  ASSERT_EQ(ub.phases[1].compute.size(), 5u) << text;
+  EXPECT_EQ(p->exprs[size_t(ub.phases[1].compute[0])].op, kir::Op::MulAdd) << text;
+  EXPECT_EQ(p->exprs[size_t(ub.phases[1].compute[0])].a, ub.phases[0].slot_stores[0]) << text;
   const std::string prog = kir::to_string(*p);
   EXPECT_NE(prog.find("load in0 sample 0.5"), std::string::npos) << prog;
   EXPECT_NE(prog.find("rowsumsq"), std::string::npos) << prog;
   // Every row takes 2 sums (of d and d^2); the sums at 2^-64 are guarded: a loop of their own,
   // only for rows whose sum of d^2 passed 2^100.
-  ASSERT_EQ(ub.phases.size(), 2u);
   EXPECT_EQ(ub.phases[0].reductions.size(), 2u) << text;
   ASSERT_EQ(ub.phases[0].rescues.size(), 1u) << text;
   EXPECT_EQ(ub.phases[0].rescues[0].reductions.size(), 2u) << text;

@@ -117,7 +117,8 @@ TEST(NormStatistics, HugeRowsAmongOrdinaryOnesTakeTheRescueSums) {
 
 // Rows whose values reach +-2e38 on both sides of the pivot: x - pivot passes FLT_MAX, and the
 // sum of the squares of (x - pivot) 2^-64 (the fused kernels' rescue scale before 2^-80) did
-// too; LayerNorm and RMSNorm must still give the reference's values.
+// too; LayerNorm and RMSNorm must still give the reference's values (the fused LayerNorm's output
+// pass reads (x - pivot) / 2, which stays finite).
 TEST(NormStatistics, RowsSpreadAcrossFloatsRangeStayFinite) {
   const int64_t rows = 3;
   Tensor x = Tensor::random(DType::f32, {rows, kCols}, 9);

@@ -549,20 +549,23 @@ class Lowerer {
   }
 
   // LayerNorm's statistics in the same pass that computes x (the two-pass form below needs
-  // the mean before its variance pass): sums of d = x - c and d^2, c = row_pivot(x), as the
-  // eager kernel does. mean(d^2) - mean(d)^2 loses (c - mean)^2 / var of relative accuracy, so
-  // c must lie within a few standard deviations of the mean: a median of 3 samples does unless
-  // two of them are outliers.
-  // The same sums of d kRescueScale take over where the sum of d^2 passes 2^100 (|x - c| beyond
-  // ~1e15: d^2 overflowed, or eps is negligible); only such rows take them (guarded reductions, in
-  // a loop of their own). 3 vector ops per element, no pass over the UB.
+  // the mean before its variance pass): sums of d = (x - c) / 2 and d^2, c = row_pivot(x), as
+  // the eager kernel does. mean(d^2) - mean(d)^2 loses (c - mean)^2 / var of relative accuracy,
+  // so c must lie within a few standard deviations of the mean: a median of 3 samples does
+  // unless two of them are outliers.
+  // d is halved in its one rounding (an FMA) so that it is finite for every finite x and c: it
+  // is what crosses to the output pass, which is then one FMA, d (2 s r) - mean(d) r.
+  // The same sums of (x - c) kRescueScale take over where the sum of d^2 passes 2^100 (|x - c|
+  // beyond ~1e15: d^2 overflowed, or eps is negligible); only such rows take them (guarded
+  // reductions, in a loop of their own). 3 vector ops per element, no pass over the UB.
   int layer_norm_one_pass(int x, int c, double eps) {
-    auto col = [&](Op op, int a, int b = -1) { return mk(op, false, a, b); };
     auto row = [&](Op op, int a, int b = -1) { return mk(op, true, a, b); };
-    const double k = kRescueScale;
+    auto scaled = [&](double k) {  // (x - c) * k in one rounding
+      return mk(Op::MulAdd, false, x, cnst(k), row(Op::Neg, row(Op::Mul, c, cnst(k))));
+    };
+    const double h = 0.5, k = kRescueScale;
     const int n = cols(), zero = cnst(0);
-    int d = col(Op::Sub, x, c);
-    int ds = mk(Op::MulAdd, false, x, cnst(k), row(Op::Neg, row(Op::Mul, c, cnst(k))));
+    int d = scaled(h), ds = scaled(k);
     // Mean and 1 / sqrt(var + eps) from sums of v (and of v^2) scaled by the same power of 2.
     auto stats = [&](int v, double eps_scaled, int guard, int* mean_d) {
       *mean_d = row(Op::Div, guarded(Op::RowSum, v, guard), n);
@@ -572,19 +575,21 @@ class Lowerer {
       return row(Op::Rsqrt, row(Op::Add, var, cnst(eps_scaled)));
     };
     int md = -1, mds = -1;
-    int rstd = stats(d, eps, -1, &md);
+    int rstd = stats(d, eps * h * h, -1, &md);
     // (After stats(d): the pass then accumulates the sum before the sum of squares, an order
     // the seed block's loop ran 3-4% faster in.)
     int small = row(Op::Less, row(Op::RowSumSq, d), cnst(0x1p100));
     int rstd_s = stats(ds, eps * k * k, row(Op::Not, small), &mds);
     auto pick = [&](int a, int b) { return mk(Op::Where, true, small, a, b); };
-    int scale = pick(cnst(1), cnst(k));
+    int scale = pick(cnst(h), cnst(k));
     // 1/sqrt(var + eps) <= 1/sqrt(eps): keeps a row whose spread cancelled to 0 at (x - mean) * 0.
     int r = row(Op::Min, pick(rstd, rstd_s), row(Op::Div, cnst(1 / std::sqrt(eps)), scale));
-    // ((x - c) - mean(d)) * r with (x - c) * scale in one rounding: the mean c + mean(d) itself
-    // is never rounded (at |mean| >> std its rounding would be a large part of x - mean).
-    int shifted = mk(Op::MulAdd, false, x, scale, row(Op::Neg, row(Op::Mul, c, scale)));
-    return col(Op::Mul, col(Op::Sub, shifted, pick(md, mds)), r);
+    // ((x - c) s - m) r, m the mean of the sums' values, as d (2 s r) - m r: 2 s r is exact (s
+    // a power of 2), and rounding m r costs at most |m r| ulps, a few for a pivot in the row's
+    // bulk (the variance loses the square of that). The row's mean itself is never rounded to
+    // f32 (at |mean| >> std its rounding would be a large part of x - mean).
+    return mk(Op::MulAdd, false, d, row(Op::Mul, row(Op::Mul, scale, cnst(1 / h)), r),
+              row(Op::Neg, row(Op::Mul, pick(md, mds), r)));
   }
 
   const FusedGroup& g_;
