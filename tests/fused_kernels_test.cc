@@ -325,7 +325,7 @@ INSTANTIATE_TEST_SUITE_P(Engines, FusedKernels,
 
 // ---- schedules: what the UB keeps ----
 
-TEST(KernelIr, SeedBlockKeepsTheSumInOneSlot) {
+TEST(KernelIr, SeedBlockKeepsTheShiftedSumInOneSlot) {
   Graph g = testing::seed_block({"batch", "seq", 4096});
   FusedGroup fg = whole_graph_group(g);
   std::string why;
@@ -352,7 +352,7 @@ TEST(KernelIr, SeedBlockKeepsTheSumInOneSlot) {
   const std::string prog = kir::to_string(*p);
   EXPECT_NE(prog.find("load in0 sample 0.5"), std::string::npos) << prog;
   EXPECT_NE(prog.find("rowsumsq"), std::string::npos) << prog;
-  // Every row takes 2 sums (of d and d^2); the sums at 2^-64 are guarded: a loop of their own,
+  // Every row takes 2 sums (of d and d^2); the sums at 2^-80 are guarded: a loop of their own,
   // only for rows whose sum of d^2 passed 2^100.
   EXPECT_EQ(ub.phases[0].reductions.size(), 2u) << text;
   ASSERT_EQ(ub.phases[0].rescues.size(), 1u) << text;
