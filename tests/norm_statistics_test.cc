@@ -20,14 +20,17 @@ namespace {
 
 constexpr int64_t kCols = 4099;  // odd: a masked tail; the middle sample is column 2049
 
-// silu(layer_norm(x + r)) over rows of kCols, one fused kernel in graph mode.
-Graph add_layer_norm_silu(int64_t rows) {
+// silu(layer_norm(x + r)) over rows of kCols, one fused kernel in graph mode; with `rms`, a
+// second output rms_norm(x + r, w).
+Graph add_layer_norm_silu(int64_t rows, bool rms = false) {
   GraphBuilder b;
   auto x = b.input("x", DType::f32, {rows, kCols});
   auto r = b.input("r", DType::f32, {rows, kCols});
   auto w = b.input("w", DType::f32, {kCols});
   auto bias = b.input("bias", DType::f32, {kCols});
-  b.output("y", b.silu(b.layer_norm(b.add(x, r), w, bias, 1e-5)));
+  auto sum = b.add(x, r);
+  b.output("y", b.silu(b.layer_norm(sum, w, bias, 1e-5)));
+  if (rms) b.output("rms", b.rms_norm(sum, w, 1e-6));
   return b.build();
 }
 
@@ -89,15 +92,7 @@ TEST(NormStatistics, HugeRowsAmongOrdinaryOnesTakeTheRescueSums) {
     for (int64_t c = 0; c < kCols; c++) x.set(k * kCols + c, x.get(k * kCols + c) * 1e25);
   }
   std::map<std::string, Tensor> in = inputs_with(x);
-  GraphBuilder b;
-  auto xi = b.input("x", DType::f32, {rows, kCols});
-  auto r = b.input("r", DType::f32, {rows, kCols});
-  auto w = b.input("w", DType::f32, {kCols});
-  auto bias = b.input("bias", DType::f32, {kCols});
-  auto sum = b.add(xi, r);
-  b.output("y", b.silu(b.layer_norm(sum, w, bias, 1e-5)));
-  b.output("rms", b.rms_norm(sum, w, 1e-6));
-  Graph g = b.build();
+  Graph g = add_layer_norm_silu(rows, true);
   // ub_bytes 256 holds no row: the re-read variant, whose rescue loops re-read the inputs too.
   for (const char* ub : {"", "256"}) {
     for (const char* threads : {"1", "2"}) {
@@ -129,15 +124,7 @@ TEST(NormStatistics, RowsSpreadAcrossFloatsRangeStayFinite) {
   }
   std::map<std::string, Tensor> in = inputs_with(x);
   for (int64_t c = 0; c < 2 * kCols; c++) in["r"].set(c, 0);
-  GraphBuilder b;
-  auto xi = b.input("x", DType::f32, {rows, kCols});
-  auto r = b.input("r", DType::f32, {rows, kCols});
-  auto w = b.input("w", DType::f32, {kCols});
-  auto bias = b.input("bias", DType::f32, {kCols});
-  auto sum = b.add(xi, r);
-  b.output("y", b.silu(b.layer_norm(sum, w, bias, 1e-5)));
-  b.output("rms", b.rms_norm(sum, w, 1e-6));
-  Graph g = b.build();
+  Graph g = add_layer_norm_silu(rows, true);
   for (const char* engine : {"eager", "cpp", "interpreter"}) {
     EXPECT_TRUE(testing::matches_reference(g, in, testing::engine_opts(engine))) << engine;
   }
