@@ -133,6 +133,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <algorithm>
+#include <memory>
 
 #include "kernels/cpu/kernel_util.h"
 
@@ -204,11 +205,12 @@ void pair_panel_gemm(const void* a, DType ta, const int32_t* za, const int32_t* 
                      ThreadPool& pool) {
   if (M == 0 || N == 0) return;
   const int64_t Kp = pairs_of(K);
-  std::vector<uint32_t> ap(static_cast<size_t>(M * Kp));
-  std::vector<uint32_t> asum(static_cast<size_t>(M));
+  // Every pair and row sum is written below, so neither buffer is zero-filled first.
+  const auto ap = std::make_unique_for_overwrite<uint32_t[]>(static_cast<size_t>(M * Kp));
+  const auto asum = std::make_unique_for_overwrite<uint32_t[]>(static_cast<size_t>(M));
   auto prepare = [&](int64_t r0, int64_t r1, int) {
     for (int64_t i = r0; i < r1; i++) {
-      uint32_t* out = ap.data() + i * Kp;
+      uint32_t* out = ap.get() + i * Kp;
       asum[size_t(i)] = ta == DType::i8
                             ? pair_row(static_cast<const int8_t*>(a) + i * K, za[i], K, out)
                             : pair_row(static_cast<const uint8_t*>(a) + i * K, za[i], K, out);
@@ -226,13 +228,13 @@ void pair_panel_gemm(const void* a, DType ta, const int32_t* za, const int32_t* 
   const bool by_rows = count < pool.size() && M >= 2 * pool.size();
   auto run = [&](int64_t lo, int64_t hi, int) {
     if (by_rows) {
-      HWY_DYNAMIC_DISPATCH(PairPanelRange)(ap.data(), Kp, panels, c, N, lo, hi, 0, count);
+      HWY_DYNAMIC_DISPATCH(PairPanelRange)(ap.get(), Kp, panels, c, N, lo, hi, 0, count);
     } else {
-      HWY_DYNAMIC_DISPATCH(PairPanelRange)(ap.data(), Kp, panels, c, N, 0, M, lo, hi);
+      HWY_DYNAMIC_DISPATCH(PairPanelRange)(ap.get(), Kp, panels, c, N, 0, M, lo, hi);
     }
   };
   if (!parallel) {
-    HWY_DYNAMIC_DISPATCH(PairPanelRange)(ap.data(), Kp, panels, c, N, 0, M, 0, count);
+    HWY_DYNAMIC_DISPATCH(PairPanelRange)(ap.get(), Kp, panels, c, N, 0, M, 0, count);
   } else {
     pool.parallel_for(by_rows ? M : count, 1, run);
   }
