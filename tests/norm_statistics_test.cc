@@ -130,5 +130,44 @@ TEST(NormStatistics, RowsSpreadAcrossFloatsRangeStayFinite) {
   }
 }
 
+// The same rows through LayerNorm's two-pass form (an input known only after a pass: here
+// x + softmax(x) * 0, and a MatMul block: x I + x) and RMSNorm beside it, at 2e38 and at 1e37
+// (x I + x must stay finite). 259 columns keep the identity small.
+TEST(NormStatistics, RowsSpreadAcrossFloatsRangeInTheTwoPassForms) {
+  constexpr int64_t n = 259;
+  for (const bool block : {false, true}) {
+    const double big = block ? 1e37 : 2e38;
+    Tensor x = Tensor::random(DType::f32, {2, n}, 11);
+    for (int64_t c = 0; c < n; c++) {
+      const double u = x.get(n + c);
+      x.set(c, (c % 2 ? big : -big) * (1 + 0.1 * u));
+      x.set(n + c, big * (1 + 0.1 * u));
+    }
+    Tensor eye = Tensor::zeros(DType::f32, {n, n});
+    for (int64_t i = 0; i < n; i++) eye.set(i * n + i, 1.0);
+    GraphBuilder b;
+    auto xi = b.input("x", DType::f32, {2, n});
+    auto w = b.input("w", DType::f32, {n});
+    auto bias = b.input("bias", DType::f32, {n});
+    auto v = block
+                 ? b.add(b.matmul(xi, b.constant(eye, "eye")), xi)
+                 : b.add(xi, b.mul(b.softmax(xi), b.constant(Tensor::zeros(DType::f32, {1}), "z")));
+    b.output("y", b.layer_norm(v, w, bias, 1e-5));
+    b.output("rms", b.rms_norm(v, w, 1e-6));
+    Graph g = b.build();
+    const std::map<std::string, Tensor> in = {{"x", x},
+                                              {"w", Tensor::random(DType::f32, {n}, 3, 0.5, 1.5)},
+                                              {"bias", Tensor::random(DType::f32, {n}, 4)}};
+    const CompiledModel m = compile(g, testing::engine_opts("cpp"));  // one kernel, both norms
+    ASSERT_EQ(m.kernels().size(), 1u);
+    EXPECT_EQ(m.kernels()[0].name,
+              block ? "FusedMatMulAddLayerNormRMSNorm" : "FusedSoftmaxMulAddLayerNormRMSNorm");
+    for (const char* engine : {"eager", "cpp", "interpreter"}) {
+      EXPECT_TRUE(testing::matches_reference(g, in, testing::engine_opts(engine)))
+          << engine << (block ? " (MatMul block)" : " (after softmax)");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ubfuse
