@@ -4,7 +4,6 @@
 // op that stops it, and the test checks that this is still the reason, so support landing for it
 // turns the entry into a failure until the model runs here.
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -87,10 +86,7 @@ TEST(Models, BertStackInt8) { check_model("bert_stack_int8"); }
 // The same on ubfuse's exact int8 product (the pair panels of CPUs without VNNI), wherever the
 // test runs.
 TEST(Models, BertStackInt8ExactProduct) {
-  struct NoOneDnn {
-    NoOneDnn() { setenv("UBFUSE_INT8_NO_ONEDNN", "1", 1); }
-    ~NoOneDnn() { unsetenv("UBFUSE_INT8_NO_ONEDNN"); }
-  } no_onednn;
+  testing::ScopedEnv no_onednn("UBFUSE_INT8_NO_ONEDNN", "1");
   check_model("bert_stack_int8");
 }
 TEST(Models, KvDecoder) { check_model("kv_decoder"); }
